@@ -1,0 +1,77 @@
+# seqbus developer commands. `make help` lists them. The README's two commands are
+# `make demo` and `make test`; each does its own set-up.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+PYTHON ?= python3.11
+VENV := $(CURDIR)/.venv
+PY := $(VENV)/bin/python
+export CARGO_TARGET_DIR := $(CURDIR)/rust/target
+export VIRTUAL_ENV := $(VENV)
+export PATH := $(VENV)/bin:$(PATH)
+CARGO := cargo
+SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+
+.PHONY: help setup venv ext generate generated-build check-generated system-deps fmt lint \
+        test test-rust test-python typecheck bench demo clean
+
+help: ## list every target
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
+
+setup: venv ext generated-build ## everything a fresh machine needs: .venv, Rust extension, compiled generated code
+
+venv: $(VENV)/.deps-stamp
+$(VENV)/.deps-stamp: requirements-dev.txt compiler/pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q --no-build-isolation -e compiler
+	@touch $@
+
+ext: venv ## build the Rust core into the venv (seqbus._core)
+	cd $(CURDIR) && $(VENV)/bin/maturin develop --release -q
+
+generate: venv ## regenerate generated/ from schemas/
+	$(VENV)/bin/seqc generate schemas/*.idl -o generated --lang python --lang rust --no-build
+
+generated-build: venv ## compile the committed generated Cython in place and put it on the venv's path
+	$(VENV)/bin/seqc build generated/python
+	@echo "$(CURDIR)/generated/python" > "$(SITE)/seqbus-generated.pth"
+
+check-generated: venv ## fail if generated/ differs from what seqc makes from schemas/ today
+	$(PY) scripts/check_generated.py
+
+system-deps: ## Debian packages the tests use (tshark, nftables), when missing and we are root
+	@bash scripts/system-deps.sh
+
+fmt: venv ## format Rust and Python
+	cd rust && $(CARGO) fmt --all
+	$(VENV)/bin/ruff format runtime compiler tests benchmarks
+
+lint: venv ## ruff, clippy -D warnings, mypy --strict
+	$(VENV)/bin/ruff check runtime compiler tests
+	cd rust && $(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(MAKE) typecheck
+
+typecheck: setup ## mypy --strict on the SDK, the compiler and the examples
+	$(VENV)/bin/mypy --strict runtime/seqbus compiler/seqc
+
+test-rust: ## cargo test of every crate
+	cd rust && $(CARGO) test --workspace --exclude seqbus-py -q
+
+test-python: setup system-deps ## pytest (inside a private network namespace, for multicast)
+	bash scripts/in-netns.sh $(PY) -m pytest -q
+
+test: setup system-deps ## every test: cargo test, generated-code check, mypy, pytest
+	$(MAKE) test-rust
+	$(MAKE) check-generated
+	$(MAKE) typecheck
+	$(MAKE) test-python
+
+bench: setup ## every benchmark (not part of `make test`)
+	bash scripts/in-netns.sh $(PY) -m benchmarks
+
+demo: setup ## the main job
+	$(VENV)/bin/seqbus demo
+
+clean: ## remove build products and the venv
+	rm -rf $(VENV) rust/target
