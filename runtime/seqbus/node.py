@@ -1,0 +1,349 @@
+"""``seqbus.Node``: the base of every application node.
+
+A node is a deterministic state machine over the sequenced stream. The Rust core
+(``seqbus._core``) owns the sockets and the protocol and hands the node one buffer per batch
+(docs/architecture.md, "Batches from Rust to Python"); this module walks the records of a batch,
+keeps the deterministic clock, fires timers and calls the generated dispatch of the node's IDL
+package, which wraps each body in its typed view and calls ``on_<message>(msg, mine)``.
+
+Generated bases (``ExchangeNode``, ``PingpongNode``…) subclass :class:`Node` and set
+``SCHEMA_ID``, ``_seqbus_handlers_`` and ``_seqbus_dispatch_``; applications subclass those.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import struct
+import time
+import mmap
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Protocol
+
+from seqbus.errors import DecodeError, SeqbusError, UnknownMessageError
+
+__all__ = [
+    "RECORD_HEADER",
+    "RECORD_MESSAGE",
+    "RECORD_REWOUND",
+    "RECORD_TIME",
+    "Client",
+    "Node",
+    "NodeStats",
+    "Timer",
+    "Topic",
+]
+
+#: Record header + envelope of a batch record (docs/architecture.md):
+#: record_length u32, record_type u16, reserved u16, sequence u64, then the 32-byte envelope
+#: timestamp_ns u64, command_seq u64, account char[8], instance u16, kind u8, flags u8,
+#: body_length u32.
+RECORD_HEADER = struct.Struct("<IHxxQQQ8sHBBI")
+#: The first 8 bytes of every body: block_length, template_id, schema_id, version.
+MESSAGE_HEADER = struct.Struct("<HHHH")
+RECORD_MESSAGE = 1
+RECORD_REWOUND = 2
+RECORD_TIME = 3
+ENVELOPE_KIND_APPLICATION = 1
+
+#: A message type as the topic filter sees it: (schema id, template id).
+Topic = tuple[int, int]
+#: What a batch or an encoded body may be.
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+Dispatch = Callable[[Any, int, Buffer, int, int, bool], bool]
+
+
+class Client(Protocol):
+    """What a node needs from the transport: ``seqbus._core.NodeClient`` or the test harness."""
+
+    def poll(self, max_records: int, timeout: float) -> bytes: ...
+
+    def send(self, body: Buffer) -> int: ...
+
+    def set_timer_deadline(self, deadline_ns: int | None) -> None: ...
+
+    def is_rewinding(self) -> bool: ...
+
+
+@dataclass
+class NodeStats:
+    """Counters a node keeps about what crossed into Python."""
+
+    messages: int = 0
+    batches: int = 0
+    unknown: int = 0
+    timers_fired: int = 0
+    sent: int = 0
+
+
+@dataclass(order=True)
+class Timer:
+    """A pending timer; ``cancel()`` stops it from firing.
+
+    Deterministic timers (``Node.set_timer``) fire at a point of the stream; local timers
+    (``Node.set_local_timer``) fire on this machine's monotonic clock and are therefore not
+    reproduced by a replay (``deterministic`` is False).
+    """
+
+    at: int | float
+    order: int
+    callback: Callable[[], None] = field(compare=False)
+    deterministic: bool = field(compare=False, default=True)
+    cancelled: bool = field(compare=False, default=False)
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+def _account_key(account: str) -> bytes:
+    try:
+        raw = account.encode("ascii")
+    except UnicodeEncodeError:
+        raise SeqbusError(f"account {account!r} is not ASCII") from None
+    if not 0 < len(raw) <= 8 or b"\0" in raw:
+        raise SeqbusError(f"account {account!r} must be 1 to 8 ASCII characters")
+    return raw.ljust(8, b"\0")
+
+
+class Node:
+    """Base class of application nodes; subclass a generated ``<Package>Node``.
+
+    Handlers run one at a time, in stream order. Inside a handler, :meth:`sequencer_time` is the
+    sequencer's timestamp of the message being handled, so a replay computes exactly what the
+    live run computed. ``mine`` is True for messages sent under this node's account by any of its
+    instances: hot-hot instances of one account are one logical node and must agree.
+    """
+
+    SCHEMA_ID: ClassVar[int] = 0
+    _seqbus_handlers_: ClassVar[dict[int, str]] = {}
+    #: Extra (schema id, template id) pairs to receive besides those the handlers imply.
+    TOPICS: ClassVar[tuple[Topic, ...]] = ()
+    #: What to do with a message no class of this node can decode: "skip" counts it in
+    #: ``stats.unknown``; "raise" raises :class:`UnknownMessageError` from the loop.
+    ON_UNKNOWN: ClassVar[Literal["skip", "raise"]] = "skip"
+
+    def __init__(self) -> None:
+        self.account = ""
+        self.instance = 0
+        self.stats = NodeStats()
+        self._account_key = b""
+        self._client: Client | None = None
+        self._now = 0
+        self._sequence = 0
+        self._rewinding = False
+        self._timers: list[Timer] = []
+        self._local_timers: list[Timer] = []
+        self._order = itertools.count()
+        self._deadline_sent: int | None = None
+        self._dispatchers = self._collect_dispatchers()
+
+    # -- the application's hooks -------------------------------------------------------------
+
+    def on_opened(self) -> None:
+        """Called once before the first message, with blank state."""
+
+    def on_rewound(self) -> None:
+        """Called when a rewinding node has caught up with the live stream."""
+
+    # -- what handlers may call --------------------------------------------------------------
+
+    def sequencer_time(self) -> int:
+        """The sequencer's timestamp (ns since the epoch) of the message being handled."""
+        return self._now
+
+    def sequence(self) -> int:
+        """The sequence number of the message being handled (0 before the first)."""
+        return self._sequence
+
+    @property
+    def is_rewinding(self) -> bool:
+        """True while the node replays history, until :meth:`on_rewound`."""
+        return self._rewinding
+
+    def send(self, message: object) -> int:
+        """Send a command to the sequencer; returns this node's command sequence for it.
+
+        ``message`` is a generated message object (anything with ``encode() -> bytes``) or an
+        already-encoded body (bytes-like). Raises :class:`BackPressureError` when the window of
+        in-flight commands is full.
+        """
+        client = self._client
+        if client is None:
+            raise SeqbusError("the node is not connected to a bus; start it with seqbus.run")
+        encode = getattr(message, "encode", None)
+        if encode is not None and not isinstance(message, (bytes, bytearray)):
+            body: Buffer = encode()
+        elif isinstance(message, (bytes, bytearray, memoryview, mmap.mmap)):
+            body = message
+        else:
+            raise TypeError(f"send() needs a message or bytes, not {type(message).__name__}")
+        seq = client.send(body)
+        self.stats.sent += 1
+        return seq
+
+    def set_timer(self, at_ns: int, callback: Callable[[], None]) -> Timer:
+        """Fire ``callback`` at the first point of the stream whose time is at or after ``at_ns``.
+
+        Deterministic: a replay fires it between the same two messages. During the callback
+        :meth:`sequencer_time` is the time of the message that triggered it.
+        """
+        timer = Timer(at_ns, next(self._order), callback)
+        heapq.heappush(self._timers, timer)
+        self._update_deadline()
+        return timer
+
+    def set_timer_after(self, delay_ns: int, callback: Callable[[], None]) -> Timer:
+        """:meth:`set_timer` at ``sequencer_time() + delay_ns``."""
+        return self.set_timer(self._now + delay_ns, callback)
+
+    def set_local_timer(self, delay_s: float, callback: Callable[[], None]) -> Timer:
+        """Fire ``callback`` after ``delay_s`` seconds of this machine's clock.
+
+        NOT deterministic: a replay or a hot backup will not fire it at the same point of the
+        stream. Use it for housekeeping that does not change the node's state.
+        """
+        timer = Timer(time.monotonic() + delay_s, next(self._order), callback, False)
+        heapq.heappush(self._local_timers, timer)
+        return timer
+
+    # -- the loop (driven by seqbus.run, seqbus.testing or a custom driver) -------------------
+
+    @classmethod
+    def topics(cls) -> list[Topic]:
+        """The message types this node handles: every overridden ``on_*`` plus ``TOPICS``."""
+        result: set[Topic] = set(cls.TOPICS)
+        for base in cls.__mro__:
+            if "SCHEMA_ID" not in base.__dict__ or "_seqbus_handlers_" not in base.__dict__:
+                continue
+            schema_id: int = base.__dict__["SCHEMA_ID"]
+            handlers: dict[int, str] = base.__dict__["_seqbus_handlers_"]
+            for template_id, name in handlers.items():
+                if getattr(cls, name, None) is not getattr(base, name, None):
+                    result.add((schema_id, template_id))
+        return sorted(result)
+
+    @classmethod
+    def _collect_dispatchers(cls) -> dict[int, Dispatch]:
+        found: dict[int, Dispatch] = {}
+        for base in reversed(cls.__mro__):
+            if "_seqbus_dispatch_" in base.__dict__ and "SCHEMA_ID" in base.__dict__:
+                found[base.__dict__["SCHEMA_ID"]] = getattr(base, "_seqbus_dispatch_")
+        return found
+
+    def attach(
+        self, client: Client, account: str, instance: int, *, rewinding: bool = False
+    ) -> None:
+        """Bind the node to a transport client and call :meth:`on_opened`."""
+        self._account_key = _account_key(account)
+        self.account = account
+        self.instance = instance
+        self._client = client
+        self._rewinding = rewinding
+        self.on_opened()
+        self._deadline_sent = None
+        self._update_deadline()
+
+    def poll_once(self, timeout: float, max_records: int = 4096) -> int:
+        """Poll the client once (waiting at most ``timeout`` s) and handle what came."""
+        client = self._client
+        if client is None:
+            raise SeqbusError("the node is not attached to a client")
+        if self._local_timers:
+            timeout = max(0.0, min(timeout, self._local_timers[0].at - time.monotonic()))
+        batch = client.poll(max_records, timeout)
+        handled = self.handle_batch(batch) if batch else 0
+        if self._local_timers:
+            self._fire_local_timers()
+        return handled
+
+    def handle_batch(self, batch: Buffer) -> int:
+        """Handle every record of one batch; returns the number of records."""
+        unpack = RECORD_HEADER.unpack_from
+        header = MESSAGE_HEADER.unpack_from
+        dispatchers = self._dispatchers
+        view = memoryview(batch)
+        end = len(view)
+        offset = 0
+        records = 0
+        while offset < end:
+            if end - offset < RECORD_HEADER.size:
+                raise DecodeError("Record", "record_length", offset, "truncated record header")
+            (length, kind, seq, ts, _cmd, account, _inst, env_kind, _fl, body_len) = unpack(
+                view, offset
+            )
+            if length < RECORD_HEADER.size or offset + length > end:
+                raise DecodeError(
+                    "Record", "record_length", offset, f"length {length} outside the batch"
+                )
+            if kind == RECORD_MESSAGE:
+                self._sequence = seq
+                self._now = ts
+                if self._timers and ts >= self._timers[0].at:
+                    self._fire_timers()
+                body = offset + RECORD_HEADER.size
+                if body_len != length - RECORD_HEADER.size or body_len < MESSAGE_HEADER.size:
+                    raise DecodeError(
+                        "Record", "body_length", offset + 44, f"{body_len} in a {length}-byte record"
+                    )
+                _block, template_id, schema_id, _version = header(view, body)
+                dispatch = dispatchers.get(schema_id)
+                mine = account == self._account_key
+                if dispatch is None or not dispatch(self, template_id, view, body, body_len, mine):
+                    self._unknown(schema_id, template_id, seq)
+                self.stats.messages += 1
+            elif kind == RECORD_TIME:
+                self._sequence = seq
+                self._now = ts
+                if self._timers and ts >= self._timers[0].at:
+                    self._fire_timers()
+            elif kind == RECORD_REWOUND:
+                self._rewinding = False
+                self.on_rewound()
+            else:
+                raise DecodeError("Record", "record_type", offset + 4, f"unknown type {kind}")
+            offset += length
+            records += 1
+        self.stats.batches += 1
+        return records
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _unknown(self, schema_id: int, template_id: int, sequence: int) -> None:
+        self.stats.unknown += 1
+        if self.ON_UNKNOWN == "raise":
+            raise UnknownMessageError(schema_id, template_id, sequence)
+
+    def _fire_timers(self) -> None:
+        timers = self._timers
+        now = self._now
+        while timers and timers[0].at <= now:
+            timer = heapq.heappop(timers)
+            if not timer.cancelled:
+                self.stats.timers_fired += 1
+                timer.callback()
+        self._update_deadline()
+
+    def _fire_local_timers(self) -> None:
+        timers = self._local_timers
+        now = time.monotonic()
+        while timers and timers[0].at <= now:
+            timer = heapq.heappop(timers)
+            if not timer.cancelled:
+                timer.callback()
+
+    def _update_deadline(self) -> None:
+        while self._timers and self._timers[0].cancelled:
+            heapq.heappop(self._timers)
+        deadline = int(self._timers[0].at) if self._timers else None
+        if deadline != self._deadline_sent and self._client is not None:
+            self._client.set_timer_deadline(deadline)
+            self._deadline_sent = deadline
+
+
+def handled_topics(nodes: Iterable[type[Node]]) -> list[Topic]:
+    """The union of the topics of several node classes."""
+    result: set[Topic] = set()
+    for cls in nodes:
+        result.update(cls.topics())
+    return sorted(result)
