@@ -14,38 +14,28 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import struct
 import time
 import mmap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
+from seqbus.batch import (
+    MESSAGE_HEADER,
+    RECORD_HEADER,
+    RECORD_MESSAGE,
+    RECORD_REWOUND,
+    RECORD_TIME,
+)
 from seqbus.errors import DecodeError, SeqbusError, UnknownMessageError
 
 __all__ = [
-    "RECORD_HEADER",
-    "RECORD_MESSAGE",
-    "RECORD_REWOUND",
-    "RECORD_TIME",
     "Client",
     "Node",
     "NodeStats",
     "Timer",
     "Topic",
 ]
-
-#: Record header + envelope of a batch record (docs/architecture.md):
-#: record_length u32, record_type u16, reserved u16, sequence u64, then the 32-byte envelope
-#: timestamp_ns u64, command_seq u64, account char[8], instance u16, kind u8, flags u8,
-#: body_length u32.
-RECORD_HEADER = struct.Struct("<IHxxQQQ8sHBBI")
-#: The first 8 bytes of every body: block_length, template_id, schema_id, version.
-MESSAGE_HEADER = struct.Struct("<HHHH")
-RECORD_MESSAGE = 1
-RECORD_REWOUND = 2
-RECORD_TIME = 3
-ENVELOPE_KIND_APPLICATION = 1
 
 #: A message type as the topic filter sees it: (schema id, template id).
 Topic = tuple[int, int]

@@ -1,0 +1,213 @@
+"""seqbus.Node's loop over batches, against batches built here (no transport)."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, ClassVar
+
+import pytest
+
+from seqbus import DecodeError, Node, SeqbusError, UnknownMessageError
+from seqbus.batch import RECORD_MESSAGE, RECORD_REWOUND, RECORD_TIME, pack_record
+
+SCHEMA = 9
+PING = struct.Struct("<HHHHQ")  # message header + one u64 field
+
+
+def ping(value: int, template: int = 1, schema: int = SCHEMA) -> bytes:
+    return PING.pack(8, template, schema, 1, value)
+
+
+def dispatch(node: Any, template_id: int, buf: Any, offset: int, length: int, mine: bool) -> bool:
+    """What a generated Cython switch does, by hand: wrap the body and call the handler."""
+    if template_id == 1:
+        node.on_ping(PING.unpack_from(buf, offset)[4], mine)
+        return True
+    if template_id == 2:
+        node.on_pong(PING.unpack_from(buf, offset)[4], mine)
+        return True
+    return False
+
+
+class FakePackageNode(Node):
+    """Stands for a generated base: SCHEMA_ID, handlers and the dispatch function."""
+
+    SCHEMA_ID: ClassVar[int] = SCHEMA
+    _seqbus_handlers_: ClassVar[dict[int, str]] = {1: "on_ping", 2: "on_pong"}
+    _seqbus_dispatch_ = staticmethod(dispatch)
+
+    def on_ping(self, msg: int, mine: bool) -> None:
+        pass
+
+    def on_pong(self, msg: int, mine: bool) -> None:
+        pass
+
+
+class FakeClient:
+    def __init__(self, batches: list[bytes] | None = None) -> None:
+        self.batches = list(batches or [])
+        self.sent: list[bytes] = []
+        self.deadlines: list[int | None] = []
+
+    def poll(self, max_records: int, timeout: float) -> bytes:
+        return self.batches.pop(0) if self.batches else b""
+
+    def send(self, body: Any) -> int:
+        self.sent.append(bytes(body))
+        return len(self.sent)
+
+    def set_timer_deadline(self, deadline_ns: int | None) -> None:
+        self.deadlines.append(deadline_ns)
+
+    def is_rewinding(self) -> bool:
+        return False
+
+
+class Recorder(FakePackageNode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, int, bool, int, int]] = []
+
+    def on_opened(self) -> None:
+        self.seen.append(("opened", 0, False, self.sequencer_time(), self.sequence()))
+
+    def on_ping(self, msg: int, mine: bool) -> None:
+        self.seen.append(("ping", msg, mine, self.sequencer_time(), self.sequence()))
+
+    def on_rewound(self) -> None:
+        self.seen.append(("rewound", 0, False, self.sequencer_time(), self.sequence()))
+
+
+def msg(seq: int, ts: int, body: bytes, account: bytes = b"OTHER") -> bytes:
+    return pack_record(RECORD_MESSAGE, seq, timestamp_ns=ts, account=account, body=body)
+
+
+def attached(node: Node, rewinding: bool = False) -> FakeClient:
+    client = FakeClient()
+    node.attach(client, "ME", 1, rewinding=rewinding)
+    return client
+
+
+def test_handlers_see_stream_order_clock_and_mine() -> None:
+    node = Recorder()
+    attached(node, rewinding=True)
+    assert node.is_rewinding
+    batch = (
+        msg(1, 100, ping(7))
+        + msg(2, 150, ping(8), account=b"ME\0\0\0\0\0\0")
+        + pack_record(RECORD_REWOUND)
+    )
+    assert node.handle_batch(batch) == 3
+    assert node.seen == [
+        ("opened", 0, False, 0, 0),
+        ("ping", 7, False, 100, 1),
+        ("ping", 8, True, 150, 2),
+        ("rewound", 0, False, 150, 2),
+    ]
+    assert not node.is_rewinding
+    assert node.account == "ME" and node.instance == 1
+
+
+def test_topics_are_the_overridden_handlers_plus_explicit() -> None:
+    assert Recorder.topics() == [(SCHEMA, 1)]
+
+    class Extra(Recorder):
+        TOPICS = ((SCHEMA, 2), (3, 4))
+
+    assert Extra.topics() == [(3, 4), (SCHEMA, 1), (SCHEMA, 2)]
+    assert FakePackageNode.topics() == []
+
+
+def test_unknown_template_is_counted_or_raised() -> None:
+    node = Recorder()
+    attached(node)
+    node.handle_batch(msg(1, 1, ping(1, template=77)) + msg(2, 2, ping(1, schema=55)))
+    assert node.stats.unknown == 2
+
+    class Strict(Recorder):
+        ON_UNKNOWN = "raise"
+
+    strict = Strict()
+    attached(strict)
+    with pytest.raises(UnknownMessageError, match="template 77 at sequence 5"):
+        strict.handle_batch(msg(5, 1, ping(1, template=77)))
+
+
+def test_deterministic_timer_fires_at_stream_point_and_tells_the_client() -> None:
+    node = Recorder()
+    client = attached(node)
+    fired: list[tuple[int, int]] = []
+    node.set_timer(200, lambda: fired.append((node.sequence(), node.sequencer_time())))
+    assert client.deadlines == [200]
+    node.handle_batch(msg(1, 100, ping(1)) + pack_record(RECORD_TIME, 2, timestamp_ns=210))
+    assert fired == [(2, 210)]
+    assert client.deadlines == [200, None]
+    # A timer is fired before the message that reaches its time is handled.
+    node.set_timer(300, lambda: fired.append((node.sequence(), -1)))
+    node.handle_batch(msg(3, 300, ping(2)))
+    assert fired[-1] == (3, -1)
+    assert node.seen[-1][:2] == ("ping", 2)
+
+
+def test_cancelled_timer_does_not_fire() -> None:
+    node = Recorder()
+    client = attached(node)
+    fired: list[int] = []
+    node.set_timer(50, lambda: fired.append(1)).cancel()
+    node.set_timer(60, lambda: fired.append(2))
+    node.handle_batch(msg(1, 100, ping(1)))
+    assert fired == [2]
+    assert node.stats.timers_fired == 1
+    assert client.deadlines[-1] is None
+
+
+def test_local_timer_runs_from_the_poll_loop() -> None:
+    node = Recorder()
+    attached(node)
+    fired: list[bool] = []
+    timer = node.set_local_timer(0.0, lambda: fired.append(True))
+    assert not timer.deterministic
+    node.poll_once(0.01)
+    assert fired == [True]
+
+
+def test_send_encodes_messages_and_passes_bytes() -> None:
+    class Msg:
+        def encode(self) -> bytes:
+            return ping(3)
+
+    node = Recorder()
+    client = attached(node)
+    assert node.send(Msg()) == 1
+    assert node.send(ping(4)) == 2
+    assert client.sent == [ping(3), ping(4)]
+    with pytest.raises(TypeError):
+        node.send(42)
+
+
+def test_send_before_attach_is_an_error() -> None:
+    with pytest.raises(SeqbusError, match="not connected"):
+        Recorder().send(ping(1))
+
+
+@pytest.mark.parametrize(
+    ("batch", "field"),
+    [
+        (msg(1, 1, ping(1))[:30], "record_length"),
+        (struct.pack("<I", 10) + bytes(44), "record_length"),
+        (msg(1, 1, ping(1))[:-1], "record_length"),
+        (pack_record(9, 1), "record_type"),
+        (msg(1, 1, b"abc"), "body_length"),
+    ],
+)
+def test_corrupt_batches_raise_decode_error(batch: bytes, field: str) -> None:
+    node = Recorder()
+    attached(node)
+    with pytest.raises(DecodeError) as info:
+        node.handle_batch(batch)
+    assert info.value.field == field
+
+
+def test_bad_account_is_rejected() -> None:
+    with pytest.raises(SeqbusError, match="1 to 8"):
+        Recorder().attach(FakeClient(), "MUCH-TOO-LONG", 1)
