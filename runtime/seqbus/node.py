@@ -41,6 +41,8 @@ __all__ = [
 Topic = tuple[int, int]
 #: What a batch or an encoded body may be.
 Buffer = bytes | bytearray | memoryview | mmap.mmap
+#: What ``send`` hands to the client.
+Body = bytes | bytearray | memoryview
 Dispatch = Callable[[Any, int, Buffer, int, int, bool], bool]
 
 
@@ -49,7 +51,7 @@ class Client(Protocol):
 
     def poll(self, max_records: int, timeout: float) -> bytes: ...
 
-    def send(self, body: Buffer) -> int: ...
+    def send(self, body: Body) -> int: ...
 
     def set_timer_deadline(self, deadline_ns: int | None) -> None: ...
 
@@ -163,9 +165,11 @@ class Node:
             raise SeqbusError("the node is not connected to a bus; start it with seqbus.run")
         encode = getattr(message, "encode", None)
         if encode is not None and not isinstance(message, (bytes, bytearray)):
-            body: Buffer = encode()
-        elif isinstance(message, (bytes, bytearray, memoryview, mmap.mmap)):
+            body: Body = encode()
+        elif isinstance(message, (bytes, bytearray, memoryview)):
             body = message
+        elif isinstance(message, mmap.mmap):
+            body = memoryview(message)
         else:
             raise TypeError(f"send() needs a message or bytes, not {type(message).__name__}")
         seq = client.send(body)
@@ -274,7 +278,10 @@ class Node:
                 body = offset + RECORD_HEADER.size
                 if body_len != length - RECORD_HEADER.size or body_len < MESSAGE_HEADER.size:
                     raise DecodeError(
-                        "Record", "body_length", offset + 44, f"{body_len} in a {length}-byte record"
+                        "Record",
+                        "body_length",
+                        offset + 44,
+                        f"{body_len} in a {length}-byte record",
                     )
                 _block, template_id, schema_id, _version = header(view, body)
                 dispatch = dispatchers.get(schema_id)

@@ -56,7 +56,7 @@ def stop_on_signals(stop: threading.Event) -> Iterator[threading.Event]:
             signal.signal(sig, old)
 
 
-def _start_arg(start: Start) -> str | int:
+def _start_arg(start: Start) -> Start:
     if isinstance(start, bool) or not (start in ("live", "rewind") or isinstance(start, int)):
         raise SeqbusError(f"start must be 'live', 'rewind' or a sequence number, not {start!r}")
     if isinstance(start, int) and start < 1:
