@@ -128,6 +128,7 @@ class Node:
         self._local_timers: list[Timer] = []
         self._order = itertools.count()
         self._deadline_sent: int | None = None
+        self._stopping = False
         self._dispatchers = self._collect_dispatchers()
 
     # -- the application's hooks -------------------------------------------------------------
@@ -175,6 +176,15 @@ class Node:
         seq = client.send(body)
         self.stats.sent += 1
         return seq
+
+    def stop(self) -> None:
+        """Ask the loop running this node to return after the current batch."""
+        self._stopping = True
+
+    @property
+    def stopped(self) -> bool:
+        """True once :meth:`stop` was called."""
+        return self._stopping
 
     def set_timer(self, at_ns: int, callback: Callable[[], None]) -> Timer:
         """Fire ``callback`` at the first point of the stream whose time is at or after ``at_ns``.

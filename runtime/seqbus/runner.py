@@ -76,7 +76,7 @@ def _loop(node: Node, spec: NodeSpec, config: str, stop: threading.Event) -> Non
     )
     try:
         node.attach(client, spec.account, spec.instance, rewinding=client.is_rewinding())
-        while not stop.is_set():
+        while not stop.is_set() and not node.stopped:
             node.poll_once(POLL_TIMEOUT_S)
     finally:
         client.close()

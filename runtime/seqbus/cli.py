@@ -1,0 +1,132 @@
+"""The ``seqbus`` command: ``sequencer``, ``replayer``, ``node`` and ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+from seqbus.errors import SeqbusError
+from seqbus.node import Node
+from seqbus.runner import POLL_TIMEOUT_S, Start, run, stop_on_signals
+
+__all__ = ["load_node_class", "main"]
+
+
+class _Service(Protocol):
+    def stop(self) -> None: ...
+
+    def join(self, timeout: float) -> bool: ...
+
+
+def load_node_class(target: str) -> type[Node]:
+    """``package.module:ClassName`` → the class, which must subclass :class:`seqbus.Node`."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise SeqbusError(f"node must be given as MODULE:CLASS, not {target!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SeqbusError(f"cannot import {module_name!r}: {exc}") from exc
+    obj: object = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise SeqbusError(f"{module_name!r} has no attribute {attr!r}") from None
+    if not (isinstance(obj, type) and issubclass(obj, Node)):
+        raise SeqbusError(f"{target} is not a subclass of seqbus.Node")
+    return obj
+
+
+def _serve(service: _Service) -> None:
+    """Wait for a Rust service thread, stopping it on SIGINT/SIGTERM."""
+    stop = threading.Event()
+    with stop_on_signals(stop):
+        while not service.join(POLL_TIMEOUT_S):
+            if stop.is_set():
+                service.stop()
+                while not service.join(POLL_TIMEOUT_S):
+                    pass
+                return
+
+
+def _cmd_sequencer(args: argparse.Namespace) -> int:
+    from seqbus import _core
+
+    _serve(_core.Sequencer(args.config))
+    return 0
+
+
+def _cmd_replayer(args: argparse.Namespace) -> int:
+    from seqbus import _core
+
+    _serve(_core.Replayer(args.config))
+    return 0
+
+
+def _cmd_node(args: argparse.Namespace) -> int:
+    if args.path:
+        for entry in reversed(args.path):
+            sys.path.insert(0, entry)
+    cls = load_node_class(args.target)
+    start: Start = "rewind" if args.rewind else args.from_seq if args.from_seq else "live"
+    run(cls, args.config, args.account, args.instance, start=start)
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from seqbus.demo import main as demo_main
+
+    return demo_main(args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="seqbus", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("sequencer", help="run the sequencer of a bus")
+    p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
+    p.set_defaults(func=_cmd_sequencer)
+
+    p = sub.add_parser("replayer", help="run a replayer serving gap fills and rewinds")
+    p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
+    p.set_defaults(func=_cmd_replayer)
+
+    p = sub.add_parser("node", help="run one application node, MODULE:CLASS")
+    p.add_argument("target", help="the node class, e.g. examples.exchange.engine:MatchingEngine")
+    p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
+    p.add_argument("--account", required=True, help="the node's account (1-8 ASCII characters)")
+    p.add_argument("--instance", type=int, default=1, help="instance id (hot-hot copies)")
+    p.add_argument("--path", action="append", help="prepend a directory to sys.path")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument("--rewind", action="store_true", help="replay the stream from the start")
+    start.add_argument("--from", dest="from_seq", type=int, metavar="SEQ", help="replay from SEQ")
+    p.set_defaults(func=_cmd_node)
+
+    p = sub.add_parser("demo", help="sequencer and two nodes ping-ponging; prints rates")
+    p.add_argument("--count", type=int, default=20000, help="round trips to measure")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    p.add_argument("--unicast", action="store_true", help="use UDP unicast, not multicast")
+    p.add_argument("--timeout", type=float, default=60.0, help="give up after this many s")
+    p.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except SeqbusError as exc:
+        print(f"seqbus {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

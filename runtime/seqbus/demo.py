@@ -1,0 +1,172 @@
+"""``seqbus demo``: a sequencer and two Python nodes ping-ponging through it.
+
+Multicast needs a private network namespace; the demo re-executes itself inside one
+(``unshare -n``, ``-rn`` when not root, loopback brought up) unless it already runs in one
+(``SEQBUS_IN_NETNS=1``), and falls back to UDP unicast, saying so, when none can be made. It
+starts every process itself and kills each by its PID at the end, on error and on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["bus_config", "main", "percentiles"]
+
+NETNS_ENV = "SEQBUS_IN_NETNS"
+
+
+def _netns_flags() -> list[str] | None:
+    """unshare's flags for a private network namespace, or None when none can be made."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return None
+    flags = ["-n"] if os.geteuid() == 0 else ["-r", "-n"]
+    probe = subprocess.run(["unshare", *flags, "true"], capture_output=True, check=False)
+    return flags if probe.returncode == 0 else None
+
+
+def _reexec_in_netns(argv: list[str]) -> None:
+    flags = _netns_flags()
+    if flags is None:
+        return
+    script = 'ip link set lo up && exec "$@"'
+    command = [sys.executable, "-m", "seqbus.cli", *argv]
+    os.execvp(
+        "unshare",
+        ["unshare", *flags, "--", "env", f"{NETNS_ENV}=1", "bash", "-c", script, "_", *command],
+    )
+
+
+def bus_config(workdir: Path, multicast: bool, base_port: int) -> str:
+    """The demo bus: one sequencer on loopback, journal in ``workdir``."""
+    if multicast:
+        downstream = (
+            f'mode = "multicast"\ngroup = "239.1.1.1:{base_port + 1}"\ninterface = "127.0.0.1"'
+        )
+    else:
+        downstream = f'mode = "unicast"\nbind = "127.0.0.1:{base_port + 1}"'
+    return f"""\
+[sequencer]
+upstream = "127.0.0.1:{base_port}"
+journal = "{workdir / "journal"}"
+session = "DEMO"
+
+[downstream]
+{downstream}
+
+[replayer]
+address = "127.0.0.1:{base_port + 2}"
+"""
+
+
+def percentiles(values: list[int], points: tuple[float, ...]) -> dict[str, float]:
+    """Nearest-rank percentiles of ``values`` (ns) in µs, keyed ``p50``, ``p99``, ``p99.9``…"""
+    ordered = sorted(values)
+    result: dict[str, float] = {}
+    for p in points:
+        rank = max(0, min(len(ordered) - 1, int(round(p / 100 * len(ordered))) - 1))
+        key = f"p{p:g}"
+        result[key] = ordered[rank] / 1000 if ordered else float("nan")
+    return result
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in reversed(procs):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 3.0
+    for proc in reversed(procs):
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    argv = ["demo", "--count", str(args.count), "--timeout", str(args.timeout)]
+    if args.json:
+        argv.append("--json")
+    if args.unicast:
+        argv.append("--unicast")
+    return argv
+
+
+def main(args: argparse.Namespace) -> int:
+    notes: list[str] = []
+    in_netns = os.environ.get(NETNS_ENV) == "1"
+    if not args.unicast and not in_netns:
+        _reexec_in_netns(_argv(args))  # returns only when no namespace could be made
+        notes.append("no private network namespace could be made: using UDP unicast")
+    multicast = not args.unicast and in_netns
+    for note in notes:
+        print(f"seqbus demo: {note}", file=sys.stderr)
+
+    with tempfile.TemporaryDirectory(prefix="seqbus-demo-") as tmp:
+        workdir = Path(tmp)
+        config = workdir / "bus.toml"
+        config.write_text(bus_config(workdir, multicast, 23000 + os.getpid() % 20000))
+        out = workdir / "summary.json"
+        env = dict(os.environ, SEQBUS_DEMO_COUNT=str(args.count), SEQBUS_DEMO_OUT=str(out))
+        cli = [sys.executable, "-m", "seqbus.cli"]
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            procs.append(subprocess.Popen([*cli, "sequencer", "-c", str(config)], env=env))
+            procs.append(
+                subprocess.Popen(
+                    [*cli, "node", "seqbus.demo_nodes:Ponger", "-c", str(config)]
+                    + ["--account", "PONGER", "--rewind"],
+                    env=env,
+                )
+            )
+            pinger = subprocess.Popen(
+                [*cli, "node", "seqbus.demo_nodes:Pinger", "-c", str(config)]
+                + ["--account", "PINGER"],
+                env=env,
+            )
+            procs.append(pinger)
+            deadline = time.monotonic() + args.timeout
+            while pinger.poll() is None:
+                for name, proc in zip(("sequencer", "ponger"), procs, strict=False):
+                    if proc.poll() is not None:
+                        raise RuntimeError(f"the {name} exited with status {proc.returncode}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no result after {args.timeout} s")
+                time.sleep(0.05)
+            if pinger.returncode != 0 or not out.exists():
+                raise RuntimeError(f"the pinger exited with status {pinger.returncode}")
+            result: dict[str, Any] = json.loads(out.read_text())
+        except (RuntimeError, TimeoutError) as exc:
+            print(f"seqbus demo: error: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            _stop(procs)
+
+    rtts: list[int] = result["rtt_ns"]
+    summary = {
+        "transport": "udp-multicast" if multicast else "udp-unicast",
+        "round_trips": result["round_trips"],
+        "elapsed_s": round(result["elapsed_s"], 3),
+        "messages_per_s": round(2 * result["round_trips"] / result["elapsed_s"]),
+        "rtt_us": {k: round(v, 1) for k, v in percentiles(rtts, (50, 90, 99, 99.9, 100)).items()},
+        "notes": notes,
+    }
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"transport      {summary['transport']}")
+        print(f"round trips    {summary['round_trips']} in {summary['elapsed_s']} s")
+        print(f"messages/s     {summary['messages_per_s']} (Ping + Pong, sequenced)")
+        rtt = summary["rtt_us"]
+        assert isinstance(rtt, dict)
+        print("round trip µs  " + "  ".join(f"{k}={v}" for k, v in rtt.items()))
+    return 0
