@@ -1,6 +1,6 @@
 """Type stubs of ``seqbus._core``, the Rust extension (rust/crates/py)."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 __version__: str
@@ -45,3 +45,29 @@ class Replayer:
 
 def check_config(config: str) -> None:
     """Parse and validate a configuration file; ConfigError naming the key when invalid."""
+
+class Cursor:
+    """The sequence and sequencer time of the message a node is handling."""
+
+    @property
+    def sequence(self) -> int: ...
+    @property
+    def time_ns(self) -> int: ...
+    def set(self, sequence: int, time_ns: int) -> None: ...
+
+STOP_END: int
+STOP_RECORD: int
+STOP_TIMER: int
+STOP_UNKNOWN: int
+
+def walk_batch(
+    batch: bytes,
+    offset: int,
+    node: object,
+    dispatchers: Mapping[int, object],
+    account: bytes,
+    deadline_ns: int | None,
+    cursor: Cursor,
+) -> tuple[int, int, int]:
+    """Dispatch the message records of ``batch`` from ``offset`` without returning to Python;
+    ``(offset, stop, dispatched)`` where it stopped at a record Python must handle."""

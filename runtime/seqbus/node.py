@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
+from seqbus import _core
 from seqbus.batch import (
     MESSAGE_HEADER,
     RECORD_HEADER,
-    RECORD_MESSAGE,
     RECORD_REWOUND,
     RECORD_TIME,
 )
@@ -121,8 +121,7 @@ class Node:
         self.stats = NodeStats()
         self._account_key = b""
         self._client: Client | None = None
-        self._now = 0
-        self._sequence = 0
+        self._cursor = _core.Cursor()
         self._rewinding = False
         self._timers: list[Timer] = []
         self._local_timers: list[Timer] = []
@@ -143,11 +142,11 @@ class Node:
 
     def sequencer_time(self) -> int:
         """The sequencer's timestamp (ns since the epoch) of the message being handled."""
-        return self._now
+        return self._cursor.time_ns
 
     def sequence(self) -> int:
         """The sequence number of the message being handled (0 before the first)."""
-        return self._sequence
+        return self._cursor.sequence
 
     @property
     def is_rewinding(self) -> bool:
@@ -199,7 +198,7 @@ class Node:
 
     def set_timer_after(self, delay_ns: int, callback: Callable[[], None]) -> Timer:
         """:meth:`set_timer` at ``sequencer_time() + delay_ns``."""
-        return self.set_timer(self._now + delay_ns, callback)
+        return self.set_timer(self._cursor.time_ns + delay_ns, callback)
 
     def set_local_timer(self, delay_s: float, callback: Callable[[], None]) -> Timer:
         """Fire ``callback`` after ``delay_s`` seconds of this machine's clock.
@@ -262,55 +261,49 @@ class Node:
         return handled
 
     def handle_batch(self, batch: Buffer) -> int:
-        """Handle every record of one batch; returns the number of records."""
-        unpack = RECORD_HEADER.unpack_from
-        header = MESSAGE_HEADER.unpack_from
-        dispatchers = self._dispatchers
-        view = memoryview(batch)
-        end = len(view)
+        """Handle every record of one batch; returns the number of records.
+
+        Plain message records are walked in Rust (``_core.walk_batch``), which calls the
+        generated dispatch for each without returning here; the records that need this side
+        (rewound, time advanced, a timer coming due, an unknown message) come back one by one.
+        """
+        data = batch if isinstance(batch, bytes) else bytes(batch)
+        end = len(data)
         offset = 0
         records = 0
+        walk = _core.walk_batch
         while offset < end:
-            if end - offset < RECORD_HEADER.size:
-                raise DecodeError("Record", "record_length", offset, "truncated record header")
-            (length, kind, seq, ts, _cmd, account, _inst, env_kind, _fl, body_len) = unpack(
-                view, offset
+            deadline = int(self._timers[0].at) if self._timers else None
+            offset, stop, dispatched = walk(
+                data, offset, self, self._dispatchers, self._account_key, deadline, self._cursor
             )
-            if length < RECORD_HEADER.size or offset + length > end:
-                raise DecodeError(
-                    "Record", "record_length", offset, f"length {length} outside the batch"
+            records += dispatched
+            self.stats.messages += dispatched
+            if stop == _core.STOP_END:
+                break
+            length, kind, seq, ts = RECORD_HEADER.unpack_from(data, offset)[:4]
+            if stop == _core.STOP_TIMER:
+                self._fire_timers()
+                continue
+            records += 1
+            offset += length
+            if stop == _core.STOP_UNKNOWN:
+                _block, template_id, schema_id, _version = MESSAGE_HEADER.unpack_from(
+                    data, offset - length + RECORD_HEADER.size
                 )
-            if kind == RECORD_MESSAGE:
-                self._sequence = seq
-                self._now = ts
-                if self._timers and ts >= self._timers[0].at:
-                    self._fire_timers()
-                body = offset + RECORD_HEADER.size
-                if body_len != length - RECORD_HEADER.size or body_len < MESSAGE_HEADER.size:
-                    raise DecodeError(
-                        "Record",
-                        "body_length",
-                        offset + 44,
-                        f"{body_len} in a {length}-byte record",
-                    )
-                _block, template_id, schema_id, _version = header(view, body)
-                dispatch = dispatchers.get(schema_id)
-                mine = account == self._account_key
-                if dispatch is None or not dispatch(self, template_id, view, body, body_len, mine):
-                    self._unknown(schema_id, template_id, seq)
                 self.stats.messages += 1
+                self._unknown(schema_id, template_id, seq)
             elif kind == RECORD_TIME:
-                self._sequence = seq
-                self._now = ts
+                self._cursor.set(seq, ts)
                 if self._timers and ts >= self._timers[0].at:
                     self._fire_timers()
             elif kind == RECORD_REWOUND:
                 self._rewinding = False
                 self.on_rewound()
             else:
-                raise DecodeError("Record", "record_type", offset + 4, f"unknown type {kind}")
-            offset += length
-            records += 1
+                raise DecodeError(
+                    "Record", "record_type", offset - length + 4, f"unknown type {kind}"
+                )
         self.stats.batches += 1
         return records
 
@@ -323,7 +316,7 @@ class Node:
 
     def _fire_timers(self) -> None:
         timers = self._timers
-        now = self._now
+        now = self._cursor.time_ns
         while timers and timers[0].at <= now:
             timer = heapq.heappop(timers)
             if not timer.cancelled:

@@ -1,7 +1,19 @@
+//! `seqbus._core`: the Python binding of the seqbus Rust core. It only converts values and
+//! releases the GIL around blocking calls; the behaviour lives in the core crates.
+
 use pyo3::prelude::*;
+
+mod batch;
+mod errors;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<batch::Cursor>()?;
+    m.add_function(wrap_pyfunction!(batch::walk_batch, m)?)?;
+    m.add("STOP_END", batch::STOP_END)?;
+    m.add("STOP_RECORD", batch::STOP_RECORD)?;
+    m.add("STOP_TIMER", batch::STOP_TIMER)?;
+    m.add("STOP_UNKNOWN", batch::STOP_UNKNOWN)?;
     Ok(())
 }
