@@ -47,24 +47,30 @@ def _reexec_in_netns(argv: list[str]) -> None:
 
 
 def bus_config(workdir: Path, multicast: bool, base_port: int) -> str:
-    """The demo bus: one sequencer on loopback, journal in ``workdir``."""
+    """The demo bus (keys: docs/configuration.md): one sequencer on loopback, journal in
+    ``workdir``, a replayer beside it."""
+    upstream, downstream, replayer = base_port, base_port + 1, base_port + 2
     if multicast:
-        downstream = (
-            f'mode = "multicast"\ngroup = "239.1.1.1:{base_port + 1}"\ninterface = "127.0.0.1"'
-        )
+        down = f'transport = "udp-multicast"\ngroup = "239.7.7.7:{downstream}"\n'
+        down += 'interface = "127.0.0.1"'
     else:
-        downstream = f'mode = "unicast"\nbind = "127.0.0.1:{base_port + 1}"'
+        down = 'transport = "udp-unicast"\nsubscribers = []'
     return f"""\
+[bus]
+session = "DEMO000001"
+
 [sequencer]
-upstream = "127.0.0.1:{base_port}"
-journal = "{workdir / "journal"}"
-session = "DEMO"
+upstream = "127.0.0.1:{upstream}"
+journal_dir = "{workdir / "journal"}"
 
 [downstream]
-{downstream}
+{down}
 
 [replayer]
-address = "127.0.0.1:{base_port + 2}"
+listen = "127.0.0.1:{replayer}"
+
+[node]
+replayers = ["127.0.0.1:{replayer}"]
 """
 
 
