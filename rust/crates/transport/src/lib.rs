@@ -1,0 +1,17 @@
+//! seqbus-transport: the transports beside UDP, each carrying the same sequenced stream.
+//!
+//! * [`soupbin`]: SoupBinTCP 4.0 packets and session state machines (no I/O).
+//! * [`tcp`]: the SoupBinTCP server fed by the sequencer (rewind from the journal, bounded
+//!   per-client buffers) and the reconnecting client a node uses.
+//! * [`ring`]: a single-producer / multi-consumer broadcast ring over shared memory (a file
+//!   under `/dev/shm`) or process memory; [`shm`] puts the per-host dispatcher and the node
+//!   side on it, [`memory`] is the in-process transport.
+//!
+//! Every transport moves MoldUDP64 packets to the node side unchanged in meaning: a node's
+//! protocol logic (`seqbus_core`) sees the same packets whatever carried them.
+
+pub mod memory;
+pub mod ring;
+pub mod shm;
+pub mod soupbin;
+pub mod tcp;
