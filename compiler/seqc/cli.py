@@ -1,0 +1,116 @@
+"""The ``seqc`` command: generate, build, ir, check, compat."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from seqc import compile_files, gen_python
+from seqc.diagnostics import CompileError
+
+
+def _generate(args: argparse.Namespace) -> int:
+    schemas = compile_files(args.schemas)
+    langs = args.lang or ["python"]
+    out = Path(args.output)
+    for lang in langs:
+        if lang == "python":
+            for schema in schemas:
+                gen_python.write(gen_python.generate(schema), str(out / "python"
+                                 if args.layout == "tree" else out))
+        elif lang == "rust":
+            try:
+                from seqc import gen_rust
+            except ImportError:
+                print("seqc: the Rust target is not built yet", file=sys.stderr)
+                return 2
+            for schema in schemas:
+                gen_python.write(gen_rust.generate(schema), str(out / "rust"
+                                 if args.layout == "tree" else out))
+    if "python" in langs and not args.no_build:
+        from seqc.build import build
+        build(str(out / "python" if args.layout == "tree" else out))
+    return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from seqc.build import build
+    built = build(args.dir, force=args.force, quiet=not args.verbose)
+    for p in built:
+        print(f"built {p.parent.name}", file=sys.stderr)
+    return 0
+
+
+def _ir(args: argparse.Namespace) -> int:
+    from seqc.ir import to_json
+    schemas = compile_files(args.schemas)
+    for s in schemas:
+        sys.stdout.write(to_json(s))
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    schemas = compile_files(args.schemas)
+    for s in schemas:
+        print(f"{s.source}: ok (package {s.package}, schema {s.schema_id} version {s.version}, "
+              f"{len(s.messages)} messages)")
+    return 0
+
+
+def _compat(args: argparse.Namespace) -> int:
+    from seqc.compat import compare, render
+    old = compile_files([args.old])[0]
+    new = compile_files([args.new])[0]
+    changes = compare(old, new)
+    text = render(changes)
+    if text:
+        print(text)
+    breaking = [c for c in changes if c.breaking]
+    print(f"{len(breaking)} breaking change{'s' if len(breaking) != 1 else ''}",
+          file=sys.stderr)
+    return 1 if breaking else 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="seqc", description="The seqbus IDL compiler.")
+    sub = p.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("generate", help="generate code for schemas")
+    g.add_argument("schemas", nargs="+", metavar="SCHEMA")
+    g.add_argument("-o", "--output", required=True, metavar="DIR")
+    g.add_argument("--lang", action="append", choices=["python", "rust"],
+                   help="target language (repeatable; default python)")
+    g.add_argument("--no-build", action="store_true", help="do not compile the Cython")
+    g.add_argument("--layout", choices=["tree", "flat"], default="tree",
+                   help="tree: DIR/python/<pkg>, DIR/rust/<pkg>.rs (default); flat: DIR/<pkg>")
+    g.set_defaults(func=_generate)
+    b = sub.add_parser("build", help="compile generated Cython packages under DIR in place")
+    b.add_argument("dir", metavar="DIR")
+    b.add_argument("--force", action="store_true")
+    b.add_argument("-v", "--verbose", action="store_true")
+    b.set_defaults(func=_build)
+    i = sub.add_parser("ir", help="print the IR")
+    i.add_argument("schemas", nargs="+", metavar="SCHEMA")
+    i.add_argument("--json", action="store_true", help="JSON (the only format)")
+    i.set_defaults(func=_ir)
+    c = sub.add_parser("check", help="parse and validate only")
+    c.add_argument("schemas", nargs="+", metavar="SCHEMA")
+    c.set_defaults(func=_check)
+    k = sub.add_parser("compat", help="list breaking changes from OLD to NEW")
+    k.add_argument("old", metavar="OLD")
+    k.add_argument("new", metavar="NEW")
+    k.set_defaults(func=_compat)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except CompileError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Every naming rule of seqc, in one place: IDL names → Python, Cython and Rust names."""
+
+from __future__ import annotations
+
+import keyword
+import re
+
+_SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+_CAMEL = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+
+PYTHON_KEYWORDS = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
+CYTHON_KEYWORDS = frozenset({
+    "cdef", "cpdef", "cimport", "ctypedef", "struct", "union", "enum", "extern", "inline",
+    "nogil", "gil", "public", "readonly", "include", "sizeof", "NULL", "fused", "const",
+    "volatile", "signed", "unsigned", "long", "short", "int", "char", "float", "double",
+    "object", "bint", "void", "api", "cppclass", "namespace", "new", "del", "operator",
+})
+RUST_KEYWORDS = frozenset({
+    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for",
+    "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return",
+    "self", "Self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use",
+    "where", "while", "async", "await", "dyn", "abstract", "become", "box", "do", "final",
+    "macro", "override", "priv", "typeof", "unsized", "virtual", "yield", "try", "gen",
+})
+#: Field names that would shadow members of the generated classes.
+GENERATED_MEMBERS = frozenset({
+    "encode", "decode", "to_dict", "finish", "wrap", "size", "next", "buffer", "offset",
+    "length", "version", "block_length", "template_id", "schema_id", "entry",
+})
+#: Type names the generated package defines itself.
+RESERVED_TYPE_SUFFIXES = ("View", "Builder", "Node")
+
+
+def is_snake(name: str) -> bool:
+    return bool(_SNAKE.match(name))
+
+
+def is_camel(name: str) -> bool:
+    return bool(_CAMEL.match(name))
+
+
+def illegal_in(name: str) -> list[str]:
+    """The target languages in which ``name`` cannot be an identifier as is."""
+    found = []
+    if name in PYTHON_KEYWORDS:
+        found.append("Python")
+    if name in CYTHON_KEYWORDS:
+        found.append("Cython")
+    if name in RUST_KEYWORDS:
+        found.append("Rust")
+    if name.startswith("_"):
+        found.append("Python (leading underscore is private)")
+    return found
+
+
+def camel(name: str) -> str:
+    """``new_order`` / ``NewOrder`` / ``legs`` → ``NewOrder`` / ``NewOrder`` / ``Legs``."""
+    if "_" not in name and name[:1].isupper():
+        return name
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part)
+
+
+def snake(name: str) -> str:
+    """``NewOrder`` → ``new_order``; ``HTTPStatus`` → ``http_status``."""
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
+    return s.lower()
+
+
+def screaming(name: str) -> str:
+    """``PostOnly`` → ``POST_ONLY`` (Rust associated constants)."""
+    return snake(name).upper()
+
+
+def python_package(package: str) -> str:
+    """IDL ``package exchange.orders;`` → Python package ``exchange_orders``."""
+    return package.replace(".", "_")
+
+
+def node_class(package: str) -> str:
+    """``exchange`` → ``ExchangeNode`` (docs/architecture.md)."""
+    return camel(python_package(package)) + "Node"
+
+
+def handler(message: str) -> str:
+    """``NewOrder`` → ``on_new_order``."""
+    return "on_" + snake(message)
+
+
+def view(name: str) -> str:
+    return name + "View"
+
+
+def builder(name: str) -> str:
+    return name + "Builder"
+
+
+def group_type(owner: str, field: str) -> str:
+    """The entry type of group ``legs`` in ``NewOrder``: ``NewOrderLegs``."""
+    return owner + camel(field)
+
+
+def rust_field(name: str) -> str:
+    return f"r#{name}" if name in RUST_KEYWORDS else name
+
+
+def rust_module(package: str) -> str:
+    return python_package(package)
