@@ -15,5 +15,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("STOP_RECORD", batch::STOP_RECORD)?;
     m.add("STOP_TIMER", batch::STOP_TIMER)?;
     m.add("STOP_UNKNOWN", batch::STOP_UNKNOWN)?;
+    seqbus_archive::python::register(m)?;
     Ok(())
 }
