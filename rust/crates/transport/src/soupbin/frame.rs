@@ -168,6 +168,17 @@ pub fn write_numeric20(out: &mut [u8; 20], v: u64) {
     }
 }
 
+/// The payload length of the fixed-size packet types.
+fn fixed_payload(kind: u8) -> Option<usize> {
+    match kind {
+        b'H' | b'Z' | b'R' | b'O' => Some(0),
+        b'J' => Some(1),
+        b'A' => Some(LOGIN_ACCEPTED_PAYLOAD),
+        b'L' => Some(LOGIN_REQUEST_PAYLOAD),
+        _ => None,
+    }
+}
+
 fn fixed(kind: u8, payload: &[u8], need: usize) -> Result<(), SoupError> {
     if payload.len() == need {
         Ok(())
@@ -199,9 +210,21 @@ pub fn parse(buf: &[u8], max_len: usize) -> Result<Option<(Packet<'_>, usize)>, 
         });
     }
     if buf.len() < LEN_PREFIX + len {
-        // Check the type early so garbage is refused before its whole length arrives.
-        if buf.len() > LEN_PREFIX && !b"+AJSHZLURO".contains(&buf[2]) {
-            return Err(SoupError::UnknownType(buf[2]));
+        // Check the type and fixed lengths early, so garbage is refused before its whole
+        // announced length arrives.
+        if buf.len() > LEN_PREFIX {
+            let kind = buf[2];
+            match fixed_payload(kind) {
+                None if !b"+SU".contains(&kind) => return Err(SoupError::UnknownType(kind)),
+                Some(need) if need != len - 1 => {
+                    return Err(SoupError::BadLength {
+                        kind: kind as char,
+                        need,
+                        got: len - 1,
+                    })
+                }
+                _ => {}
+            }
         }
         return Ok(None);
     }
