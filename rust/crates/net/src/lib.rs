@@ -1,1 +1,90 @@
-//! seqbus-net
+//! seqbus-net: the bus over real sockets — configuration, the sequencer and replayer
+//! process loops, and the node client the Python SDK wraps.
+//!
+//! Public API (stable; `rust/crates/py` builds on it):
+//!
+//! * [`config::Config`]: `Config::from_path(&Path)` / `Config::from_str(&str)`; every error is
+//!   a [`config::ConfigError`] naming the file and the key.
+//! * [`run_sequencer`]`(&cfg, stop)`: blocking; binds every socket and opens the journal
+//!   before it starts (so a bad port or journal fails at once, nothing half started), then
+//!   sequences until `stop` is set. Runs the replayer on a thread of its own when
+//!   `sequencer.replayer_in_process` is true.
+//! * [`run_replayer`]`(&cfg, stop)`: a standalone replayer serving `[replayer]` from its
+//!   journal directory until `stop`.
+//! * [`NodeClient`]: `connect(&cfg, NodeOptions)`, `poll(&mut out, max_records, timeout)`
+//!   (records in the "Batches from Rust to Python" layout of `docs/architecture.md`),
+//!   `send(body)` (queues; sent by the next `poll` or `flush`), `set_timer_deadline`,
+//!   `is_rewinding`, `stats`. It is `Send`.
+//!
+//! The protocol itself lives in `seqbus-core` (no I/O); this crate only moves datagrams
+//! between sockets and those state machines.
+
+pub mod config;
+pub mod idle;
+mod node;
+mod replayer;
+mod sequencer;
+pub mod udp;
+
+use std::io;
+
+pub use config::{Config, ConfigError};
+pub use idle::IdleStrategy;
+pub use node::{NodeClient, NodeOptions};
+pub use replayer::run_replayer;
+pub use seqbus_core::node::{RECORD_CAUGHT_UP, RECORD_HEADER_LEN, RECORD_MESSAGE, RECORD_TIME};
+pub use seqbus_core::{NodeStats, SendError, Start};
+pub use sequencer::run_sequencer;
+
+/// Why a sequencer, replayer or node stopped or could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The journal cannot be opened, read or written.
+    #[error(transparent)]
+    Journal(#[from] seqbus_journal::JournalError),
+    /// A socket operation failed; `what` says which socket and address (e.g.
+    /// `sequencer.upstream 127.0.0.1:31000: bind`).
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A node option is invalid.
+    #[error("node option {name}: {message}")]
+    Option { name: &'static str, message: String },
+    /// Messages `from..to` are missing and no replayer is configured to fill the gap.
+    #[error("gap: messages {from}..{to} are missing and no replayer is configured to fill it")]
+    Gap { from: u64, to: u64 },
+    /// The sequencer ended the session; every message up to `.0` was delivered.
+    #[error("the session ended at sequence {0}")]
+    SessionEnded(u64),
+    /// A replayer could not read its journal.
+    #[error("replayer: {0}")]
+    Store(#[from] seqbus_core::StoreError),
+}
+
+impl From<seqbus_core::NodeError> for Error {
+    fn from(e: seqbus_core::NodeError) -> Error {
+        match e {
+            seqbus_core::NodeError::Gap { from, to } => Error::Gap { from, to },
+            seqbus_core::NodeError::SessionEnded(s) => Error::SessionEnded(s),
+        }
+    }
+}
+
+pub(crate) fn io_error(what: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Io { what, source }
+}
+
+/// Wall-clock time in ns since the Unix epoch (the sequencer's timestamps).
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}

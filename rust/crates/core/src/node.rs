@@ -1,0 +1,702 @@
+//! The node's protocol logic: downstream datagrams and the time in; delivery records
+//! (docs/architecture.md, "Batches from Rust to Python"), gap-fill requests and upstream
+//! command packets out.
+//!
+//! * Gap detection: a packet ahead of the next expected sequence is held in a reorder buffer
+//!   and the missing range is requested from a replayer, again with doubling back-off while
+//!   it stays unanswered, failing over to the next replayer after `failover_after` misses.
+//! * Exactly-once, in-order delivery: anything below the next expected sequence is a
+//!   duplicate and dropped.
+//! * Rewind: `Start::From(s)` requests history from `s` and reports when it has caught up
+//!   with the highest sequence known to exist (record type 2).
+//! * Upstream: commands are numbered per account and retried (go-back-N) until they appear
+//!   in the stream; at most `window` fragments are in flight.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use seqbus_wire::control::Control;
+use seqbus_wire::envelope::{
+    Envelope, MessageHeader, FLAG_FRAGMENT, FLAG_LAST_FRAGMENT, KIND_APPLICATION, KIND_CONTROL,
+};
+use seqbus_wire::mold::{MoldPacket, PacketKind, Request, MOLD_HEADER_LEN};
+use seqbus_wire::upstream::{Command, UpstreamWriter, TYPE_COMMANDS, TYPE_HELLO};
+use seqbus_wire::{Account, Session, ENVELOPE_LEN};
+
+/// Record type: a sequenced message for the node.
+pub const RECORD_MESSAGE: u16 = 1;
+/// Record type: the node has caught up with live.
+pub const RECORD_CAUGHT_UP: u16 = 2;
+/// Record type: a filtered message's time reached the timer deadline.
+pub const RECORD_TIME: u16 = 3;
+/// Length of a record header (length, type, reserved, sequence, envelope).
+pub const RECORD_HEADER_LEN: usize = 48;
+
+/// Where a node starts reading the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// At the first packet it receives (no rewind).
+    Live,
+    /// Rewind from this sequence number (1 = the whole session), then live.
+    From(u64),
+}
+
+/// Settings of a node's protocol logic.
+#[derive(Debug, Clone)]
+pub struct NodeParams {
+    pub session: Session,
+    pub account: Account,
+    pub instance: u16,
+    pub start: Start,
+    /// `(schema_id, template_id)` of the application messages to deliver; None = all.
+    pub topics: Option<Vec<(u16, u16)>>,
+    /// Most command fragments in flight.
+    pub window: usize,
+    /// Largest upstream datagram.
+    pub max_packet: usize,
+    pub retry_ns: u64,
+    pub request_timeout_ns: u64,
+    pub request_backoff_max_ns: u64,
+    pub failover_after: u32,
+    /// Number of replayers (destinations `Dest::Replayer(0..n)`).
+    pub replayers: usize,
+    /// Most messages asked for in one request.
+    pub max_request: u16,
+    /// Most messages held out of order.
+    pub reorder_limit: usize,
+}
+
+/// Where a datagram came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The downstream (multicast or unicast) feed.
+    Live,
+    /// An answer from replayer `i`.
+    Replayer(usize),
+}
+
+/// Where a datagram must go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dest {
+    Sequencer,
+    Replayer(usize),
+}
+
+/// Why [`Node::deliver`] cannot go on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeError {
+    #[error("gap: messages {from}..{to} are missing and no replayer is configured to fill it")]
+    Gap { from: u64, to: u64 },
+    #[error("the session ended at sequence {0}")]
+    SessionEnded(u64),
+}
+
+/// Why a command was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// Back-pressure: the in-flight window is full; retry after polling.
+    #[error("window full: {in_flight} of {window} commands in flight")]
+    WindowFull { in_flight: usize, window: usize },
+    /// The body needs more fragments than the whole window.
+    #[error("message of {len} bytes is larger than the window allows ({max} bytes)")]
+    TooLarge { len: usize, max: usize },
+    /// The node does not know its next command sequence yet (it waits for its
+    /// `SenderState` from the sequencer).
+    #[error("not ready to send: waiting for the sequencer's SenderState for this account")]
+    NotReady,
+}
+
+/// Counters of a node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    /// Messages received (live and retransmitted, duplicates included).
+    pub received: u64,
+    /// Records of type 1 handed out.
+    pub delivered: u64,
+    /// Messages dropped by the topic filter (control messages included).
+    pub filtered: u64,
+    /// Malformed datagrams (and malformed messages in the stream) dropped.
+    pub malformed: u64,
+    /// Datagrams of another session dropped.
+    pub wrong_session: u64,
+    /// Messages received more than once and dropped.
+    pub duplicates: u64,
+    /// Gaps detected.
+    pub gaps: u64,
+    /// Gap-fill requests sent (including repeats).
+    pub requests: u64,
+    /// Messages received from replayers.
+    pub retransmits: u64,
+    /// Out-of-order packets dropped because the reorder buffer was full.
+    pub reorder_dropped: u64,
+    /// Command fragments sent but not yet seen in the stream.
+    pub in_flight: u64,
+    /// Command fragments sent again after `retry_ns`.
+    pub resent: u64,
+    /// Commands accepted by `send`.
+    pub sent: u64,
+}
+
+#[derive(Debug)]
+struct Pending {
+    seq: u64,
+    flags: u8,
+    body_length: u32,
+    fragment: Vec<u8>,
+    sent_ns: u64,
+}
+
+/// The node state machine.
+#[derive(Debug)]
+pub struct Node {
+    p: NodeParams,
+    topics: Option<HashSet<(u16, u16)>>,
+    /// Next sequence to deliver; 0 = not known yet (live start before the first packet).
+    next: u64,
+    /// One past the highest sequence known to exist; 0 = unknown.
+    head: u64,
+    rewinding: bool,
+    ended: Option<u64>,
+    // the packet being delivered
+    cur: Vec<u8>,
+    cur_at: usize,
+    cur_seq: u64,
+    cur_end: u64,
+    reorder: BTreeMap<u64, Vec<u8>>,
+    reorder_msgs: usize,
+    // gap fill
+    replayer: usize,
+    failures: u32,
+    timeout_ns: u64,
+    request_deadline: u64,
+    requested_from: u64,
+    requested_upto: u64,
+    // upstream
+    ready: bool,
+    next_cmd: u64,
+    confirmed: u64,
+    in_flight: VecDeque<Pending>,
+    /// Entries at the back of `in_flight` never sent yet.
+    unsent: usize,
+    suppressed: VecDeque<Pending>,
+    hello_due: u64,
+    upw: UpstreamWriter,
+    // delivery
+    deadline: Option<u64>,
+    frags: HashMap<Account, Vec<u8>>,
+    stats: NodeStats,
+}
+
+impl Node {
+    pub fn new(p: NodeParams, now_ns: u64) -> Node {
+        let (next, rewinding) = match p.start {
+            Start::Live => (0, false),
+            Start::From(s) => (s.max(1), true),
+        };
+        // A full rewind numbers commands from 1 as the first run did; any other start
+        // learns the next command sequence from the sequencer (hello → SenderState).
+        let ready = p.start == Start::From(1);
+        Node {
+            topics: p.topics.as_ref().map(|t| t.iter().copied().collect()),
+            next,
+            head: 0,
+            rewinding,
+            ended: None,
+            cur: Vec::new(),
+            cur_at: 0,
+            cur_seq: 0,
+            cur_end: 0,
+            reorder: BTreeMap::new(),
+            reorder_msgs: 0,
+            replayer: 0,
+            failures: 0,
+            timeout_ns: p.request_timeout_ns,
+            request_deadline: 0,
+            requested_from: 0,
+            requested_upto: 0,
+            ready,
+            next_cmd: 1,
+            confirmed: 0,
+            in_flight: VecDeque::new(),
+            unsent: 0,
+            suppressed: VecDeque::new(),
+            hello_due: now_ns,
+            upw: UpstreamWriter::new(p.max_packet),
+            deadline: None,
+            frags: HashMap::new(),
+            stats: NodeStats::default(),
+            p,
+        }
+    }
+
+    pub fn stats(&self) -> NodeStats {
+        let mut s = self.stats;
+        s.in_flight = self.in_flight.len() as u64;
+        s
+    }
+
+    /// True until a rewinding node has caught up with live.
+    pub fn is_rewinding(&self) -> bool {
+        self.rewinding
+    }
+
+    /// Next sequence number to be delivered (0 before a live node's first packet).
+    pub fn next_seq(&self) -> u64 {
+        self.next
+    }
+
+    /// True when a packet is being delivered (the I/O layer then need not read more).
+    pub fn has_deliverable(&self) -> bool {
+        self.cur_seq < self.cur_end
+    }
+
+    /// True once the node may send (its next command sequence is known).
+    pub fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    /// Earliest deadline of a pending deterministic timer, or None.
+    pub fn set_timer_deadline(&mut self, deadline_ns: Option<u64>) {
+        self.deadline = deadline_ns;
+    }
+
+    fn note_head(&mut self, end: u64) {
+        self.head = self.head.max(end);
+    }
+
+    /// Handles one downstream datagram (a live packet or a replayer's answer). Malformed and
+    /// foreign datagrams are counted and dropped.
+    pub fn handle_datagram(&mut self, now_ns: u64, src: Source, datagram: &[u8]) {
+        let p = match MoldPacket::parse(datagram) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        if p.session() != self.p.session {
+            self.stats.wrong_session += 1;
+            return;
+        }
+        if let Source::Replayer(i) = src {
+            if i == self.replayer {
+                self.failures = 0;
+                self.timeout_ns = self.p.request_timeout_ns;
+            }
+        }
+        let first = p.sequence();
+        match p.kind() {
+            PacketKind::Heartbeat => {
+                self.note_head(first);
+                if self.next == 0 && src == Source::Live {
+                    self.next = first;
+                }
+            }
+            PacketKind::EndOfSession => {
+                self.note_head(first);
+                self.ended = Some(first);
+            }
+            PacketKind::Messages => {
+                let count = p.message_count() as u64;
+                let end = first + count;
+                self.stats.received += count;
+                if matches!(src, Source::Replayer(_)) {
+                    self.stats.retransmits += count;
+                }
+                self.note_head(end);
+                if self.next == 0 {
+                    self.next = first;
+                }
+                let _ = now_ns;
+                if end <= self.next {
+                    self.stats.duplicates += count;
+                    return;
+                }
+                if first <= self.next && !self.has_deliverable() {
+                    self.cur.clear();
+                    self.cur.extend_from_slice(datagram);
+                    self.set_current(first, end);
+                    return;
+                }
+                if self.reorder_msgs + count as usize > self.p.reorder_limit {
+                    self.stats.reorder_dropped += 1;
+                    return;
+                }
+                match self.reorder.get(&first) {
+                    Some(old) if MoldPacket::parse(old).map_or(0, |o| o.message_count()) as u64 >= count => {
+                        self.stats.duplicates += count;
+                    }
+                    _ => {
+                        if let Some(old) = self.reorder.insert(first, datagram.to_vec()) {
+                            self.reorder_msgs -= MoldPacket::parse(&old).map_or(0, |o| o.message_count());
+                        }
+                        self.reorder_msgs += count as usize;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes `self.cur` (a validated packet of messages first..end) the current packet,
+    /// skipping what was already delivered.
+    fn set_current(&mut self, first: u64, end: u64) {
+        self.cur_at = MOLD_HEADER_LEN;
+        self.cur_seq = first;
+        self.cur_end = end;
+        while self.cur_seq < self.next {
+            let len = u16::from_be_bytes([self.cur[self.cur_at], self.cur[self.cur_at + 1]]);
+            self.cur_at += 2 + len as usize;
+            self.cur_seq += 1;
+            self.stats.duplicates += 1;
+        }
+    }
+
+    /// Takes the packet covering `next` out of the reorder buffer, if there is one.
+    fn fill_current(&mut self) -> bool {
+        while let Some((&first, _)) = self.reorder.first_key_value() {
+            let pk = &self.reorder[&first];
+            let count = MoldPacket::parse(pk).map_or(0, |p| p.message_count()) as u64;
+            if first + count > self.next {
+                break;
+            }
+            self.reorder_msgs -= count as usize;
+            self.stats.duplicates += count;
+            self.reorder.remove(&first);
+        }
+        let Some((&first, pk)) = self.reorder.range(..=self.next).next_back() else {
+            return false;
+        };
+        let count = MoldPacket::parse(pk).map_or(0, |p| p.message_count()) as u64;
+        if first + count <= self.next {
+            return false;
+        }
+        let pk = self.reorder.remove(&first).expect("present");
+        self.reorder_msgs -= count as usize;
+        self.cur = pk;
+        self.set_current(first, first + count);
+        true
+    }
+
+    /// Appends up to `max_records` records to `out`; returns how many. Errors: a gap that
+    /// no replayer can fill, or the end of the session once everything was delivered.
+    pub fn deliver(&mut self, out: &mut Vec<u8>, max_records: usize) -> Result<usize, NodeError> {
+        let mut n = 0;
+        while n < max_records {
+            if !self.has_deliverable() && !self.fill_current() {
+                break;
+            }
+            let at = self.cur_at;
+            let len = u16::from_be_bytes([self.cur[at], self.cur[at + 1]]) as usize;
+            let seq = self.cur_seq;
+            self.cur_at += 2 + len;
+            self.cur_seq += 1;
+            self.next = self.cur_seq;
+            n += self.process(seq, at + 2, len, out);
+        }
+        if n < max_records && self.rewinding && self.head > 0 && self.next >= self.head {
+            self.rewinding = false;
+            let env = [0u8; ENVELOPE_LEN];
+            write_record(out, RECORD_CAUGHT_UP, self.next - 1, &env, &[]);
+            n += 1;
+            self.next_cmd = self.next_cmd.max(self.confirmed + 1);
+            // commands issued while rewinding that the stream never showed: send them now
+            while let Some(c) = self.suppressed.pop_front() {
+                if c.seq > self.confirmed {
+                    self.in_flight.push_back(c);
+                    self.unsent += 1;
+                }
+            }
+        }
+        if n == 0 && !self.has_deliverable() {
+            if self.p.replayers == 0 {
+                if let Some((from, to)) = self.gap() {
+                    return Err(NodeError::Gap { from, to });
+                }
+            }
+            if let Some(end) = self.ended {
+                if self.next >= end {
+                    return Err(NodeError::SessionEnded(end));
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// The first missing range `[from, to)`, if any.
+    fn gap(&self) -> Option<(u64, u64)> {
+        if self.next == 0 {
+            return None;
+        }
+        let mut have = if self.has_deliverable() { self.cur_end } else { self.next };
+        while let Some((&first, pk)) = self.reorder.range(..=have).next_back() {
+            let end = first + MoldPacket::parse(pk).map_or(0, |p| p.message_count()) as u64;
+            if end <= have {
+                break;
+            }
+            have = end;
+        }
+        let to = match self.reorder.range(have..).next() {
+            Some((&first, _)) => first,
+            None => self.head,
+        };
+        if to > have {
+            Some((have, to))
+        } else if self.rewinding && self.head == 0 {
+            // rewinding before anything is known about the stream: ask from the start
+            Some((have, have + self.p.max_request as u64))
+        } else {
+            None
+        }
+    }
+
+    fn process(&mut self, seq: u64, at: usize, len: usize, out: &mut Vec<u8>) -> usize {
+        let Ok(mut env) = Envelope::parse(&self.cur[at..at + len]) else {
+            self.stats.malformed += 1;
+            return 0;
+        };
+        if env.kind == KIND_APPLICATION && env.account == self.p.account {
+            self.confirm(env.command_seq);
+        }
+        let body = &self.cur[at + ENVELOPE_LEN..at + len];
+        if env.kind == KIND_CONTROL {
+            if let Ok(Control::SenderState {
+                next_command_seq,
+                account,
+                ..
+            }) = Control::parse(body)
+            {
+                if account == self.p.account && !self.ready {
+                    self.ready = true;
+                    self.next_cmd = next_command_seq.max(self.confirmed + 1);
+                }
+            }
+            return self.filtered(seq, &env, out);
+        }
+        if env.is_fragmented() {
+            let buf = self.frags.entry(env.account).or_default();
+            buf.extend_from_slice(body);
+            if env.more_fragments() {
+                return self.filtered(seq, &env, out);
+            }
+            let whole = std::mem::take(buf);
+            if whole.len() != env.body_length as usize {
+                self.stats.malformed += 1;
+                return self.filtered(seq, &env, out);
+            }
+            env.flags = 0;
+            if !wanted(&self.topics, &whole) {
+                return self.filtered(seq, &env, out);
+            }
+            write_record(out, RECORD_MESSAGE, seq, &env.encode(), &whole);
+            self.stats.delivered += 1;
+            return 1;
+        }
+        if !wanted(&self.topics, body) {
+            return self.filtered(seq, &env, out);
+        }
+        write_record(out, RECORD_MESSAGE, seq, &self.cur[at..at + ENVELOPE_LEN], body);
+        self.stats.delivered += 1;
+        1
+    }
+
+    /// A message the node does not see; a type-3 record when its time reached the timer
+    /// deadline.
+    fn filtered(&mut self, seq: u64, env: &Envelope, out: &mut Vec<u8>) -> usize {
+        self.stats.filtered += 1;
+        match self.deadline {
+            Some(d) if env.timestamp_ns >= d => {
+                write_record(out, RECORD_TIME, seq, &env.encode(), &[]);
+                1
+            }
+            _ => 0,
+        }
+    }
+
+    fn confirm(&mut self, cmd: u64) {
+        self.confirmed = self.confirmed.max(cmd);
+        while self.in_flight.front().is_some_and(|c| c.seq <= cmd) {
+            self.in_flight.pop_front();
+        }
+        self.unsent = self.unsent.min(self.in_flight.len());
+        while self.suppressed.front().is_some_and(|c| c.seq <= cmd) {
+            self.suppressed.pop_front();
+        }
+    }
+
+    /// Queues a command (fragmenting bodies larger than a packet); returns the command
+    /// sequence of its last fragment. While rewinding, commands are numbered but not sent
+    /// unless the stream has not shown them once the node caught up.
+    pub fn send(&mut self, body: &[u8]) -> Result<u64, SendError> {
+        if !self.ready {
+            return Err(SendError::NotReady);
+        }
+        let max_frag = self.upw.max_fragment_len();
+        let nfrag = body.len().div_ceil(max_frag).max(1);
+        if nfrag > self.p.window || body.len() > u32::MAX as usize {
+            return Err(SendError::TooLarge {
+                len: body.len(),
+                max: (self.p.window * max_frag).min(u32::MAX as usize),
+            });
+        }
+        if !self.rewinding && self.in_flight.len() + nfrag > self.p.window {
+            return Err(SendError::WindowFull {
+                in_flight: self.in_flight.len(),
+                window: self.p.window,
+            });
+        }
+        let mut last = 0;
+        for i in 0..nfrag {
+            let seq = self.next_cmd;
+            self.next_cmd += 1;
+            last = seq;
+            let flags = match (nfrag, i + 1 == nfrag) {
+                (1, _) => 0,
+                (_, true) => FLAG_LAST_FRAGMENT,
+                (_, false) => FLAG_FRAGMENT,
+            };
+            if seq <= self.confirmed {
+                continue; // already in the stream (a hot-hot twin sent it first)
+            }
+            let frag = &body[i * max_frag..((i + 1) * max_frag).min(body.len())];
+            let c = Pending {
+                seq,
+                flags,
+                body_length: body.len() as u32,
+                fragment: frag.to_vec(),
+                sent_ns: 0,
+            };
+            if self.rewinding {
+                self.suppressed.push_back(c);
+            } else {
+                self.in_flight.push_back(c);
+                self.unsent += 1;
+            }
+        }
+        self.stats.sent += 1;
+        Ok(last)
+    }
+
+    /// Hands every datagram due now to `emit`: hellos, commands (new and retried) and gap
+    /// requests.
+    pub fn poll_transmit(&mut self, now_ns: u64, emit: &mut dyn FnMut(Dest, &[u8])) {
+        if !self.ready && now_ns >= self.hello_due {
+            self.upw
+                .begin(TYPE_HELLO, self.p.session, self.p.account, self.p.instance);
+            emit(Dest::Sequencer, self.upw.bytes());
+            self.hello_due = now_ns + self.p.retry_ns;
+        }
+        self.transmit_commands(now_ns, emit);
+        self.transmit_requests(now_ns, emit);
+    }
+
+    fn transmit_commands(&mut self, now_ns: u64, emit: &mut dyn FnMut(Dest, &[u8])) {
+        let sent = self.in_flight.len() - self.unsent;
+        // go-back-N: the sequencer takes an account's commands strictly in order, so when
+        // the oldest is overdue everything after it is sent again too
+        let from = match self.in_flight.front() {
+            Some(c) if sent > 0 && now_ns >= c.sent_ns + self.p.retry_ns => {
+                self.stats.resent += sent as u64;
+                0
+            }
+            _ => sent,
+        };
+        if from == self.in_flight.len() {
+            return;
+        }
+        let (s, a, i) = (self.p.session, self.p.account, self.p.instance);
+        self.upw.begin(TYPE_COMMANDS, s, a, i);
+        for c in self.in_flight.iter_mut().skip(from) {
+            c.sent_ns = now_ns;
+            let cmd = Command {
+                command_seq: c.seq,
+                body_length: c.body_length,
+                flags: c.flags,
+                fragment: &c.fragment,
+            };
+            if !self.upw.push(&cmd) {
+                emit(Dest::Sequencer, self.upw.bytes());
+                self.upw.begin(TYPE_COMMANDS, s, a, i);
+                self.upw.push(&cmd);
+            }
+        }
+        if self.upw.count() > 0 {
+            emit(Dest::Sequencer, self.upw.bytes());
+        }
+        self.unsent = 0;
+    }
+
+    fn transmit_requests(&mut self, now_ns: u64, emit: &mut dyn FnMut(Dest, &[u8])) {
+        if self.p.replayers == 0 {
+            return;
+        }
+        let Some((from, to)) = self.gap() else {
+            return;
+        };
+        let outstanding = self.requested_upto > from && self.requested_from <= from;
+        if outstanding && now_ns < self.request_deadline {
+            return;
+        }
+        if outstanding {
+            // unanswered (or answered in part and the rest lost): back off, maybe fail over
+            self.failures += 1;
+            self.timeout_ns = (self.timeout_ns * 2).min(self.p.request_backoff_max_ns);
+            if self.failures >= self.p.failover_after {
+                self.failures = 0;
+                self.replayer = (self.replayer + 1) % self.p.replayers;
+                self.timeout_ns = self.p.request_timeout_ns;
+            }
+        } else {
+            self.stats.gaps += 1;
+        }
+        let count = (to - from).min(self.p.max_request as u64) as u16;
+        let r = Request {
+            session: self.p.session,
+            sequence: from,
+            count,
+        };
+        emit(Dest::Replayer(self.replayer), &r.encode());
+        self.stats.requests += 1;
+        self.requested_from = from;
+        self.requested_upto = from + count as u64;
+        self.request_deadline = now_ns + self.timeout_ns;
+    }
+
+    /// When [`Node::poll_transmit`] next has something to do (absent new input).
+    pub fn next_timeout(&self) -> Option<u64> {
+        let mut t: Option<u64> = None;
+        let mut add = |x: u64| t = Some(t.map_or(x, |y: u64| y.min(x)));
+        if !self.ready {
+            add(self.hello_due);
+        }
+        if self.unsent > 0 {
+            add(0);
+        }
+        if let Some(c) = self.in_flight.front() {
+            add(c.sent_ns + self.p.retry_ns);
+        }
+        if self.p.replayers > 0 && self.requested_upto > self.requested_from {
+            add(self.request_deadline);
+        }
+        t
+    }
+}
+
+fn wanted(topics: &Option<HashSet<(u16, u16)>>, body: &[u8]) -> bool {
+    match topics {
+        None => true,
+        Some(t) => match MessageHeader::parse(body) {
+            Ok(h) => t.contains(&(h.schema_id, h.template_id)),
+            Err(_) => false,
+        },
+    }
+}
+
+/// Appends one record in the "Batches from Rust to Python" layout.
+pub fn write_record(out: &mut Vec<u8>, ty: u16, seq: u64, envelope: &[u8], body: &[u8]) {
+    let len = (RECORD_HEADER_LEN + body.len()) as u32;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&ty.to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&envelope[..ENVELOPE_LEN]);
+    out.extend_from_slice(body);
+}

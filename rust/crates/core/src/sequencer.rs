@@ -1,0 +1,449 @@
+//! The sequencer's protocol logic: upstream datagrams and the time in, numbered messages to
+//! persist and MoldUDP64 packets to publish out.
+//!
+//! The I/O layer drives it like this (persist before publish):
+//!
+//! ```text
+//! for each upstream datagram: seq.handle_upstream(now, datagram)
+//! seq.handle_timeout(now)                     // clock ticks when idle
+//! if seq.has_pending() {
+//!     journal.append(seq.pending())            // then flush / fsync per policy
+//!     seq.packets(|p| send(p))                 // MoldUDP64, many messages per packet
+//!     seq.published(now)
+//! } else if let Some(hb) = seq.poll_heartbeat(now) { send(hb) }
+//! ```
+
+use std::collections::HashMap;
+
+use seqbus_wire::control::Control;
+use seqbus_wire::envelope::{Envelope, KIND_APPLICATION, KIND_CONTROL};
+use seqbus_wire::mold::{self, MoldWriter};
+use seqbus_wire::upstream::{UpstreamPacket, TYPE_COMMANDS, TYPE_HELLO};
+use seqbus_wire::{Account, Session, ENVELOPE_LEN, SEQUENCER_ACCOUNT};
+
+/// Settings of the sequencer's protocol logic.
+#[derive(Debug, Clone)]
+pub struct SequencerParams {
+    pub session: Session,
+    /// Largest downstream datagram.
+    pub max_packet: usize,
+    /// Heartbeat after this long without a packet.
+    pub heartbeat_ns: u64,
+    /// Clock tick after this long without a message; 0 = never.
+    pub clock_tick_ns: u64,
+}
+
+/// What the sequencer knows after reading its journal back.
+#[derive(Debug, Clone, Default)]
+pub struct Recovered {
+    /// One past the last journaled message (1 for a new session).
+    pub next_seq: u64,
+    /// Next command sequence expected per account.
+    pub expected: HashMap<Account, u64>,
+    /// Timestamp of the last journaled message.
+    pub last_timestamp_ns: u64,
+}
+
+impl Recovered {
+    /// State of a new session.
+    pub fn new_session() -> Recovered {
+        Recovered {
+            next_seq: 1,
+            ..Recovered::default()
+        }
+    }
+
+    /// Folds one journaled message into the state (call in sequence order).
+    pub fn replay(&mut self, seq: u64, msg: &[u8]) {
+        self.next_seq = seq + 1;
+        if let Ok(e) = Envelope::parse(msg) {
+            self.last_timestamp_ns = self.last_timestamp_ns.max(e.timestamp_ns);
+            if e.kind == KIND_APPLICATION {
+                let x = self.expected.entry(e.account).or_insert(1);
+                *x = (*x).max(e.command_seq + 1);
+            }
+        }
+    }
+}
+
+/// Counters of the sequencer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SequencerStats {
+    /// Upstream datagrams received.
+    pub datagrams: u64,
+    /// Malformed upstream datagrams dropped.
+    pub malformed: u64,
+    /// Datagrams for another session dropped.
+    pub wrong_session: u64,
+    /// Commands already sequenced (retries, hot-hot copies) dropped.
+    pub duplicates: u64,
+    /// Commands ahead of the next expected one from their account dropped (the sender
+    /// retries them in order).
+    pub out_of_order: u64,
+    /// Messages sequenced (commands and control).
+    pub sequenced: u64,
+    /// Downstream packets built (data and heartbeats).
+    pub packets: u64,
+    pub heartbeats: u64,
+}
+
+/// The sequencer state machine.
+#[derive(Debug)]
+pub struct Sequencer {
+    params: SequencerParams,
+    next_seq: u64,
+    expected: HashMap<Account, u64>,
+    last_ts: u64,
+    /// Messages numbered but not yet published: bytes back to back, with their ends.
+    pending: Vec<u8>,
+    pending_ends: Vec<usize>,
+    pending_first: u64,
+    last_message_ns: u64,
+    last_packet_ns: u64,
+    writer: MoldWriter,
+    stats: SequencerStats,
+}
+
+impl Sequencer {
+    /// A sequencer continuing from `recovered` (use [`Recovered::new_session`] for a new
+    /// session: it starts with a `SessionStart` message at sequence 1).
+    pub fn new(params: SequencerParams, recovered: Recovered, now_ns: u64) -> Sequencer {
+        let mut s = Sequencer {
+            writer: MoldWriter::new(params.max_packet),
+            next_seq: recovered.next_seq.max(1),
+            expected: recovered.expected,
+            last_ts: recovered.last_timestamp_ns,
+            pending: Vec::new(),
+            pending_ends: Vec::new(),
+            pending_first: recovered.next_seq.max(1),
+            last_message_ns: now_ns,
+            last_packet_ns: now_ns,
+            stats: SequencerStats::default(),
+            params,
+        };
+        if s.next_seq == 1 {
+            let session = s.params.session;
+            s.sequence_control(now_ns, Control::SessionStart { session });
+        }
+        s
+    }
+
+    pub fn stats(&self) -> SequencerStats {
+        self.stats
+    }
+
+    /// Sequence number the next message will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    pub fn session(&self) -> Session {
+        self.params.session
+    }
+
+    /// Largest message body (envelope excluded) one packet carries.
+    pub fn max_fragment(&self) -> usize {
+        self.writer.max_message_len() - ENVELOPE_LEN
+    }
+
+    fn stamp(&mut self, now_ns: u64) -> u64 {
+        self.last_ts = self.last_ts.max(now_ns);
+        self.last_message_ns = now_ns;
+        self.last_ts
+    }
+
+    fn push_message(&mut self, env: &Envelope, body: &[u8]) {
+        self.pending.extend_from_slice(&env.encode());
+        self.pending.extend_from_slice(body);
+        self.pending_ends.push(self.pending.len());
+        self.next_seq += 1;
+        self.stats.sequenced += 1;
+    }
+
+    fn sequence_control(&mut self, now_ns: u64, c: Control) {
+        let ts = self.stamp(now_ns);
+        let body = c.encode();
+        let env = Envelope {
+            timestamp_ns: ts,
+            command_seq: 0,
+            account: SEQUENCER_ACCOUNT,
+            instance: 0,
+            kind: KIND_CONTROL,
+            flags: 0,
+            body_length: body.len() as u32,
+        };
+        self.push_message(&env, &body);
+    }
+
+    /// Handles one upstream datagram; returns how many commands it sequenced. Malformed,
+    /// wrong-session, duplicate and out-of-order input is counted and dropped.
+    pub fn handle_upstream(&mut self, now_ns: u64, datagram: &[u8]) -> usize {
+        self.stats.datagrams += 1;
+        let p = match UpstreamPacket::parse(datagram) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return 0;
+            }
+        };
+        if p.session() != self.params.session {
+            self.stats.wrong_session += 1;
+            return 0;
+        }
+        let account = p.account();
+        if account == SEQUENCER_ACCOUNT {
+            self.stats.malformed += 1;
+            return 0;
+        }
+        match p.kind() {
+            TYPE_HELLO => {
+                let next = *self.expected.get(&account).unwrap_or(&1);
+                self.sequence_control(
+                    now_ns,
+                    Control::SenderState {
+                        next_command_seq: next,
+                        account,
+                        instance: p.instance(),
+                    },
+                );
+                1
+            }
+            TYPE_COMMANDS => {
+                let mut n = 0;
+                for c in p.commands() {
+                    if c.fragment.len() > self.max_fragment() {
+                        // cannot be published in one downstream packet
+                        self.stats.malformed += 1;
+                        break;
+                    }
+                    let expected = self.expected.entry(account).or_insert(1);
+                    if c.command_seq < *expected {
+                        self.stats.duplicates += 1;
+                        continue;
+                    }
+                    if c.command_seq > *expected {
+                        self.stats.out_of_order += 1;
+                        continue;
+                    }
+                    *expected += 1;
+                    let ts = self.stamp(now_ns);
+                    let env = Envelope {
+                        timestamp_ns: ts,
+                        command_seq: c.command_seq,
+                        account,
+                        instance: p.instance(),
+                        kind: KIND_APPLICATION,
+                        flags: c.flags,
+                        body_length: c.body_length,
+                    };
+                    self.push_message(&env, c.fragment);
+                    n += 1;
+                }
+                n
+            }
+            _ => unreachable!("parse accepts only known packet types"),
+        }
+    }
+
+    /// Sequences a clock tick when no message has been sequenced for `clock_tick_ns`.
+    pub fn handle_timeout(&mut self, now_ns: u64) {
+        if self.params.clock_tick_ns > 0
+            && self.pending_ends.is_empty()
+            && now_ns.saturating_sub(self.last_message_ns) >= self.params.clock_tick_ns
+        {
+            self.sequence_control(now_ns, Control::ClockTick);
+        }
+    }
+
+    /// When the next timer-driven action is due (clock tick or heartbeat).
+    pub fn next_timeout(&self) -> u64 {
+        let hb = self.last_packet_ns + self.params.heartbeat_ns;
+        if self.params.clock_tick_ns > 0 {
+            hb.min(self.last_message_ns + self.params.clock_tick_ns)
+        } else {
+            hb
+        }
+    }
+
+    /// True when numbered messages wait to be persisted and published.
+    pub fn has_pending(&self) -> bool {
+        !self.pending_ends.is_empty()
+    }
+
+    /// The messages waiting, as `(sequence, envelope + body)`.
+    pub fn pending(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        let mut start = 0;
+        self.pending_ends.iter().enumerate().map(move |(i, &end)| {
+            let m = &self.pending[start..end];
+            start = end;
+            (self.pending_first + i as u64, m)
+        })
+    }
+
+    /// Packs the waiting messages into as few MoldUDP64 packets as fit and hands each to
+    /// `emit`. Call only after they are persisted.
+    pub fn packets(&mut self, mut emit: impl FnMut(&[u8])) {
+        let mut start = 0;
+        self.writer.begin(self.params.session, self.pending_first);
+        for (seq, &end) in (self.pending_first..).zip(&self.pending_ends) {
+            let m = &self.pending[start..end];
+            if !self.writer.push(m) {
+                emit(self.writer.bytes());
+                self.stats.packets += 1;
+                self.writer.begin(self.params.session, seq);
+                let fitted = self.writer.push(m);
+                debug_assert!(fitted, "fragments always fit one packet");
+            }
+            start = end;
+        }
+        if self.writer.count() > 0 {
+            emit(self.writer.bytes());
+            self.stats.packets += 1;
+        }
+    }
+
+    /// Marks the waiting messages as published.
+    pub fn published(&mut self, now_ns: u64) {
+        self.pending.clear();
+        self.pending_ends.clear();
+        self.pending_first = self.next_seq;
+        self.last_packet_ns = now_ns;
+    }
+
+    /// A heartbeat packet when nothing was sent for `heartbeat_ns`.
+    pub fn poll_heartbeat(&mut self, now_ns: u64) -> Option<[u8; mold::MOLD_HEADER_LEN]> {
+        if now_ns.saturating_sub(self.last_packet_ns) >= self.params.heartbeat_ns {
+            self.last_packet_ns = now_ns;
+            self.stats.heartbeats += 1;
+            self.stats.packets += 1;
+            Some(mold::heartbeat(self.params.session, self.next_seq))
+        } else {
+            None
+        }
+    }
+
+    /// The end-of-session packet (send it after the last published batch).
+    pub fn end_of_session(&self) -> [u8; mold::MOLD_HEADER_LEN] {
+        mold::end_of_session(self.params.session, self.next_seq)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seqbus_wire::mold::MoldPacket;
+    use seqbus_wire::upstream::{Command, UpstreamWriter};
+
+    fn params() -> SequencerParams {
+        SequencerParams {
+            session: Session::new("T").unwrap(),
+            max_packet: 200,
+            heartbeat_ns: 1_000,
+            clock_tick_ns: 100,
+        }
+    }
+
+    fn cmds(account: &str, instance: u16, seqs: &[u64]) -> Vec<u8> {
+        let mut w = UpstreamWriter::new(1400);
+        w.begin(
+            TYPE_COMMANDS,
+            Session::new("T").unwrap(),
+            seqbus_wire::account(account).unwrap(),
+            instance,
+        );
+        for &s in seqs {
+            w.push(&Command {
+                command_seq: s,
+                body_length: 8,
+                flags: 0,
+                fragment: &s.to_le_bytes(),
+            });
+        }
+        w.bytes().to_vec()
+    }
+
+    fn drain(s: &mut Sequencer, now: u64) -> Vec<(u64, Envelope)> {
+        let out: Vec<_> = s
+            .pending()
+            .map(|(q, m)| (q, Envelope::parse(m).unwrap()))
+            .collect();
+        let mut pkts = Vec::new();
+        s.packets(|p| pkts.push(p.to_vec()));
+        let mut from_packets = Vec::new();
+        for p in &pkts {
+            for (q, m) in MoldPacket::parse(p).unwrap().messages() {
+                from_packets.push((q, Envelope::parse(m).unwrap()));
+            }
+        }
+        assert_eq!(out, from_packets);
+        s.published(now);
+        out
+    }
+
+    #[test]
+    fn new_session_starts_with_session_start_and_dedupes() {
+        let mut s = Sequencer::new(params(), Recovered::new_session(), 10);
+        assert_eq!(drain(&mut s, 10).len(), 1);
+        assert_eq!(s.handle_upstream(20, &cmds("A", 1, &[1, 2])), 2);
+        // hot-hot copy from instance 2 and a retry: dropped
+        assert_eq!(s.handle_upstream(21, &cmds("A", 2, &[1, 2])), 0);
+        // gap: 4 before 3 is dropped; 3 then accepted
+        assert_eq!(s.handle_upstream(22, &cmds("A", 1, &[4])), 0);
+        assert_eq!(s.handle_upstream(23, &cmds("A", 1, &[3, 4])), 2);
+        assert_eq!(s.handle_upstream(24, &cmds("B", 1, &[1])), 1);
+        let got = drain(&mut s, 30);
+        let seqs: Vec<_> = got.iter().map(|(q, e)| (*q, e.command_seq)).collect();
+        assert_eq!(seqs, vec![(2, 1), (3, 2), (4, 3), (5, 4), (6, 1)]);
+        assert!(got.windows(2).all(|w| w[0].1.timestamp_ns <= w[1].1.timestamp_ns));
+        let st = s.stats();
+        assert_eq!((st.duplicates, st.out_of_order), (2, 1));
+        assert_eq!(s.handle_upstream(40, b"garbage"), 0);
+        assert_eq!(s.stats().malformed, 1);
+    }
+
+    #[test]
+    fn many_messages_per_packet_and_split_when_full() {
+        let mut s = Sequencer::new(params(), Recovered::new_session(), 0);
+        let seqs: Vec<u64> = (1..=10).collect();
+        s.handle_upstream(1, &cmds("A", 1, &seqs));
+        let mut pkts = Vec::new();
+        s.packets(|p| pkts.push(p.to_vec()));
+        // 11 messages of 34/42 bytes in 200-byte packets
+        assert!(pkts.len() > 1 && pkts.len() < 11, "{}", pkts.len());
+        let total: usize = pkts
+            .iter()
+            .map(|p| MoldPacket::parse(p).unwrap().message_count())
+            .sum();
+        assert_eq!(total, 11);
+    }
+
+    #[test]
+    fn heartbeat_and_clock_tick_when_idle() {
+        let mut s = Sequencer::new(params(), Recovered::new_session(), 0);
+        drain(&mut s, 0);
+        assert!(s.poll_heartbeat(500).is_none());
+        s.handle_timeout(50);
+        assert!(!s.has_pending());
+        s.handle_timeout(150);
+        assert!(s.has_pending());
+        drain(&mut s, 150);
+        let hb = s.poll_heartbeat(1200).unwrap();
+        let p = MoldPacket::parse(&hb).unwrap();
+        assert_eq!((p.message_count(), p.sequence()), (0, 3));
+    }
+
+    #[test]
+    fn recovery_continues_numbering_and_dedupe() {
+        let mut s = Sequencer::new(params(), Recovered::new_session(), 0);
+        s.handle_upstream(1, &cmds("A", 1, &[1, 2, 3]));
+        let mut rec = Recovered::new_session();
+        for (q, m) in s.pending() {
+            rec.replay(q, m);
+        }
+        let mut s2 = Sequencer::new(params(), rec, 5);
+        assert!(!s2.has_pending());
+        assert_eq!(s2.next_seq(), 5);
+        assert_eq!(s2.handle_upstream(6, &cmds("A", 1, &[3, 4])), 1);
+        assert_eq!(s2.pending().next().unwrap().0, 5);
+    }
+}

@@ -1,0 +1,169 @@
+use std::fs::OpenOptions;
+use std::io::Write;
+
+use proptest::prelude::*;
+use seqbus_journal::{decode_record, encode_record, Journal, JournalError, JournalReader, RecordError};
+
+const S: [u8; 10] = *b"TEST      ";
+
+fn msg(i: u64) -> Vec<u8> {
+    let mut m = i.to_le_bytes().to_vec();
+    m.resize(8 + (i % 50) as usize, i as u8);
+    m
+}
+
+fn all(j: &mut Journal) -> Vec<(u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    j.read(1, usize::MAX, &mut |q, m| {
+        out.push((q, m.to_vec()));
+        true
+    })
+    .unwrap();
+    out
+}
+
+#[test]
+fn append_reopen_and_read_across_segments() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let mut j = Journal::open(d.path(), S, 1 << 16).unwrap();
+        for i in 1..=5000 {
+            j.append(i, &msg(i)).unwrap();
+            if i % 100 == 0 {
+                j.flush().unwrap();
+            }
+        }
+        j.flush().unwrap();
+        j.sync().unwrap();
+    }
+    let segs = std::fs::read_dir(d.path()).unwrap().count();
+    assert!(segs > 2, "{segs} segments");
+    let mut j = Journal::open(d.path(), S, 1 << 16).unwrap();
+    assert_eq!(j.next_seq(), 5001);
+    assert_eq!(j.recovery().records, 5000);
+    let got = all(&mut j);
+    assert_eq!(got.len(), 5000);
+    assert!(got.iter().all(|(q, m)| *m == msg(*q)));
+    // a read from the middle stops at max
+    let mut n = 0;
+    j.read(2500, 10, &mut |q, _| {
+        assert_eq!(q, 2500 + n);
+        n += 1;
+        true
+    })
+    .unwrap();
+    assert_eq!(n, 10);
+}
+
+#[test]
+fn torn_tail_is_truncated_and_numbering_continues() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let mut j = Journal::open(d.path(), S, 1 << 20).unwrap();
+        for i in 1..=100 {
+            j.append(i, &msg(i)).unwrap();
+        }
+        j.flush().unwrap();
+    }
+    // a write cut short (kill -9 mid-write): half a record at the end
+    let seg = d.path().join(format!("{:020}.seg", 1));
+    let mut rec = Vec::new();
+    encode_record(&mut rec, 101, &msg(101));
+    let mut f = OpenOptions::new().append(true).open(&seg).unwrap();
+    f.write_all(&rec[..rec.len() / 2]).unwrap();
+    drop(f);
+    let mut j = Journal::open(d.path(), S, 1 << 20).unwrap();
+    assert_eq!(j.next_seq(), 101);
+    assert_eq!(j.recovery().truncated_bytes, (rec.len() / 2) as u64);
+    j.append(101, &msg(101)).unwrap();
+    j.flush().unwrap();
+    drop(j);
+    let mut j = Journal::open(d.path(), S, 1 << 20).unwrap();
+    assert_eq!(all(&mut j).len(), 101);
+}
+
+#[test]
+fn corrupt_tail_record_is_truncated_but_corrupt_middle_segment_is_an_error() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let mut j = Journal::open(d.path(), S, 1 << 16).unwrap();
+        for i in 1..=3000 {
+            j.append(i, &msg(i)).unwrap();
+        }
+        j.flush().unwrap();
+    }
+    let seg1 = d.path().join(format!("{:020}.seg", 1));
+    let mut bytes = std::fs::read(&seg1).unwrap();
+    bytes[100] ^= 0xFF;
+    std::fs::write(&seg1, &bytes).unwrap();
+    match Journal::open(d.path(), S, 1 << 16) {
+        Err(JournalError::Corrupt { path, .. }) => assert_eq!(path, seg1),
+        other => panic!("expected a corrupt-journal error, got {other:?}"),
+    }
+}
+
+#[test]
+fn wrong_session_is_an_error() {
+    let d = tempfile::tempdir().unwrap();
+    Journal::open(d.path(), S, 1 << 16).unwrap();
+    let e = Journal::open(d.path(), *b"OTHER     ", 1 << 16).unwrap_err();
+    assert!(e.to_string().contains("belongs to session \"TEST\""), "{e}");
+}
+
+#[test]
+fn reader_follows_the_writer() {
+    let d = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(d.path(), S, 1 << 16).unwrap();
+    let mut r = JournalReader::open(d.path(), S).unwrap();
+    assert_eq!(r.next_seq(), 1);
+    for i in 1..=4000 {
+        j.append(i, &msg(i)).unwrap();
+        if i % 7 == 0 {
+            j.flush().unwrap();
+        }
+        if i % 500 == 0 {
+            r.refresh().unwrap();
+            assert_eq!(r.next_seq(), i - i % 7 + 1);
+        }
+    }
+    j.flush().unwrap();
+    r.refresh().unwrap();
+    assert_eq!(r.next_seq(), 4001);
+    let mut n = 0u64;
+    r.read(1, usize::MAX, &mut |q, m| {
+        n += 1;
+        assert_eq!(m, msg(q));
+        true
+    })
+    .unwrap();
+    assert_eq!(n, 4000);
+}
+
+proptest! {
+    #[test]
+    fn record_parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        match decode_record(&bytes) {
+            Ok((r, n)) => {
+                prop_assert!(n <= bytes.len());
+                let mut again = Vec::new();
+                encode_record(&mut again, r.sequence, r.message);
+                prop_assert_eq!(&again[..], &bytes[..n]);
+            }
+            Err(RecordError::Incomplete) | Err(RecordError::Invalid(_)) => {}
+        }
+    }
+
+    #[test]
+    fn record_round_trip(seq in 1u64.., m in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let mut b = Vec::new();
+        encode_record(&mut b, seq, &m);
+        let (r, n) = decode_record(&b).unwrap();
+        prop_assert_eq!((r.sequence, r.message, n), (seq, &m[..], b.len()));
+        // any single flipped bit is caught
+        for i in 0..b.len() {
+            let mut c = b.clone();
+            c[i] ^= 1;
+            prop_assert!(decode_record(&c).map(|(r, _)| (r.sequence, r.message.to_vec())) != Ok((seq, m.clone())));
+        }
+    }
+}

@@ -1,0 +1,473 @@
+//! TOML configuration of a bus (every key: `docs/configuration.md`).
+//!
+//! Parsed with serde (`deny_unknown_fields`) and checked for meaning after parsing; every
+//! error names the file and the key, e.g. `bus.toml: sequencer.upstream: invalid socket
+//! address syntax`.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use seqbus_wire::Session;
+
+use crate::idle::IdleStrategy;
+
+/// A configuration file that cannot be used; the message names the file and the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}: {key}: {message}")]
+pub struct ConfigError {
+    /// The file (or `<string>`).
+    pub origin: String,
+    /// Dotted key path, e.g. `sequencer.upstream` (empty for a syntax error of the file).
+    pub key: String,
+    pub message: String,
+}
+
+/// The whole configuration of a bus.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub bus: BusConfig,
+    #[serde(default)]
+    pub sequencer: SequencerConfig,
+    pub downstream: DownstreamConfig,
+    #[serde(default)]
+    pub replayer: ReplayerConfig,
+    #[serde(default)]
+    pub node: NodeConfig,
+    /// Directory of the configuration file; relative paths are resolved against it.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+/// `[bus]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BusConfig {
+    /// MoldUDP64 session name, 1–10 printable ASCII characters.
+    pub session: String,
+    /// Largest downstream/upstream datagram in bytes (messages above it are fragmented).
+    #[serde(default = "default_max_packet")]
+    pub max_packet: usize,
+}
+
+/// When the journal is flushed to stable storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FsyncPolicy {
+    /// fdatasync before every published batch: a published message survives power loss.
+    Batch,
+    /// fdatasync at most every `fsync_interval_ms`: survives a process crash (the data is
+    /// in the page cache before publish), may lose the last interval on power loss.
+    Interval,
+    /// Never fdatasync (the OS writes back): survives a process crash only.
+    None,
+}
+
+/// `[sequencer]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SequencerConfig {
+    /// UDP address the sequencer receives node commands on.
+    #[serde(default = "default_upstream")]
+    pub upstream: SocketAddr,
+    /// Journal directory (relative to the configuration file).
+    #[serde(default = "default_journal")]
+    pub journal_dir: PathBuf,
+    #[serde(default = "default_fsync")]
+    pub fsync: FsyncPolicy,
+    #[serde(default = "default_fsync_interval")]
+    pub fsync_interval_ms: u64,
+    /// Journal segment size in bytes before a new segment file is started.
+    #[serde(default = "default_segment_size")]
+    pub segment_size: u64,
+    /// A heartbeat is sent after this long without any downstream packet.
+    #[serde(default = "default_heartbeat")]
+    pub heartbeat_ms: u64,
+    /// A clock-tick message is sequenced after this long without any message; 0 = never.
+    #[serde(default = "default_clock_tick")]
+    pub clock_tick_ms: u64,
+    /// Run the replayer inside the sequencer process (serving `[replayer].listen`).
+    #[serde(default = "default_true")]
+    pub replayer_in_process: bool,
+    #[serde(default = "default_seq_idle")]
+    pub idle: IdleStrategy,
+    /// SO_RCVBUF of the upstream socket, bytes.
+    #[serde(default = "default_rcvbuf")]
+    pub recv_buffer: usize,
+}
+
+/// How sequenced packets reach the nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    UdpMulticast,
+    UdpUnicast,
+}
+
+/// `[downstream]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DownstreamConfig {
+    pub transport: Transport,
+    /// Multicast group and port (`udp-multicast`).
+    pub group: Option<SocketAddr>,
+    /// Interface address for multicast.
+    #[serde(default = "default_interface")]
+    pub interface: Ipv4Addr,
+    /// Multicast TTL.
+    #[serde(default = "default_ttl")]
+    pub ttl: u32,
+    /// Node addresses the sequencer sends to (`udp-unicast`).
+    #[serde(default)]
+    pub subscribers: Vec<SocketAddr>,
+}
+
+/// `[replayer]`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayerConfig {
+    /// UDP address replay requests are served on.
+    #[serde(default = "default_replayer")]
+    pub listen: SocketAddr,
+    /// Journal the replayer reads; default: the sequencer's `journal_dir`.
+    pub journal_dir: Option<PathBuf>,
+    /// Largest answer datagram in bytes (answers are unicast; loopback allows large ones).
+    #[serde(default = "default_replay_packet")]
+    pub max_packet: usize,
+    /// Most messages sent for one request.
+    #[serde(default = "default_replay_batch")]
+    pub max_messages_per_request: u16,
+}
+
+/// `[node]`: defaults for node processes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    #[serde(default = "default_node_idle")]
+    pub idle: IdleStrategy,
+    /// Most commands (fragments) in flight, sent but not yet seen in the stream.
+    #[serde(default = "default_window")]
+    pub window: usize,
+    /// Replayers to request gap fills from, in order of preference.
+    #[serde(default)]
+    pub replayers: Vec<SocketAddr>,
+    /// Address a node binds to receive `udp-unicast` downstream (one node per address).
+    pub listen: Option<SocketAddr>,
+    /// Commands not seen in the stream after this long are sent again.
+    #[serde(default = "default_retry")]
+    pub retry_ms: u64,
+    /// First wait before a gap request is repeated (doubles up to `request_backoff_max_ms`).
+    #[serde(default = "default_request_timeout")]
+    pub request_timeout_ms: u64,
+    #[serde(default = "default_request_backoff_max")]
+    pub request_backoff_max_ms: u64,
+    /// Requests unanswered by one replayer before the next one is tried.
+    #[serde(default = "default_failover")]
+    pub failover_after: u32,
+    /// SO_RCVBUF of the downstream socket, bytes.
+    #[serde(default = "default_rcvbuf")]
+    pub recv_buffer: usize,
+    /// Most out-of-order messages held while a gap is filled.
+    #[serde(default = "default_reorder")]
+    pub reorder_buffer: usize,
+}
+
+fn default_max_packet() -> usize {
+    1472
+}
+fn default_upstream() -> SocketAddr {
+    "127.0.0.1:31000".parse().expect("literal")
+}
+fn default_journal() -> PathBuf {
+    PathBuf::from("journal")
+}
+fn default_fsync() -> FsyncPolicy {
+    FsyncPolicy::Interval
+}
+fn default_fsync_interval() -> u64 {
+    10
+}
+fn default_segment_size() -> u64 {
+    256 << 20
+}
+fn default_heartbeat() -> u64 {
+    1000
+}
+fn default_clock_tick() -> u64 {
+    100
+}
+fn default_true() -> bool {
+    true
+}
+fn default_seq_idle() -> IdleStrategy {
+    IdleStrategy::Block
+}
+fn default_node_idle() -> IdleStrategy {
+    IdleStrategy::Block
+}
+fn default_rcvbuf() -> usize {
+    16 << 20
+}
+fn default_interface() -> Ipv4Addr {
+    Ipv4Addr::LOCALHOST
+}
+fn default_ttl() -> u32 {
+    1
+}
+fn default_replayer() -> SocketAddr {
+    "127.0.0.1:31002".parse().expect("literal")
+}
+fn default_replay_packet() -> usize {
+    64000
+}
+fn default_replay_batch() -> u16 {
+    8192
+}
+fn default_window() -> usize {
+    256
+}
+fn default_retry() -> u64 {
+    50
+}
+fn default_request_timeout() -> u64 {
+    10
+}
+fn default_request_backoff_max() -> u64 {
+    500
+}
+fn default_failover() -> u32 {
+    4
+}
+fn default_reorder() -> usize {
+    1 << 20
+}
+
+impl Default for SequencerConfig {
+    fn default() -> Self {
+        toml::from_str("").expect("every key has a default")
+    }
+}
+impl Default for ReplayerConfig {
+    fn default() -> Self {
+        toml::from_str("").expect("every key has a default")
+    }
+}
+impl Default for NodeConfig {
+    fn default() -> Self {
+        toml::from_str("").expect("every key has a default")
+    }
+}
+
+impl Config {
+    /// Reads and checks a configuration file.
+    pub fn from_path(path: &Path) -> Result<Config, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            origin: origin.clone(),
+            key: String::new(),
+            message: format!("cannot read: {e}"),
+        })?;
+        let base = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let base = if base.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            base
+        };
+        Config::parse(&text, &origin, base)
+    }
+
+    /// Parses and checks configuration text; relative paths resolve against the current
+    /// directory. (Also available as `text.parse::<Config>()`.)
+    #[allow(clippy::should_implement_trait)]
+    pub fn from_str(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, "<string>", PathBuf::from("."))
+    }
+
+    fn parse(text: &str, origin: &str, base_dir: PathBuf) -> Result<Config, ConfigError> {
+        let de = toml::Deserializer::new(text);
+        let mut cfg: Config = serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            let inner = e.into_inner();
+            let mut message = inner.message().to_string();
+            if let Some(span) = inner.span() {
+                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                message = format!("{message} (line {line})");
+            }
+            ConfigError {
+                origin: origin.to_string(),
+                key: if key == "." { String::new() } else { key },
+                message,
+            }
+        })?;
+        cfg.base_dir = base_dir;
+        cfg.check().map_err(|(key, message)| ConfigError {
+            origin: origin.to_string(),
+            key: key.to_string(),
+            message,
+        })?;
+        Ok(cfg)
+    }
+
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        Session::new(&self.bus.session).map_err(|m| ("bus.session", m))?;
+        if !(64..=65_507).contains(&self.bus.max_packet) {
+            return Err(("bus.max_packet", "must be between 64 and 65507".into()));
+        }
+        if !(64..=65_507).contains(&self.replayer.max_packet) {
+            return Err(("replayer.max_packet", "must be between 64 and 65507".into()));
+        }
+        if self.replayer.max_messages_per_request == 0
+            || self.replayer.max_messages_per_request == u16::MAX
+        {
+            return Err((
+                "replayer.max_messages_per_request",
+                "must be between 1 and 65534".into(),
+            ));
+        }
+        if self.sequencer.heartbeat_ms == 0 {
+            return Err(("sequencer.heartbeat_ms", "must be at least 1".into()));
+        }
+        if self.sequencer.fsync == FsyncPolicy::Interval && self.sequencer.fsync_interval_ms == 0 {
+            return Err(("sequencer.fsync_interval_ms", "must be at least 1".into()));
+        }
+        if self.sequencer.segment_size < 1 << 16 {
+            return Err(("sequencer.segment_size", "must be at least 65536".into()));
+        }
+        if self.node.window == 0 {
+            return Err(("node.window", "must be at least 1".into()));
+        }
+        if self.node.request_timeout_ms == 0 {
+            return Err(("node.request_timeout_ms", "must be at least 1".into()));
+        }
+        if self.node.retry_ms == 0 {
+            return Err(("node.retry_ms", "must be at least 1".into()));
+        }
+        match self.downstream.transport {
+            Transport::UdpMulticast => match self.downstream.group {
+                None => {
+                    return Err((
+                        "downstream.group",
+                        "required when transport = \"udp-multicast\"".into(),
+                    ))
+                }
+                Some(SocketAddr::V4(g)) if g.ip().is_multicast() => {}
+                Some(g) => {
+                    return Err((
+                        "downstream.group",
+                        format!("{} is not an IPv4 multicast address", g.ip()),
+                    ))
+                }
+            },
+            Transport::UdpUnicast => {
+                if self.downstream.subscribers.is_empty() {
+                    return Err((
+                        "downstream.subscribers",
+                        "at least one address required when transport = \"udp-unicast\"".into(),
+                    ));
+                }
+            }
+        }
+        if self.downstream.interface.is_multicast() || self.downstream.interface.is_unspecified()
+        {
+            return Err((
+                "downstream.interface",
+                format!("{} is not a unicast interface address", self.downstream.interface),
+            ));
+        }
+        if let IpAddr::V4(ip) = self.sequencer.upstream.ip() {
+            if ip.is_multicast() {
+                return Err(("sequencer.upstream", "must be a unicast address".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The MoldUDP64 session.
+    pub fn session(&self) -> Session {
+        Session::new(&self.bus.session).expect("checked when parsed")
+    }
+
+    /// The sequencer's journal directory, resolved.
+    pub fn journal_dir(&self) -> PathBuf {
+        self.base_dir.join(&self.sequencer.journal_dir)
+    }
+
+    /// The replayer's journal directory, resolved.
+    pub fn replayer_journal_dir(&self) -> PathBuf {
+        match &self.replayer.journal_dir {
+            Some(d) => self.base_dir.join(d),
+            None => self.journal_dir(),
+        }
+    }
+}
+
+impl std::str::FromStr for Config {
+    type Err = ConfigError;
+    fn from_str(text: &str) -> Result<Config, ConfigError> {
+        Config::from_str(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[bus]
+session = "TEST"
+[downstream]
+transport = "udp-multicast"
+group = "239.1.2.3:30001"
+"#;
+
+    #[test]
+    fn minimal_config_with_defaults() {
+        let c = Config::from_str(GOOD).unwrap();
+        assert_eq!(c.bus.max_packet, 1472);
+        assert_eq!(c.sequencer.fsync, FsyncPolicy::Interval);
+        assert_eq!(c.node.window, 256);
+        assert_eq!(c.session().as_str(), "TEST");
+    }
+
+    fn err(text: &str) -> String {
+        Config::from_str(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = err(&format!("{GOOD}[sequencer]\nupstream = \"nope\"\n"));
+        assert!(e.starts_with("<string>: sequencer.upstream: invalid socket address"), "{e}");
+        let e = err(&format!("{GOOD}[node]\nwindoww = 3\n"));
+        assert!(e.contains("unknown field `windoww`"), "{e}");
+        let e = err(&GOOD.replace("239.1.2.3", "10.0.0.1"));
+        assert!(e.starts_with("<string>: downstream.group: 10.0.0.1 is not"), "{e}");
+        let e = err(&GOOD.replace("TEST", "MUCH TOO LONG SESSION"));
+        assert!(e.starts_with("<string>: bus.session:"), "{e}");
+        let e = err(&GOOD.replace("udp-multicast", "carrier-pigeon"));
+        assert!(e.starts_with("<string>: downstream.transport: unknown variant"), "{e}");
+        let e = err(&format!("{GOOD}[sequencer]\nfsync = \"sometimes\"\n"));
+        assert!(e.starts_with("<string>: sequencer.fsync:"), "{e}");
+        let e = err(&format!("{GOOD}[node]\nidle = \"nap\"\n"));
+        assert!(e.starts_with("<string>: node.idle:"), "{e}");
+        let e = err("[bus]\n");
+        assert!(e.contains("missing field `session`"), "{e}");
+    }
+
+    #[test]
+    fn file_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bus.toml");
+        std::fs::write(&p, format!("{GOOD}[sequencer]\nupstream = \"x\"\n")).unwrap();
+        let e = Config::from_path(&p).unwrap_err().to_string();
+        assert!(e.contains("bus.toml: sequencer.upstream: invalid socket address"), "{e}");
+        let c = {
+            std::fs::write(&p, GOOD).unwrap();
+            Config::from_path(&p).unwrap()
+        };
+        assert_eq!(c.journal_dir(), dir.path().join("journal"));
+    }
+}

@@ -1,0 +1,88 @@
+//! Idle strategies: what a loop does when it found no work.
+
+use std::os::fd::RawFd;
+use std::time::Instant;
+
+use serde::Deserialize;
+
+/// How a process waits for input (`idle` keys of the configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdleStrategy {
+    /// Never sleep: poll the sockets in a tight loop (lowest latency, one core at 100%).
+    BusySpin,
+    /// Spin for a while, then `sched_yield` between polls.
+    SpinYield,
+    /// Sleep in `poll(2)` until a socket is readable or the next deadline.
+    Block,
+}
+
+impl std::str::FromStr for IdleStrategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "busy-spin" => Ok(IdleStrategy::BusySpin),
+            "spin-yield" => Ok(IdleStrategy::SpinYield),
+            "block" => Ok(IdleStrategy::Block),
+            _ => Err(format!(
+                "unknown idle strategy {s:?} (busy-spin, spin-yield or block)"
+            )),
+        }
+    }
+}
+
+const SPINS_BEFORE_YIELD: u32 = 2_000;
+
+/// Carries out an [`IdleStrategy`].
+#[derive(Debug)]
+pub struct Idler {
+    strategy: IdleStrategy,
+    spins: u32,
+}
+
+impl Idler {
+    pub fn new(strategy: IdleStrategy) -> Idler {
+        Idler {
+            strategy,
+            spins: 0,
+        }
+    }
+
+    /// Work was found: start spinning afresh.
+    pub fn reset(&mut self) {
+        self.spins = 0;
+    }
+
+    /// No work: wait per the strategy, at most until `until`, waking early when one of
+    /// `fds` becomes readable (blocking strategy).
+    pub fn idle(&mut self, fds: &[RawFd], until: Instant) {
+        match self.strategy {
+            IdleStrategy::BusySpin => std::hint::spin_loop(),
+            IdleStrategy::SpinYield => {
+                if self.spins < SPINS_BEFORE_YIELD {
+                    self.spins += 1;
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            IdleStrategy::Block => {
+                let now = Instant::now();
+                if until <= now {
+                    return;
+                }
+                let ms = (until - now).as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+                let mut pfds: Vec<libc::pollfd> = fds
+                    .iter()
+                    .map(|&fd| libc::pollfd {
+                        fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    })
+                    .collect();
+                // SAFETY: pfds is a valid array of pollfd for the duration of the call.
+                unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+            }
+        }
+    }
+}

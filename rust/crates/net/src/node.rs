@@ -1,0 +1,261 @@
+//! The node client: sockets around `seqbus_core::Node`.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+use seqbus_core::{Dest, Node, NodeParams, NodeStats, SendError, Source, Start};
+use socket2::{SockAddr, Socket};
+
+use crate::config::{Config, Transport};
+use crate::idle::{IdleStrategy, Idler};
+use crate::udp;
+use crate::{io_error, now_ns, Error};
+
+/// How a node joins the bus.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    /// Account, 1–8 printable ASCII characters (hot-hot instances share it).
+    pub account: String,
+    pub instance: u16,
+    pub start: Start,
+    /// `(schema_id, template_id)` of the application messages to deliver; None = all.
+    pub topics: Option<Vec<(u16, u16)>>,
+    /// Overrides `node.idle`.
+    pub idle: Option<IdleStrategy>,
+    /// Overrides `node.window`.
+    pub window: Option<usize>,
+    /// Overrides `node.listen` (the address a `udp-unicast` node receives on).
+    pub listen: Option<SocketAddr>,
+}
+
+impl NodeOptions {
+    /// Options with every override left to the configuration.
+    pub fn new(account: &str, instance: u16, start: Start) -> NodeOptions {
+        NodeOptions {
+            account: account.to_string(),
+            instance,
+            start,
+            topics: None,
+            idle: None,
+            window: None,
+            listen: None,
+        }
+    }
+}
+
+/// A node's connection to the bus. See the crate documentation for the call sequence.
+#[derive(Debug)]
+pub struct NodeClient {
+    node: Node,
+    /// Downstream feed (multicast or unicast).
+    down: Socket,
+    /// Sends commands and requests; receives replayer answers.
+    req: Socket,
+    sequencer: SockAddr,
+    replayers: Vec<SockAddr>,
+    idler: Idler,
+    buf: Vec<u8>,
+    fds: [RawFd; 2],
+}
+
+impl NodeClient {
+    /// Binds the node's sockets and starts joining the bus (hello to the sequencer, or the
+    /// first rewind request). Fails on a bad option or a socket that cannot be bound.
+    pub fn connect(cfg: &Config, opts: NodeOptions) -> Result<NodeClient, Error> {
+        let account = seqbus_wire::account(&opts.account).map_err(|message| Error::Option {
+            name: "account",
+            message,
+        })?;
+        if opts.start == Start::From(0) {
+            return Err(Error::Option {
+                name: "start",
+                message: "sequence numbers start at 1".into(),
+            });
+        }
+        let window = opts.window.unwrap_or(cfg.node.window);
+        if window == 0 {
+            return Err(Error::Option {
+                name: "window",
+                message: "must be at least 1".into(),
+            });
+        }
+        let nc = &cfg.node;
+        let down = match cfg.downstream.transport {
+            Transport::UdpMulticast => {
+                let SocketAddr::V4(group) = cfg.downstream.group.expect("checked when parsed")
+                else {
+                    unreachable!("checked when parsed")
+                };
+                udp::multicast_receiver(group, cfg.downstream.interface, nc.recv_buffer).map_err(
+                    io_error(format!("downstream.group {group}: join on {}", cfg.downstream.interface)),
+                )?
+            }
+            Transport::UdpUnicast => {
+                let Some(listen) = opts.listen.or(nc.listen) else {
+                    return Err(Error::Option {
+                        name: "listen",
+                        message: "a udp-unicast node needs node.listen (one of downstream.subscribers)"
+                            .into(),
+                    });
+                };
+                udp::bind(listen, nc.recv_buffer)
+                    .map_err(io_error(format!("node.listen {listen}: bind")))?
+            }
+        };
+        let local = match cfg.sequencer.upstream {
+            SocketAddr::V4(a) if a.ip().is_loopback() => Ipv4Addr::LOCALHOST,
+            _ => Ipv4Addr::UNSPECIFIED,
+        };
+        let req = udp::bind(SocketAddr::V4(SocketAddrV4::new(local, 0)), nc.recv_buffer)
+            .map_err(io_error("node request socket: bind"))?;
+        let _ = req.set_send_buffer_size(4 << 20);
+        let now = now_ns();
+        let node = Node::new(
+            NodeParams {
+                session: cfg.session(),
+                account,
+                instance: opts.instance,
+                start: opts.start,
+                topics: opts.topics,
+                window,
+                max_packet: cfg.bus.max_packet,
+                retry_ns: nc.retry_ms * 1_000_000,
+                request_timeout_ns: nc.request_timeout_ms * 1_000_000,
+                request_backoff_max_ns: nc.request_backoff_max_ms.max(nc.request_timeout_ms)
+                    * 1_000_000,
+                failover_after: nc.failover_after.max(1),
+                replayers: nc.replayers.len(),
+                max_request: cfg.replayer.max_messages_per_request,
+                reorder_limit: nc.reorder_buffer,
+            },
+            now,
+        );
+        let fds = [down.as_raw_fd(), req.as_raw_fd()];
+        let mut c = NodeClient {
+            node,
+            down,
+            req,
+            sequencer: cfg.sequencer.upstream.into(),
+            replayers: nc.replayers.iter().map(|&a| a.into()).collect(),
+            idler: Idler::new(opts.idle.unwrap_or(nc.idle)),
+            buf: vec![0u8; 65_536],
+            fds,
+        };
+        c.flush()?;
+        Ok(c)
+    }
+
+    /// Sends whatever the protocol has due: queued commands, retries, hellos, gap requests.
+    pub fn flush(&mut self) -> Result<(), Error> {
+        let mut err = None;
+        let (req, seq, reps) = (&self.req, &self.sequencer, &self.replayers);
+        self.node.poll_transmit(now_ns(), &mut |dest, d| {
+            let to = match dest {
+                Dest::Sequencer => seq,
+                Dest::Replayer(i) => &reps[i],
+            };
+            match req.send_to(d, to) {
+                Ok(_) => {}
+                // a full buffer or an unreachable peer: the protocol retries
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::ConnectionRefused
+                    ) => {}
+                Err(e) => err = Some(e),
+            }
+        });
+        match err {
+            Some(e) => Err(io_error("node: send")(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads one waiting datagram into the protocol; false when none was waiting.
+    fn read_one(&mut self) -> Result<bool, Error> {
+        if let Some((n, from)) =
+            udp::try_recv(&self.req, &mut self.buf).map_err(io_error("node: recv (replayer)"))?
+        {
+            let i = self
+                .replayers
+                .iter()
+                .position(|r| r.as_socket() == from.as_socket())
+                .unwrap_or(usize::MAX);
+            let src = Source::Replayer(i);
+            self.node.handle_datagram(now_ns(), src, &self.buf[..n]);
+            return Ok(true);
+        }
+        if let Some((n, _)) =
+            udp::try_recv(&self.down, &mut self.buf).map_err(io_error("node: recv (downstream)"))?
+        {
+            self.node.handle_datagram(now_ns(), Source::Live, &self.buf[..n]);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Appends up to `max_records` records to `out` (layout: docs/architecture.md, "Batches
+    /// from Rust to Python"), waiting at most `timeout` for the first. Returns how many were
+    /// appended (0 on timeout). Sends queued commands first.
+    pub fn poll(
+        &mut self,
+        out: &mut Vec<u8>,
+        max_records: usize,
+        timeout: Duration,
+    ) -> Result<usize, Error> {
+        let deadline = Instant::now() + timeout;
+        let mut n = 0;
+        loop {
+            self.flush()?;
+            n += self.node.deliver(out, max_records - n)?;
+            if n >= max_records {
+                return Ok(n);
+            }
+            let mut read = false;
+            while !self.node.has_deliverable() && self.read_one()? {
+                read = true;
+            }
+            if read || self.node.has_deliverable() {
+                self.idler.reset();
+                continue;
+            }
+            if n > 0 || Instant::now() >= deadline {
+                self.flush()?;
+                return Ok(n);
+            }
+            let mut until = deadline;
+            if let Some(t) = self.node.next_timeout() {
+                let now = now_ns();
+                until = until.min(Instant::now() + Duration::from_nanos(t.saturating_sub(now)));
+            }
+            self.idler.idle(&self.fds, until);
+        }
+    }
+
+    /// Queues a command; returns its command sequence (of the last fragment when the body is
+    /// split). Sent by the next [`NodeClient::poll`] or [`NodeClient::flush`].
+    /// `SendError::WindowFull` is back-pressure: poll, then try again.
+    pub fn send(&mut self, body: &[u8]) -> Result<u64, SendError> {
+        self.node.send(body)
+    }
+
+    /// Earliest deadline (ns, stream time) of a pending deterministic timer, or None.
+    pub fn set_timer_deadline(&mut self, deadline_ns: Option<u64>) {
+        self.node.set_timer_deadline(deadline_ns);
+    }
+
+    /// True until a rewinding node has caught up with live.
+    pub fn is_rewinding(&self) -> bool {
+        self.node.is_rewinding()
+    }
+
+    /// True once the node may send.
+    pub fn is_ready(&self) -> bool {
+        self.node.is_ready()
+    }
+
+    pub fn stats(&self) -> NodeStats {
+        self.node.stats()
+    }
+}

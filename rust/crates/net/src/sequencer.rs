@@ -1,0 +1,172 @@
+//! The sequencer process loop: one thread, upstream socket → `seqbus_core::Sequencer` →
+//! journal (persist) → downstream packets (publish).
+
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use seqbus_core::{Recovered, Sequencer, SequencerParams};
+use seqbus_journal::Journal;
+use socket2::{SockAddr, Socket};
+
+use crate::config::{Config, FsyncPolicy, Transport};
+use crate::idle::Idler;
+use crate::udp::{self, Outbox};
+use crate::{io_error, now_ns, Error};
+
+/// Most upstream datagrams handled before the waiting messages are persisted and published.
+const MAX_DATAGRAMS_PER_BATCH: usize = 256;
+
+/// The downstream side: a socket and where its packets go.
+pub(crate) struct Downstream {
+    pub socket: Socket,
+    pub dests: Vec<SockAddr>,
+}
+
+impl Downstream {
+    pub(crate) fn open(cfg: &Config) -> Result<Downstream, Error> {
+        let d = &cfg.downstream;
+        match d.transport {
+            Transport::UdpMulticast => {
+                let group = d.group.expect("checked when parsed");
+                let socket = udp::multicast_sender(d.interface, d.ttl).map_err(io_error(format!(
+                    "downstream.interface {}: multicast sender",
+                    d.interface
+                )))?;
+                Ok(Downstream {
+                    socket,
+                    dests: vec![group.into()],
+                })
+            }
+            Transport::UdpUnicast => {
+                let socket = udp::bind(SocketAddr::new(d.interface.into(), 0), 1 << 20)
+                    .map_err(io_error(format!("downstream.interface {}: bind", d.interface)))?;
+                socket.set_nonblocking(false).map_err(io_error("downstream socket"))?;
+                let _ = socket.set_send_buffer_size(8 << 20);
+                Ok(Downstream {
+                    socket,
+                    dests: d.subscribers.iter().map(|&a| a.into()).collect(),
+                })
+            }
+        }
+    }
+}
+
+/// Runs the sequencer until `stop` is set. Every socket is bound and the journal opened and
+/// recovered before the first message is sequenced; any failure there is returned at once.
+pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
+    let session = cfg.session();
+    let sc = &cfg.sequencer;
+    let mut journal = Journal::open(&cfg.journal_dir(), session.0, sc.segment_size)?;
+    let mut recovered = Recovered::new_session();
+    journal.read(1, usize::MAX, &mut |q, m| {
+        recovered.replay(q, m);
+        true
+    })?;
+    let upstream = udp::bind(sc.upstream, sc.recv_buffer)
+        .map_err(io_error(format!("sequencer.upstream {}: bind", sc.upstream)))?;
+    let mut down = Downstream::open(cfg)?;
+    let replayer = if sc.replayer_in_process {
+        let r = crate::replayer::Serving::bind(cfg, &cfg.journal_dir())?;
+        let stop = stop.clone();
+        Some(
+            std::thread::Builder::new()
+                .name("seqbus-replayer".into())
+                .spawn(move || r.run(&stop))
+                .map_err(io_error("replayer thread"))?,
+        )
+    } else {
+        None
+    };
+    let result = sequence(cfg, &stop, &mut journal, recovered, &upstream, &mut down);
+    if result.is_err() {
+        stop.store(true, Ordering::SeqCst);
+    }
+    if let Some(h) = replayer {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return result.and(Err(e)),
+            Err(_) => {
+                return result.and(Err(Error::Io {
+                    what: "replayer thread".into(),
+                    source: std::io::Error::other("panicked"),
+                }))
+            }
+        }
+    }
+    result
+}
+
+fn sequence(
+    cfg: &Config,
+    stop: &AtomicBool,
+    journal: &mut Journal,
+    recovered: Recovered,
+    upstream: &Socket,
+    down: &mut Downstream,
+) -> Result<(), Error> {
+    let sc = &cfg.sequencer;
+    let params = SequencerParams {
+        session: cfg.session(),
+        max_packet: cfg.bus.max_packet,
+        heartbeat_ns: sc.heartbeat_ms * 1_000_000,
+        clock_tick_ns: sc.clock_tick_ms * 1_000_000,
+    };
+    let mut seq = Sequencer::new(params, recovered, now_ns());
+    let mut idler = Idler::new(sc.idle);
+    let mut outbox = Outbox::default();
+    let mut buf = vec![0u8; 65_536];
+    let mut last_sync = Instant::now();
+    let fsync_interval = Duration::from_millis(sc.fsync_interval_ms);
+    let fds = [upstream.as_raw_fd()];
+    while !stop.load(Ordering::Relaxed) {
+        let mut got = 0;
+        while got < MAX_DATAGRAMS_PER_BATCH {
+            match udp::try_recv(upstream, &mut buf).map_err(io_error("sequencer.upstream: recv"))? {
+                Some((n, _from)) => {
+                    seq.handle_upstream(now_ns(), &buf[..n]);
+                    got += 1;
+                }
+                None => break,
+            }
+        }
+        let now = now_ns();
+        seq.handle_timeout(now);
+        if seq.has_pending() {
+            for (q, m) in seq.pending() {
+                journal.append(q, m)?;
+            }
+            journal.flush()?;
+            match sc.fsync {
+                FsyncPolicy::Batch => journal.sync()?,
+                FsyncPolicy::Interval if last_sync.elapsed() >= fsync_interval => {
+                    journal.sync()?;
+                    last_sync = Instant::now();
+                }
+                _ => {}
+            }
+            seq.packets(|p| outbox.push(p));
+            outbox
+                .send_to_all(&down.socket, &down.dests)
+                .map_err(io_error("downstream: send"))?;
+            seq.published(now);
+        } else if let Some(hb) = seq.poll_heartbeat(now) {
+            outbox.push(&hb);
+            outbox
+                .send_to_all(&down.socket, &down.dests)
+                .map_err(io_error("downstream: send"))?;
+        }
+        if got == 0 {
+            let wake = seq.next_timeout().saturating_sub(now_ns());
+            let wake = Duration::from_nanos(wake).min(Duration::from_millis(50));
+            idler.idle(&fds, Instant::now() + wake);
+        } else {
+            idler.reset();
+        }
+    }
+    journal.flush()?;
+    journal.sync()?;
+    Ok(())
+}

@@ -1,0 +1,170 @@
+//! UDP sockets: unicast, multicast, and batched sends (`sendmmsg`).
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::AsRawFd;
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+/// A non-blocking UDP socket bound to `addr` with a receive buffer of `rcvbuf` bytes.
+pub fn bind(addr: SocketAddr, rcvbuf: usize) -> io::Result<Socket> {
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    set_rcvbuf(&s, rcvbuf);
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    Ok(s)
+}
+
+/// Asks for `bytes` of receive buffer, beyond `rmem_max` when privileged (SO_RCVBUFFORCE).
+fn set_rcvbuf(s: &Socket, bytes: usize) {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: setsockopt with a valid fd and a pointer to a c_int of the given size.
+    let forced = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if forced != 0 {
+        let _ = s.set_recv_buffer_size(bytes);
+    }
+}
+
+/// A non-blocking socket receiving the multicast `group` on interface `iface`.
+pub fn multicast_receiver(group: SocketAddrV4, iface: Ipv4Addr, rcvbuf: usize) -> io::Result<Socket> {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    set_rcvbuf(&s, rcvbuf);
+    s.set_nonblocking(true)?;
+    s.bind(&SocketAddr::V4(group).into())?;
+    s.join_multicast_v4(group.ip(), &iface)?;
+    Ok(s)
+}
+
+/// A socket sending multicast out of `iface` (looped back to local receivers).
+pub fn multicast_sender(iface: Ipv4Addr, ttl: u32) -> io::Result<Socket> {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    s.bind(&SocketAddr::V4(SocketAddrV4::new(iface, 0)).into())?;
+    s.set_multicast_if_v4(&iface)?;
+    s.set_multicast_loop_v4(true)?;
+    s.set_multicast_ttl_v4(ttl)?;
+    s.set_send_buffer_size(8 << 20)?;
+    Ok(s)
+}
+
+/// Receives one datagram without blocking: `Ok(None)` when none is waiting.
+pub fn try_recv(s: &Socket, buf: &mut [u8]) -> io::Result<Option<(usize, SockAddr)>> {
+    // SAFETY: MaybeUninit<u8> has the layout of u8; recv_from only writes initialised bytes.
+    let ubuf = unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) };
+    match s.recv_from(ubuf) {
+        Ok((n, from)) => Ok(Some((n, from))),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(None),
+        // an ICMP port unreachable from an earlier send to a closed port
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Datagrams waiting to be sent, back to back in one buffer.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    buf: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Outbox {
+    pub fn push(&mut self, d: &[u8]) {
+        self.buf.extend_from_slice(d);
+        self.ends.push(self.buf.len());
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.ends.clear();
+    }
+
+    /// Sends every datagram to `dest` with as few `sendmmsg` calls as possible, then clears.
+    /// A full socket buffer is waited out; other errors are returned.
+    pub fn send_to(&mut self, s: &Socket, dest: &SockAddr) -> io::Result<()> {
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(self.ends.len());
+        let mut start = 0;
+        for &end in &self.ends {
+            iov.push(libc::iovec {
+                iov_base: self.buf[start..].as_ptr() as *mut libc::c_void,
+                iov_len: end - start,
+            });
+            start = end;
+        }
+        let mut msgs: Vec<libc::mmsghdr> = iov
+            .iter_mut()
+            .map(|v| {
+                // SAFETY: an all-zero mmsghdr is a valid empty header.
+                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                h.msg_hdr.msg_name = dest.as_ptr() as *mut libc::c_void;
+                h.msg_hdr.msg_namelen = dest.len();
+                h.msg_hdr.msg_iov = v as *mut libc::iovec;
+                h.msg_hdr.msg_iovlen = 1;
+                h
+            })
+            .collect();
+        let mut done = 0;
+        while done < msgs.len() {
+            let batch = (msgs.len() - done).min(1024);
+            // SAFETY: msgs[done..done+batch] are valid headers pointing at live buffers.
+            let n = unsafe {
+                libc::sendmmsg(
+                    s.as_raw_fd(),
+                    msgs[done..].as_mut_ptr(),
+                    batch as libc::c_uint,
+                    0,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    io::ErrorKind::ConnectionRefused => continue,
+                    _ => {
+                        self.clear();
+                        return Err(e);
+                    }
+                }
+            }
+            done += n as usize;
+        }
+        self.clear();
+        Ok(())
+    }
+
+    /// Sends every datagram to each of `dests`, then clears.
+    pub fn send_to_all(&mut self, s: &Socket, dests: &[SockAddr]) -> io::Result<()> {
+        if dests.len() == 1 {
+            return self.send_to(s, &dests[0]);
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let ends = std::mem::take(&mut self.ends);
+        for d in dests {
+            self.buf.clone_from(&buf);
+            self.ends.clone_from(&ends);
+            self.send_to(s, d)?;
+        }
+        Ok(())
+    }
+}

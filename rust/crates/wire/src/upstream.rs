@@ -1,0 +1,311 @@
+//! Node → sequencer packets over UDP (our own format; specified in `docs/upstream.md`).
+//!
+//! Little-endian, like the envelope. Header (28 bytes):
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 2 | magic `"SU"` |
+//! | 2 | 1 | version = 1 |
+//! | 3 | 1 | type: 1 commands, 2 hello |
+//! | 4 | 10 | session (MoldUDP64 session name) |
+//! | 14 | 8 | account, NUL padded |
+//! | 22 | 2 | instance |
+//! | 24 | 2 | count of command blocks (0 for hello) |
+//! | 26 | 2 | reserved, zero |
+//!
+//! Command block (16-byte header then the fragment):
+//! `command_seq u64 | body_length u32 | flags u8 | reserved u8 | fragment_length u16 | fragment`.
+
+use crate::envelope::{FLAG_FRAGMENT, FLAG_LAST_FRAGMENT};
+use crate::{le_u16, le_u32, le_u64, need, Account, Session, WireError};
+
+/// Length of the upstream packet header.
+pub const UPSTREAM_HEADER_LEN: usize = 28;
+/// Length of a command block header.
+pub const COMMAND_HEADER_LEN: usize = 16;
+/// Packet type: commands.
+pub const TYPE_COMMANDS: u8 = 1;
+/// Packet type: hello (asks the sequencer to publish the sender's `SenderState`).
+pub const TYPE_HELLO: u8 = 2;
+const MAGIC: [u8; 2] = *b"SU";
+const VERSION: u8 = 1;
+
+/// A validated upstream packet.
+#[derive(Debug, Clone, Copy)]
+pub struct UpstreamPacket<'a> {
+    buf: &'a [u8],
+}
+
+/// One command (or fragment of one) inside an upstream packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Command<'a> {
+    pub command_seq: u64,
+    pub body_length: u32,
+    pub flags: u8,
+    pub fragment: &'a [u8],
+}
+
+impl<'a> UpstreamPacket<'a> {
+    /// Validates a whole datagram.
+    pub fn parse(buf: &'a [u8]) -> Result<UpstreamPacket<'a>, WireError> {
+        const WHAT: &str = "upstream packet";
+        need(WHAT, buf, 0, UPSTREAM_HEADER_LEN)?;
+        if buf[0..2] != MAGIC {
+            return Err(WireError::Invalid {
+                what: WHAT,
+                field: "magic",
+                value: le_u16(buf, 0) as u64,
+            });
+        }
+        if buf[2] != VERSION {
+            return Err(WireError::Invalid {
+                what: WHAT,
+                field: "version",
+                value: buf[2] as u64,
+            });
+        }
+        let kind = buf[3];
+        let count = le_u16(buf, 24);
+        match kind {
+            TYPE_COMMANDS if count > 0 => {}
+            TYPE_HELLO if count == 0 => {}
+            TYPE_COMMANDS | TYPE_HELLO => {
+                return Err(WireError::Invalid {
+                    what: WHAT,
+                    field: "count",
+                    value: count as u64,
+                })
+            }
+            _ => {
+                return Err(WireError::Invalid {
+                    what: WHAT,
+                    field: "type",
+                    value: kind as u64,
+                })
+            }
+        }
+        let mut at = UPSTREAM_HEADER_LEN;
+        for _ in 0..count {
+            need(WHAT, buf, at, COMMAND_HEADER_LEN)?;
+            let seq = le_u64(buf, at);
+            let body_len = le_u32(buf, at + 8);
+            let flags = buf[at + 12];
+            let frag_len = le_u16(buf, at + 14) as usize;
+            if seq == 0 {
+                return Err(WireError::Invalid {
+                    what: WHAT,
+                    field: "command_seq",
+                    value: 0,
+                });
+            }
+            if flags & !(FLAG_FRAGMENT | FLAG_LAST_FRAGMENT) != 0
+                || flags == FLAG_FRAGMENT | FLAG_LAST_FRAGMENT
+            {
+                return Err(WireError::Invalid {
+                    what: WHAT,
+                    field: "flags",
+                    value: flags as u64,
+                });
+            }
+            if (flags == 0 && frag_len != body_len as usize) || frag_len > body_len as usize {
+                return Err(WireError::Invalid {
+                    what: WHAT,
+                    field: "body_length",
+                    value: body_len as u64,
+                });
+            }
+            need(WHAT, buf, at + COMMAND_HEADER_LEN, frag_len)?;
+            at += COMMAND_HEADER_LEN + frag_len;
+        }
+        if at != buf.len() {
+            return Err(WireError::Trailing {
+                what: WHAT,
+                extra: buf.len() - at,
+            });
+        }
+        Ok(UpstreamPacket { buf })
+    }
+
+    /// [`TYPE_COMMANDS`] or [`TYPE_HELLO`].
+    pub fn kind(&self) -> u8 {
+        self.buf[3]
+    }
+
+    pub fn session(&self) -> Session {
+        Session(self.buf[4..14].try_into().expect("10 bytes"))
+    }
+
+    pub fn account(&self) -> Account {
+        self.buf[14..22].try_into().expect("8 bytes")
+    }
+
+    pub fn instance(&self) -> u16 {
+        le_u16(self.buf, 22)
+    }
+
+    pub fn count(&self) -> u16 {
+        le_u16(self.buf, 24)
+    }
+
+    /// The command blocks in order.
+    pub fn commands(&self) -> Commands<'a> {
+        Commands {
+            buf: self.buf,
+            at: UPSTREAM_HEADER_LEN,
+            left: self.count(),
+        }
+    }
+}
+
+/// Iterator over the command blocks of a validated packet.
+pub struct Commands<'a> {
+    buf: &'a [u8],
+    at: usize,
+    left: u16,
+}
+
+impl<'a> Iterator for Commands<'a> {
+    type Item = Command<'a>;
+    fn next(&mut self) -> Option<Command<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        let b = self.buf;
+        let at = self.at;
+        let frag_len = le_u16(b, at + 14) as usize;
+        let c = Command {
+            command_seq: le_u64(b, at),
+            body_length: le_u32(b, at + 8),
+            flags: b[at + 12],
+            fragment: &b[at + COMMAND_HEADER_LEN..at + COMMAND_HEADER_LEN + frag_len],
+        };
+        self.at += COMMAND_HEADER_LEN + frag_len;
+        self.left -= 1;
+        Some(c)
+    }
+}
+
+/// Builds upstream packets in a reusable buffer.
+#[derive(Debug)]
+pub struct UpstreamWriter {
+    buf: Vec<u8>,
+    max_len: usize,
+    count: u16,
+}
+
+impl UpstreamWriter {
+    /// A writer whose packets never exceed `max_len` bytes.
+    pub fn new(max_len: usize) -> UpstreamWriter {
+        assert!((UPSTREAM_HEADER_LEN + COMMAND_HEADER_LEN + 1..=65_507).contains(&max_len));
+        UpstreamWriter {
+            buf: Vec::with_capacity(max_len),
+            max_len,
+            count: 0,
+        }
+    }
+
+    /// Largest fragment one packet can carry.
+    pub fn max_fragment_len(&self) -> usize {
+        (self.max_len - UPSTREAM_HEADER_LEN - COMMAND_HEADER_LEN).min(u16::MAX as usize)
+    }
+
+    /// Starts a packet of `kind` from `account`/`instance`.
+    pub fn begin(&mut self, kind: u8, session: Session, account: Account, instance: u16) {
+        self.buf.clear();
+        self.buf.extend_from_slice(&MAGIC);
+        self.buf.push(VERSION);
+        self.buf.push(kind);
+        self.buf.extend_from_slice(&session.0);
+        self.buf.extend_from_slice(&account);
+        self.buf.extend_from_slice(&instance.to_le_bytes());
+        self.buf.extend_from_slice(&[0, 0, 0, 0]);
+        self.count = 0;
+    }
+
+    /// Appends a command block; false (nothing written) when it does not fit.
+    pub fn push(&mut self, c: &Command<'_>) -> bool {
+        if self.buf.len() + COMMAND_HEADER_LEN + c.fragment.len() > self.max_len
+            || self.count == u16::MAX
+        {
+            return false;
+        }
+        self.buf.extend_from_slice(&c.command_seq.to_le_bytes());
+        self.buf.extend_from_slice(&c.body_length.to_le_bytes());
+        self.buf.push(c.flags);
+        self.buf.push(0);
+        self.buf
+            .extend_from_slice(&(c.fragment.len() as u16).to_le_bytes());
+        self.buf.extend_from_slice(c.fragment);
+        self.count += 1;
+        self.buf[24..26].copy_from_slice(&self.count.to_le_bytes());
+        true
+    }
+
+    pub fn count(&self) -> u16 {
+        self.count
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let s = Session::new("S1").unwrap();
+        let a = crate::account("ME").unwrap();
+        let mut w = UpstreamWriter::new(200);
+        w.begin(TYPE_COMMANDS, s, a, 3);
+        let c1 = Command {
+            command_seq: 1,
+            body_length: 3,
+            flags: 0,
+            fragment: b"abc",
+        };
+        let c2 = Command {
+            command_seq: 2,
+            body_length: 10,
+            flags: FLAG_FRAGMENT,
+            fragment: b"xy",
+        };
+        assert!(w.push(&c1));
+        assert!(w.push(&c2));
+        let p = UpstreamPacket::parse(w.bytes()).unwrap();
+        assert_eq!((p.kind(), p.session(), p.account(), p.instance()), (TYPE_COMMANDS, s, a, 3));
+        assert_eq!(p.commands().collect::<Vec<_>>(), vec![c1, c2]);
+    }
+
+    #[test]
+    fn malformed() {
+        let s = Session::new("S1").unwrap();
+        let a = crate::account("ME").unwrap();
+        let mut w = UpstreamWriter::new(200);
+        w.begin(TYPE_COMMANDS, s, a, 3);
+        // a commands packet with no command is malformed
+        assert!(UpstreamPacket::parse(w.bytes()).is_err());
+        w.push(&Command {
+            command_seq: 1,
+            body_length: 3,
+            flags: 0,
+            fragment: b"abc",
+        });
+        let good = w.bytes().to_vec();
+        assert!(UpstreamPacket::parse(&good).is_ok());
+        assert!(UpstreamPacket::parse(&good[..good.len() - 1]).is_err());
+        let mut m = good.clone();
+        m[0] = b'X';
+        assert!(UpstreamPacket::parse(&m).is_err());
+        let mut m = good.clone();
+        m[UPSTREAM_HEADER_LEN + 8] = 4; // body_length 4 but unfragmented fragment of 3
+        assert!(UpstreamPacket::parse(&m).is_err());
+        let mut m = good.clone();
+        m[UPSTREAM_HEADER_LEN..UPSTREAM_HEADER_LEN + 8].copy_from_slice(&0u64.to_le_bytes());
+        assert!(UpstreamPacket::parse(&m).is_err());
+        w.begin(TYPE_HELLO, s, a, 1);
+        assert!(UpstreamPacket::parse(w.bytes()).is_ok());
+    }
+}
