@@ -1,0 +1,311 @@
+//! Shared memory on one host: a per-host dispatcher is the only reader of the network stream
+//! (UDP multicast or unicast, or SoupBinTCP) and writes each MoldUDP64 packet once into a
+//! [`Ring`] file under `/dev/shm`; every node on the host reads the ring.
+//!
+//! A node that falls more than the ring's capacity behind is told it was lapped and continues
+//! at the ring's tail; its protocol logic then sees a sequence gap and fills it from a replayer,
+//! exactly as after a lost datagram. Nobody blocks and nothing torn is ever delivered.
+//!
+//! Upstream, nodes on shared memory send their commands directly to the sequencer over the
+//! configured upstream (UDP, or their own SoupBinTCP connection): the dispatcher only carries
+//! the stream down, so a dispatcher restart never loses a command in flight.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use seqbus_wire::mold::PacketKind;
+use seqbus_wire::MoldPacket;
+
+use crate::ring::{Read, Reader, Ring, Writer};
+use crate::tcp::TcpClient;
+
+/// Counters of a [`ShmPublisher`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PublisherStats {
+    pub packets: u64,
+    pub messages: u64,
+    /// Packets dropped because every message in them was already written.
+    pub duplicates: u64,
+    /// Datagrams that were not MoldUDP64 packets of the session.
+    pub malformed: u64,
+}
+
+/// Writes MoldUDP64 packets into a ring, each message once.
+pub struct ShmPublisher {
+    writer: Writer,
+    next_seq: u64,
+    stats: PublisherStats,
+}
+
+impl ShmPublisher {
+    /// Creates the ring file at `path` (replacing an old one) with `capacity` data bytes.
+    pub fn create(path: &Path, capacity: usize) -> io::Result<ShmPublisher> {
+        Ok(Self::on(Arc::new(Ring::create(path, capacity)?)))
+    }
+
+    /// Writes into an existing ring (the in-process transport uses this).
+    pub fn on(ring: Arc<Ring>) -> ShmPublisher {
+        ShmPublisher {
+            writer: Writer::new(ring),
+            next_seq: 0,
+            stats: PublisherStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> PublisherStats {
+        self.stats
+    }
+
+    pub fn ring(&self) -> &Arc<Ring> {
+        self.writer.ring()
+    }
+
+    /// Writes a packet unless every message in it was written already. Heartbeats and end of
+    /// session are written too (nodes learn the next sequence number and the end from them).
+    pub fn publish(&mut self, packet: &[u8]) -> io::Result<bool> {
+        let p = match MoldPacket::parse(packet) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return Ok(false);
+            }
+        };
+        if p.kind() == PacketKind::Messages {
+            let end = p.sequence() + p.message_count() as u64;
+            if end <= self.next_seq {
+                self.stats.duplicates += 1;
+                return Ok(false);
+            }
+            self.next_seq = end;
+            self.stats.messages += p.message_count() as u64;
+        }
+        self.writer.write(packet)?;
+        self.stats.packets += 1;
+        Ok(true)
+    }
+}
+
+/// A node's view of a ring: MoldUDP64 packets in the order the dispatcher wrote them.
+pub struct ShmSubscriber {
+    reader: Reader,
+    buf: Vec<u8>,
+}
+
+impl ShmSubscriber {
+    /// Opens the ring file at `path`, starting at its current tail.
+    pub fn open(path: &Path) -> io::Result<ShmSubscriber> {
+        Ok(Self::on(Arc::new(Ring::open(path)?)))
+    }
+
+    /// Follows an existing ring (the in-process transport uses this).
+    pub fn on(ring: Arc<Ring>) -> ShmSubscriber {
+        ShmSubscriber {
+            reader: Reader::new(ring),
+            buf: Vec::with_capacity(65_536),
+        }
+    }
+
+    /// Times this node fell more than the ring's capacity behind (each time it continued at
+    /// the tail and filled the gap from a replayer).
+    pub fn laps(&self) -> u64 {
+        self.reader.laps
+    }
+
+    /// Hands up to `max` packets to `f`; returns how many.
+    pub fn poll(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+        let mut n = 0;
+        while n < max {
+            match self.reader.read(&mut self.buf) {
+                Read::Record(_) => {
+                    f(&self.buf);
+                    n += 1;
+                }
+                Read::Empty => break,
+                Read::Lapped { .. } => continue,
+            }
+        }
+        n
+    }
+
+    /// Blocks until the ring has something new or `timeout` passes.
+    pub fn wait(&self, timeout: Duration) {
+        self.reader.wait(timeout)
+    }
+}
+
+/// Where a dispatcher reads the stream from.
+pub enum Source {
+    /// A UDP socket: bound to the multicast group's port and joined to it, or bound to this
+    /// host's unicast subscriber address.
+    Udp(UdpSocket),
+    /// A SoupBinTCP client of the sequencer.
+    Tcp(Box<TcpClient>),
+}
+
+impl Source {
+    /// A socket joined to `group` on `interface` (SO_REUSEADDR, so nodes that read the group
+    /// themselves can share the port).
+    pub fn multicast(group: SocketAddrV4, interface: Ipv4Addr, recv_buffer: usize) -> io::Result<Source> {
+        use socket2::{Domain, Protocol, Socket, Type};
+        let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+        s.set_reuse_address(true)?;
+        let _ = s.set_recv_buffer_size(recv_buffer);
+        s.bind(&SocketAddr::V4(SocketAddrV4::new(*group.ip(), group.port())).into())?;
+        s.join_multicast_v4(group.ip(), &interface)?;
+        let u: UdpSocket = s.into();
+        u.set_read_timeout(Some(Duration::from_millis(10)))?;
+        Ok(Source::Udp(u))
+    }
+
+    /// A socket bound to `listen` (this host's address in the sequencer's subscriber list).
+    pub fn unicast(listen: SocketAddr, recv_buffer: usize) -> io::Result<Source> {
+        use socket2::{Domain, Protocol, Socket, Type};
+        let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+        let _ = s.set_recv_buffer_size(recv_buffer);
+        s.bind(&listen.into())?;
+        let u: UdpSocket = s.into();
+        u.set_read_timeout(Some(Duration::from_millis(10)))?;
+        Ok(Source::Udp(u))
+    }
+}
+
+/// Counters of a dispatcher run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DispatcherStats {
+    pub received: u64,
+    pub publisher: PublisherStats,
+}
+
+/// Runs a dispatcher until `stop` is set or the session ends: every packet from `source`
+/// is written once into the ring of `publisher`.
+pub fn run_dispatcher(
+    mut source: Source,
+    publisher: &mut ShmPublisher,
+    stop: &AtomicBool,
+) -> io::Result<DispatcherStats> {
+    let mut stats = DispatcherStats::default();
+    let mut buf = vec![0u8; 65_536];
+    let t0 = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        match &mut source {
+            Source::Udp(sock) => match sock.recv(&mut buf) {
+                Ok(n) => {
+                    stats.received += 1;
+                    let ended = MoldPacket::parse(&buf[..n])
+                        .map(|p| p.kind() == PacketKind::EndOfSession)
+                        .unwrap_or(false);
+                    publisher.publish(&buf[..n])?;
+                    if ended {
+                        break;
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(e),
+            },
+            Source::Tcp(client) => {
+                let now = t0.elapsed().as_nanos() as u64;
+                let mut err = None;
+                let n = client
+                    .poll(now, &mut |p| {
+                        stats.received += 1;
+                        if let Err(e) = publisher.publish(p) {
+                            err = Some(e);
+                        }
+                    })
+                    .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e.to_string()))?;
+                if let Some(e) = err {
+                    return Err(e);
+                }
+                if client.is_ended() {
+                    break;
+                }
+                if n == 0 {
+                    wait_readable(client.raw_fd(), Duration::from_millis(10));
+                }
+            }
+        }
+    }
+    stats.publisher = publisher.stats();
+    Ok(stats)
+}
+
+/// Waits until `fd` is readable or `timeout` passes (sleeps when there is no socket).
+pub fn wait_readable(fd: Option<std::os::fd::RawFd>, timeout: Duration) {
+    match fd {
+        Some(fd) => {
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            unsafe { libc::poll(&mut p, 1, timeout.as_millis() as libc::c_int) };
+        }
+        None => std::thread::sleep(timeout),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seqbus_wire::mold::MoldWriter;
+    use seqbus_wire::Session;
+
+    fn packet(first: u64, n: u64) -> Vec<u8> {
+        let mut w = MoldWriter::new(1472);
+        w.begin(Session::new("SHM").unwrap(), first);
+        for s in first..first + n {
+            assert!(w.push(&s.to_le_bytes()));
+        }
+        w.bytes().to_vec()
+    }
+
+    #[test]
+    fn each_message_is_written_once_and_garbage_is_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bus.ring");
+        let mut p = ShmPublisher::create(&path, 1 << 16).unwrap();
+        let mut a = ShmSubscriber::open(&path).unwrap();
+        let mut b = ShmSubscriber::open(&path).unwrap();
+        assert!(p.publish(&packet(1, 3)).unwrap());
+        assert!(!p.publish(&packet(1, 3)).unwrap(), "duplicate");
+        assert!(!p.publish(b"not mold").unwrap());
+        assert!(p.publish(&packet(4, 2)).unwrap());
+        assert_eq!(p.stats().duplicates, 1);
+        assert_eq!(p.stats().malformed, 1);
+        for s in [&mut a, &mut b] {
+            let mut seqs = Vec::new();
+            s.poll(100, &mut |pk| {
+                seqs.extend(MoldPacket::parse(pk).unwrap().messages().map(|(q, _)| q))
+            });
+            assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
+        }
+    }
+
+    #[test]
+    fn a_node_behind_the_ring_is_lapped_and_sees_a_gap_not_garbage() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bus.ring");
+        let mut p = ShmPublisher::create(&path, 1 << 12).unwrap();
+        let mut s = ShmSubscriber::open(&path).unwrap();
+        let mut seq = 1;
+        for _ in 0..100 {
+            p.publish(&packet(seq, 5)).unwrap();
+            seq += 5;
+        }
+        let mut seqs = Vec::new();
+        s.poll(1000, &mut |pk| seqs.extend(MoldPacket::parse(pk).unwrap().messages().map(|(q, _)| q)));
+        assert!(seqs.is_empty());
+        assert_eq!(s.laps(), 1);
+        p.publish(&packet(seq, 1)).unwrap();
+        s.poll(1000, &mut |pk| seqs.extend(MoldPacket::parse(pk).unwrap().messages().map(|(q, _)| q)));
+        assert_eq!(seqs, vec![seq], "continues at the tail: the gap is for the replayer");
+    }
+}
