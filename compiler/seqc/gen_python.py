@@ -278,6 +278,8 @@ def generate(schema: ir.Schema) -> dict[str, str]:
         ("__init__.py", "python/init.py.j2"),
         ("py.typed", None),
     ):
+        if name == "node.py" and not schema.messages:
+            continue  # a types-only file: no node base
         path = f"{pkg}/{name}"
         out[path] = env.get_template(template).render(ctx) if template else ""
     return out

@@ -357,6 +357,7 @@ cdef Py_ssize_t _check_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, u
     return bl
 
 
+@cython.no_gc_clear
 cdef class _Cursor:
     """Where builders write: a writable buffer and the position of the end of what is written."""
     cdef object obj
@@ -408,6 +409,24 @@ cdef uint8_t* _empty_group(_Cursor c, uint16_t bl, uint8_t ng, uint8_t nv, str w
 cdef int _empty_var(_Cursor c, str where) except -1:
     _st_u32(c.reserve(4, where), 0)
     return 0
+
+
+cdef class _Writer:
+    """What every builder has: the shared cursor, where its block starts, which group or
+    variable-length field comes next, and the group builder still open."""
+    cdef _Cursor _c
+    cdef Py_ssize_t _at
+    cdef int _stage
+    cdef _Writer _child
+    cdef Py_ssize_t _count
+    cdef Py_ssize_t _i
+    cdef str _path
+
+    cdef int _close(self) except -1:
+        return 0
+
+    cdef int _done(self) except -1:
+        return 0
 
 
 # -- enums and flags --------------------------------------------------------------------------
@@ -592,6 +611,7 @@ def _rebuild(cls, dict d):
 
 @cython.final
 @cython.freelist(16)
+@cython.no_gc_clear
 cdef class ClockTickView:
     """Put into the stream by an idle sequencer so that time advances deterministically.
 
@@ -681,15 +701,11 @@ cdef ClockTickView _ClockTickView_wrap(object buf, Py_ssize_t offset, Py_ssize_t
 
 
 @cython.final
-cdef class ClockTickBuilder:
+cdef class ClockTickBuilder(_Writer):
     """Writes a ClockTick straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
-    cdef _Cursor _c
-    cdef Py_ssize_t _at
-    cdef int _stage
-    cdef object _child
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
@@ -827,6 +843,7 @@ def _from_dict_field_ClockTick(str k, v):
 
 @cython.final
 @cython.freelist(16)
+@cython.no_gc_clear
 cdef class SessionStartView:
     """First message of a session.
 
@@ -926,15 +943,11 @@ cdef SessionStartView _SessionStartView_wrap(object buf, Py_ssize_t offset, Py_s
 
 
 @cython.final
-cdef class SessionStartBuilder:
+cdef class SessionStartBuilder(_Writer):
     """Writes a SessionStart straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
-    cdef _Cursor _c
-    cdef Py_ssize_t _at
-    cdef int _stage
-    cdef object _child
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q

@@ -355,6 +355,7 @@ cdef Py_ssize_t _check_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, u
     return bl
 
 
+@cython.no_gc_clear
 cdef class _Cursor:
     """Where builders write: a writable buffer and the position of the end of what is written."""
     cdef object obj
@@ -408,6 +409,24 @@ cdef int _empty_var(_Cursor c, str where) except -1:
     return 0
 
 
+cdef class _Writer:
+    """What every builder has: the shared cursor, where its block starts, which group or
+    variable-length field comes next, and the group builder still open."""
+    cdef _Cursor _c
+    cdef Py_ssize_t _at
+    cdef int _stage
+    cdef _Writer _child
+    cdef Py_ssize_t _count
+    cdef Py_ssize_t _i
+    cdef str _path
+
+    cdef int _close(self) except -1:
+        return 0
+
+    cdef int _done(self) except -1:
+        return 0
+
+
 # -- enums and flags --------------------------------------------------------------------------
 
 
@@ -428,6 +447,7 @@ def _rebuild(cls, dict d):
 
 @cython.final
 @cython.freelist(16)
+@cython.no_gc_clear
 cdef class PingView:
     """Sent by the pinger; answered by the ponger with a Pong of the same id.
 
@@ -537,15 +557,11 @@ cdef PingView _PingView_wrap(object buf, Py_ssize_t offset, Py_ssize_t length):
 
 
 @cython.final
-cdef class PingBuilder:
+cdef class PingBuilder(_Writer):
     """Writes a Ping straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
-    cdef _Cursor _c
-    cdef Py_ssize_t _at
-    cdef int _stage
-    cdef object _child
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
@@ -700,6 +716,7 @@ def _from_dict_field_Ping(str k, v):
 
 @cython.final
 @cython.freelist(16)
+@cython.no_gc_clear
 cdef class PongView:
     """Message Pong (template 2).
 
@@ -809,15 +826,11 @@ cdef PongView _PongView_wrap(object buf, Py_ssize_t offset, Py_ssize_t length):
 
 
 @cython.final
-cdef class PongBuilder:
+cdef class PongBuilder(_Writer):
     """Writes a Pong straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
-    cdef _Cursor _c
-    cdef Py_ssize_t _at
-    cdef int _stage
-    cdef object _child
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
