@@ -59,8 +59,10 @@ pub struct Record<'a> {
 
 impl Segment {
     pub fn open(seg_path: &Path, idx_path: &Path) -> Result<Segment> {
-        let seg = map(seg_path)?;
+        // The index first: the writer flushes records before their index entries, so every
+        // entry mapped here points at bytes the segment mapping below holds.
         let idx = map(idx_path)?;
+        let seg = map(seg_path)?;
         let s = seg.as_deref().unwrap_or(&[]);
         if s.len() < format::SEGMENT_HEADER_LEN || &s[0..8] != format::SEGMENT_MAGIC {
             return Err(ArchiveError::format(seg_path, "not a seqbus archive segment (bad magic)"));

@@ -17,7 +17,10 @@ use crate::{ArchiveError, Result};
 struct Active {
     info: SegmentInfo,
     seg: BufWriter<File>,
-    idx: BufWriter<File>,
+    /// Index entries not yet written: they go to the file only after their records
+    /// ([`ArchiveWriter::flush`]), so a reader never sees an entry before its record.
+    idx: File,
+    pending: Vec<u8>,
     seg_path: PathBuf,
     idx_path: PathBuf,
 }
@@ -135,9 +138,7 @@ impl ArchiveWriter {
         let mut entry = [0u8; format::INDEX_ENTRY_LEN];
         entry[0..8].copy_from_slice(&offset.to_le_bytes());
         entry[8..16].copy_from_slice(&ts.to_le_bytes());
-        a.idx
-            .write_all(&entry)
-            .map_err(|e| ArchiveError::io(&a.idx_path, e))?;
+        a.pending.extend_from_slice(&entry);
         a.info.bytes += (format::RECORD_HEADER_LEN + message.len()) as u64;
         if a.info.count == 0 {
             a.info.first_timestamp_ns = ts;
@@ -145,6 +146,9 @@ impl ArchiveWriter {
         a.info.last_timestamp_ns = ts;
         a.info.count += 1;
         self.next_sequence = Some(sequence + 1);
+        if a.pending.len() >= 1 << 16 {
+            self.flush()?;
+        }
         Ok(())
     }
 
@@ -159,10 +163,7 @@ impl ArchiveWriter {
             1 << 16,
             File::create(&seg_path).map_err(|e| ArchiveError::io(&seg_path, e))?,
         );
-        let mut idx = BufWriter::with_capacity(
-            1 << 14,
-            File::create(&idx_path).map_err(|e| ArchiveError::io(&idx_path, e))?,
-        );
+        let mut idx = File::create(&idx_path).map_err(|e| ArchiveError::io(&idx_path, e))?;
         let mut head = [0u8; format::SEGMENT_HEADER_LEN];
         head[0..8].copy_from_slice(format::SEGMENT_MAGIC);
         head[8..12].copy_from_slice(&format::FORMAT_VERSION.to_le_bytes());
@@ -191,6 +192,7 @@ impl ArchiveWriter {
             info,
             seg,
             idx,
+            pending: Vec::with_capacity(1 << 16),
             seg_path,
             idx_path,
         });
@@ -202,7 +204,10 @@ impl ArchiveWriter {
     pub fn flush(&mut self) -> Result<()> {
         if let Some(a) = self.active.as_mut() {
             a.seg.flush().map_err(|e| ArchiveError::io(&a.seg_path, e))?;
-            a.idx.flush().map_err(|e| ArchiveError::io(&a.idx_path, e))?;
+            a.idx
+                .write_all(&a.pending)
+                .map_err(|e| ArchiveError::io(&a.idx_path, e))?;
+            a.pending.clear();
             let last = self.manifest.segments.last_mut().expect("active is listed");
             *last = a.info.clone();
         }
@@ -215,8 +220,7 @@ impl ArchiveWriter {
             if sync {
                 let seg = a.seg.into_inner().map_err(|e| ArchiveError::io(&a.seg_path, e.into_error()))?;
                 seg.sync_all().map_err(|e| ArchiveError::io(&a.seg_path, e))?;
-                let idx = a.idx.into_inner().map_err(|e| ArchiveError::io(&a.idx_path, e.into_error()))?;
-                idx.sync_all().map_err(|e| ArchiveError::io(&a.idx_path, e))?;
+                a.idx.sync_all().map_err(|e| ArchiveError::io(&a.idx_path, e))?;
             }
         }
         Ok(())
