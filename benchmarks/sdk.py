@@ -1,0 +1,194 @@
+"""Benchmarks of the Python SDK, each beside its baseline measured in the same run.
+
+    python -m benchmarks.sdk [--quick] [--json]
+
+* ingest: a Python node's typed handlers reading two fields of every message, fed batches as
+  the Rust core hands them over, vs pyzmq PUB/SUB receiving raw bytes (no decoding at all).
+* round trip: Python node → sequencer → Python node and back over UDP on loopback, vs pyzmq
+  DEALER/ROUTER echo over TCP loopback (needs seqbus-net: skipped, saying so, until then).
+
+Not a test: numbers depend on the machine; what matters is the ratio to the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import statistics
+import time
+from typing import Any
+
+import zmq
+
+from seqbus.batch import RECORD_MESSAGE, pack_record
+
+MESSAGE_BYTES = 48  # envelope-free Ping body (24) rounded up to a typical small order
+
+
+def _zmq_pub(ports: Any, count: int, size: int, go: Any) -> None:
+    ctx = zmq.Context()
+    pub = ctx.socket(zmq.PUB)
+    pub.setsockopt(zmq.SNDHWM, 0)
+    ports.put(pub.bind_to_random_port("tcp://127.0.0.1"))
+    go.wait(30)
+    payload = b"x" * size
+    for _ in range(count):
+        pub.send(payload)
+    pub.send(b"")  # end marker
+    pub.close(linger=-1)  # deliver everything, the end marker included
+    ctx.term()
+
+
+def zmq_pubsub_rate(count: int, size: int = MESSAGE_BYTES) -> float:
+    """Messages per second a pyzmq SUB ingests from a PUB in another process (TCP loopback).
+
+    The publisher finishes first and every message waits in the SUB socket's queue, so what is
+    timed is the subscriber's ingest alone, as for the seqbus node."""
+    spawn = mp.get_context("spawn")
+    ports = spawn.Queue()
+    go = spawn.Event()
+    proc = spawn.Process(target=_zmq_pub, args=(ports, count, size, go))
+    proc.start()
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.RCVHWM, 0)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.setsockopt(zmq.RCVTIMEO, 10_000)
+    try:
+        sub.connect(f"tcp://127.0.0.1:{ports.get(timeout=30)}")
+        time.sleep(0.5)  # let the subscription reach the publisher
+        go.set()
+        proc.join(120)
+        time.sleep(0.5)
+        start = time.perf_counter()
+        received = 0
+        while sub.recv():
+            received += 1
+        elapsed = time.perf_counter() - start
+    finally:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+        sub.close(linger=0)
+        ctx.term()
+    if received != count:
+        raise AssertionError(f"pyzmq SUB received {received} of {count}")
+    return received / elapsed
+
+
+def _zmq_router(endpoint: str, count: int) -> None:
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.bind(endpoint)
+    for _ in range(count):
+        router.send_multipart(router.recv_multipart())
+    router.close(linger=1000)
+    ctx.term()
+
+
+def zmq_round_trip_ns(count: int) -> list[int]:
+    """Round trips of a 16-byte message DEALER → ROUTER (another process) → DEALER."""
+    with zmq.Context() as ctx, ctx.socket(zmq.DEALER) as probe:
+        port = probe.bind_to_random_port("tcp://127.0.0.1")
+        probe.unbind(f"tcp://127.0.0.1:{port}")
+    endpoint = f"tcp://127.0.0.1:{port}"
+    spawn = mp.get_context("spawn")
+    proc = spawn.Process(target=_zmq_router, args=(endpoint, count))
+    proc.start()
+    ctx = zmq.Context()
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.connect(endpoint)
+    rtts: list[int] = []
+    try:
+        payload = bytes(16)
+        for _ in range(count):
+            t0 = time.perf_counter_ns()
+            dealer.send(payload)
+            dealer.recv()
+            rtts.append(time.perf_counter_ns() - t0)
+    finally:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+        dealer.close(linger=0)
+        ctx.term()
+    return rtts
+
+
+def sdk_ingest_rate(count: int, batch_records: int = 4096) -> float:
+    """Messages per second through seqbus.Node.handle_batch into a typed handler that reads two
+    fields, on batches laid out exactly as seqbus._core hands them over."""
+    from pingpong import Ping, PingpongNode, PingView
+
+    class Reader(PingpongNode):
+        total = 0
+
+        def on_ping(self, msg: PingView, mine: bool) -> None:
+            self.total += msg.id + msg.sent_at_ns
+
+    class NullClient:
+        def poll(self, max_records: int, timeout: float) -> bytes:
+            return b""
+
+        def send(self, body: object) -> int:
+            return 0
+
+        def set_timer_deadline(self, deadline_ns: int | None) -> None:
+            pass
+
+        def is_rewinding(self) -> bool:
+            return False
+
+    batch = b"".join(
+        pack_record(
+            RECORD_MESSAGE,
+            i,
+            timestamp_ns=i,
+            account=b"PINGER\0\0",
+            body=Ping(id=i, sent_at_ns=i).encode(),
+        )
+        for i in range(1, batch_records + 1)
+    )
+    node = Reader()
+    node.attach(NullClient(), "READER", 1)
+    batches = max(1, count // batch_records)
+    start = time.perf_counter()
+    for _ in range(batches):
+        node.handle_batch(batch)
+    elapsed = time.perf_counter() - start
+    expected = batches * batch_records * (batch_records + 1)
+    if node.total != expected:
+        raise AssertionError(f"handler saw the wrong values: {node.total} != {expected}")
+    return batches * batch_records / elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.sdk")
+    parser.add_argument("--quick", action="store_true", help="fewer iterations")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    scale = 1 if args.quick else 5
+    results: dict[str, Any] = {}
+
+    ingest = max(sdk_ingest_rate(400_000 * scale) for _ in range(3))
+    pubsub = max(zmq_pubsub_rate(200_000 * scale) for _ in range(2))
+    results["ingest"] = {
+        "seqbus_typed_handlers_msg_per_s": round(ingest),
+        "pyzmq_pubsub_raw_msg_per_s": round(pubsub),
+        "ratio": round(ingest / pubsub, 2),
+    }
+    zrtt = zmq_round_trip_ns(4_000 * scale)
+    results["round_trip"] = {"pyzmq_dealer_router_p50_us": statistics.median(zrtt) / 1000}
+    if args.json:
+        print(json.dumps(results))
+    else:
+        for name, values in results.items():
+            print(name)
+            for key, value in values.items():
+                print(f"  {key:40} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
