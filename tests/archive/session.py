@@ -136,7 +136,7 @@ def plain(v: Any) -> Any:
     from decimal import Decimal
 
     if isinstance(v, enum.IntFlag):
-        return sorted(f.name for f in type(v) if f & v and f.name)  # type: ignore[union-attr]
+        return [f.name for f in type(v) if f & v and f.name]  # bit order
     if isinstance(v, enum.IntEnum):
         return v.name
     if isinstance(v, dict):
