@@ -20,7 +20,7 @@ def _up_to_date(pyx: Path) -> bool:
     return so.exists() and so.stat().st_mtime >= pyx.stat().st_mtime
 
 
-def build(root: str, *, force: bool = False, quiet: bool = True) -> list[Path]:
+def build(root: str, *, force: bool = False, quiet: bool = True, optimize: str = "-O2") -> list[Path]:
     """Cythonize and compile each ``<pkg>/_codec.pyx`` under ``root`` that is out of date.
 
     Returns the modules built. The extension lands next to its source, so ``root`` is
@@ -39,7 +39,7 @@ def build(root: str, *, force: bool = False, quiet: bool = True) -> list[Path]:
         rel = pyx.resolve().relative_to(root_path).with_suffix("")
         name = ".".join(rel.parts)
         exts.append(Extension(name, [str(pyx.resolve())],
-                              extra_compile_args=["-O2", "-Wno-unused-function",
+                              extra_compile_args=[optimize, "-Wno-unused-function",
                                                   "-Wno-unreachable-code"]))
     cwd = os.getcwd()
     os.chdir(root_path)

@@ -276,7 +276,7 @@ class _Checker:
                              f"the field (@since({since}))", a.span)
                 elif a.value < 1:
                     self.err("E026", "@since needs a version of 1 or more", a.span)
-                fs = max(a.value, since)
+                fs = max(min(a.value, version), since)
             if f.type is None:
                 cat = "group"
                 n_groups += 1
