@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use seqbus_wire::mold::PacketKind;
 use seqbus_wire::MoldPacket;
 
-use crate::ring::{Read, Reader, Ring, Writer};
+use crate::ring::{Reader, Ring, Writer};
 use crate::tcp::TcpClient;
 
 /// Counters of a [`ShmPublisher`].
@@ -119,13 +119,10 @@ impl ShmSubscriber {
     pub fn poll(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
         let mut n = 0;
         while n < max {
-            match self.reader.read(&mut self.buf) {
-                Read::Record(_) => {
-                    f(&self.buf);
-                    n += 1;
-                }
-                Read::Empty => break,
-                Read::Lapped { .. } => continue,
+            match self.reader.read_batch(&mut self.buf, 256 * 1024, f) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(_) => continue,
             }
         }
         n

@@ -90,6 +90,7 @@ pub struct TcpServer {
     stats: ServerStats,
     log: Box<dyn FnMut(&str) + Send>,
     rbuf: Vec<u8>,
+    next_accept_ns: u64,
 }
 
 /// Messages written from the store to one client per poll, at most.
@@ -125,6 +126,7 @@ impl TcpServer {
             stats: ServerStats::default(),
             log: Box::new(|line| eprintln!("seqbus tcp: {line}")),
             rbuf: vec![0; 64 * 1024],
+            next_accept_ns: 0,
         })
     }
 
@@ -182,6 +184,22 @@ impl TcpServer {
         }
     }
 
+    /// Writes what is queued for every client, without reading (call after publishing, so
+    /// live clients get the messages without waiting for the next poll).
+    pub fn flush(&mut self) {
+        for c in &mut self.conns {
+            while !c.sess.out().is_empty() {
+                match c.stream.write(c.sess.out().pending()) {
+                    Ok(0) => break,
+                    Ok(n) => c.sess.out().consume(n),
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    // WouldBlock, or a broken link that the next poll closes with its reason
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+
     /// Publishes every message of a MoldUDP64 packet (heartbeats only advance the next
     /// sequence number; end of session ends every client's session).
     pub fn publish_packet(&mut self, now_ns: u64, packet: &[u8]) -> Result<(), seqbus_wire::WireError> {
@@ -216,8 +234,12 @@ impl TcpServer {
         upstream: &mut dyn FnMut(&[u8]),
     ) -> usize {
         let mut work = 0;
-        // New connections.
-        for _ in 0..16 {
+        // New connections, looked for at most every millisecond (accept is a system call).
+        let accept_due = now_ns >= self.next_accept_ns;
+        if accept_due {
+            self.next_accept_ns = now_ns + 1_000_000;
+        }
+        for _ in 0..if accept_due { 16 } else { 0 } {
             match self.listener.accept() {
                 Ok((stream, peer)) => {
                     work += 1;
@@ -634,7 +656,7 @@ impl TcpClient {
             let session = &mut self.session;
             let next_seq = &mut self.next_seq;
             let mut count: u16 = 0;
-            let mut flushes: Vec<Vec<u8>> = Vec::new();
+            let mut flushes: Vec<(Vec<u8>, u16)> = Vec::new();
             c.sess.handle_input(now_ns, &self.rbuf[..n], &mut |e| match e {
                 ClientEvent::Accepted { session: s, next_seq: n } => {
                     *session = Some(Session(s));
@@ -644,7 +666,7 @@ impl TcpClient {
                     if packet.is_empty() || packet.len() + 2 + msg.len() > 65_536 || count == u16::MAX - 1 {
                         if packet.len() > MOLD_HEADER_LEN {
                             packet[18..20].copy_from_slice(&count.to_be_bytes());
-                            flushes.push(std::mem::take(packet));
+                            flushes.push((std::mem::take(packet), count));
                         }
                         packet.clear();
                         packet.extend_from_slice(&session.map(|s| s.0).unwrap_or([b' '; 10]));
@@ -668,8 +690,8 @@ impl TcpClient {
             if self.packet.len() > MOLD_HEADER_LEN {
                 self.packet[18..20].copy_from_slice(&count.to_be_bytes());
             }
-            for p in &flushes {
-                delivered += MoldPacket::parse(p).map(|p| p.message_count()).unwrap_or(0);
+            for (p, k) in &flushes {
+                delivered += *k as usize;
                 f(p);
             }
             delivered += count as usize;

@@ -76,26 +76,44 @@ fn feed(
     max_len: usize,
     mut each: impl FnMut(Packet<'_>) -> bool,
 ) -> Result<(), SoupError> {
+    let stopped = std::cell::Cell::new(false);
     let mut run = |buf: &[u8]| -> Result<usize, SoupError> {
         let mut at = 0;
-        while let Some((p, used)) = frame::parse(&buf[at..], max_len)? {
+        while !stopped.get() {
+            let Some((p, used)) = frame::parse(&buf[at..], max_len)? else { break };
             at += used;
-            if !each(p) {
-                break;
-            }
+            stopped.set(!each(p));
         }
         Ok(at)
     };
-    if held.buf.is_empty() {
-        let used = run(data)?;
-        held.buf.extend_from_slice(&data[used..]);
-    } else {
-        held.buf.extend_from_slice(data);
+    let mut data = data;
+    if !held.buf.is_empty() {
+        // Complete the held partial packet with just the bytes it lacks, so the rest of
+        // `data` is parsed in place rather than copied.
+        if held.buf.len() < frame::LEN_PREFIX {
+            let k = (frame::LEN_PREFIX - held.buf.len()).min(data.len());
+            held.buf.extend_from_slice(&data[..k]);
+            data = &data[k..];
+        }
+        if held.buf.len() >= frame::LEN_PREFIX {
+            let total = frame::LEN_PREFIX + u16::from_be_bytes([held.buf[0], held.buf[1]]) as usize;
+            let k = total.saturating_sub(held.buf.len()).min(data.len());
+            held.buf.extend_from_slice(&data[..k]);
+            data = &data[k..];
+        }
         let buf = std::mem::take(&mut held.buf);
         let used = run(&buf);
         held.buf = buf;
-        held.buf.drain(..used?);
+        let used = used?;
+        held.buf.drain(..used);
+        if !held.buf.is_empty() || stopped.get() {
+            // Still incomplete (or stopped early): keep the rest too.
+            held.buf.extend_from_slice(data);
+            return Ok(());
+        }
     }
+    let used = run(data)?;
+    held.buf.extend_from_slice(&data[used..]);
     Ok(())
 }
 
