@@ -529,7 +529,7 @@ impl Node {
         if !self.ready {
             return Err(SendError::NotReady);
         }
-        let max_frag = self.upw.max_fragment_len();
+        let max_frag = self.max_fragment();
         let nfrag = body.len().div_ceil(max_frag).max(1);
         if nfrag > self.p.window || body.len() > u32::MAX as usize {
             return Err(SendError::TooLarge {
@@ -573,6 +573,14 @@ impl Node {
         }
         self.stats.sent += 1;
         Ok(last)
+    }
+
+    /// Largest fragment: it must fit one upstream packet and, with its envelope, one
+    /// downstream packet.
+    pub fn max_fragment(&self) -> usize {
+        self.upw
+            .max_fragment_len()
+            .min(self.p.max_packet - MOLD_HEADER_LEN - 2 - ENVELOPE_LEN)
     }
 
     /// Hands every datagram due now to `emit`: hellos, commands (new and retried) and gap
