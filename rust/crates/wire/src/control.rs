@@ -1,6 +1,8 @@
-//! Bodies of the bus's control messages (`schemas/bus.idl`, schema 1). Each body is the
-//! 8-byte IDL message header followed by the fixed block, little-endian, fields in
-//! declaration order with no padding.
+//! Bodies of the bus's control messages (`schemas/bus.idl`, schema 1), byte-identical to
+//! what seqc's codecs write: the 8-byte IDL message header, the fixed block (little-endian,
+//! fields in declaration order, no padding; `char[N]` NUL padded), then the group and
+//! variable-length field counts (one byte each, zero here). A test checks the bytes against
+//! the generated `seqbus-codecs`.
 
 use crate::envelope::{MessageHeader, MESSAGE_HEADER_LEN};
 use crate::{le_u16, le_u64, need, Account, Session, WireError};
@@ -43,10 +45,15 @@ impl Control {
     /// Encodes the body (message header + block).
     pub fn encode(&self) -> Vec<u8> {
         match *self {
-            Control::ClockTick => header(CLOCK_TICK, 0).to_vec(),
+            Control::ClockTick => {
+                let mut b = header(CLOCK_TICK, 0).to_vec();
+                b.extend_from_slice(&[0, 0]);
+                b
+            }
             Control::SessionStart { session } => {
                 let mut b = header(SESSION_START, 10).to_vec();
-                b.extend_from_slice(&session.0);
+                b.extend(session.0.iter().map(|&c| if c == b' ' { 0 } else { c }));
+                b.extend_from_slice(&[0, 0]);
                 b
             }
             Control::SenderState {
@@ -58,6 +65,7 @@ impl Control {
                 b.extend_from_slice(&next_command_seq.to_le_bytes());
                 b.extend_from_slice(&account);
                 b.extend_from_slice(&instance.to_le_bytes());
+                b.extend_from_slice(&[0, 0]);
                 b
             }
         }
@@ -83,7 +91,8 @@ impl Control {
                     value: h.block_length as u64,
                 });
             }
-            need(WHAT, body, block, h.block_length as usize)
+            // the block, then the group and variable-length field counts
+            need(WHAT, body, block, h.block_length as usize + 2)
         };
         match h.template_id {
             CLOCK_TICK => {
@@ -92,9 +101,13 @@ impl Control {
             }
             SESSION_START => {
                 need_block(10)?;
-                Ok(Control::SessionStart {
-                    session: Session(body[block..block + 10].try_into().expect("10")),
-                })
+                let mut s = [b' '; 10];
+                for (d, &c) in s.iter_mut().zip(&body[block..block + 10]) {
+                    if c != 0 {
+                        *d = c;
+                    }
+                }
+                Ok(Control::SessionStart { session: Session(s) })
             }
             SENDER_STATE => {
                 need_block(18)?;
@@ -133,8 +146,30 @@ mod tests {
             assert_eq!(Control::parse(&c.encode()).unwrap(), c);
         }
         assert!(Control::parse(&[0; 4]).is_err());
+        let tick = Control::ClockTick.encode();
+        assert!(Control::parse(&tick[..tick.len() - 1]).is_err());
         let mut bad = Control::ClockTick.encode();
         bad[2] = 99;
         assert!(Control::parse(&bad).is_err());
+    }
+}
+
+#[cfg(test)]
+mod generated_codecs {
+    //! The bytes match seqc's generated Rust codecs of `schemas/bus.idl`.
+    use super::*;
+    use seqbus_codecs::bus;
+
+    #[test]
+    fn same_bytes_as_seqc() {
+        assert_eq!(Control::ClockTick.encode(), bus::ClockTick {}.encode().unwrap());
+        let s = Control::SessionStart {
+            session: Session::new("TEST").unwrap(),
+        };
+        let g = bus::SessionStart {
+            session: "TEST".into(),
+        };
+        assert_eq!(s.encode(), g.encode().unwrap());
+        assert_eq!(bus::SessionStart::decode(&s.encode()).unwrap(), g);
     }
 }
