@@ -16,8 +16,9 @@ class NodeClient:
         account: str,
         instance: int = 1,
         *,
-        start: Literal["live", "rewind"] | int = "live",
+        start: Literal["live", "rewind"] | int | None = None,
         topics: Sequence[tuple[int, int]] | None = None,
+        window: int | None = None,
     ) -> None: ...
     def poll(self, max_records: int, timeout: float) -> bytes:
         """Wait at most ``timeout`` s (GIL released) and return one batch; b"" when none."""
@@ -25,6 +26,9 @@ class NodeClient:
         """Queue a command; its command sequence. BackPressureError when the window is full."""
     def set_timer_deadline(self, deadline_ns: int | None) -> None: ...
     def is_rewinding(self) -> bool: ...
+    def is_ready(self) -> bool:
+        """True once the node may send (it knows its next command sequence)."""
+    def flush(self) -> None: ...
     def stats(self) -> dict[str, int]: ...
     def close(self) -> None: ...
 

@@ -12,7 +12,9 @@ __all__ = [
     "DecodeError",
     "GapError",
     "JournalError",
+    "MessageTooLargeError",
     "SeqbusError",
+    "SessionEndedError",
     "TransportError",
     "UnknownMessageError",
 ]
@@ -49,6 +51,18 @@ class ConfigError(SeqbusError, ValueError):
 
 class BackPressureError(SeqbusError):
     """``send`` found the node's window of in-flight commands full; retry after polling."""
+
+
+class MessageTooLargeError(SeqbusError, ValueError):
+    """A command body needs more fragments than the node's whole in-flight window."""
+
+
+class SessionEndedError(SeqbusError):
+    """The sequencer ended the session; every message up to ``last_sequence`` was delivered."""
+
+    def __init__(self, text: str, last_sequence: int = 0) -> None:
+        self.last_sequence = last_sequence
+        super().__init__(text)
 
 
 class GapError(SeqbusError):

@@ -10,13 +10,14 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from types import FrameType
 from typing import Literal
 
-from seqbus.errors import SeqbusError
+from seqbus.errors import SeqbusError, TransportError
 from seqbus.node import Node
 
 __all__ = ["NodeSpec", "Start", "run", "run_many", "stop_on_signals"]
@@ -26,6 +27,7 @@ __all__ = ["NodeSpec", "Start", "run", "run_many", "stop_on_signals"]
 Start = Literal["live", "rewind"] | int
 
 POLL_TIMEOUT_S = 0.05
+READY_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -75,7 +77,24 @@ def _loop(node: Node, spec: NodeSpec, config: str, stop: threading.Event) -> Non
         topics=type(node).topics(),
     )
     try:
+        # on_opened may send, so the node opens once the sequencer has told the client its
+        # next command sequence; what arrives meanwhile is handled right after, in order.
+        early: list[bytes] = []
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not client.is_ready():
+            if stop.is_set():
+                return
+            if time.monotonic() > deadline:
+                raise TransportError(
+                    f"node {spec.account}/{spec.instance}: no answer from the sequencer within "
+                    f"{READY_TIMEOUT_S:g} s (is it running? see [sequencer] upstream in {config})"
+                )
+            batch = client.poll(4096, POLL_TIMEOUT_S)
+            if batch:
+                early.append(batch)
         node.attach(client, spec.account, spec.instance, rewinding=client.is_rewinding())
+        for batch in early:
+            node.handle_batch(batch)
         while not stop.is_set() and not node.stopped:
             node.poll_once(POLL_TIMEOUT_S)
     finally:

@@ -71,11 +71,23 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 pub fn record_length(py: Python<'_>, data: &[u8], offset: usize) -> PyResult<usize> {
     let left = data.len() - offset;
     if left < RECORD_HEADER {
-        return Err(decode_error(py, "Record", "record_length", offset, format!("truncated record header ({left} bytes)")));
+        return Err(decode_error(
+            py,
+            "Record",
+            "record_length",
+            offset,
+            format!("truncated record header ({left} bytes)"),
+        ));
     }
     let length = u32_at(data, offset) as usize;
     if length < RECORD_HEADER || length > left {
-        return Err(decode_error(py, "Record", "record_length", offset, format!("length {length} outside the batch")));
+        return Err(decode_error(
+            py,
+            "Record",
+            "record_length",
+            offset,
+            format!("length {length} outside the batch"),
+        ));
     }
     Ok(length)
 }
@@ -116,7 +128,13 @@ pub fn walk_batch<'py>(
         }
         let body_length = u32_at(data, offset + 44) as usize;
         if body_length != length - RECORD_HEADER || body_length < MESSAGE_HEADER {
-            return Err(decode_error(py, "Record", "body_length", offset + 44, format!("{body_length} in a {length}-byte record")));
+            return Err(decode_error(
+                py,
+                "Record",
+                "body_length",
+                offset + 44,
+                format!("{body_length} in a {length}-byte record"),
+            ));
         }
         let body = offset + RECORD_HEADER;
         let template_id = u16_at(data, body + 2);

@@ -4,12 +4,17 @@
 use pyo3::prelude::*;
 
 mod batch;
+mod client;
 mod errors;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<batch::Cursor>()?;
+    m.add_class::<client::NodeClient>()?;
+    m.add_class::<client::Sequencer>()?;
+    m.add_class::<client::Replayer>()?;
+    m.add_function(wrap_pyfunction!(client::check_config, m)?)?;
     m.add_function(wrap_pyfunction!(batch::walk_batch, m)?)?;
     m.add("STOP_END", batch::STOP_END)?;
     m.add("STOP_RECORD", batch::STOP_RECORD)?;

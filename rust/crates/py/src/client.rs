@@ -1,0 +1,289 @@
+//! `NodeClient`, `Sequencer`, `Replayer` and `check_config`: conversions around `seqbus-net`,
+//! with the GIL released around everything that waits.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use seqbus_net::{Config, NodeOptions, Start};
+
+use crate::errors::{config_error, net_error, send_error};
+
+fn load(py: Python<'_>, path: &str) -> PyResult<Config> {
+    Config::from_path(Path::new(path)).map_err(|e| config_error(py, &e))
+}
+
+fn start_of(start: &Bound<'_, PyAny>) -> PyResult<Start> {
+    if let Ok(s) = start.extract::<String>() {
+        return match s.as_str() {
+            "live" => Ok(Start::Live),
+            "rewind" => Ok(Start::From(1)),
+            other => Err(PyValueError::new_err(format!(
+                "start must be 'live', 'rewind' or a sequence number, not {other:?}"
+            ))),
+        };
+    }
+    match start.extract::<u64>() {
+        Ok(seq) if seq >= 1 => Ok(Start::From(seq)),
+        _ => Err(PyValueError::new_err(format!(
+            "start must be 'live', 'rewind' or a sequence number >= 1, not {start}"
+        ))),
+    }
+}
+
+fn timeout_of(seconds: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(seconds)
+        .map_err(|_| PyValueError::new_err(format!("timeout must be >= 0 s, not {seconds}")))
+}
+
+/// A node's connection to the bus.
+#[pyclass(module = "seqbus._core")]
+pub struct NodeClient {
+    inner: Option<seqbus_net::NodeClient>,
+    out: Vec<u8>,
+}
+
+impl NodeClient {
+    fn client(&mut self) -> PyResult<&mut seqbus_net::NodeClient> {
+        self.inner
+            .as_mut()
+            .ok_or_else(|| PyRuntimeError::new_err("the node client is closed"))
+    }
+}
+
+#[pymethods]
+impl NodeClient {
+    #[new]
+    #[pyo3(signature = (config, account, instance = 1, *, start = None, topics = None, window = None))]
+    fn new(
+        py: Python<'_>,
+        config: &str,
+        account: &str,
+        instance: u16,
+        start: Option<&Bound<'_, PyAny>>,
+        topics: Option<Vec<(u16, u16)>>,
+        window: Option<usize>,
+    ) -> PyResult<Self> {
+        let cfg = load(py, config)?;
+        let start = match start {
+            Some(s) => start_of(s)?,
+            None => Start::Live,
+        };
+        let mut opts = NodeOptions::new(account, instance, start);
+        opts.topics = topics;
+        opts.window = window;
+        let client = py
+            .allow_threads(|| seqbus_net::NodeClient::connect(&cfg, opts))
+            .map_err(|e| net_error(py, e))?;
+        Ok(NodeClient {
+            inner: Some(client),
+            out: Vec::with_capacity(1 << 16),
+        })
+    }
+
+    /// Wait at most `timeout` s (GIL released) and return one batch of records; b"" if none.
+    fn poll<'py>(
+        &mut self,
+        py: Python<'py>,
+        max_records: usize,
+        timeout: f64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let timeout = timeout_of(timeout)?;
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let client = self.client()?;
+        let polled = py.allow_threads(|| client.poll(&mut out, max_records.max(1), timeout));
+        let batch = PyBytes::new(py, &out);
+        self.out = out;
+        polled.map_err(|e| net_error(py, e))?;
+        Ok(batch)
+    }
+
+    /// Queue a command; its command sequence. BackPressureError when the window is full.
+    fn send(&mut self, py: Python<'_>, body: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let client = self.client()?;
+        let sent = if let Ok(bytes) = body.downcast::<PyBytes>() {
+            client.send(bytes.as_bytes())
+        } else {
+            let buffer = PyBuffer::<u8>::get(body)?;
+            client.send(&buffer.to_vec(py)?)
+        };
+        sent.map_err(|e| send_error(py, e))
+    }
+
+    #[pyo3(signature = (deadline_ns))]
+    fn set_timer_deadline(&mut self, deadline_ns: Option<u64>) -> PyResult<()> {
+        self.client()?.set_timer_deadline(deadline_ns);
+        Ok(())
+    }
+
+    fn is_rewinding(&mut self) -> PyResult<bool> {
+        Ok(self.client()?.is_rewinding())
+    }
+
+    fn is_ready(&mut self) -> PyResult<bool> {
+        Ok(self.client()?.is_ready())
+    }
+
+    /// Send queued commands now (poll does this too).
+    fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
+        let client = self.client()?;
+        py.allow_threads(|| client.flush())
+            .map_err(|e| net_error(py, e))
+    }
+
+    fn stats<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.client()?.stats();
+        let d = PyDict::new(py);
+        for (k, v) in [
+            ("received", s.received),
+            ("delivered", s.delivered),
+            ("filtered", s.filtered),
+            ("malformed", s.malformed),
+            ("wrong_session", s.wrong_session),
+            ("duplicates", s.duplicates),
+            ("gaps", s.gaps),
+            ("requests", s.requests),
+            ("retransmits", s.retransmits),
+            ("reorder_dropped", s.reorder_dropped),
+            ("in_flight", s.in_flight),
+            ("resent", s.resent),
+            ("sent", s.sent),
+        ] {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// Flush what is queued and close the sockets.
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        if let Some(mut client) = self.inner.take() {
+            py.allow_threads(|| client.flush())
+                .map_err(|e| net_error(py, e))?;
+        }
+        Ok(())
+    }
+}
+
+type Service = JoinHandle<Result<(), seqbus_net::Error>>;
+
+/// A process loop of seqbus-net on a thread of its own, stopped through a flag.
+struct Background {
+    stop: Arc<AtomicBool>,
+    thread: Option<Service>,
+}
+
+impl Background {
+    fn spawn(
+        name: &str,
+        cfg: Config,
+        run: fn(&Config, Arc<AtomicBool>) -> Result<(), seqbus_net::Error>,
+    ) -> PyResult<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || run(&cfg, flag))
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot start the {name} thread: {e}")))?;
+        Ok(Background {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    fn join(&mut self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+        let deadline = Instant::now() + timeout_of(timeout)?;
+        let Some(thread) = self.thread.as_ref() else {
+            return Ok(true);
+        };
+        let finished = py.allow_threads(|| loop {
+            if thread.is_finished() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            std::thread::sleep((deadline - now).min(Duration::from_millis(5)));
+        });
+        if !finished {
+            return Ok(false);
+        }
+        let thread = self.thread.take().expect("checked above");
+        match thread.join() {
+            Ok(Ok(())) => Ok(true),
+            Ok(Err(e)) => Err(net_error(py, e)),
+            Err(_) => Err(PyRuntimeError::new_err("the service thread panicked")),
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The sequencer (and, when configured, its in-process replayer) on a Rust thread.
+#[pyclass(module = "seqbus._core")]
+pub struct Sequencer(Background);
+
+#[pymethods]
+impl Sequencer {
+    #[new]
+    fn new(py: Python<'_>, config: &str) -> PyResult<Self> {
+        Ok(Sequencer(Background::spawn(
+            "seqbus-sequencer",
+            load(py, config)?,
+            seqbus_net::run_sequencer,
+        )?))
+    }
+
+    fn stop(&self) {
+        self.0.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// True once stopped; raises the error the sequencer stopped with.
+    fn join(&mut self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+        self.0.join(py, timeout)
+    }
+}
+
+/// A standalone replayer on a Rust thread.
+#[pyclass(module = "seqbus._core")]
+pub struct Replayer(Background);
+
+#[pymethods]
+impl Replayer {
+    #[new]
+    fn new(py: Python<'_>, config: &str) -> PyResult<Self> {
+        Ok(Replayer(Background::spawn(
+            "seqbus-replayer",
+            load(py, config)?,
+            seqbus_net::run_replayer,
+        )?))
+    }
+
+    fn stop(&self) {
+        self.0.stop.store(true, Ordering::Relaxed);
+    }
+
+    fn join(&mut self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+        self.0.join(py, timeout)
+    }
+}
+
+/// Parse and validate a configuration file; ConfigError naming the key when invalid.
+#[pyfunction]
+pub fn check_config(py: Python<'_>, config: &str) -> PyResult<()> {
+    load(py, config).map(|_| ())
+}
