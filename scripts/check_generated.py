@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_SUFFIXES = {".pyx", ".py", ".pyi", ".rs", ".typed", ".toml"}
-LANGS = ["python"]
+LANGS = ["python", "rust"]
 
 
 def sources(root: Path) -> dict[str, Path]:

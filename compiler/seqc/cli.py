@@ -20,14 +20,12 @@ def _generate(args: argparse.Namespace) -> int:
                 gen_python.write(gen_python.generate(schema), str(out / "python"
                                  if args.layout == "tree" else out))
         elif lang == "rust":
-            try:
-                from seqc import gen_rust
-            except ImportError:
-                print("seqc: the Rust target is not built yet", file=sys.stderr)
-                return 2
+            from seqc import gen_rust
+
+            rust_dir = str(out / "rust" if args.layout == "tree" else out)
             for schema in schemas:
-                gen_python.write(gen_rust.generate(schema), str(out / "rust"
-                                 if args.layout == "tree" else out))
+                gen_python.write(gen_rust.generate(schema), rust_dir)
+            gen_python.write(gen_rust.generate_index(schemas), rust_dir)
     if "python" in langs and not args.no_build:
         from seqc.build import build
         build(str(out / "python" if args.layout == "tree" else out))

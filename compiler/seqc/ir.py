@@ -101,6 +101,7 @@ class Enum:
     values: list[EnumValue]
     doc: str
     source: str
+    line: int = 0
 
 
 @dataclass
@@ -110,6 +111,7 @@ class Struct:
     fields: list[Field]
     doc: str
     source: str
+    line: int = 0
 
 
 @dataclass
@@ -196,7 +198,8 @@ class _Builder:
                                     line=f.span.line, col=f.span.col))
                 offset += ty.size
             self._struct_ir[name] = Struct(name, offset, fields, node.doc,
-                                           display_path(self.struct_source[name]))
+                                           display_path(self.struct_source[name]),
+                                           node.span.line)
         return self._struct_ir[name]
 
     def block(self, name: str, path: str, fields: tuple[ast.Field, ...], since: int,
@@ -245,7 +248,7 @@ def build(prog: Program, path: str) -> Schema:
     for name, e in b.enums.items():
         schema.enums.append(Enum(
             name, e.base, e.is_flags, [EnumValue(v.name, v.value, v.doc) for v in e.values],
-            e.doc, display_path(b.enum_source[name])))
+            e.doc, display_path(b.enum_source[name]), e.span.line))
     for name in b.structs:
         schema.structs.append(b.struct(name))
     # structs that embed other structs come after them

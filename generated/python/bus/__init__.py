@@ -18,6 +18,9 @@ from ._codec import (
     SessionStart as SessionStart,
     SessionStartView as SessionStartView,
     SessionStartBuilder as SessionStartBuilder,
+    SenderState as SenderState,
+    SenderStateView as SenderStateView,
+    SenderStateBuilder as SenderStateBuilder,
 )
 from .node import BusNode as BusNode
 
@@ -37,4 +40,7 @@ __all__ = [
     "SessionStart",
     "SessionStartView",
     "SessionStartBuilder",
+    "SenderState",
+    "SenderStateView",
+    "SenderStateBuilder",
 ]

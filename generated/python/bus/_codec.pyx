@@ -1089,6 +1089,298 @@ def _from_dict_field_SessionStart(str k, v):
 
 
 
+# ---- SenderState ----
+
+@cython.final
+@cython.freelist(16)
+@cython.no_gc_clear
+cdef class SenderStateView:
+    """The next command sequence the sequencer expects from an account: its answer to a node's
+    upstream hello (docs/upstream.md), so a node that did not rewind the whole session can
+    number its commands.
+
+    Zero-copy view of a SenderState message: wraps bytes, bytearray, memoryview or mmap and reads a field only when asked. Truncated or corrupt input raises seqbus.errors.DecodeError.
+    """
+    cdef object _obj
+    cdef object _keep
+    cdef Py_buffer _pybuf
+    cdef bint _held
+    cdef const uint8_t* _p
+    cdef Py_ssize_t _n
+    cdef Py_ssize_t _base
+    cdef Py_ssize_t _at
+    cdef Py_ssize_t _bl
+    cdef int _ng
+    cdef int _nv
+    cdef Py_ssize_t _tail
+    cdef Py_ssize_t _end
+    cdef Py_ssize_t _gat[1]
+    cdef Py_ssize_t _vat[1]
+
+    TEMPLATE_ID = 3
+    BLOCK_LENGTH = 18
+
+    def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
+        _SenderStateView_init(self, buf, offset, length)
+
+    def __dealloc__(self):
+        if self._held:
+            PyBuffer_Release(&self._pybuf)
+
+    @property
+    def version(self):
+        """The schema version the writer used."""
+        return _ld_u16(self._p + 6)
+
+    @property
+    def size(self):
+        """Bytes the message takes, header and every group and variable-length field included."""
+        if self._end < 0:
+            self._scan()
+        return self._end
+
+    cdef int _scan(self) except -1:
+        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+                               0, self._vat, 0, 0, "SenderState",
+                               "", self._base)
+        return 0
+
+    @property
+    def next_command_seq(self):
+        """Next command seq.
+
+        ``u64``.
+        """
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _ld_u64(q)
+
+    @property
+    def account(self):
+        """Account.
+
+        ``char[8]``.
+        """
+        cdef const uint8_t* q = self._p + self._at + 8
+        return _ld_char(q, 8, "SenderState", "account", self._base + self._at + 8)
+
+    @property
+    def instance(self):
+        """Instance.
+
+        ``u16``.
+        """
+        cdef const uint8_t* q = self._p + self._at + 16
+        return _ld_u16(q)
+
+    def to_dict(self):
+        """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
+        return {
+            "next_command_seq": self.next_command_seq,
+            "account": self.account,
+            "instance": self.instance,
+        }
+
+    def __eq__(self, other):
+        if type(other) is SenderStateView or type(other) is SenderState:
+            return self.to_dict() == other.to_dict()
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self):
+        return _repr("SenderStateView", self.to_dict())
+
+
+cdef int _SenderStateView_init(SenderStateView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
+    cdef const uint8_t* ptr
+    cdef Py_ssize_t size
+    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._obj = buf
+    v._n = _window(size, offset, length, "SenderState")
+    v._p = ptr + offset
+    v._base = offset
+    v._at = _HEADER
+    v._bl = _check_header(v._p, v._n, offset, 3, 18, "SenderState")
+    v._ng = v._p[_HEADER + v._bl]
+    v._nv = v._p[_HEADER + v._bl + 1]
+    v._tail = _HEADER + v._bl + 2
+    v._end = -1
+    return 0
+
+
+cdef SenderStateView _SenderStateView_wrap(object buf, Py_ssize_t offset, Py_ssize_t length):
+    cdef SenderStateView v = SenderStateView.__new__(SenderStateView)
+    _SenderStateView_init(v, buf, offset, length)
+    return v
+
+
+@cython.final
+cdef class SenderStateBuilder(_Writer):
+    """Writes a SenderState straight into a caller's writable buffer.
+
+    Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
+    """
+
+    def __init__(self, buf, Py_ssize_t offset=0):
+        cdef uint8_t* q
+        self._c = _cursor(buf, offset)
+        q = self._c.reserve(_HEADER + 18 + 2, "SenderState")
+        _st_u16(q, 18)
+        _st_u16(q + 2, 3)
+        _st_u16(q + 4, SCHEMA_ID)
+        _st_u16(q + 6, SCHEMA_VERSION)
+        memset(q + _HEADER, 0, 18)
+        q[_HEADER + 18] = 0
+        q[_HEADER + 18 + 1] = 0
+        self._at = offset + _HEADER
+        self._stage = 0
+
+    def finish(self):
+        """Complete the message (absent groups and variable-length fields written empty);
+        returns its length in bytes."""
+        self._close()
+        return self._c.pos - self._c.start
+
+    cdef int _close(self) except -1:
+        self._advance(0)
+        return 0
+
+    cdef int _advance(self, int stage) except -1:
+        """Write every group and variable-length field before ``stage`` not yet written."""
+        if self._child is not None:
+            self._child._done()
+            self._child = None
+        while self._stage < stage:
+            _empty_var(self._c, "SenderState")
+            self._stage += 1
+        return 0
+
+    cdef int _enter(self, int stage, str name) except -1:
+        if self._stage > stage:
+            raise ValueError(f"SenderState.{name} is written already (groups and "
+                             "variable-length fields go in declaration order)")
+        self._advance(stage)
+        return 0
+
+    property next_command_seq:
+        def __set__(self, value):
+            cdef uint8_t* q = self._c.p + self._at + 0
+            _st_u64(q, value)
+
+    property account:
+        def __set__(self, value):
+            cdef uint8_t* q = self._c.p + self._at + 8
+            _st_char(q, 8, value, "SenderState.account")
+
+    property instance:
+        def __set__(self, value):
+            cdef uint8_t* q = self._c.p + self._at + 16
+            _st_u16(q, value)
+
+
+@cython.final
+cdef class SenderState:
+    """The next command sequence the sequencer expects from an account: its answer to a node's
+    upstream hello (docs/upstream.md), so a node that did not rewind the whole session can
+    number its commands.
+
+    A plain value: construct it with keyword arguments, ``encode()`` it, or ``SenderState.decode(buf)`` to get a SenderStateView.
+    """
+    cdef public uint64_t next_command_seq
+    cdef public object account
+    cdef public uint16_t instance
+
+    TEMPLATE_ID = 3
+    SCHEMA_ID = 1
+    BLOCK_LENGTH = 18
+
+    def __init__(self, *, uint64_t next_command_seq, account, uint16_t instance):
+        self.next_command_seq = next_command_seq
+        self.account = account
+        self.instance = instance
+
+    @staticmethod
+    def from_dict(dict d):
+        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
+        return SenderState(**{
+            k: _from_dict_field_SenderState(k, v) for k, v in d.items()
+        })
+
+    @staticmethod
+    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
+        """A zero-copy :class:`SenderStateView` over ``buf`` at ``offset`` (header included)."""
+        return _SenderStateView_wrap(buf, offset, length)
+
+    def encode(self):
+        """The message as bytes: 8-byte header, block, groups, variable-length data."""
+        cdef Py_ssize_t n = _HEADER + 18 + 2 + self._tail_size()
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+        _st_u16(q, 18)
+        _st_u16(q + 2, 3)
+        _st_u16(q + 4, SCHEMA_ID)
+        _st_u16(q + 6, SCHEMA_VERSION)
+        self._write_block(q + _HEADER)
+        q[_HEADER + 18] = 0
+        q[_HEADER + 18 + 1] = 0
+        self._write_tail(q + _HEADER + 18 + 2)
+        return out
+
+    def encode_into(self, buf, Py_ssize_t offset=0):
+        """Write the message into a writable buffer at ``offset``; returns its length."""
+        cdef Py_ssize_t n = _HEADER + 18 + 2 + self._tail_size()
+        cdef _Cursor c = _cursor(buf, offset)
+        cdef uint8_t* q = c.reserve(n, "SenderState")
+        _st_u16(q, 18)
+        _st_u16(q + 2, 3)
+        _st_u16(q + 4, SCHEMA_ID)
+        _st_u16(q + 6, SCHEMA_VERSION)
+        self._write_block(q + _HEADER)
+        q[_HEADER + 18] = 0
+        q[_HEADER + 18 + 1] = 0
+        self._write_tail(q + _HEADER + 18 + 2)
+        return n
+
+    cdef int _write_block(self, uint8_t* q) except -1:
+        _st_u64(q + 0, self.next_command_seq)
+        _st_char(q + 8, 8, self.account, "SenderState.account")
+        _st_u16(q + 16, self.instance)
+        return 0
+
+    cdef Py_ssize_t _tail_size(self) except -1:
+        cdef Py_ssize_t n = 0
+        return n
+
+    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
+        return q
+
+    def to_dict(self):
+        """Every field as plain Python values (groups as lists of dicts)."""
+        return {
+            "next_command_seq": self.next_command_seq,
+            "account": self.account.rstrip('\0 '),
+            "instance": self.instance,
+        }
+
+    def __eq__(self, other):
+        if type(other) is SenderState or type(other) is SenderStateView:
+            return self.to_dict() == other.to_dict()
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self):
+        return _repr("SenderState", self.to_dict())
+
+    def __reduce__(self):
+        return (_rebuild, (SenderState, self.to_dict()))
+
+
+def _from_dict_field_SenderState(str k, v):
+    return v
+
+
+
 def _seqbus_dispatch_(node, int template_id, buf, Py_ssize_t offset, Py_ssize_t length, bint mine):
     """Wrap a body in its view and call the node's handler; False for an unknown template id."""
     if template_id == 1:
@@ -1097,6 +1389,9 @@ def _seqbus_dispatch_(node, int template_id, buf, Py_ssize_t offset, Py_ssize_t 
     elif template_id == 2:
         node.on_session_start(_SessionStartView_wrap(buf, offset, length), mine)
         return True
+    elif template_id == 3:
+        node.on_sender_state(_SenderStateView_wrap(buf, offset, length), mine)
+        return True
     return False
 
 
@@ -1104,6 +1399,7 @@ def _seqbus_dispatch_(node, int template_id, buf, Py_ssize_t offset, Py_ssize_t 
 MESSAGES = {
     1: ClockTick,
     2: SessionStart,
+    3: SenderState,
 }
 
 

@@ -10,6 +10,7 @@ from seqbus import Node
 from ._codec import (
     ClockTickView,
     SessionStartView,
+    SenderStateView,
     _seqbus_dispatch_,
 )
 
@@ -26,6 +27,7 @@ class BusNode(Node):
     _seqbus_handlers_: ClassVar[dict[int, str]] = {
         1: "on_clock_tick",
         2: "on_session_start",
+        3: "on_sender_state",
     }
     _seqbus_dispatch_ = staticmethod(_seqbus_dispatch_)
 
@@ -34,3 +36,6 @@ class BusNode(Node):
 
     def on_session_start(self, msg: SessionStartView, mine: bool) -> None:
         """Handle a SessionStart (template 2); ``mine``: sent by this node's account."""
+
+    def on_sender_state(self, msg: SenderStateView, mine: bool) -> None:
+        """Handle a SenderState (template 3); ``mine``: sent by this node's account."""
