@@ -27,8 +27,8 @@ def build(root: str, *, force: bool = False, quiet: bool = True, optimize: str =
     importable right after.
     """
     from Cython.Build import cythonize
-    from setuptools import Distribution, Extension
-    from setuptools.command.build_ext import build_ext
+    from setuptools import Distribution, Extension  # type: ignore[import-untyped]
+    from setuptools.command.build_ext import build_ext  # type: ignore[import-untyped]
 
     todo = [p for p in find_modules(root) if force or not _up_to_date(p)]
     if not todo:
@@ -45,7 +45,8 @@ def build(root: str, *, force: bool = False, quiet: bool = True, optimize: str =
     os.chdir(root_path)
     tmp = tempfile.mkdtemp(prefix="seqc-build-")
     try:
-        modules = cythonize(exts, quiet=quiet, force=force, language_level=3,
+        modules = cythonize(  # type: ignore[no-untyped-call]
+            exts, quiet=quiet, force=force, language_level=3,
                             nthreads=0)
         dist = Distribution({"ext_modules": modules, "script_name": "seqc-build"})
         cmd = build_ext(dist)

@@ -6,7 +6,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from lark import Lark, Token, Transformer, Tree, UnexpectedCharacters, UnexpectedInput
+from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput
 from lark import UnexpectedEOF, UnexpectedToken, v_args
 
 from seqc import syntax as ast
@@ -37,9 +37,9 @@ def _span(path: str, tok: Any) -> ast.Span:
         meta.empty else ast.Span(path, line, 1, line, 2)
 
 
-def _doc(tree: Tree[Token]) -> str:
+def _doc(tokens: list[Token]) -> str:
     lines = []
-    for tok in tree.children:
+    for tok in tokens:
         text = str(tok)[3:]
         lines.append(text[1:] if text.startswith(" ") else text)
     return "\n".join(lines)
@@ -55,7 +55,7 @@ class _ToAst(Transformer[Token, Any]):
         self.path = path
 
     def docs(self, children: list[Token]) -> str:
-        return _doc(Tree("docs", children))
+        return _doc(children)
 
     def dotted_name(self, children: list[Token]) -> tuple[str, ast.Span]:
         first, last = children[0], children[-1]
@@ -159,7 +159,8 @@ def _syntax_diagnostic(path: str, text: str, err: UnexpectedInput) -> Diagnostic
     line = getattr(err, "line", 1) or 1
     col = getattr(err, "column", 1) or 1
     if isinstance(err, UnexpectedCharacters):
-        ch = text[err.pos_in_stream] if err.pos_in_stream < len(text) else ""
+        pos = err.pos_in_stream or 0
+        ch = text[pos] if pos < len(text) else ""
         return Diagnostic("E001", f"unexpected character {ch!r}",
                           ast.Span(path, line, col, line, col + 1))
     expected: set[str] = set(getattr(err, "expected", None) or [])

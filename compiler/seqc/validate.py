@@ -53,9 +53,10 @@ class _Checker:
         for path, tree in self.prog.files.items():
             self.check_file(path, tree)
         for path in self.prog.roots:
-            tree = self.prog.files.get(path)
-            if tree is None:
+            root = self.prog.files.get(path)
+            if root is None:
                 continue
+            tree = root
             if tree.schema_id is not None:
                 other = seen_ids.get(tree.schema_id)
                 if other is not None and other[1].package != tree.package:
