@@ -143,7 +143,7 @@ fn body(sender: usize, i: u64) -> Vec<u8> {
     let mut b = vec![16, 0, 1, 0, 9, 0, 1, 0];
     b.extend_from_slice(&(sender as u64).to_le_bytes());
     b.extend_from_slice(&i.to_le_bytes());
-    if i % 997 == 0 {
+    if i.is_multiple_of(997) {
         b.resize(4000 + (i % 3) as usize * 1000, (i % 251) as u8);
     }
     b
