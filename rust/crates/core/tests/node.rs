@@ -31,6 +31,9 @@ fn params(account: &str, start: Start, replayers: usize) -> NodeParams {
     }
 }
 
+/// (record type, sequence, envelope, body)
+type Record = (u16, u64, Vec<u8>, Vec<u8>);
+
 /// A lossless bus: sequencer, store, replayer and nodes exchanging datagrams directly.
 struct Bus {
     now: u64,
@@ -38,7 +41,7 @@ struct Bus {
     store: MemoryStore,
     replayer: Replayer,
     nodes: Vec<Node>,
-    records: Vec<Vec<(u16, u64, Vec<u8>, Vec<u8>)>>,
+    records: Vec<Vec<Record>>,
 }
 
 impl Bus {
@@ -268,5 +271,5 @@ fn rewind_from_a_given_sequence() {
     assert!(!bus.nodes[late].is_rewinding());
     let seqs: Vec<u64> = bus.records[late].iter().filter(|r| r.0 == RECORD_MESSAGE).map(|r| r.1).collect();
     assert_eq!(seqs.first(), Some(&10));
-    assert_eq!(seqs.last(), bus.records[s].iter().filter(|r| r.0 == RECORD_MESSAGE).map(|r| r.1).last().as_ref());
+    assert_eq!(seqs.last(), bus.records[s].iter().filter(|r| r.0 == RECORD_MESSAGE).map(|r| r.1).next_back().as_ref());
 }
