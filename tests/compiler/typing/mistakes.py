@@ -1,0 +1,16 @@
+"""Mistakes mypy must catch in user code of the generated package (one per line marked)."""
+
+from __future__ import annotations
+
+from exchange import ExchangeNode, NewOrder, NewOrderView, Side
+
+
+class Engine(ExchangeNode):
+    def on_new_order(self, msg: NewOrderView, mine: bool) -> None:
+        msg.quantity.upper()  # error: "int" has no attribute "upper"
+        msg.order_id = 5  # error: Property "order_id" defined in "NewOrderView" is read-only
+
+
+NewOrder(order_id="1")  # error: Argument "order_id" to "NewOrder" has incompatible type "str"
+NewOrder.decode(b"").no_such_field  # error: "NewOrderView" has no attribute "no_such_field"
+Side.Buy.value + ""  # error: Unsupported operand types for + ("int" and "str")

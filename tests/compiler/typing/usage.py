@@ -1,0 +1,62 @@
+"""User code of the generated exchange package: must pass mypy --strict.
+
+Each ``reveal_type`` line says what mypy must reveal in its trailing comment.
+"""
+
+from __future__ import annotations
+
+import mmap
+from typing import reveal_type
+
+import exchange
+from exchange import (
+    ExchangeNode,
+    ExecInst,
+    NewOrder,
+    NewOrderBuilder,
+    NewOrderLegs,
+    NewOrderLegsFills,
+    NewOrderView,
+    Price,
+    Side,
+)
+
+
+class Engine(ExchangeNode):
+    def on_new_order(self, msg: NewOrderView, mine: bool) -> None:
+        reveal_type(msg.order_id)  # revealed: builtins.int
+        reveal_type(msg.symbol)  # revealed: builtins.str
+        reveal_type(msg.stop_price)  # revealed: builtins.int | None
+        reveal_type(msg.side)  # revealed: exchange._codec.Side
+        reveal_type(msg.price)  # revealed: exchange._codec.Price
+        reveal_type(msg.inst)  # revealed: exchange._codec.ExecInst
+        reveal_type(msg.memo)  # revealed: builtins.memoryview[builtins.int]
+        reveal_type(msg.legs)  # revealed: exchange._codec.NewOrderLegsGroup
+        for leg in msg.legs:
+            reveal_type(leg)  # revealed: exchange._codec.NewOrderLegsView
+            reveal_type(leg.fills[0].price)  # revealed: builtins.int
+        self.send(exchange.OrderAccepted(order_id=msg.order_id, at=self.sequencer_time()))
+
+    def on_cancel_order(self, msg: exchange.CancelOrderView, mine: bool) -> None:
+        reveal_type(msg.to_dict())  # revealed: builtins.dict[builtins.str, Any]
+
+
+order = NewOrder(
+    order_id=1, client_id=2, symbol="AAPL", side=Side.Buy,
+    price=Price(mantissa=100, exponent=-2), quantity=10, inst=ExecInst.PostOnly,
+    legs=[NewOrderLegs(symbol="X", ratio=1, side=Side.Sell,
+                       fills=[NewOrderLegsFills(qty=1, price=2)])],
+)
+data = order.encode()
+reveal_type(data)  # revealed: builtins.bytes
+reveal_type(NewOrder.decode(data))  # revealed: exchange._codec.NewOrderView
+reveal_type(NewOrder.decode(bytearray(data), 0, len(data)).legs[0])  # revealed: exchange._codec.NewOrderLegsView
+with mmap.mmap(-1, 4096) as mm:
+    builder = NewOrderBuilder(mm)
+    builder.order_id = 5
+    builder.side = Side.Sell
+    legs = builder.legs(1)
+    reveal_type(legs.next())  # revealed: exchange._codec.NewOrderLegsBuilder
+    legs.symbol = "Y"
+    reveal_type(builder.finish())  # revealed: builtins.int
+reveal_type(exchange.decode(data))  # revealed: exchange._codec.NewOrderView | exchange._codec.OrderAcceptedView | exchange._codec.OrderRejectedView | exchange._codec.CancelOrderView | exchange._codec.OrderCancelledView | exchange._codec.TradeView | exchange._codec.BookUpdateView
