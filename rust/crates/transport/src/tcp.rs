@@ -95,6 +95,8 @@ pub struct TcpServer {
 
 /// Messages written from the store to one client per poll, at most.
 const REWIND_CHUNK: usize = 65_536;
+/// A catching-up client is refilled from the store when fewer bytes than this are queued.
+const REWIND_LOW_WATER: usize = 256 * 1024;
 
 impl TcpServer {
     /// Binds `cfg.listen`. `next_seq` is one past the last message already published (1 for
@@ -343,7 +345,9 @@ impl TcpServer {
         }
         // Catch up from the store.
         if c.sess.state() == &ServerState::Active && !c.live {
-            let low_water = self.cfg.client_buffer / 2;
+            // Refill from the store when little is queued, a little at a time, so the bytes
+            // being written stay in cache and a rewinding client holds little memory.
+            let low_water = (self.cfg.client_buffer / 2).min(REWIND_LOW_WATER);
             if c.sess.out().len() < low_water {
                 let from = c.sess.next_seq();
                 let want = ((self.next_seq - from) as usize).min(REWIND_CHUNK);
@@ -356,7 +360,7 @@ impl TcpServer {
                         }
                         sess.push_sequenced(now_ns, m);
                         given += 1;
-                        sess.out().len() < low_water.max(1 << 16) * 2
+                        sess.out().len() < low_water * 4
                     });
                     self.stats.rewound_messages += given as u64;
                     work += given;
