@@ -4,6 +4,7 @@ DataFrame; ``python -m seqbus.spark.jobs`` runs them from the command line or sp
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from seqbus.archive import Archive
@@ -161,15 +162,21 @@ def order_audit_trail(spark: SparkSession, path: str, order_id: int) -> DataFram
     return out.orderBy("sequence")
 
 
-def export_parquet(spark: SparkSession, path: str, out: str, mode: str = "error") -> list[str]:
-    """Writes the envelope table and every typed table with rows to ``out/<table>`` as Parquet;
-    returns the tables written."""
+def export_parquet(
+    spark: SparkSession,
+    path: str,
+    out: str,
+    mode: str = "error",
+    tables: Sequence[str] | None = None,
+) -> list[str]:
+    """Writes the envelope table and every typed table with rows (or those of ``tables``) to
+    ``out/<table>`` as Parquet; returns the tables written."""
     env = envelope(spark, path)
     env.write.mode(mode).parquet(f"{out}/envelope")
     written = ["envelope"]
     present = {r["type"] for r in env.select("type").distinct().collect()}
     for name in sorted(Archive(path).type_names().values()):
-        if name in present:
+        if name in present and (tables is None or name in tables):
             typed(spark, path, name).write.mode(mode).parquet(f"{out}/{name}")
             written.append(name)
     return written
