@@ -1,0 +1,362 @@
+//! Benchmarks of the Rust core, each against a raw-UDP floor measured in the same run:
+//!
+//! 1. round trip node → sequencer → node (spinning) vs. a plain UDP ping-pong;
+//! 2. sequencer throughput, 32-byte bodies multicast to 2 nodes with the journal on, vs. a
+//!    packed UDP multicast blast to 2 receivers;
+//! 3. catch-up rate of a late joiner rewinding the journal through the replayer.
+//!
+//! `cargo run --release -p seqbus-bench -- [--messages N] [--samples N]`. Runs itself in a
+//! private network namespace (multicast on `lo`).
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use seqbus_net::udp::{self, Outbox};
+use seqbus_net::{Config, NodeClient, NodeOptions, SendError, Start, RECORD_CAUGHT_UP};
+use socket2::SockAddr;
+
+fn main() {
+    if std::env::var("SEQBUS_IN_NETNS").as_deref() != Ok("1") {
+        let exe = std::env::current_exe().unwrap();
+        let status = std::process::Command::new("unshare")
+            .args(["-n", "--", "sh", "-c", "ip link set lo up && exec \"$0\" \"$@\""])
+            .arg(exe)
+            .args(std::env::args().skip(1))
+            .env("SEQBUS_IN_NETNS", "1")
+            .status()
+            .expect("unshare");
+        std::process::exit(status.code().unwrap_or(1));
+    }
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str, default: u64| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .map(|v| v.parse().expect("a number"))
+            .unwrap_or(default)
+    };
+    let messages = arg("--messages", 2_000_000);
+    let samples = arg("--samples", 20_000) as usize;
+
+    println!("| benchmark | raw UDP floor (same run) | seqbus | ratio | target |");
+    println!("|---|---|---|---|---|");
+    let raw = raw_ping_pong(samples);
+    let bus = bus_round_trip(samples);
+    println!(
+        "| round trip p50 | {:.1} µs | {:.1} µs | {:.2}× | ≤ 1.3× |",
+        raw.0, bus.0, bus.0 / raw.0
+    );
+    println!(
+        "| round trip p99 | {:.1} µs | {:.1} µs | {:.2}× | ≤ 3× |",
+        raw.1, bus.1, bus.1 / raw.1
+    );
+    let raw32 = raw_blast(messages, 32);
+    let raw64 = raw_blast(messages, 64);
+    let (tput, catchup) = bus_throughput(messages);
+    println!(
+        "| throughput, 32-byte bodies → 2 nodes, journal on | {:.2} M msg/s (32-byte blocks); {:.2} M msg/s (64-byte blocks = envelope + body) | {:.2} M msg/s | {:.0}% / {:.0}% | ≥ 75% |",
+        raw32 / 1e6,
+        raw64 / 1e6,
+        tput / 1e6,
+        100.0 * tput / raw32,
+        100.0 * tput / raw64
+    );
+    println!(
+        "| late-joiner catch-up ({messages} messages) | — | {:.2} M msg/s | — | ≥ 10 M msg/s |",
+        catchup / 1e6
+    );
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() as f64 - 1.0) * p) as usize]
+}
+
+/// p50/p99 round trip of a 64-byte UDP ping-pong between two spinning threads, µs.
+fn raw_ping_pong(samples: usize) -> (f64, f64) {
+    let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+    a.set_nonblocking(true).unwrap();
+    b.set_nonblocking(true).unwrap();
+    let (aa, ba) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let echo = thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while !s2.load(Ordering::Relaxed) {
+            if let Ok(n) = b.recv(&mut buf) {
+                b.send_to(&buf[..n], aa).unwrap();
+            }
+        }
+    });
+    let mut buf = [0u8; 2048];
+    let msg = [7u8; 64];
+    let mut rtts = Vec::with_capacity(samples);
+    for i in 0..samples + 1000 {
+        let t = Instant::now();
+        a.send_to(&msg, ba).unwrap();
+        while a.recv(&mut buf).is_err() {
+            std::hint::spin_loop();
+        }
+        if i >= 1000 {
+            rtts.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    echo.join().unwrap();
+    (percentile(&mut rtts, 0.5), percentile(&mut rtts, 0.99))
+}
+
+struct Bench {
+    cfg: Config,
+    _dir: tempfile::TempDir,
+    stop: Arc<AtomicBool>,
+    seq: Option<thread::JoinHandle<()>>,
+}
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.seq.take() {
+            h.join().unwrap();
+        }
+    }
+}
+
+fn port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn start_bus(idle: &str, extra: &str) -> Bench {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[bus]\nsession = \"BENCH\"\n[sequencer]\nupstream = \"127.0.0.1:{}\"\nidle = \"{idle}\"\nfsync = \"interval\"\n{extra}\n[downstream]\ntransport = \"udp-multicast\"\ngroup = \"239.30.0.1:{}\"\n[replayer]\nlisten = \"127.0.0.1:{}\"\n",
+        port(),
+        port(),
+        port()
+    );
+    let rep = text.split("listen = ").nth(1).unwrap().lines().next().unwrap().to_string();
+    let text = format!("{text}[node]\nreplayers = [{rep}]\nwindow = 4096\nidle = \"{idle}\"\n");
+    let path = dir.path().join("bus.toml");
+    std::fs::write(&path, text).unwrap();
+    let cfg = Config::from_path(&path).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (c, s) = (cfg.clone(), stop.clone());
+    let seq = thread::spawn(move || seqbus_net::run_sequencer(&c, s).unwrap());
+    Bench {
+        cfg,
+        _dir: dir,
+        stop,
+        seq: Some(seq),
+    }
+}
+
+fn body(i: u64) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    b[2..4].copy_from_slice(&1u16.to_le_bytes());
+    b[4..6].copy_from_slice(&9u16.to_le_bytes());
+    b[8..16].copy_from_slice(&i.to_le_bytes());
+    b
+}
+
+fn wait_caught_up(c: &mut NodeClient) {
+    let mut out = Vec::new();
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        out.clear();
+        c.poll(&mut out, 4096, Duration::from_millis(10)).unwrap();
+        if records(&out).any(|r| r.0 == RECORD_CAUGHT_UP) {
+            return;
+        }
+        assert!(Instant::now() < end, "never caught up");
+    }
+}
+
+/// (type, sequence, command_seq, account[0]) of each record.
+fn records(buf: &[u8]) -> impl Iterator<Item = (u16, u64, u64, u8)> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        if at >= buf.len() {
+            return None;
+        }
+        let len = u32::from_le_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
+        let ty = u16::from_le_bytes(buf[at + 4..at + 6].try_into().unwrap());
+        let seq = u64::from_le_bytes(buf[at + 8..at + 16].try_into().unwrap());
+        let cmd = u64::from_le_bytes(buf[at + 24..at + 32].try_into().unwrap());
+        let acct = buf[at + 32];
+        at += len;
+        Some((ty, seq, cmd, acct))
+    })
+}
+
+/// p50/p99 of send → own message delivered, sequencer and node busy-spinning, µs.
+fn bus_round_trip(samples: usize) -> (f64, f64) {
+    let b = start_bus("busy-spin", "");
+    let mut c = NodeClient::connect(&b.cfg, NodeOptions::new("P", 1, Start::From(1))).unwrap();
+    wait_caught_up(&mut c);
+    let mut out = Vec::new();
+    let mut rtts = Vec::with_capacity(samples);
+    for i in 0..samples + 1000 {
+        let t = Instant::now();
+        let cmd = c.send(&body(i as u64)).unwrap();
+        c.flush().unwrap();
+        'wait: loop {
+            out.clear();
+            c.poll(&mut out, 64, Duration::ZERO).unwrap();
+            for r in records(&out) {
+                if r.0 == 1 && r.2 == cmd && r.3 == b'P' {
+                    break 'wait;
+                }
+            }
+        }
+        if i >= 1000 {
+            rtts.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    (percentile(&mut rtts, 0.5), percentile(&mut rtts, 0.99))
+}
+
+/// Messages per second received by each of 2 receivers of a packed multicast blast of
+/// `size`-byte blocks (the slower receiver counts).
+fn raw_blast(messages: u64, size: usize) -> f64 {
+    let group = SocketAddrV4::new(Ipv4Addr::new(239, 31, 0, 1), port());
+    let receivers: Vec<_> = (0..2)
+        .map(|_| udp::multicast_receiver(group, Ipv4Addr::LOCALHOST, 64 << 20).unwrap())
+        .collect();
+    let per_packet = (1472 - 20) / (2 + size);
+    let packets = messages.div_ceil(per_packet as u64);
+    let barrier = Arc::new(Barrier::new(3));
+    let handles: Vec<_> = receivers
+        .into_iter()
+        .map(|s| {
+            let bar = barrier.clone();
+            thread::spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                let mut got = 0u64;
+                bar.wait();
+                let mut first: Option<Instant> = None;
+                let mut last = Instant::now();
+                let mut idle_since = Instant::now();
+                while got < packets {
+                    match udp::try_recv(&s, &mut buf).unwrap() {
+                        Some(_) => {
+                            first.get_or_insert_with(Instant::now);
+                            got += 1;
+                            last = Instant::now();
+                            idle_since = last;
+                        }
+                        None => {
+                            if first.is_some() && idle_since.elapsed() > Duration::from_millis(300) {
+                                break; // the rest was dropped
+                            }
+                            thread::yield_now();
+                        }
+                    }
+                }
+                let secs = (last - first.unwrap()).as_secs_f64();
+                (got * per_packet as u64) as f64 / secs
+            })
+        })
+        .collect();
+    let sender = udp::multicast_sender(Ipv4Addr::LOCALHOST, 1).unwrap();
+    let dest: SockAddr = SocketAddr::V4(group).into();
+    let mut packet = vec![0u8; 20];
+    for _ in 0..per_packet {
+        packet.extend_from_slice(&(size as u16).to_be_bytes());
+        packet.extend_from_slice(&vec![1u8; size]);
+    }
+    barrier.wait();
+    let mut outbox = Outbox::default();
+    let mut sent = 0;
+    while sent < packets {
+        for _ in 0..64.min(packets - sent) {
+            outbox.push(&packet);
+            sent += 1;
+        }
+        outbox.send_to(&sender, &dest).unwrap();
+    }
+    handles
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .fold(f64::MAX, f64::min)
+}
+
+/// (throughput to 2 nodes, catch-up rate of a late joiner), messages per second.
+fn bus_throughput(messages: u64) -> (f64, f64) {
+    let b = start_bus("block", "clock_tick_ms = 0");
+    let done = Arc::new(AtomicU64::new(0));
+    let barrier = Arc::new(Barrier::new(3));
+    let receivers: Vec<_> = (0..2)
+        .map(|i| {
+            let mut c =
+                NodeClient::connect(&b.cfg, NodeOptions::new(&format!("R{i}"), 1, Start::From(1)))
+                    .unwrap();
+            wait_caught_up(&mut c);
+            let bar = barrier.clone();
+            let done = done.clone();
+            thread::spawn(move || {
+                let mut out = Vec::with_capacity(1 << 20);
+                let mut got = 0u64;
+                bar.wait();
+                let mut first = None;
+                let end = Instant::now() + Duration::from_secs(300);
+                while got < messages {
+                    out.clear();
+                    c.poll(&mut out, 8192, Duration::from_millis(10)).unwrap();
+                    let n = records(&out).filter(|r| r.0 == 1 && r.3 == b'S').count() as u64;
+                    if n > 0 {
+                        first.get_or_insert_with(Instant::now);
+                    }
+                    got += n;
+                    assert!(Instant::now() < end, "receiver stalled at {got}");
+                }
+                done.fetch_add(1, Ordering::SeqCst);
+                eprintln!("receiver: {:?}", c.stats());
+                got as f64 / first.unwrap().elapsed().as_secs_f64()
+            })
+        })
+        .collect();
+    let mut s = NodeClient::connect(&b.cfg, NodeOptions::new("S", 1, Start::From(1))).unwrap();
+    wait_caught_up(&mut s);
+    barrier.wait();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < messages {
+        match s.send(&body(i)) {
+            Ok(_) => i += 1,
+            Err(SendError::WindowFull { .. }) => {
+                out.clear();
+                s.poll(&mut out, 8192, Duration::ZERO).unwrap();
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    while done.load(Ordering::SeqCst) < 2 {
+        out.clear();
+        s.poll(&mut out, 8192, Duration::from_millis(1)).unwrap();
+    }
+    let rate = receivers
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .fold(f64::MAX, f64::min);
+    // a late joiner rewinds everything through the in-process replayer
+    let mut late = NodeClient::connect(&b.cfg, NodeOptions::new("L", 1, Start::From(1))).unwrap();
+    let t = Instant::now();
+    let mut out = Vec::with_capacity(1 << 20);
+    let mut got = 0u64;
+    loop {
+        out.clear();
+        late.poll(&mut out, 8192, Duration::from_millis(100)).unwrap();
+        got += records(&out).filter(|r| r.0 == 1).count() as u64;
+        if records(&out).any(|r| r.0 == RECORD_CAUGHT_UP) {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(300), "late joiner stalled at {got}");
+    }
+    let catchup = got as f64 / t.elapsed().as_secs_f64();
+    eprintln!("late joiner: {:?}", late.stats());
+    (rate, catchup)
+}
