@@ -59,12 +59,25 @@ fn report(opts: &Opts, name: &str, ours: f64, base: f64, unit: &str, target: &st
 /// A mapped file of `len` bytes.
 fn map(path: &Path, len: usize, create: bool) -> *mut u8 {
     use std::os::fd::AsRawFd;
-    let f = std::fs::OpenOptions::new().read(true).write(true).create(create).truncate(false).open(path).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .truncate(false)
+        .open(path)
+        .unwrap();
     if create {
         f.set_len(len as u64).unwrap();
     }
     let p = unsafe {
-        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, f.as_raw_fd(), 0)
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        )
     };
     assert_ne!(p, libc::MAP_FAILED);
     p.cast()
@@ -117,7 +130,9 @@ fn raw_consume(path: &Path, n: u64) {
         let h = head.load(Ordering::Acquire);
         while got < h {
             let slot = (got as usize) & (RAW_SLOTS - 1);
-            unsafe { std::ptr::copy_nonoverlapping(b.add(256 + slot * MSG), buf.as_mut_ptr(), MSG) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(b.add(256 + slot * MSG), buf.as_mut_ptr(), MSG)
+            };
             sum = sum.wrapping_add(buf[0] as u64);
             got += 1;
         }
@@ -138,7 +153,7 @@ fn raw_produce(b: *mut u8, n: u64) -> f64 {
             let slot = (i as usize) & (RAW_SLOTS - 1);
             unsafe { std::ptr::copy_nonoverlapping(msg.as_ptr(), b.add(256 + slot * MSG), MSG) };
             i += 1;
-            if i % 64 == 0 || i == end {
+            if i & 63 == 0 || i == end {
                 head.store(i, Ordering::Release);
             }
         }
@@ -255,8 +270,22 @@ fn bench_shm(opts: &Opts, dir: &Path) {
     }
     assert!(c.wait().unwrap().success());
     lat.sort_unstable();
-    report(opts, "shm round trip p50", pct(&lat, 0.5) as f64, pct(&raw_lat, 0.5) as f64, "ns", "<= 2.0x");
-    report(opts, "shm round trip p99", pct(&lat, 0.99) as f64, pct(&raw_lat, 0.99) as f64, "ns", "-");
+    report(
+        opts,
+        "shm round trip p50",
+        pct(&lat, 0.5) as f64,
+        pct(&raw_lat, 0.5) as f64,
+        "ns",
+        "<= 2.0x",
+    );
+    report(
+        opts,
+        "shm round trip p99",
+        pct(&lat, 0.99) as f64,
+        pct(&raw_lat, 0.99) as f64,
+        "ns",
+        "-",
+    );
 
     // Raw stream.
     unsafe { libc::munmap(b.cast(), RAW_LEN) };
@@ -269,7 +298,11 @@ fn bench_shm(opts: &Opts, dir: &Path) {
 
     for packed in [false, true] {
         let rate = ring_stream(dir, n_tp, packed);
-        let name = if packed { "shm throughput (packets)" } else { "shm throughput (1 msg/rec)" };
+        let name = if packed {
+            "shm throughput (packets)"
+        } else {
+            "shm throughput (1 msg/rec)"
+        };
         report(opts, name, rate, raw_rate, "msg/s", ">= 0.5x");
     }
 }
@@ -327,7 +360,10 @@ fn server(next: u64) -> TcpServer {
         ServerConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             session: Session::new("BENCH").unwrap(),
-            credentials: vec![Credential { username: "b".into(), password: "b".into() }],
+            credentials: vec![Credential {
+                username: "b".into(),
+                password: "b".into(),
+            }],
             timing: Timing::default(),
             client_buffer: 256 << 20,
             max_packet: 65_535,
@@ -369,7 +405,12 @@ impl Store for FlatStore {
     fn next_seq(&mut self) -> u64 {
         self.n + 1
     }
-    fn read(&mut self, from: u64, max: usize, f: &mut dyn FnMut(u64, &[u8]) -> bool) -> Result<usize, StoreError> {
+    fn read(
+        &mut self,
+        from: u64,
+        max: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize, StoreError> {
         let mut k = 0;
         let mut s = from;
         while s <= self.n && k < max {
@@ -421,7 +462,10 @@ fn bench_tcp(opts: &Opts) {
     let stop2 = stop.clone();
     let t0 = Instant::now();
     let srv_thread = std::thread::spawn(move || {
-        let mut store = FlatStore { data: Vec::new(), n: 0 };
+        let mut store = FlatStore {
+            data: Vec::new(),
+            n: 0,
+        };
         let mut up: Vec<Vec<u8>> = Vec::new();
         while !stop2.load(Ordering::Relaxed) {
             let now = t0.elapsed().as_nanos() as u64;
@@ -452,9 +496,22 @@ fn bench_tcp(opts: &Opts) {
     stop.store(true, Ordering::Relaxed);
     srv_thread.join().unwrap();
     lat.sort_unstable();
-    report(opts, "tcp round trip p50", pct(&lat, 0.5) as f64, pct(&raw, 0.5) as f64, "ns", "<= 1.5x");
-    report(opts, "tcp round trip p99", pct(&lat, 0.99) as f64, pct(&raw, 0.99) as f64, "ns", "-");
-
+    report(
+        opts,
+        "tcp round trip p50",
+        pct(&lat, 0.5) as f64,
+        pct(&raw, 0.5) as f64,
+        "ns",
+        "<= 1.5x",
+    );
+    report(
+        opts,
+        "tcp round trip p99",
+        pct(&lat, 0.99) as f64,
+        pct(&raw, 0.99) as f64,
+        "ns",
+        "-",
+    );
 }
 
 fn bench_rewind(opts: &Opts) {
@@ -491,24 +548,44 @@ fn bench_rewind(opts: &Opts) {
                 last = first + count - 1;
             })
             .unwrap() as u64;
-        assert!(t.elapsed() < Duration::from_secs(120), "rewind stalled at {got}");
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "rewind stalled at {got}"
+        );
     }
     let rate = n as f64 / t.elapsed().as_secs_f64();
     let client_cpu = thread_cpu_ns() - cpu0;
     stop.store(true, Ordering::Relaxed);
     let server_cpu = srv_thread.join().unwrap();
     assert_eq!(last, n);
-    report(opts, "tcp rewind (32-byte msgs)", rate, 10_000_000.0, "msg/s", ">= 1.0x of 10M/s");
+    report(
+        opts,
+        "tcp rewind (32-byte msgs)",
+        rate,
+        10_000_000.0,
+        "msg/s",
+        ">= 1.0x of 10M/s",
+    );
     // On a shared machine the wall-clock rate is what the scheduler allowed; this is the
     // rate each side could sustain on a core of its own (messages per CPU-second of the
     // busier side; the server side busy-polls, so its figure is a lower bound).
     let per_core = n as f64 / (client_cpu.max(1) as f64 / 1e9);
-    report(opts, "tcp rewind per client core", per_core, 10_000_000.0, "msg/s", "-");
+    report(
+        opts,
+        "tcp rewind per client core",
+        per_core,
+        10_000_000.0,
+        "msg/s",
+        "-",
+    );
     let _ = server_cpu;
 }
 
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
@@ -531,8 +608,19 @@ fn main() {
         quick: args.iter().any(|a| a == "--quick"),
         json: args.iter().any(|a| a == "--json"),
     };
-    let dir = tempfile::Builder::new().prefix("seqbus-bench-").tempdir_in(if Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" }).unwrap();
-    let only: Vec<&String> = args.iter().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let dir = tempfile::Builder::new()
+        .prefix("seqbus-bench-")
+        .tempdir_in(if Path::new("/dev/shm").is_dir() {
+            "/dev/shm"
+        } else {
+            "/tmp"
+        })
+        .unwrap();
+    let only: Vec<&String> = args
+        .iter()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
     if only.is_empty() || only.iter().any(|a| *a == "shm") {
         bench_shm(&opts, dir.path());
     }

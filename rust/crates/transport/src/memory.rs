@@ -120,7 +120,14 @@ mod tests {
         publ.publish(w.bytes()).unwrap();
         for n in &mut nodes {
             let mut got = Vec::new();
-            n.poll(10, &mut |p| got.extend(MoldPacket::parse(p).unwrap().messages().map(|(s, m)| (s, m.to_vec()))));
+            n.poll(10, &mut |p| {
+                got.extend(
+                    MoldPacket::parse(p)
+                        .unwrap()
+                        .messages()
+                        .map(|(s, m)| (s, m.to_vec())),
+                )
+            });
             assert_eq!(got, vec![(1, b"m1".to_vec())]);
         }
         MemoryBus::remove("memory-test");

@@ -86,7 +86,7 @@ impl std::fmt::Debug for Ring {
 
 impl Ring {
     fn check_capacity(capacity: usize) -> io::Result<()> {
-        if !capacity.is_power_of_two() || capacity < 1 << 12 || capacity > 1 << 40 {
+        if !capacity.is_power_of_two() || !(1 << 12..=1 << 40).contains(&capacity) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("ring capacity {capacity} must be a power of two between 4096 and 2^40"),
@@ -221,7 +221,10 @@ impl Ring {
     }
 
     fn data(&self, pos: u64) -> *mut u8 {
-        unsafe { self.base.add(HEADER_LEN + (pos as usize & (self.capacity - 1))) }
+        unsafe {
+            self.base
+                .add(HEADER_LEN + (pos as usize & (self.capacity - 1)))
+        }
     }
 }
 
@@ -267,7 +270,8 @@ impl Writer {
         let to_end = r.capacity - idx;
         let pad = if aligned > to_end { to_end } else { 0 };
         let new_tail = self.tail + (pad + aligned) as u64;
-        r.atomic_u64(OFF_TAIL_INTENT).store(new_tail, Ordering::Relaxed);
+        r.atomic_u64(OFF_TAIL_INTENT)
+            .store(new_tail, Ordering::Relaxed);
         // Orders the intent before the record's bytes (a store-store barrier in effect).
         fence(Ordering::Release);
         let mut at = self.tail;
@@ -368,7 +372,11 @@ impl Reader {
                 buf.clear();
                 buf.reserve(len - REC_HEADER);
                 unsafe {
-                    std::ptr::copy_nonoverlapping(h.add(REC_HEADER), buf.as_mut_ptr(), len - REC_HEADER);
+                    std::ptr::copy_nonoverlapping(
+                        h.add(REC_HEADER),
+                        buf.as_mut_ptr(),
+                        len - REC_HEADER,
+                    );
                     buf.set_len(len - REC_HEADER);
                 }
             }
@@ -420,7 +428,9 @@ impl Reader {
             return Ok(0);
         }
         if tail - self.cursor > cap {
-            let Read::Lapped { skipped_bytes } = self.lapped(tail) else { unreachable!() };
+            let Read::Lapped { skipped_bytes } = self.lapped(tail) else {
+                unreachable!()
+            };
             return Err(skipped_bytes);
         }
         // One contiguous stretch: up to the tail, the end of the data area, or max_bytes.
@@ -440,7 +450,9 @@ impl Reader {
         if intent - self.cursor > cap {
             buf.clear();
             let t = r.tail();
-            let Read::Lapped { skipped_bytes } = self.lapped(t) else { unreachable!() };
+            let Read::Lapped { skipped_bytes } = self.lapped(t) else {
+                unreachable!()
+            };
             return Err(skipped_bytes);
         }
         // Whole records only; a record cut by max_bytes is read next time.
@@ -452,10 +464,16 @@ impl Reader {
             if len < REC_HEADER || !(kind == TYPE_DATA || kind == TYPE_PADDING) {
                 // Complete records are never malformed: the ring is not ours to read.
                 let t = r.tail();
-                let Read::Lapped { skipped_bytes } = self.lapped(t) else { unreachable!() };
+                let Read::Lapped { skipped_bytes } = self.lapped(t) else {
+                    unreachable!()
+                };
                 return Err(skipped_bytes);
             }
-            let step = if kind == TYPE_PADDING { len } else { align8(len) };
+            let step = if kind == TYPE_PADDING {
+                len
+            } else {
+                align8(len)
+            };
             if at + step > want {
                 break;
             }
@@ -571,9 +589,14 @@ mod tests {
         for _ in 0..100 {
             w.write(&[1; 1000]).unwrap();
         }
-        assert!(r.read_batch(&mut buf, 1 << 20, &mut |_| panic!("lapped")).is_err());
+        assert!(r
+            .read_batch(&mut buf, 1 << 20, &mut |_| panic!("lapped"))
+            .is_err());
         w.write(b"x").unwrap();
-        assert_eq!(r.read_batch(&mut buf, 1 << 20, &mut |rec| assert_eq!(rec, b"x")), Ok(1));
+        assert_eq!(
+            r.read_batch(&mut buf, 1 << 20, &mut |rec| assert_eq!(rec, b"x")),
+            Ok(1)
+        );
     }
 
     #[test]
@@ -590,7 +613,10 @@ mod tests {
         w.write(b"after").unwrap();
         assert_eq!(r.read(&mut buf), Read::Record(5));
         assert_eq!(buf, b"after");
-        assert!(w.write(&vec![0; 600]).is_err(), "larger than an eighth of the ring");
+        assert!(
+            w.write(&vec![0; 600]).is_err(),
+            "larger than an eighth of the ring"
+        );
     }
 
     #[test]
@@ -622,7 +648,10 @@ mod tests {
                 Read::Record(n) => {
                     let i = u64::from_le_bytes(buf[..8].try_into().unwrap());
                     assert_eq!(n, 8 + (i % 64) as usize);
-                    assert!(buf[8..].iter().all(|&b| b == (i % 251) as u8), "torn record {i}");
+                    assert!(
+                        buf[8..].iter().all(|&b| b == (i % 251) as u8),
+                        "torn record {i}"
+                    );
                     if let Some(l) = last {
                         assert!(i > l, "records in order");
                     }

@@ -146,7 +146,11 @@ pub enum Source {
 impl Source {
     /// A socket joined to `group` on `interface` (SO_REUSEADDR, so nodes that read the group
     /// themselves can share the port).
-    pub fn multicast(group: SocketAddrV4, interface: Ipv4Addr, recv_buffer: usize) -> io::Result<Source> {
+    pub fn multicast(
+        group: SocketAddrV4,
+        interface: Ipv4Addr,
+        recv_buffer: usize,
+    ) -> io::Result<Source> {
         use socket2::{Domain, Protocol, Socket, Type};
         let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
         s.set_reuse_address(true)?;
@@ -203,7 +207,9 @@ pub fn run_dispatcher(
                 Err(e)
                     if matches!(
                         e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
                     ) => {}
                 Err(e) => return Err(e),
             },
@@ -298,11 +304,19 @@ mod tests {
             seq += 5;
         }
         let mut seqs = Vec::new();
-        s.poll(1000, &mut |pk| seqs.extend(MoldPacket::parse(pk).unwrap().messages().map(|(q, _)| q)));
+        s.poll(1000, &mut |pk| {
+            seqs.extend(MoldPacket::parse(pk).unwrap().messages().map(|(q, _)| q))
+        });
         assert!(seqs.is_empty());
         assert_eq!(s.laps(), 1);
         p.publish(&packet(seq, 1)).unwrap();
-        s.poll(1000, &mut |pk| seqs.extend(MoldPacket::parse(pk).unwrap().messages().map(|(q, _)| q)));
-        assert_eq!(seqs, vec![seq], "continues at the tail: the gap is for the replayer");
+        s.poll(1000, &mut |pk| {
+            seqs.extend(MoldPacket::parse(pk).unwrap().messages().map(|(q, _)| q))
+        });
+        assert_eq!(
+            seqs,
+            vec![seq],
+            "continues at the tail: the gap is for the replayer"
+        );
     }
 }

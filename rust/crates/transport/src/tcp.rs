@@ -77,6 +77,8 @@ struct Conn {
     /// Gets each message as it is published (it has caught up with the store).
     live: bool,
     user: String,
+    /// Counted in `protocol_errors` already.
+    counted_error: bool,
 }
 
 /// The SoupBinTCP server of a sequencer.
@@ -204,7 +206,11 @@ impl TcpServer {
 
     /// Publishes every message of a MoldUDP64 packet (heartbeats only advance the next
     /// sequence number; end of session ends every client's session).
-    pub fn publish_packet(&mut self, now_ns: u64, packet: &[u8]) -> Result<(), seqbus_wire::WireError> {
+    pub fn publish_packet(
+        &mut self,
+        now_ns: u64,
+        packet: &[u8],
+    ) -> Result<(), seqbus_wire::WireError> {
         let p = MoldPacket::parse(packet)?;
         match p.kind() {
             mold::PacketKind::Messages => {
@@ -263,6 +269,7 @@ impl TcpServer {
                         sess: ServerSession::new(now_ns, self.cfg.timing, self.cfg.max_packet),
                         live: false,
                         user: String::new(),
+                        counted_error: false,
                     });
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
@@ -336,11 +343,12 @@ impl TcpServer {
         }
         let c = &mut self.conns[i];
         if let Some(r) = c.sess.close_reason() {
-            if r.starts_with("malformed") || r.starts_with("protocol") || r.contains("not allowed") {
-                if !c.user.ends_with('!') {
-                    self.stats.protocol_errors += 1;
-                    c.user.push('!');
-                }
+            let bad = r.starts_with("malformed")
+                || r.starts_with("protocol")
+                || r.contains("not allowed");
+            if bad && !c.counted_error {
+                self.stats.protocol_errors += 1;
+                c.counted_error = true;
             }
         }
         // Catch up from the store.
@@ -399,7 +407,10 @@ impl TcpServer {
         }
         if matches!(c.sess.state(), ServerState::Closing(_)) && !c.sess.out().is_empty() {
             // A closing client that does not read its last bytes is not waited for long.
-            if c.sess.close_reason().is_some_and(|r| r.starts_with("slow consumer")) {
+            if c.sess
+                .close_reason()
+                .is_some_and(|r| r.starts_with("slow consumer"))
+            {
                 let n = c.sess.out().len();
                 c.sess.out().consume(n);
             }
@@ -409,7 +420,9 @@ impl TcpServer {
 
     fn login(&mut self, i: usize, now_ns: u64, login: &LoginRequest) {
         let c = &mut self.conns[i];
-        c.user = String::from_utf8_lossy(&login.username).trim_end().to_string();
+        c.user = String::from_utf8_lossy(&login.username)
+            .trim_end()
+            .to_string();
         // Compare with every credential, each in constant time, without stopping early.
         let mut ok = false;
         for (u, p) in &self.creds {
@@ -479,7 +492,10 @@ pub struct ClientStats {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
     #[error("SoupBinTCP login to {server} rejected: {reason}")]
-    Rejected { server: SocketAddr, reason: &'static str },
+    Rejected {
+        server: SocketAddr,
+        reason: &'static str,
+    },
     #[error("SoupBinTCP client: {0}")]
     Config(String),
 }
@@ -543,7 +559,9 @@ impl TcpClient {
 
     /// True while logged in.
     pub fn is_connected(&self) -> bool {
-        self.conn.as_ref().is_some_and(|c| c.sess.state() == &crate::soupbin::session::ClientState::Active)
+        self.conn
+            .as_ref()
+            .is_some_and(|c| c.sess.state() == &crate::soupbin::session::ClientState::Active)
     }
 
     /// True after the server ended the session.
@@ -571,7 +589,9 @@ impl TcpClient {
     /// Sends an upstream packet as unsequenced data. Returns false when not logged in (the
     /// packet is dropped; commands are retried until they appear in the stream).
     pub fn send_upstream(&mut self, now_ns: u64, datagram: &[u8]) -> bool {
-        let Some(c) = self.conn.as_mut() else { return false };
+        let Some(c) = self.conn.as_mut() else {
+            return false;
+        };
         if c.sess.state() != &crate::soupbin::session::ClientState::Active {
             return false;
         }
@@ -661,36 +681,43 @@ impl TcpClient {
             let next_seq = &mut self.next_seq;
             let mut count: u16 = 0;
             let mut flushes: Vec<(Vec<u8>, u16)> = Vec::new();
-            c.sess.handle_input(now_ns, &self.rbuf[..n], &mut |e| match e {
-                ClientEvent::Accepted { session: s, next_seq: n } => {
-                    *session = Some(Session(s));
-                    *next_seq = n;
-                }
-                ClientEvent::Sequenced { seq, msg } => {
-                    if packet.is_empty() || packet.len() + 2 + msg.len() > 65_536 || count == u16::MAX - 1 {
-                        if packet.len() > MOLD_HEADER_LEN {
-                            packet[18..20].copy_from_slice(&count.to_be_bytes());
-                            flushes.push((std::mem::take(packet), count));
+            c.sess
+                .handle_input(now_ns, &self.rbuf[..n], &mut |e| match e {
+                    ClientEvent::Accepted {
+                        session: s,
+                        next_seq: n,
+                    } => {
+                        *session = Some(Session(s));
+                        *next_seq = n;
+                    }
+                    ClientEvent::Sequenced { seq, msg } => {
+                        if packet.is_empty()
+                            || packet.len() + 2 + msg.len() > 65_536
+                            || count == u16::MAX - 1
+                        {
+                            if packet.len() > MOLD_HEADER_LEN {
+                                packet[18..20].copy_from_slice(&count.to_be_bytes());
+                                flushes.push((std::mem::take(packet), count));
+                            }
+                            packet.clear();
+                            packet.extend_from_slice(&session.map(|s| s.0).unwrap_or([b' '; 10]));
+                            packet.extend_from_slice(&seq.to_be_bytes());
+                            packet.extend_from_slice(&[0, 0]);
+                            count = 0;
                         }
-                        packet.clear();
-                        packet.extend_from_slice(&session.map(|s| s.0).unwrap_or([b' '; 10]));
-                        packet.extend_from_slice(&seq.to_be_bytes());
-                        packet.extend_from_slice(&[0, 0]);
-                        count = 0;
+                        packet.extend_from_slice(&(msg.len() as u16).to_be_bytes());
+                        packet.extend_from_slice(msg);
+                        count += 1;
+                        *next_seq = seq + 1;
                     }
-                    packet.extend_from_slice(&(msg.len() as u16).to_be_bytes());
-                    packet.extend_from_slice(msg);
-                    count += 1;
-                    *next_seq = seq + 1;
-                }
-                ClientEvent::Rejected(r) => rejected = Some(r),
-                ClientEvent::EndOfSession => ended = true,
-                ClientEvent::Closed(reason) => {
-                    if lost.is_none() {
-                        lost = Some(reason)
+                    ClientEvent::Rejected(r) => rejected = Some(r),
+                    ClientEvent::EndOfSession => ended = true,
+                    ClientEvent::Closed(reason) => {
+                        if lost.is_none() {
+                            lost = Some(reason)
+                        }
                     }
-                }
-            });
+                });
             if self.packet.len() > MOLD_HEADER_LEN {
                 self.packet[18..20].copy_from_slice(&count.to_be_bytes());
             }

@@ -45,7 +45,9 @@ fn valid_stream(rng: &mut Rng, from_server: bool) -> Vec<u8> {
             }
         } else {
             match rng.below(5) {
-                0 => Packet::LoginRequest(LoginRequest::new("user", "pw", "", rng.next() % 1000).unwrap()),
+                0 => Packet::LoginRequest(
+                    LoginRequest::new("user", "pw", "", rng.next() % 1000).unwrap(),
+                ),
                 1 => Packet::ClientHeartbeat,
                 2 => Packet::LogoutRequest,
                 3 => Packet::Debug(&data),
@@ -90,8 +92,14 @@ fn mutate(rng: &mut Rng, mut b: Vec<u8>) -> Vec<u8> {
 
 #[test]
 fn a_million_inputs_through_parser_and_sessions() {
-    let inputs: u64 = std::env::var("SEQBUS_FUZZ_INPUTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
-    let seed: u64 = std::env::var("SEQBUS_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eb0_5eb0);
+    let inputs: u64 = std::env::var("SEQBUS_FUZZ_INPUTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let seed: u64 = std::env::var("SEQBUS_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x5eb0_5eb0);
     let mut rng = Rng(seed | 1);
     let timing = Timing::default();
     let login = LoginRequest::new("user", "pw", "", 1).unwrap();
@@ -146,7 +154,13 @@ fn a_million_inputs_through_parser_and_sessions() {
             }
         }
     }
-    assert!(parsed > inputs / 2, "the generator makes mostly parseable packets: {parsed}");
-    assert!(closed > inputs / 20, "and plenty of malformed ones: {closed}");
+    assert!(
+        parsed > inputs / 2,
+        "the generator makes mostly parseable packets: {parsed}"
+    );
+    assert!(
+        closed > inputs / 20,
+        "and plenty of malformed ones: {closed}"
+    );
     eprintln!("fuzz: {inputs} inputs, {parsed} packets parsed, {closed} links closed with a reason, 0 crashes");
 }

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use seqbus_core::replayer::MemoryStore;
 use seqbus_transport::soupbin::frame::{self, LoginRequest, Packet};
 use seqbus_transport::soupbin::Timing;
-use seqbus_transport::tcp::{ClientConfig, ClientError, Credential, ServerConfig, TcpClient, TcpServer};
+use seqbus_transport::tcp::{
+    ClientConfig, ClientError, Credential, ServerConfig, TcpClient, TcpServer,
+};
 use seqbus_wire::{MoldPacket, Session};
 
 fn now(t0: Instant) -> u64 {
@@ -33,7 +35,9 @@ fn server(store_next: u64, client_buffer: usize) -> (TcpServer, Arc<Mutex<Vec<St
     let mut s = TcpServer::bind(cfg, store_next).unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
     let l2 = log.clone();
-    s.set_log(Box::new(move |line| l2.lock().unwrap().push(line.to_string())));
+    s.set_log(Box::new(move |line| {
+        l2.lock().unwrap().push(line.to_string())
+    }));
     (s, log)
 }
 
@@ -89,7 +93,12 @@ fn rewind_from_the_start_and_reconnect_mid_stream_without_gap_or_duplicate() {
     let mut killed = false;
     let deadline = Instant::now() + Duration::from_secs(60);
     while (got_a.len() as u64) < N || (got_b.len() as u64) < N - 14_999 {
-        assert!(Instant::now() < deadline, "timed out: a {} b {}", got_a.len(), got_b.len());
+        assert!(
+            Instant::now() < deadline,
+            "timed out: a {} b {}",
+            got_a.len(),
+            got_b.len()
+        );
         for _ in 0..200 {
             if next <= N {
                 store.push(&msg(next));
@@ -109,7 +118,11 @@ fn rewind_from_the_start_and_reconnect_mid_stream_without_gap_or_duplicate() {
     }
     assert!(killed);
     assert_eq!(a.stats().connects, 2, "A reconnected once");
-    assert_eq!(got_a, (1..=N).collect::<Vec<_>>(), "A: no gap, no duplicate");
+    assert_eq!(
+        got_a,
+        (1..=N).collect::<Vec<_>>(),
+        "A: no gap, no duplicate"
+    );
     assert_eq!(got_b, (15_000..=N).collect::<Vec<_>>());
     assert!(srv.stats().rewound_messages >= 20_000);
 }
@@ -124,7 +137,10 @@ fn a_client_that_reads_nothing_is_cut_off_while_the_others_keep_up() {
     let mut slow = TcpStream::connect(addr).unwrap();
     slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut login = Vec::new();
-    frame::write(&mut login, &Packet::LoginRequest(LoginRequest::new("node", "s3cret", "", 0).unwrap()));
+    frame::write(
+        &mut login,
+        &Packet::LoginRequest(LoginRequest::new("node", "s3cret", "", 0).unwrap()),
+    );
     slow.write_all(&login).unwrap();
     let mut fast = client(addr, "s3cret", 0);
     let mut got = Vec::new();
@@ -160,7 +176,10 @@ fn a_client_that_reads_nothing_is_cut_off_while_the_others_keep_up() {
     assert_eq!(srv.stats().slow_disconnects, 1);
     assert_eq!(srv.clients(), 1, "only the fast client is left");
     let log = log.lock().unwrap().join("\n");
-    assert!(log.contains("closed: slow consumer: more than 1048576 bytes unsent"), "{log}");
+    assert!(
+        log.contains("closed: slow consumer: more than 1048576 bytes unsent"),
+        "{log}"
+    );
     // The slow client finds its link closed after the bytes that made it.
     let mut sink = vec![0u8; 1 << 20];
     let mut total = 0;
@@ -173,7 +192,10 @@ fn a_client_that_reads_nothing_is_cut_off_while_the_others_keep_up() {
         }
         assert!(total < 64 << 20);
     }
-    assert!(total < 40_000_000, "the slow client did not get the whole stream");
+    assert!(
+        total < 40_000_000,
+        "the slow client did not get the whole stream"
+    );
 }
 
 #[test]
@@ -219,7 +241,12 @@ fn wrong_credentials_and_wrong_session_are_rejected_without_saying_which_part() 
     assert_eq!(srv.stats().rejected_logins, 3);
     let log = log.lock().unwrap().join("\n");
     assert!(!log.contains("password"), "{log}");
-    assert_eq!(log.matches("login rejected: not authorized (username").count(), 2, "{log}");
+    assert_eq!(
+        log.matches("login rejected: not authorized (username")
+            .count(),
+        2,
+        "{log}"
+    );
 }
 
 fn raw_exchange(addr: SocketAddr, srv: &mut TcpServer, bytes: &[u8]) -> Vec<u8> {
@@ -250,7 +277,10 @@ fn malformed_logins_close_the_link_with_a_reason() {
     let (mut srv, log) = server(1, 1 << 20);
     let addr = srv.local_addr().unwrap();
     let mut bad_number = Vec::new();
-    frame::write(&mut bad_number, &Packet::LoginRequest(LoginRequest::new("node", "s3cret", "", 1).unwrap()));
+    frame::write(
+        &mut bad_number,
+        &Packet::LoginRequest(LoginRequest::new("node", "s3cret", "", 1).unwrap()),
+    );
     bad_number[40] = b'x';
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (vec![0, 0], "packet length 0"),

@@ -139,7 +139,11 @@ pub enum SoupError {
 pub fn parse_numeric(field: &'static str, b: &[u8]) -> Result<u64, SoupError> {
     let bad = || SoupError::BadNumber { field };
     let start = b.iter().position(|&c| c != b' ').ok_or_else(bad)?;
-    let end = b.iter().rposition(|&c| c != b' ').expect("a non-space exists") + 1;
+    let end = b
+        .iter()
+        .rposition(|&c| c != b' ')
+        .expect("a non-space exists")
+        + 1;
     let mut v: u64 = 0;
     for &c in &b[start..end] {
         if !c.is_ascii_digit() {
@@ -385,7 +389,10 @@ mod tests {
     #[test]
     fn login_accepted_is_byte_exact_and_both_justifications_parse() {
         let s = alpha::<10>("session", "TEST").unwrap();
-        let b = enc(&Packet::LoginAccepted { session: s, sequence: 7 });
+        let b = enc(&Packet::LoginAccepted {
+            session: s,
+            sequence: 7,
+        });
         let mut want = vec![0, 31, b'A'];
         want.extend_from_slice(b"TEST      ");
         want.extend_from_slice(b"                   7");
@@ -394,7 +401,13 @@ mod tests {
         left[13..].copy_from_slice(b"7                   ");
         for bytes in [want, left] {
             let (p, _) = parse(&bytes, 65535).unwrap().unwrap();
-            assert_eq!(p, Packet::LoginAccepted { session: s, sequence: 7 });
+            assert_eq!(
+                p,
+                Packet::LoginAccepted {
+                    session: s,
+                    sequence: 7
+                }
+            );
         }
     }
 
@@ -428,11 +441,19 @@ mod tests {
             parse(&[0, 2, b'H', 0], 100),
             Err(SoupError::BadLength { kind: 'H', .. })
         ));
-        assert_eq!(parse(&[0, 2, b'J', b'X'], 100), Err(SoupError::BadReason(b'X')));
-        assert!(matches!(parse(&[1, 0, b'S'], 100), Err(SoupError::TooLong { .. })));
+        assert_eq!(
+            parse(&[0, 2, b'J', b'X'], 100),
+            Err(SoupError::BadReason(b'X'))
+        );
+        assert!(matches!(
+            parse(&[1, 0, b'S'], 100),
+            Err(SoupError::TooLong { .. })
+        ));
         assert_eq!(parse(&[0, 5, b'S', 1], 100), Ok(None));
         assert_eq!(parse(&[0], 100), Ok(None));
-        let mut l = enc(&Packet::LoginRequest(LoginRequest::new("a", "b", "", 1).unwrap()));
+        let mut l = enc(&Packet::LoginRequest(
+            LoginRequest::new("a", "b", "", 1).unwrap(),
+        ));
         l[40] = b'x';
         assert!(matches!(parse(&l, 100), Err(SoupError::BadNumber { .. })));
         l[29..49].copy_from_slice(&[b' '; 20]);

@@ -80,7 +80,9 @@ fn feed(
     let mut run = |buf: &[u8]| -> Result<usize, SoupError> {
         let mut at = 0;
         while !stopped.get() {
-            let Some((p, used)) = frame::parse(&buf[at..], max_len)? else { break };
+            let Some((p, used)) = frame::parse(&buf[at..], max_len)? else {
+                break;
+            };
             at += used;
             stopped.set(!each(p));
         }
@@ -210,41 +212,41 @@ impl ServerSession {
         let mut next_state: Option<ServerState> = None;
         let mut unseq = 0u64;
         let active = self.state == ServerState::Active;
-        let r = feed(&mut self.inbuf, data, self.max_in, |p| {
-            match (active, p) {
-                (_, Packet::Debug(_)) | (_, Packet::ClientHeartbeat) => true,
-                (false, Packet::LoginRequest(l)) => {
-                    next_state = Some(ServerState::LoginPending(l));
-                    false
-                }
-                (true, Packet::UnsequencedData(d)) => {
-                    unseq += 1;
-                    upstream(d);
-                    true
-                }
-                (_, Packet::LogoutRequest) => {
-                    next_state = Some(ServerState::Closing("logout requested by the client".into()));
-                    false
-                }
-                (true, Packet::LoginRequest(_)) => {
-                    next_state = Some(ServerState::Closing(
-                        "protocol error: login request on a logged-in session".into(),
-                    ));
-                    false
-                }
-                (false, p) if !frame::from_server(&p) => {
-                    next_state = Some(ServerState::Closing(format!(
-                        "protocol error: packet type {:?} before login",
-                        frame::type_char(&p)
-                    )));
-                    false
-                }
-                (_, p) => {
-                    next_state = Some(ServerState::Closing(
-                        SoupError::WrongDirection(frame::type_char(&p)).to_string(),
-                    ));
-                    false
-                }
+        let r = feed(&mut self.inbuf, data, self.max_in, |p| match (active, p) {
+            (_, Packet::Debug(_)) | (_, Packet::ClientHeartbeat) => true,
+            (false, Packet::LoginRequest(l)) => {
+                next_state = Some(ServerState::LoginPending(l));
+                false
+            }
+            (true, Packet::UnsequencedData(d)) => {
+                unseq += 1;
+                upstream(d);
+                true
+            }
+            (_, Packet::LogoutRequest) => {
+                next_state = Some(ServerState::Closing(
+                    "logout requested by the client".into(),
+                ));
+                false
+            }
+            (true, Packet::LoginRequest(_)) => {
+                next_state = Some(ServerState::Closing(
+                    "protocol error: login request on a logged-in session".into(),
+                ));
+                false
+            }
+            (false, p) if !frame::from_server(&p) => {
+                next_state = Some(ServerState::Closing(format!(
+                    "protocol error: packet type {:?} before login",
+                    frame::type_char(&p)
+                )));
+                false
+            }
+            (_, p) => {
+                next_state = Some(ServerState::Closing(
+                    SoupError::WrongDirection(frame::type_char(&p)).to_string(),
+                ));
+                false
             }
         });
         self.unsequenced += unseq;
@@ -330,10 +332,16 @@ impl ServerSession {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientEvent<'a> {
     /// Logged in; the next sequenced message is number `next_seq`.
-    Accepted { session: [u8; 10], next_seq: u64 },
+    Accepted {
+        session: [u8; 10],
+        next_seq: u64,
+    },
     Rejected(RejectReason),
     /// Sequenced message number `seq`.
-    Sequenced { seq: u64, msg: &'a [u8] },
+    Sequenced {
+        seq: u64,
+        msg: &'a [u8],
+    },
     EndOfSession,
     /// The link is finished; the reason says why.
     Closed(String),
@@ -480,7 +488,8 @@ impl ClientSession {
             frame::write(self.out.vec(), &Packet::ClientHeartbeat);
             self.last_sent_ns = now_ns;
         }
-        (self.last_sent_ns + self.timing.heartbeat_ns).min(self.last_recv_ns + self.timing.timeout_ns)
+        (self.last_sent_ns + self.timing.heartbeat_ns)
+            .min(self.last_recv_ns + self.timing.timeout_ns)
     }
 }
 
@@ -518,7 +527,9 @@ mod tests {
         let mut s = ServerSession::new(0, t, 65535);
         let (mut ev, mut up) = (Vec::new(), Vec::new());
         pump(0, &mut c, &mut s, &mut ev, &mut up);
-        let ServerState::LoginPending(l) = s.state().clone() else { panic!("{:?}", s.state()) };
+        let ServerState::LoginPending(l) = s.state().clone() else {
+            panic!("{:?}", s.state())
+        };
         assert_eq!(l.sequence, 5);
         assert!(l.session_is_blank());
         s.accept(0, session(), 5);
@@ -547,7 +558,10 @@ mod tests {
         s.handle_timeout(16 * S - 1);
         assert_eq!(s.state(), &ServerState::Active);
         s.handle_timeout(16 * S);
-        assert_eq!(s.close_reason(), Some("no data from the client for 15000 ms"));
+        assert_eq!(
+            s.close_reason(),
+            Some("no data from the client for 15000 ms")
+        );
         // And the client drops a silent server.
         let mut closed = Vec::new();
         c.handle_timeout(16 * S, &mut |e| closed.push(format!("{e:?}")));
@@ -607,9 +621,15 @@ mod tests {
         let t = Timing::default();
         let cases: [(&[u8], &str); 4] = [
             (&[0, 0], "malformed input: SoupBinTCP: packet length 0"),
-            (&[0, 2, b'U', 1], "protocol error: packet type 'U' before login"),
+            (
+                &[0, 2, b'U', 1],
+                "protocol error: packet type 'U' before login",
+            ),
             (&[0, 1, b'H'], "SoupBinTCP: packet type 'H' is not allowed"),
-            (&[0, 3, b'L', 1, 2], "malformed input: SoupBinTCP: packet type 'L' needs a 46-byte"),
+            (
+                &[0, 3, b'L', 1, 2],
+                "malformed input: SoupBinTCP: packet type 'L' needs a 46-byte",
+            ),
         ];
         for (bytes, want) in cases {
             let mut s = ServerSession::new(0, t, 65535);
@@ -620,7 +640,10 @@ mod tests {
         // A logged-in client that logs in again, or sends more than the limit.
         let mut s = ServerSession::new(0, t, 100);
         let mut b = Vec::new();
-        frame::write(&mut b, &Packet::LoginRequest(LoginRequest::new("u", "p", "", 0).unwrap()));
+        frame::write(
+            &mut b,
+            &Packet::LoginRequest(LoginRequest::new("u", "p", "", 0).unwrap()),
+        );
         s.handle_input(0, &b, &mut |_| {});
         s.accept(0, session(), 1);
         let mut big = Vec::new();
