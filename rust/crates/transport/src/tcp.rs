@@ -157,6 +157,14 @@ impl TcpServer {
         self.next_seq
     }
 
+    /// True while some client has bytes queued that its socket has not taken yet (or is
+    /// catching up from the store): the caller should not sleep long.
+    pub fn has_pending_output(&self) -> bool {
+        self.conns
+            .iter()
+            .any(|c| c.sess.out_len() > 0 || (!c.live && c.sess.state() == &ServerState::Active))
+    }
+
     /// File descriptors to wait on (the listener and every client).
     pub fn raw_fds(&self) -> Vec<RawFd> {
         let mut v = vec![self.listener.as_raw_fd()];

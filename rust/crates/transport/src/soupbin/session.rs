@@ -177,6 +177,11 @@ impl ServerSession {
         &mut self.out
     }
 
+    /// Bytes queued and not yet written.
+    pub fn out_len(&self) -> usize {
+        self.out.len()
+    }
+
     /// True once the session is over and its output has been written: close the socket.
     pub fn is_done(&self) -> bool {
         matches!(self.state, ServerState::Closing(_)) && self.out.is_empty()
