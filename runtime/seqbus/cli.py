@@ -113,6 +113,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--unicast", action="store_true", help="use UDP unicast, not multicast")
     p.add_argument("--timeout", type=float, default=60.0, help="give up after this many s")
     p.set_defaults(func=_cmd_demo)
+
+    from seqbus.archive.cli import add_commands as add_archive_commands
+
+    add_archive_commands(sub)  # archive ls|cat|verify|export|seal|follow, tail
     return parser
 
 

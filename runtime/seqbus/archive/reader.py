@@ -94,6 +94,7 @@ class Archive:
         self.path = Path(path)
         self.on_problem = on_problem
         self.problems: list[Problem] = []
+        self._seen: set[Problem] = set()
         self.refresh()
         self.ir_text: dict[int, str] = {}
         self.ir: dict[int, dict[str, Any]] = {}
@@ -129,6 +130,9 @@ class Archive:
         """What happens to a corrupt record: kept in :attr:`problems` and logged, or raised."""
         if self.on_problem == "fail":
             raise CorruptRecordError(problem)
+        if problem in self._seen:  # the same record met again by another table
+            return
+        self._seen.add(problem)
         self.problems.append(problem)
         log.warning("corrupt archive record skipped: %s", problem)
 

@@ -11,10 +11,12 @@
 //! * [`columns`]: decoding into Arrow-layout column buffers: the envelope table and, driven by
 //!   the IR ([`ir`], [`typed`]), one typed table per message.
 //! * [`verify`]: the whole-archive check behind `seqbus archive verify`.
+//! * [`journal`]: the archiver: copies (and follows) a sequencer's journal into an archive.
 
 pub mod columns;
 pub mod format;
 pub mod ir;
+pub mod journal;
 pub mod manifest;
 pub mod segment;
 pub mod typed;

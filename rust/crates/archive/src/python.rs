@@ -109,6 +109,60 @@ impl PyArchiveWriter {
     }
 }
 
+#[pyclass(module = "seqbus._core", name = "JournalArchiver")]
+pub struct PyJournalArchiver {
+    inner: Option<crate::journal::Archiver>,
+}
+
+impl PyJournalArchiver {
+    fn a(&mut self) -> PyResult<&mut crate::journal::Archiver> {
+        self.inner
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("the archive is sealed"))
+    }
+}
+
+#[pymethods]
+impl PyJournalArchiver {
+    #[new]
+    #[pyo3(signature = (journal_dir, out, segment_bytes, schemas, start=None))]
+    fn new(
+        journal_dir: &str,
+        out: &str,
+        segment_bytes: u64,
+        schemas: Vec<(u16, String, String)>,
+        start: Option<u64>,
+    ) -> PyResult<Self> {
+        let a = crate::journal::Archiver::create(
+            Path::new(journal_dir),
+            Path::new(out),
+            segment_bytes,
+            &schemas,
+            start,
+        )
+        .map_err(err)?;
+        Ok(PyJournalArchiver { inner: Some(a) })
+    }
+
+    /// Copies up to `max` new journal messages into the archive (GIL released); how many.
+    fn poll(&mut self, py: Python<'_>, max: usize) -> PyResult<usize> {
+        let a = self.a()?;
+        py.allow_threads(|| a.poll(max)).map_err(err)
+    }
+
+    /// (next sequence the journal will hold, next sequence the archive needs).
+    fn position(&mut self) -> PyResult<(u64, Option<u64>)> {
+        let a = self.a()?;
+        Ok((a.journal_next(), a.archive_next()))
+    }
+
+    fn seal(&mut self) -> PyResult<String> {
+        let m = self.a()?.writer.seal().map_err(err)?;
+        self.inner = None;
+        Ok(serde_json::to_string_pretty(&m).expect("manifest serialises"))
+    }
+}
+
 /// (first_sequence, records) of a segment as its index lists them.
 #[pyfunction]
 fn archive_segment_info(seg: &str, idx: &str) -> PyResult<(u64, u64)> {
@@ -254,6 +308,7 @@ fn archive_verify_segment(
 /// Adds the archive functions and classes to `seqbus._core`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyArchiveWriter>()?;
+    m.add_class::<PyJournalArchiver>()?;
     m.add_function(wrap_pyfunction!(archive_segment_info, m)?)?;
     m.add_function(wrap_pyfunction!(archive_range, m)?)?;
     m.add_function(wrap_pyfunction!(archive_envelopes, m)?)?;

@@ -1,0 +1,304 @@
+"""``seqbus archive ls|cat|verify|export|seal|follow`` and ``seqbus tail``.
+
+:func:`add_commands` adds them to the ``seqbus`` CLI (runtime/seqbus/cli.py calls it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from seqbus.archive.errors import ArchiveError
+
+
+def _progress(total: int, desc: str, unit: str) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=None, leave=False,
+                unit_scale=True)
+
+
+def _bounds(args: argparse.Namespace) -> dict[str, Any]:
+    from seqbus.archive.text import parse_time
+
+    b: dict[str, Any] = {}
+    if args.from_seq is not None:
+        b["seq_lo"] = args.from_seq
+    if args.to_seq is not None:
+        b["seq_hi"] = args.to_seq
+    try:
+        if args.since is not None:
+            b["ts_lo"] = parse_time(args.since)
+        if args.until is not None:
+            b["ts_hi"] = parse_time(args.until)
+    except ValueError as exc:
+        raise ArchiveError(f"bad time: {exc}") from None
+    return b
+
+
+def _archives(path: Path) -> Iterator[Path]:
+    if (path / "archive.json").exists():
+        yield path
+        return
+    if not path.is_dir():
+        raise ArchiveError(f"{path}: no such archive or directory")
+    for p in sorted(path.iterdir()):
+        if (p / "archive.json").exists():
+            yield p
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from seqbus.archive import Archive
+    from seqbus.archive.text import iso_ns
+
+    found = False
+    for p in _archives(Path(args.path)):
+        found = True
+        a = Archive(p)
+        segs = a.segments()
+        n = sum(s.count for s in segs)
+        size = sum(Path(s.seg).stat().st_size + Path(s.idx).stat().st_size for s in segs)
+        first = next((s for s in segs if s.count), None)
+        span = "empty"
+        if first is not None:
+            last = [s for s in segs if s.count][-1]
+            span = (f"sequences {first.first_sequence}-{last.last_sequence}  "
+                    f"{iso_ns(first.first_timestamp_ns)} .. {iso_ns(last.last_timestamp_ns)}")
+        schemas = ",".join(s["package"] for s in a.manifest["schemas"])
+        print(f"{p}  session {a.session}  {'sealed' if a.sealed else 'LIVE'}  {len(segs)} segments  "
+              f"{n} messages  {size / 1e6:.1f} MB  schemas {schemas}  {span}")
+    if not found:
+        print(f"no archives under {args.path}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print(rows: Iterator[dict[str, Any]], as_json: bool, limit: int | None) -> int:
+    from seqbus.archive.text import json_line, text_line
+
+    n = 0
+    fmt = json_line if as_json else text_line
+    try:
+        for r in rows:
+            if limit is not None and n >= limit:
+                break
+            sys.stdout.write(fmt(r) + "\n")
+            n += 1
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`
+        return n
+    return n
+
+
+def _report_problems(a: Any) -> int:
+    for p in a.problems:
+        print(f"seqbus: corrupt record skipped: {p}", file=sys.stderr)
+    return 1 if a.problems else 0
+
+
+def cmd_cat(args: argparse.Namespace) -> int:
+    from seqbus.archive import Archive
+    from seqbus.archive.text import messages
+
+    a = Archive(args.archive)
+    a.report = a.problems.append  # type: ignore[method-assign]  # listed at the end, not logged
+    _print(messages(a, types=args.type, nodes=args.node, **_bounds(args)), args.json, args.limit)
+    return _report_problems(a)
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    """Follows a live archive: prints what is there (from --from or the last --lines), then
+    every new message as the archiver appends it, until the archive is sealed or Ctrl-C."""
+    from seqbus.archive import Archive
+    from seqbus.archive.text import messages
+
+    a = Archive(args.archive)
+    a.report = a.problems.append  # type: ignore[method-assign]
+    last = a.last_sequence or 0
+    nxt = args.from_seq if args.from_seq is not None else max(1, last - args.lines + 1)
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.is_set():
+            a.refresh()
+            last = a.last_sequence or 0
+            if last >= nxt:
+                for r in messages(a, types=args.type, nodes=args.node, seq_lo=nxt, seq_hi=last):
+                    _print(iter([r]), args.json, None)
+                nxt = last + 1
+            if a.sealed and (a.last_sequence or 0) < nxt:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            stop.wait(args.interval)
+    except KeyboardInterrupt:
+        pass
+    return _report_problems(a)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from seqbus.archive import Archive
+
+    a = Archive(args.archive)
+    segs = a.segments()
+    bar = _progress(sum(s.count for s in segs), "verify", "msg")
+    rep = a.verify(progress=lambda s: bar.update(s.count))
+    bar.close()
+    for p in rep.problems:
+        print(f"{args.archive}/{p}")
+    span = f"sequences {rep.first_sequence}-{rep.last_sequence}" if rep.records else "no records"
+    status = "OK" if rep.ok else f"{len(rep.problems)} PROBLEMS"
+    print(f"{status}: {rep.segments} segments, {rep.records} records ({rep.good} good), {span}")
+    return 0 if rep.ok else 1
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Parquet files without Spark: envelope.parquet and one file per message type."""
+    import pyarrow.parquet as pq
+
+    from seqbus.archive import Archive
+    from seqbus.archive import tables as T
+
+    a = Archive(args.archive)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    bounds = _bounds(args)
+    slices = a.slices(**bounds)
+    total = sum(s.end - s.start for s in slices)
+    present = set()
+    bar = _progress(total, "envelope", "msg")
+    with pq.ParquetWriter(out / "envelope.parquet", T.ENVELOPE_SCHEMA) as w:
+        for b in a.envelope_batches(slices):
+            w.write_batch(b)
+            present.update(b.column("type").unique().to_pylist())
+            bar.update(b.num_rows)
+    bar.close()
+    wanted = sorted(present & set(a.type_names().values()))
+    if args.type:
+        wanted = [t for t in wanted if t in {f"{a.ir[s]['package']}.{n}" for s, n in map(a.resolve, args.type)}]
+    for typ in wanted:
+        bar = _progress(total, typ, "msg")
+        rows = 0
+        with pq.ParquetWriter(out / f"{typ}.parquet", a.typed_schema(typ)) as w:
+            for sl, b in zip(slices, a.typed_batches(typ, slices), strict=True):
+                w.write_batch(b)
+                rows += b.num_rows
+                bar.update(sl.end - sl.start)
+        bar.close()
+        print(f"{out / (typ + '.parquet')}: {rows} rows")
+    print(f"{out / 'envelope.parquet'}: {total - len(a.problems)} rows")
+    return _report_problems(a)
+
+
+def _schemas(paths: list[str] | None) -> list[tuple[int, str, str]]:
+    from seqbus.archive import load_ir
+
+    if not paths:
+        raise ArchiveError("give the schema IR of every package the session carries: "
+                           "--schema FILE (written by `seqc ir --json SCHEMA.idl > FILE`)")
+    return load_ir(paths)
+
+
+def cmd_seal(args: argparse.Namespace) -> int:
+    from seqbus.archive.archiver import JournalArchiver
+
+    a = JournalArchiver(args.journal, args.out, _schemas(args.schema),
+                        segment_bytes=args.segment_mb << 20)
+    n = a.catch_up()
+    m = a.seal()
+    print(f"{args.out}: sealed, {n} messages in {len(m['segments'])} segments")
+    return 0
+
+
+def cmd_follow(args: argparse.Namespace) -> int:
+    from seqbus.archive.archiver import JournalArchiver
+
+    a = JournalArchiver(args.journal, args.out, _schemas(args.schema),
+                        segment_bytes=args.segment_mb << 20)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    a.follow(stop, interval=args.interval, idle_exit=args.idle_exit)
+    m = a.seal()
+    print(f"{args.out}: sealed at sequence {a_last(m)}, {len(m['segments'])} segments")
+    return 0
+
+
+def a_last(m: dict[str, Any]) -> int:
+    segs = [s for s in m["segments"] if s["count"]]
+    return segs[-1]["first_sequence"] + segs[-1]["count"] - 1 if segs else 0
+
+
+def _filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--type", action="append", metavar="TYPE",
+                   help="only this message type (exchange.NewOrder or NewOrder); repeatable")
+    p.add_argument("--node", action="append", metavar="ACCOUNT[:INSTANCE]",
+                   help="only messages sent by this node; repeatable")
+    p.add_argument("--json", action="store_true", help="JSON lines instead of readable lines")
+
+
+def _ranges(p: argparse.ArgumentParser, with_from: bool = True) -> None:
+    if with_from:
+        p.add_argument("--from", dest="from_seq", type=int, metavar="SEQ", help="first sequence")
+    p.add_argument("--to", dest="to_seq", type=int, metavar="SEQ", help="last sequence")
+    p.add_argument("--since", metavar="TIME", help="first sequencer time (ISO 8601 UTC, or ns)")
+    p.add_argument("--until", metavar="TIME", help="last sequencer time (ISO 8601 UTC, or ns)")
+
+
+def add_commands(sub: Any) -> None:
+    """Adds ``archive`` and ``tail`` to the ``seqbus`` CLI's subparsers."""
+    p = sub.add_parser("archive", help="session archives: ls, cat, verify, export, seal, follow")
+    asub = p.add_subparsers(dest="archive_command", required=True)
+
+    q = asub.add_parser("ls", help="list archives (an archive or a directory of them)")
+    q.add_argument("path")
+    q.set_defaults(func=cmd_ls)
+
+    q = asub.add_parser("cat", help="print decoded messages")
+    q.add_argument("archive")
+    _filters(q)
+    _ranges(q)
+    q.add_argument("--limit", type=int, help="stop after this many messages")
+    q.set_defaults(func=cmd_cat)
+
+    q = asub.add_parser("verify", help="check checksums, indexes and sequence contiguity")
+    q.add_argument("archive")
+    q.set_defaults(func=cmd_verify)
+
+    q = asub.add_parser("export", help="write Parquet files (envelope + one per message type)")
+    q.add_argument("archive")
+    q.add_argument("out", help="output directory")
+    q.add_argument("--type", action="append", metavar="TYPE", help="only these typed tables")
+    _ranges(q)
+    q.set_defaults(func=cmd_export)
+
+    for name, helptext, fn in (
+        ("seal", "archive a finished journal and seal it", cmd_seal),
+        ("follow", "archive a live journal as the sequencer writes it; seal on exit", cmd_follow),
+    ):
+        q = asub.add_parser(name, help=helptext)
+        q.add_argument("journal", help="the sequencer's journal directory")
+        q.add_argument("out", help="the archive directory to create")
+        q.add_argument("--schema", action="append", metavar="IR_JSON",
+                       help="schema IR of a package the session carries (seqc ir --json); repeatable")
+        q.add_argument("--segment-mb", type=int, default=64, help="archive segment size (MiB)")
+        if name == "follow":
+            q.add_argument("--interval", type=float, default=0.05, help="poll interval (s)")
+            q.add_argument("--idle-exit", type=float, help="seal after this many s without news")
+        q.set_defaults(func=fn)
+
+    p = sub.add_parser("tail", help="follow a live archive, printing messages as they arrive")
+    p.add_argument("archive")
+    _filters(p)
+    p.add_argument("--from", dest="from_seq", type=int, metavar="SEQ", help="start at SEQ")
+    p.add_argument("--lines", type=int, default=10, help="start with the last N (default 10)")
+    p.add_argument("--interval", type=float, default=0.2, help="poll interval (s)")
+    p.add_argument("--timeout", type=float, help="stop after this many s")
+    p.set_defaults(func=cmd_tail)

@@ -1,0 +1,119 @@
+//! The archiver: reads a sequencer's journal (docs/journal.md) through `seqbus-journal`'s
+//! `JournalReader`, which follows segments as the sequencer writes them, and appends every
+//! message to an archive; sealing it at the end of the session.
+
+use std::path::{Path, PathBuf};
+
+use seqbus_journal::JournalReader;
+
+use crate::writer::ArchiveWriter;
+use crate::{ArchiveError, Result};
+
+/// The session name in the header of the journal's first segment (bytes 8..18).
+pub fn journal_session(dir: &Path) -> Result<[u8; 10]> {
+    let mut segs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| ArchiveError::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    segs.sort();
+    let first = segs
+        .first()
+        .ok_or_else(|| ArchiveError::format(dir, "no journal segment (*.seg) in the directory"))?;
+    let mut head = [0u8; 18];
+    use std::io::Read;
+    std::fs::File::open(first)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .map_err(|e| ArchiveError::io(first, e))?;
+    if &head[0..8] != b"SEQBUSJ1" {
+        return Err(ArchiveError::format(first, "not a seqbus journal segment (bad magic)"));
+    }
+    Ok(head[8..18].try_into().expect("10 bytes"))
+}
+
+pub struct Archiver {
+    reader: JournalReader,
+    pub writer: ArchiveWriter,
+    next: Option<u64>,
+}
+
+impl Archiver {
+    /// Opens the journal in `journal_dir` and creates the archive `out`. The archive starts at
+    /// `from` (default: the journal's first sequence).
+    pub fn create(
+        journal_dir: &Path,
+        out: &Path,
+        segment_bytes: u64,
+        schemas: &[(u16, String, String)],
+        from: Option<u64>,
+    ) -> Result<Archiver> {
+        let session = journal_session(journal_dir)?;
+        let reader = JournalReader::open(journal_dir, session)
+            .map_err(|e| ArchiveError::format(journal_dir, e.to_string()))?;
+        let name = String::from_utf8_lossy(&session).trim_end().to_string();
+        let writer = ArchiveWriter::create(out, &name, segment_bytes, schemas)?;
+        Ok(Archiver { reader, writer, next: from })
+    }
+
+    /// Copies up to `max` messages the journal holds beyond what is archived, then flushes
+    /// them to the archive's readers; returns how many.
+    pub fn poll(&mut self, max: usize) -> Result<usize> {
+        self.reader
+            .refresh()
+            .map_err(|e| ArchiveError::Usage(e.to_string()))?;
+        let from = match self.next {
+            Some(n) => n,
+            None => match first_sequence(&self.reader) {
+                Some(f) => f,
+                None => return Ok(0),
+            },
+        };
+        if from >= self.reader.next_seq() {
+            return Ok(0);
+        }
+        let mut err = None;
+        let w = &mut self.writer;
+        let n = self
+            .reader
+            .read(from, max, &mut |seq, msg| match w.append(seq, msg) {
+                Ok(()) => true,
+                Err(e) => {
+                    err = Some(e);
+                    false
+                }
+            })
+            .map_err(|e| ArchiveError::Usage(e.to_string()))?;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        self.writer.flush()?;
+        self.next = Some(from + n as u64);
+        Ok(n)
+    }
+
+    /// The next sequence the journal will hold (everything below it is written).
+    pub fn journal_next(&self) -> u64 {
+        self.reader.next_seq()
+    }
+
+    /// The next sequence the archive needs.
+    pub fn archive_next(&self) -> Option<u64> {
+        self.next
+    }
+}
+
+fn first_sequence(r: &JournalReader) -> Option<u64> {
+    let mut first = None;
+    let _ = r.read(0, 1, &mut |seq, _| {
+        first = Some(seq);
+        false
+    });
+    if first.is_some() {
+        return first;
+    }
+    let _ = r.read(1, 1, &mut |seq, _| {
+        first = Some(seq);
+        false
+    });
+    first
+}
