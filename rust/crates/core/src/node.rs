@@ -154,6 +154,9 @@ pub struct Node {
     next: u64,
     /// One past the highest sequence known to exist; 0 = unknown.
     head: u64,
+    /// True once `head` came from the stream's end itself (a live packet or a heartbeat),
+    /// not only from retransmitted history: only then can a rewind be over.
+    head_known: bool,
     rewinding: bool,
     ended: Option<u64>,
     // the packet being delivered
@@ -199,6 +202,7 @@ impl Node {
             topics: p.topics.as_ref().map(|t| t.iter().copied().collect()),
             next,
             head: 0,
+            head_known: false,
             rewinding,
             ended: None,
             cur: Vec::new(),
@@ -284,6 +288,9 @@ impl Node {
             }
         }
         let first = p.sequence();
+        if src == Source::Live || p.kind() != PacketKind::Messages {
+            self.head_known = true;
+        }
         match p.kind() {
             PacketKind::Heartbeat => {
                 self.note_head(first);
@@ -392,7 +399,7 @@ impl Node {
             self.next = self.cur_seq;
             n += self.process(seq, at + 2, len, out);
         }
-        if n < max_records && self.rewinding && self.head > 0 && self.next >= self.head {
+        if n < max_records && self.rewinding && self.head_known && self.next >= self.head {
             self.rewinding = false;
             let env = [0u8; ENVELOPE_LEN];
             write_record(out, RECORD_CAUGHT_UP, self.next - 1, &env, &[]);
@@ -440,8 +447,8 @@ impl Node {
         };
         if to > have {
             Some((have, to))
-        } else if self.rewinding && self.head == 0 {
-            // rewinding before anything is known about the stream: ask from the start
+        } else if self.rewinding && !self.head_known {
+            // rewinding before the end of the stream is known: ask on from where we are
             Some((have, have + self.p.max_request as u64))
         } else {
             None

@@ -86,6 +86,7 @@ impl Replayer {
             return Ok(());
         }
         let max = r.count.min(self.max_per_request) as usize;
+        let reaches_end = r.sequence + max as u64 >= next;
         let session = self.session;
         let w = &mut self.writer;
         let stats = &mut self.stats;
@@ -107,6 +108,11 @@ impl Replayer {
         })?;
         if w.count() > 0 {
             emit(w.bytes());
+            self.stats.packets_sent += 1;
+        }
+        if reaches_end {
+            // tells the requester where the stored stream ends (a rewinding node's target)
+            emit(&mold::heartbeat(self.session, next));
             self.stats.packets_sent += 1;
         }
         Ok(())
