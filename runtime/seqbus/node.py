@@ -13,6 +13,7 @@ Generated bases (``ExchangeNode``, ``PingpongNode``…) subclass :class:`Node` a
 from __future__ import annotations
 
 import heapq
+from collections import deque
 import itertools
 import time
 import mmap
@@ -27,7 +28,7 @@ from seqbus.batch import (
     RECORD_REWOUND,
     RECORD_TIME,
 )
-from seqbus.errors import DecodeError, SeqbusError, UnknownMessageError
+from seqbus.errors import BackPressureError, DecodeError, SeqbusError, UnknownMessageError
 
 __all__ = [
     "Client",
@@ -88,6 +89,18 @@ class Timer:
         self.cancelled = True
 
 
+def _body_of(message: object) -> Body:
+    encode = getattr(message, "encode", None)
+    if encode is not None and not isinstance(message, (bytes, bytearray)):
+        body: Body = encode()
+        return body
+    if isinstance(message, (bytes, bytearray, memoryview)):
+        return message
+    if isinstance(message, mmap.mmap):
+        return memoryview(message)
+    raise TypeError(f"send() needs a message or bytes, not {type(message).__name__}")
+
+
 def _account_key(account: str) -> bytes:
     try:
         raw = account.encode("ascii")
@@ -128,6 +141,7 @@ class Node:
         self._order = itertools.count()
         self._deadline_sent: int | None = None
         self._stopping = False
+        self._outbox: deque[Body] = deque()
         self._dispatchers = self._collect_dispatchers()
 
     # -- the application's hooks -------------------------------------------------------------
@@ -158,23 +172,51 @@ class Node:
 
         ``message`` is a generated message object (anything with ``encode() -> bytes``) or an
         already-encoded body (bytes-like). Raises :class:`BackPressureError` when the window of
-        in-flight commands is full.
+        in-flight commands is full (or commands queued by :meth:`post` are still waiting, which
+        keeps the node's commands in order).
         """
-        client = self._client
-        if client is None:
-            raise SeqbusError("the node is not connected to a bus; start it with seqbus.run")
-        encode = getattr(message, "encode", None)
-        if encode is not None and not isinstance(message, (bytes, bytearray)):
-            body: Body = encode()
-        elif isinstance(message, (bytes, bytearray, memoryview)):
-            body = message
-        elif isinstance(message, mmap.mmap):
-            body = memoryview(message)
-        else:
-            raise TypeError(f"send() needs a message or bytes, not {type(message).__name__}")
+        client = self._connected()
+        body = _body_of(message)
+        if self._outbox and not self.flush_outbox():
+            raise BackPressureError(f"{len(self._outbox)} posted commands wait for the window")
         seq = client.send(body)
         self.stats.sent += 1
         return seq
+
+    def post(self, message: object) -> None:
+        """Send a command, or queue it when the window is full; queued commands go out in
+        order as the window drains (after each batch).
+
+        For deterministic state machines: what a node sends and in which order depends only
+        on the stream, never on how fast the sequencer acknowledges, so hot-hot instances and
+        replays produce the same commands, which the sequencer deduplicates.
+        """
+        self._connected()
+        self._outbox.append(_body_of(message))
+        self.flush_outbox()
+
+    def flush_outbox(self) -> bool:
+        """Send what :meth:`post` queued, as far as the window allows; True when all went."""
+        client = self._connected()
+        outbox = self._outbox
+        while outbox:
+            try:
+                client.send(outbox[0])
+            except BackPressureError:
+                return False
+            outbox.popleft()
+            self.stats.sent += 1
+        return True
+
+    @property
+    def posted(self) -> int:
+        """Commands :meth:`post` queued that wait for the window."""
+        return len(self._outbox)
+
+    def _connected(self) -> Client:
+        if self._client is None:
+            raise SeqbusError("the node is not connected to a bus; start it with seqbus.run")
+        return self._client
 
     def stop(self) -> None:
         """Ask the loop running this node to return after the current batch."""
@@ -256,6 +298,8 @@ class Node:
             timeout = max(0.0, min(timeout, self._local_timers[0].at - time.monotonic()))
         batch = client.poll(max_records, timeout)
         handled = self.handle_batch(batch) if batch else 0
+        if self._outbox:
+            self.flush_outbox()
         if self._local_timers:
             self._fire_local_timers()
         return handled
@@ -305,6 +349,8 @@ class Node:
                     "Record", "record_type", offset - length + 4, f"unknown type {kind}"
                 )
         self.stats.batches += 1
+        if self._outbox:
+            self.flush_outbox()
         return records
 
     # -- internals -------------------------------------------------------------------------

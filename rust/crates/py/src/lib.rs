@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 mod batch;
 mod client;
 mod errors;
+mod sim;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -14,6 +15,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::NodeClient>()?;
     m.add_class::<client::Sequencer>()?;
     m.add_class::<client::Replayer>()?;
+    m.add_class::<sim::SimBus>()?;
     m.add_function(wrap_pyfunction!(client::check_config, m)?)?;
     m.add_function(wrap_pyfunction!(batch::walk_batch, m)?)?;
     m.add("STOP_END", batch::STOP_END)?;
