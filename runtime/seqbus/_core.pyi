@@ -19,6 +19,7 @@ class NodeClient:
         start: Literal["live", "rewind"] | int | None = None,
         topics: Sequence[tuple[int, int]] | None = None,
         window: int | None = None,
+        listen: str | None = None,
     ) -> None: ...
     def poll(self, max_records: int, timeout: float) -> bytes:
         """Wait at most ``timeout`` s (GIL released) and return one batch; b"" when none."""

@@ -74,7 +74,7 @@ def _cmd_node(args: argparse.Namespace) -> int:
             sys.path.insert(0, entry)
     cls = load_node_class(args.target)
     start: Start = "rewind" if args.rewind else args.from_seq if args.from_seq else "live"
-    run(cls, args.config, args.account, args.instance, start=start)
+    run(cls, args.config, args.account, args.instance, start=start, listen=args.listen)
     return 0
 
 
@@ -102,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--account", required=True, help="the node's account (1-8 ASCII characters)")
     p.add_argument("--instance", type=int, default=1, help="instance id (hot-hot copies)")
     p.add_argument("--path", action="append", help="prepend a directory to sys.path")
+    p.add_argument("--listen", metavar="HOST:PORT", help="udp-unicast receive address")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--rewind", action="store_true", help="replay the stream from the start")
     start.add_argument("--from", dest="from_seq", type=int, metavar="SEQ", help="replay from SEQ")

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -46,15 +47,22 @@ def _reexec_in_netns(argv: list[str]) -> None:
     )
 
 
-def bus_config(workdir: Path, multicast: bool, base_port: int) -> str:
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def bus_config(workdir: Path, multicast: bool, subscribers: list[str]) -> str:
     """The demo bus (keys: docs/configuration.md): one sequencer on loopback, journal in
-    ``workdir``, a replayer beside it."""
-    upstream, downstream, replayer = base_port, base_port + 1, base_port + 2
+    ``workdir``, a replayer beside it; ``subscribers`` are the nodes' unicast addresses."""
+    upstream, downstream, replayer = free_udp_port(), free_udp_port(), free_udp_port()
     if multicast:
         down = f'transport = "udp-multicast"\ngroup = "239.7.7.7:{downstream}"\n'
         down += 'interface = "127.0.0.1"'
     else:
-        down = 'transport = "udp-unicast"\nsubscribers = []'
+        down = 'transport = "udp-unicast"\nsubscribers = ['
+        down += ", ".join(f'"{a}"' for a in subscribers) + "]"
     return f"""\
 [bus]
 session = "DEMO000001"
@@ -120,25 +128,23 @@ def main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="seqbus-demo-") as tmp:
         workdir = Path(tmp)
         config = workdir / "bus.toml"
-        config.write_text(bus_config(workdir, multicast, 23000 + os.getpid() % 20000))
+        cli = [sys.executable, "-m", "seqbus.cli"]
+        listen = {n: f"127.0.0.1:{free_udp_port()}" for n in ("PONGER", "PINGER")}
+        config.write_text(bus_config(workdir, multicast, list(listen.values())))
+
+        def node(target: str, account: str, *extra: str) -> list[str]:
+            args = [*cli, "node", target, "-c", str(config), "--account", account, *extra]
+            return args if multicast else [*args, "--listen", listen[account]]
+
         out = workdir / "summary.json"
         env = dict(os.environ, SEQBUS_DEMO_COUNT=str(args.count), SEQBUS_DEMO_OUT=str(out))
-        cli = [sys.executable, "-m", "seqbus.cli"]
         procs: list[subprocess.Popen[bytes]] = []
         try:
             procs.append(subprocess.Popen([*cli, "sequencer", "-c", str(config)], env=env))
             procs.append(
-                subprocess.Popen(
-                    [*cli, "node", "seqbus.demo_nodes:Ponger", "-c", str(config)]
-                    + ["--account", "PONGER", "--rewind"],
-                    env=env,
-                )
+                subprocess.Popen(node("seqbus.demo_nodes:Ponger", "PONGER", "--rewind"), env=env)
             )
-            pinger = subprocess.Popen(
-                [*cli, "node", "seqbus.demo_nodes:Pinger", "-c", str(config)]
-                + ["--account", "PINGER"],
-                env=env,
-            )
+            pinger = subprocess.Popen(node("seqbus.demo_nodes:Pinger", "PINGER"), env=env)
             procs.append(pinger)
             deadline = time.monotonic() + args.timeout
             while pinger.poll() is None:

@@ -38,6 +38,8 @@ class NodeSpec:
     account: str
     instance: int = 1
     start: Start = "live"
+    #: host:port this node receives a udp-unicast downstream on (overrides node.listen).
+    listen: str | None = None
 
 
 @contextlib.contextmanager
@@ -75,6 +77,7 @@ def _loop(node: Node, spec: NodeSpec, config: str, stop: threading.Event) -> Non
         spec.instance,
         start=_start_arg(spec.start),
         topics=type(node).topics(),
+        listen=spec.listen,
     )
     try:
         # on_opened may send, so the node opens once the sequencer has told the client its
@@ -108,6 +111,7 @@ def run(
     instance: int = 1,
     *,
     start: Start = "live",
+    listen: str | None = None,
     stop: threading.Event | None = None,
 ) -> Node:
     """Connect ``node`` (a class or an instance) to the bus of ``config`` and run it.
@@ -118,7 +122,7 @@ def run(
     obj = node() if isinstance(node, type) else node
     event = stop if stop is not None else threading.Event()
     with stop_on_signals(event):
-        _loop(obj, NodeSpec(obj, account, instance, start), str(config), event)
+        _loop(obj, NodeSpec(obj, account, instance, start, listen), str(config), event)
     return obj
 
 

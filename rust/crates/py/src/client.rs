@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use seqbus_net::{Config, NodeOptions, Start};
 
-use crate::errors::{config_error, net_error, send_error};
+use crate::errors::{config_error, net_error, send_error, seqbus_error};
 
 fn load(py: Python<'_>, path: &str) -> PyResult<Config> {
     Config::from_path(Path::new(path)).map_err(|e| config_error(py, &e))
@@ -60,7 +60,8 @@ impl NodeClient {
 #[pymethods]
 impl NodeClient {
     #[new]
-    #[pyo3(signature = (config, account, instance = 1, *, start = None, topics = None, window = None))]
+    #[pyo3(signature = (config, account, instance = 1, *, start = None, topics = None, window = None, listen = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         config: &str,
@@ -69,8 +70,16 @@ impl NodeClient {
         start: Option<&Bound<'_, PyAny>>,
         topics: Option<Vec<(u16, u16)>>,
         window: Option<usize>,
+        listen: Option<&str>,
     ) -> PyResult<Self> {
         let cfg = load(py, config)?;
+        let listen =
+            match listen {
+                Some(a) => Some(a.parse::<std::net::SocketAddr>().map_err(|e| {
+                    seqbus_error(py, "ConfigError", (format!("listen {a:?}: {e}"),))
+                })?),
+                None => None,
+            };
         let start = match start {
             Some(s) => start_of(s)?,
             None => Start::Live,
@@ -78,6 +87,7 @@ impl NodeClient {
         let mut opts = NodeOptions::new(account, instance, start);
         opts.topics = topics;
         opts.window = window;
+        opts.listen = listen;
         let client = py
             .allow_threads(|| seqbus_net::NodeClient::connect(&cfg, opts))
             .map_err(|e| net_error(py, e))?;

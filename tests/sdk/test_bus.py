@@ -1,0 +1,83 @@
+"""The SDK over real sockets: the Rust client, configuration errors, the demo end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from seqbus import ConfigError, _core
+
+
+def test_a_bad_configuration_key_is_named(tmp_path: Path) -> None:
+    config = tmp_path / "bus.toml"
+    config.write_text('[bus]\nsession = "S"\n[sequencer]\nupstream = "127.0.0.1:1"\nbogus = 1\n')
+    with pytest.raises(ConfigError, match="bogus"):
+        _core.check_config(str(config))
+    with pytest.raises(ConfigError, match="bogus"):
+        _core.NodeClient(str(config), "A")
+    with pytest.raises(ConfigError, match="bogus"):
+        _core.Sequencer(str(config))
+
+
+def test_a_missing_configuration_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        _core.check_config(str(tmp_path / "absent.toml"))
+
+
+def test_node_command_exits_1_on_a_bad_config(tmp_path: Path) -> None:
+    config = tmp_path / "bus.toml"
+    config.write_text("[bus]\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "seqbus.cli", "node", "seqbus.node:Node", "-c", str(config)]
+        + ["--account", "A"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "seqbus node: error:" in proc.stderr and "session" in proc.stderr
+
+
+@pytest.mark.slow
+def test_demo_prints_a_json_summary_over_unicast() -> None:
+    env = dict(os.environ, SEQBUS_IN_NETNS="0")
+    proc = subprocess.run(
+        [sys.executable, "-m", "seqbus.cli", "demo", "--unicast", "--json", "--count", "300"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["transport"] == "udp-unicast"
+    assert summary["round_trips"] == 300
+    assert 0 < summary["rtt_us"]["p50"] <= summary["rtt_us"]["p99"]
+
+
+@pytest.mark.slow
+def test_demo_over_multicast_in_a_private_namespace() -> None:
+    if os.environ.get("SEQBUS_NO_NETNS") == "1":
+        pytest.skip("no private network namespace can be made here")
+    env = {k: v for k, v in os.environ.items() if k != "SEQBUS_IN_NETNS"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "seqbus.cli", "demo", "--json", "--count", "300"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    if "no private network namespace" in " ".join(summary["notes"]):
+        pytest.skip(summary["notes"][0])
+    assert summary["transport"] == "udp-multicast"
+    assert summary["round_trips"] == 300
