@@ -17,6 +17,7 @@ class Bus:
     upstream: int
     downstream: int
     replayer: int
+    group: str = "239.7.7.7"
 
 
 def udp_port_in_use(port: int) -> bool:

@@ -1,8 +1,8 @@
 """Nodes of the end-to-end stream test: two senders and a listener, all hashing the stream.
 
 Every node handles ``Ping`` and folds (sequence, sequencer time, id, sent_at) of each one into a
-BLAKE2b hash; when it has seen ``SEQBUS_E2E_TOTAL`` Pings it writes a JSON report to
-``SEQBUS_E2E_OUT`` and stops. Senders send ``SEQBUS_E2E_SHARE`` Pings each, ids
+BLAKE2b hash; when it has seen ``SEQBUS_E2E_TOTAL`` Pings (and the file ``SEQBUS_E2E_RELEASE`` exists,
+when that is set) it writes a JSON report to ``SEQBUS_E2E_OUT`` and stops. Senders send ``SEQBUS_E2E_SHARE`` Pings each, ids
 ``index * 10**9 + n``, keeping the in-flight window full: they send on opening and again each
 time one of their own Pings comes back, and a full window (``BackPressureError``) just waits.
 """
@@ -32,6 +32,29 @@ class Listener(PingpongNode):
         self.order_violations = 0
         self.next_from: dict[int, int] = {}
         self.out_of_order_per_sender = 0
+        self.release = os.environ.get("SEQBUS_E2E_RELEASE", "")
+        self.ticks = 0
+
+    def on_opened(self) -> None:
+        print(f"{self.account}: opened", flush=True)
+        self.set_local_timer(0.1, self.tick)
+
+    def tick(self) -> None:
+        """Ten times a second: finish once released; once a second: progress for the logs."""
+        self.ticks += 1
+        if self.ticks % 10 == 0:
+            client = getattr(self, "_client", None)
+            stats = dict(client.stats()) if client is not None and hasattr(client, "stats") else {}
+            print(f"{self.account}: seen={self.seen} sent={getattr(self, 'sent', 0)} {stats}", flush=True)
+        self.maybe_finish()
+        if not self.stopped:
+            self.set_local_timer(0.1, self.tick)
+
+    def maybe_finish(self) -> None:
+        """Stop once every Ping is seen and the test has released the node (file exists)."""
+        if self.seen == self.total and (not self.release or os.path.exists(self.release)):
+            self.report()
+            self.stop()
 
     def on_ping(self, msg: PingView, mine: bool) -> None:
         seq = self.sequence()
@@ -46,13 +69,14 @@ class Listener(PingpongNode):
         self.seen += 1
         self.after_ping(mine)
         if self.seen == self.total:
-            self.report()
-            self.stop()
+            self.maybe_finish()
 
     def after_ping(self, mine: bool) -> None:
         pass
 
     def report(self) -> None:
+        client = getattr(self, "_client", None)
+        transport = dict(client.stats()) if client is not None and hasattr(client, "stats") else {}
         with open(self.out, "w") as fh:
             json.dump(
                 {
@@ -63,6 +87,7 @@ class Listener(PingpongNode):
                     "order_violations": self.order_violations,
                     "out_of_order_per_sender": self.out_of_order_per_sender,
                     "per_sender": self.next_from,
+                    "transport": transport,
                 },
                 fh,
             )
@@ -76,6 +101,7 @@ class Sender(Listener):
         self.sent = 0
 
     def on_opened(self) -> None:
+        super().on_opened()
         self.pump()
 
     def after_ping(self, mine: bool) -> None:
