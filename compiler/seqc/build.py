@@ -39,7 +39,7 @@ def build(root: str, *, force: bool = False, quiet: bool = True, optimize: str =
         rel = pyx.resolve().relative_to(root_path).with_suffix("")
         name = ".".join(rel.parts)
         exts.append(Extension(name, [str(pyx.resolve())],
-                              extra_compile_args=[optimize, "-Wno-unused-function",
+                              extra_compile_args=[optimize, "-g0", "-Wno-unused-function",
                                                   "-Wno-unreachable-code"]))
     cwd = os.getcwd()
     os.chdir(root_path)

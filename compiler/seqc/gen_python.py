@@ -32,6 +32,8 @@ def _pyctype(t: ir.Type) -> str:
 def attr_decl(f: ir.Field) -> str:
     if f.kind == "fixed" and f.type is not None and f.type.kind == "primitive":
         return f"cdef public {_pyctype(f.type)} {f.name}"
+    if f.kind == "group":
+        return f"cdef public list {f.name}"
     return f"cdef public object {f.name}"
 
 
@@ -88,6 +90,7 @@ def write_stmt(t: ir.Type, q: str, v: str, where: str) -> str:
 
 
 def _py_value(f: ir.Field, expr: str, view: bool) -> str:
+    """A value class's field (``view`` False) as a plain Python value."""
     if f.kind == "group":
         return f"[e.to_dict() for e in {expr}]"
     if f.kind == "bytes":
@@ -111,8 +114,26 @@ def value_to_py(f: ir.Field, expr: str) -> str:
     return _py_value(f, expr, view=False)
 
 
-def view_to_py(f: ir.Field, expr: str) -> str:
-    return _py_value(f, expr, view=True)
+def _is_bool(f: ir.Field) -> bool:
+    return (f.kind == "fixed" and f.type is not None and f.type.kind == "primitive"
+            and f.type.primitive == "bool")
+
+
+def view_dict_expr(f: ir.Field) -> str:
+    """A view's fixed-size field as a plain Python value, read straight from the buffer."""
+    n = f.name
+    if _is_bool(f):
+        return f"(True if self._get_{n}() else False)"
+    if f.type is not None and f.type.kind == "struct":
+        if f.kind == "optional":
+            return f"_struct_dict(self._get_{n}())"
+        return f"(<{f.type.name}>self._get_{n}())._dict()"
+    return f"self._get_{n}()"
+
+
+def view_value_expr(f: ir.Field) -> str:
+    """A view's fixed-size field as the value class holds it."""
+    return f"self._get_{f.name}()"
 
 
 def docstring(text: str, indent: int = 0) -> str:
@@ -256,7 +277,8 @@ def environment() -> jinja2.Environment:
     env.globals.update(
         ctype_of=ctype_of, attr_decl=attr_decl, init_arg=init_arg, init_value=init_value,
         read_expr=read_expr, write_stmt=write_stmt, value_to_py=value_to_py,
-        view_to_py=view_to_py, docstring=docstring, field_path=field_path,
+        docstring=docstring, view_dict_expr=view_dict_expr,
+        view_value_expr=view_value_expr, field_path=field_path,
         group_seq=group_seq, field_doc=field_doc, view_doc=view_doc, builder_doc=builder_doc,
         value_doc=value_doc, pytype=pytype, pyarg=pyarg, builder_setter_type=builder_setter_type,
         view=naming.view, builder=naming.builder, handler=naming.handler,

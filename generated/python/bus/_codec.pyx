@@ -11,6 +11,9 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_DecodeASCII, PyUnicode_AsUTF8AndSize
 
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object o)
+
 import enum as _enum
 import sys as _sys
 
@@ -27,6 +30,7 @@ cdef enum:
     _HEADER = 8
     _MAX_DEPTH = 16
 
+cdef Py_ssize_t _U32_MAX = 4294967295
 cdef uint8_t _ZERO[65536]  # what absent fixed fields read as (fields newer than the writer)
 memset(_ZERO, 0, sizeof(_ZERO))
 
@@ -149,7 +153,7 @@ cdef int _st_char(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
     cdef const char* s
     if type(v) is not str:
         raise TypeError(f"{where}: expected str, got {type(v).__name__}")
-    if not (<str>v).isascii():
+    if not PyUnicode_IS_ASCII(v):
         raise ValueError(f"{where}: {v!r} is not ASCII")
     s = PyUnicode_AsUTF8AndSize(v, &size)
     if size > n:
@@ -202,11 +206,20 @@ cdef Py_ssize_t _var_size(object v, str where) except -1:
     raise TypeError(f"{where}: expected str, got {type(v).__name__}")
 
 
-cdef uint8_t* _st_string(uint8_t* q, object v) except NULL:
+cdef int _changed(str msg) except -1:
+    raise RuntimeError(f"{msg}: a value changed while it was being encoded")
+
+
+cdef uint8_t* _st_string(uint8_t* q, uint8_t* end, object v) except NULL:
     cdef Py_ssize_t size
-    cdef const char* s = PyUnicode_AsUTF8AndSize(v, &size)
-    if size > 0xFFFFFFFF:
+    cdef const char* s
+    if type(v) is not str:
+        raise TypeError(f"expected str, got {type(v).__name__}")
+    s = PyUnicode_AsUTF8AndSize(v, &size)
+    if size > _U32_MAX:
         raise ValueError("string longer than 4 GiB")
+    if end - q < 4 + size:
+        _changed("string")
     _st_u32(q, <uint32_t>size)
     memcpy(q + 4, s, size)
     return q + 4 + size
@@ -221,16 +234,20 @@ cdef Py_ssize_t _bytes_size(object v, str where) except -1:
         raise TypeError(f"{where}: expected a bytes-like object, got {type(v).__name__}") from None
 
 
-cdef uint8_t* _st_bytes(uint8_t* q, object v) except NULL:
+cdef uint8_t* _st_bytes(uint8_t* q, uint8_t* end, object v) except NULL:
     cdef const uint8_t[::1] mv
     cdef Py_ssize_t n
     if type(v) is bytes:
         n = PyBytes_GET_SIZE(v)
+        if end - q < 4 + n:
+            _changed("bytes")
         _st_u32(q, <uint32_t>n)
         memcpy(q + 4, PyBytes_AS_STRING(v), n)
         return q + 4 + n
     mv = memoryview(v).cast("B")
     n = mv.shape[0]
+    if end - q < 4 + n:
+        _changed("bytes")
     _st_u32(q, <uint32_t>n)
     if n:
         memcpy(q + 4, &mv[0], n)
@@ -439,18 +456,24 @@ class MessageKind(_enum.IntEnum):
 
 
 cdef dict _MessageKind_members = dict(MessageKind._value2member_map_)
+cdef object _MessageKind_type = MessageKind
+
+
+cdef object _MessageKind_Application = MessageKind.Application
+cdef object _MessageKind_Control = MessageKind.Control
 
 
 cdef object _rd_MessageKind(const uint8_t* q, str msg, str field, Py_ssize_t off):
     cdef uint8_t v = _ld_u8(q)
-    r = _MessageKind_members.get(v)
-    if r is None:
-        raise DecodeError(msg, field, off, f"{v} is not a value of MessageKind")
-    return r
+    if v == 1:
+        return _MessageKind_Application
+    elif v == 2:
+        return _MessageKind_Control
+    raise DecodeError(msg, field, off, f"{v} is not a value of MessageKind")
 
 
 cdef int _wr_MessageKind(uint8_t* q, object v, str where) except -1:
-    if type(v) is not MessageKind:
+    if type(v) is not _MessageKind_type:
         if not isinstance(v, int) or isinstance(v, bool):
             raise TypeError(f"{where}: expected MessageKind, got {type(v).__name__}")
         if v not in _MessageKind_members:
@@ -541,6 +564,9 @@ cdef class Envelope:
         return out
 
     def to_dict(self):
+        return self._dict()
+
+    cdef dict _dict(self):
         return {
             "timestamp_ns": self.timestamp_ns,
             "command_seq": self.command_seq,
@@ -595,6 +621,10 @@ cdef int _wr_Envelope(uint8_t* q, object v, str where) except -1:
     _wr_EnvelopeFlags(q + 27, s.flags, where + '.flags')
     _st_u32(q + 28, s.body_length)
     return 0
+
+
+cdef object _struct_dict(object v):
+    return None if v is None else v.to_dict()
 
 
 def _repr(str name, dict d):
@@ -661,10 +691,48 @@ cdef class ClockTickView:
                                "", self._base)
         return 0
 
-    def to_dict(self):
-        """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
+    cdef object _dict_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "ClockTick", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "ClockTick", "", self._base)
+        end[0] = pos
         return {
         }
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef ClockTick r
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "ClockTick", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "ClockTick", "", self._base)
+        end[0] = pos
+        r = ClockTick.__new__(ClockTick)
+        return r
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef ClockTick _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`ClockTick` holding a copy of every field (the full decode)."""
+        return self._value()
+
+    def to_dict(self):
+        """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
+        return self._dict()
 
     def __eq__(self, other):
         if type(other) is ClockTickView or type(other) is ClockTick:
@@ -713,8 +781,8 @@ cdef class ClockTickBuilder(_Writer):
         q = self._c.reserve(_HEADER + 0 + 2, "ClockTick")
         _st_u16(q, 0)
         _st_u16(q + 2, 1)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 1)
+        _st_u16(q + 6, 1)
         memset(q + _HEADER, 0, 0)
         q[_HEADER + 0] = 0
         q[_HEADER + 0 + 1] = 0
@@ -750,6 +818,7 @@ cdef class ClockTickBuilder(_Writer):
 
 
 @cython.final
+@cython.freelist(16)
 cdef class ClockTick:
     """Put into the stream by an idle sequencer so that time advances deterministically.
 
@@ -782,12 +851,12 @@ cdef class ClockTick:
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
         _st_u16(q, 0)
         _st_u16(q + 2, 1)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 1)
+        _st_u16(q + 6, 1)
         self._write_block(q + _HEADER)
         q[_HEADER + 0] = 0
         q[_HEADER + 0 + 1] = 0
-        self._write_tail(q + _HEADER + 0 + 2)
+        self._write_tail(q + _HEADER + 0 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
@@ -797,12 +866,12 @@ cdef class ClockTick:
         cdef uint8_t* q = c.reserve(n, "ClockTick")
         _st_u16(q, 0)
         _st_u16(q + 2, 1)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 1)
+        _st_u16(q + 6, 1)
         self._write_block(q + _HEADER)
         q[_HEADER + 0] = 0
         q[_HEADER + 0 + 1] = 0
-        self._write_tail(q + _HEADER + 0 + 2)
+        self._write_tail(q + _HEADER + 0 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
@@ -812,7 +881,7 @@ cdef class ClockTick:
         cdef Py_ssize_t n = 0
         return n
 
-    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
         return q
 
     def to_dict(self):
@@ -899,14 +968,56 @@ cdef class SessionStartView:
 
         ``char[10]``.
         """
+        return self._get_session()
+
+    cdef inline object _get_session(self):
         cdef const uint8_t* q = self._p + self._at + 0
         return _ld_char(q, 10, "SessionStart", "session", self._base + self._at + 0)
 
+    cdef object _dict_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "SessionStart", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "SessionStart", "", self._base)
+        end[0] = pos
+        return {
+            "session": self._get_session(),
+        }
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef SessionStart r
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "SessionStart", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "SessionStart", "", self._base)
+        end[0] = pos
+        r = SessionStart.__new__(SessionStart)
+        r.session = self._get_session()
+        return r
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef SessionStart _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`SessionStart` holding a copy of every field (the full decode)."""
+        return self._value()
+
     def to_dict(self):
         """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
-        return {
-            "session": self.session,
-        }
+        return self._dict()
 
     def __eq__(self, other):
         if type(other) is SessionStartView or type(other) is SessionStart:
@@ -955,8 +1066,8 @@ cdef class SessionStartBuilder(_Writer):
         q = self._c.reserve(_HEADER + 10 + 2, "SessionStart")
         _st_u16(q, 10)
         _st_u16(q + 2, 2)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 1)
+        _st_u16(q + 6, 1)
         memset(q + _HEADER, 0, 10)
         q[_HEADER + 10] = 0
         q[_HEADER + 10 + 1] = 0
@@ -997,6 +1108,7 @@ cdef class SessionStartBuilder(_Writer):
 
 
 @cython.final
+@cython.freelist(16)
 cdef class SessionStart:
     """First message of a session.
 
@@ -1030,12 +1142,12 @@ cdef class SessionStart:
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
         _st_u16(q, 10)
         _st_u16(q + 2, 2)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 1)
+        _st_u16(q + 6, 1)
         self._write_block(q + _HEADER)
         q[_HEADER + 10] = 0
         q[_HEADER + 10 + 1] = 0
-        self._write_tail(q + _HEADER + 10 + 2)
+        self._write_tail(q + _HEADER + 10 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
@@ -1045,12 +1157,12 @@ cdef class SessionStart:
         cdef uint8_t* q = c.reserve(n, "SessionStart")
         _st_u16(q, 10)
         _st_u16(q + 2, 2)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 1)
+        _st_u16(q + 6, 1)
         self._write_block(q + _HEADER)
         q[_HEADER + 10] = 0
         q[_HEADER + 10 + 1] = 0
-        self._write_tail(q + _HEADER + 10 + 2)
+        self._write_tail(q + _HEADER + 10 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
@@ -1061,7 +1173,7 @@ cdef class SessionStart:
         cdef Py_ssize_t n = 0
         return n
 
-    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
         return q
 
     def to_dict(self):
@@ -1151,8 +1263,7 @@ cdef class SenderStateView:
 
         ``u64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return self._get_next_command_seq()
 
     @property
     def account(self):
@@ -1160,8 +1271,7 @@ cdef class SenderStateView:
 
         ``char[8]``.
         """
-        cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_char(q, 8, "SenderState", "account", self._base + self._at + 8)
+        return self._get_account()
 
     @property
     def instance(self):
@@ -1169,16 +1279,68 @@ cdef class SenderStateView:
 
         ``u16``.
         """
+        return self._get_instance()
+
+    cdef inline uint64_t _get_next_command_seq(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _ld_u64(q)
+
+    cdef inline object _get_account(self):
+        cdef const uint8_t* q = self._p + self._at + 8
+        return _ld_char(q, 8, "SenderState", "account", self._base + self._at + 8)
+
+    cdef inline uint16_t _get_instance(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 16
         return _ld_u16(q)
 
+    cdef object _dict_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "SenderState", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "SenderState", "", self._base)
+        end[0] = pos
+        return {
+            "next_command_seq": self._get_next_command_seq(),
+            "account": self._get_account(),
+            "instance": self._get_instance(),
+        }
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef SenderState r
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "SenderState", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "SenderState", "", self._base)
+        end[0] = pos
+        r = SenderState.__new__(SenderState)
+        r.next_command_seq = self._get_next_command_seq()
+        r.account = self._get_account()
+        r.instance = self._get_instance()
+        return r
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef SenderState _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`SenderState` holding a copy of every field (the full decode)."""
+        return self._value()
+
     def to_dict(self):
         """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
-        return {
-            "next_command_seq": self.next_command_seq,
-            "account": self.account,
-            "instance": self.instance,
-        }
+        return self._dict()
 
     def __eq__(self, other):
         if type(other) is SenderStateView or type(other) is SenderState:
@@ -1227,8 +1389,8 @@ cdef class SenderStateBuilder(_Writer):
         q = self._c.reserve(_HEADER + 18 + 2, "SenderState")
         _st_u16(q, 18)
         _st_u16(q + 2, 3)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 1)
+        _st_u16(q + 6, 1)
         memset(q + _HEADER, 0, 18)
         q[_HEADER + 18] = 0
         q[_HEADER + 18 + 1] = 0
@@ -1279,6 +1441,7 @@ cdef class SenderStateBuilder(_Writer):
 
 
 @cython.final
+@cython.freelist(16)
 cdef class SenderState:
     """The next command sequence the sequencer expects from an account: its answer to a node's
     upstream hello (docs/upstream.md), so a node that did not rewind the whole session can
@@ -1318,12 +1481,12 @@ cdef class SenderState:
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
         _st_u16(q, 18)
         _st_u16(q + 2, 3)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 1)
+        _st_u16(q + 6, 1)
         self._write_block(q + _HEADER)
         q[_HEADER + 18] = 0
         q[_HEADER + 18 + 1] = 0
-        self._write_tail(q + _HEADER + 18 + 2)
+        self._write_tail(q + _HEADER + 18 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
@@ -1333,12 +1496,12 @@ cdef class SenderState:
         cdef uint8_t* q = c.reserve(n, "SenderState")
         _st_u16(q, 18)
         _st_u16(q + 2, 3)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 1)
+        _st_u16(q + 6, 1)
         self._write_block(q + _HEADER)
         q[_HEADER + 18] = 0
         q[_HEADER + 18 + 1] = 0
-        self._write_tail(q + _HEADER + 18 + 2)
+        self._write_tail(q + _HEADER + 18 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
@@ -1351,7 +1514,7 @@ cdef class SenderState:
         cdef Py_ssize_t n = 0
         return n
 
-    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
         return q
 
     def to_dict(self):

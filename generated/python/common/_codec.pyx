@@ -9,6 +9,9 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_DecodeASCII, PyUnicode_AsUTF8AndSize
 
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object o)
+
 import enum as _enum
 import sys as _sys
 
@@ -25,6 +28,7 @@ cdef enum:
     _HEADER = 8
     _MAX_DEPTH = 16
 
+cdef Py_ssize_t _U32_MAX = 4294967295
 cdef uint8_t _ZERO[65536]  # what absent fixed fields read as (fields newer than the writer)
 memset(_ZERO, 0, sizeof(_ZERO))
 
@@ -147,7 +151,7 @@ cdef int _st_char(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
     cdef const char* s
     if type(v) is not str:
         raise TypeError(f"{where}: expected str, got {type(v).__name__}")
-    if not (<str>v).isascii():
+    if not PyUnicode_IS_ASCII(v):
         raise ValueError(f"{where}: {v!r} is not ASCII")
     s = PyUnicode_AsUTF8AndSize(v, &size)
     if size > n:
@@ -200,11 +204,20 @@ cdef Py_ssize_t _var_size(object v, str where) except -1:
     raise TypeError(f"{where}: expected str, got {type(v).__name__}")
 
 
-cdef uint8_t* _st_string(uint8_t* q, object v) except NULL:
+cdef int _changed(str msg) except -1:
+    raise RuntimeError(f"{msg}: a value changed while it was being encoded")
+
+
+cdef uint8_t* _st_string(uint8_t* q, uint8_t* end, object v) except NULL:
     cdef Py_ssize_t size
-    cdef const char* s = PyUnicode_AsUTF8AndSize(v, &size)
-    if size > 0xFFFFFFFF:
+    cdef const char* s
+    if type(v) is not str:
+        raise TypeError(f"expected str, got {type(v).__name__}")
+    s = PyUnicode_AsUTF8AndSize(v, &size)
+    if size > _U32_MAX:
         raise ValueError("string longer than 4 GiB")
+    if end - q < 4 + size:
+        _changed("string")
     _st_u32(q, <uint32_t>size)
     memcpy(q + 4, s, size)
     return q + 4 + size
@@ -219,16 +232,20 @@ cdef Py_ssize_t _bytes_size(object v, str where) except -1:
         raise TypeError(f"{where}: expected a bytes-like object, got {type(v).__name__}") from None
 
 
-cdef uint8_t* _st_bytes(uint8_t* q, object v) except NULL:
+cdef uint8_t* _st_bytes(uint8_t* q, uint8_t* end, object v) except NULL:
     cdef const uint8_t[::1] mv
     cdef Py_ssize_t n
     if type(v) is bytes:
         n = PyBytes_GET_SIZE(v)
+        if end - q < 4 + n:
+            _changed("bytes")
         _st_u32(q, <uint32_t>n)
         memcpy(q + 4, PyBytes_AS_STRING(v), n)
         return q + 4 + n
     mv = memoryview(v).cast("B")
     n = mv.shape[0]
+    if end - q < 4 + n:
+        _changed("bytes")
     _st_u32(q, <uint32_t>n)
     if n:
         memcpy(q + 4, &mv[0], n)
@@ -441,18 +458,36 @@ class RejectReason(_enum.IntEnum):
 
 
 cdef dict _RejectReason_members = dict(RejectReason._value2member_map_)
+cdef object _RejectReason_type = RejectReason
+
+
+cdef object _RejectReason_UnknownSymbol = RejectReason.UnknownSymbol
+cdef object _RejectReason_BadPrice = RejectReason.BadPrice
+cdef object _RejectReason_BadQuantity = RejectReason.BadQuantity
+cdef object _RejectReason_UnknownOrder = RejectReason.UnknownOrder
+cdef object _RejectReason_DuplicateOrderId = RejectReason.DuplicateOrderId
+cdef object _RejectReason_MarketClosed = RejectReason.MarketClosed
 
 
 cdef object _rd_RejectReason(const uint8_t* q, str msg, str field, Py_ssize_t off):
     cdef uint8_t v = _ld_u8(q)
-    r = _RejectReason_members.get(v)
-    if r is None:
-        raise DecodeError(msg, field, off, f"{v} is not a value of RejectReason")
-    return r
+    if v == 1:
+        return _RejectReason_UnknownSymbol
+    elif v == 2:
+        return _RejectReason_BadPrice
+    elif v == 3:
+        return _RejectReason_BadQuantity
+    elif v == 4:
+        return _RejectReason_UnknownOrder
+    elif v == 5:
+        return _RejectReason_DuplicateOrderId
+    elif v == 6:
+        return _RejectReason_MarketClosed
+    raise DecodeError(msg, field, off, f"{v} is not a value of RejectReason")
 
 
 cdef int _wr_RejectReason(uint8_t* q, object v, str where) except -1:
-    if type(v) is not RejectReason:
+    if type(v) is not _RejectReason_type:
         if not isinstance(v, int) or isinstance(v, bool):
             raise TypeError(f"{where}: expected RejectReason, got {type(v).__name__}")
         if v not in _RejectReason_members:
@@ -468,18 +503,24 @@ class BookSide(_enum.IntEnum):
 
 
 cdef dict _BookSide_members = dict(BookSide._value2member_map_)
+cdef object _BookSide_type = BookSide
+
+
+cdef object _BookSide_Bid = BookSide.Bid
+cdef object _BookSide_Ask = BookSide.Ask
 
 
 cdef object _rd_BookSide(const uint8_t* q, str msg, str field, Py_ssize_t off):
     cdef uint8_t v = _ld_u8(q)
-    r = _BookSide_members.get(v)
-    if r is None:
-        raise DecodeError(msg, field, off, f"{v} is not a value of BookSide")
-    return r
+    if v == 1:
+        return _BookSide_Bid
+    elif v == 2:
+        return _BookSide_Ask
+    raise DecodeError(msg, field, off, f"{v} is not a value of BookSide")
 
 
 cdef int _wr_BookSide(uint8_t* q, object v, str where) except -1:
-    if type(v) is not BookSide:
+    if type(v) is not _BookSide_type:
         if not isinstance(v, int) or isinstance(v, bool):
             raise TypeError(f"{where}: expected BookSide, got {type(v).__name__}")
         if v not in _BookSide_members:
@@ -489,6 +530,10 @@ cdef int _wr_BookSide(uint8_t* q, object v, str where) except -1:
 
 
 # -- structs (fixed-size values, decoded into value objects) ----------------------------------
+
+
+cdef object _struct_dict(object v):
+    return None if v is None else v.to_dict()
 
 
 def _repr(str name, dict d):

@@ -9,6 +9,9 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_DecodeASCII, PyUnicode_AsUTF8AndSize
 
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object o)
+
 import enum as _enum
 import sys as _sys
 
@@ -25,6 +28,7 @@ cdef enum:
     _HEADER = 8
     _MAX_DEPTH = 16
 
+cdef Py_ssize_t _U32_MAX = 4294967295
 cdef uint8_t _ZERO[65536]  # what absent fixed fields read as (fields newer than the writer)
 memset(_ZERO, 0, sizeof(_ZERO))
 
@@ -147,7 +151,7 @@ cdef int _st_char(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
     cdef const char* s
     if type(v) is not str:
         raise TypeError(f"{where}: expected str, got {type(v).__name__}")
-    if not (<str>v).isascii():
+    if not PyUnicode_IS_ASCII(v):
         raise ValueError(f"{where}: {v!r} is not ASCII")
     s = PyUnicode_AsUTF8AndSize(v, &size)
     if size > n:
@@ -200,11 +204,20 @@ cdef Py_ssize_t _var_size(object v, str where) except -1:
     raise TypeError(f"{where}: expected str, got {type(v).__name__}")
 
 
-cdef uint8_t* _st_string(uint8_t* q, object v) except NULL:
+cdef int _changed(str msg) except -1:
+    raise RuntimeError(f"{msg}: a value changed while it was being encoded")
+
+
+cdef uint8_t* _st_string(uint8_t* q, uint8_t* end, object v) except NULL:
     cdef Py_ssize_t size
-    cdef const char* s = PyUnicode_AsUTF8AndSize(v, &size)
-    if size > 0xFFFFFFFF:
+    cdef const char* s
+    if type(v) is not str:
+        raise TypeError(f"expected str, got {type(v).__name__}")
+    s = PyUnicode_AsUTF8AndSize(v, &size)
+    if size > _U32_MAX:
         raise ValueError("string longer than 4 GiB")
+    if end - q < 4 + size:
+        _changed("string")
     _st_u32(q, <uint32_t>size)
     memcpy(q + 4, s, size)
     return q + 4 + size
@@ -219,16 +232,20 @@ cdef Py_ssize_t _bytes_size(object v, str where) except -1:
         raise TypeError(f"{where}: expected a bytes-like object, got {type(v).__name__}") from None
 
 
-cdef uint8_t* _st_bytes(uint8_t* q, object v) except NULL:
+cdef uint8_t* _st_bytes(uint8_t* q, uint8_t* end, object v) except NULL:
     cdef const uint8_t[::1] mv
     cdef Py_ssize_t n
     if type(v) is bytes:
         n = PyBytes_GET_SIZE(v)
+        if end - q < 4 + n:
+            _changed("bytes")
         _st_u32(q, <uint32_t>n)
         memcpy(q + 4, PyBytes_AS_STRING(v), n)
         return q + 4 + n
     mv = memoryview(v).cast("B")
     n = mv.shape[0]
+    if end - q < 4 + n:
+        _changed("bytes")
     _st_u32(q, <uint32_t>n)
     if n:
         memcpy(q + 4, &mv[0], n)
@@ -441,18 +458,36 @@ class RejectReason(_enum.IntEnum):
 
 
 cdef dict _RejectReason_members = dict(RejectReason._value2member_map_)
+cdef object _RejectReason_type = RejectReason
+
+
+cdef object _RejectReason_UnknownSymbol = RejectReason.UnknownSymbol
+cdef object _RejectReason_BadPrice = RejectReason.BadPrice
+cdef object _RejectReason_BadQuantity = RejectReason.BadQuantity
+cdef object _RejectReason_UnknownOrder = RejectReason.UnknownOrder
+cdef object _RejectReason_DuplicateOrderId = RejectReason.DuplicateOrderId
+cdef object _RejectReason_MarketClosed = RejectReason.MarketClosed
 
 
 cdef object _rd_RejectReason(const uint8_t* q, str msg, str field, Py_ssize_t off):
     cdef uint8_t v = _ld_u8(q)
-    r = _RejectReason_members.get(v)
-    if r is None:
-        raise DecodeError(msg, field, off, f"{v} is not a value of RejectReason")
-    return r
+    if v == 1:
+        return _RejectReason_UnknownSymbol
+    elif v == 2:
+        return _RejectReason_BadPrice
+    elif v == 3:
+        return _RejectReason_BadQuantity
+    elif v == 4:
+        return _RejectReason_UnknownOrder
+    elif v == 5:
+        return _RejectReason_DuplicateOrderId
+    elif v == 6:
+        return _RejectReason_MarketClosed
+    raise DecodeError(msg, field, off, f"{v} is not a value of RejectReason")
 
 
 cdef int _wr_RejectReason(uint8_t* q, object v, str where) except -1:
-    if type(v) is not RejectReason:
+    if type(v) is not _RejectReason_type:
         if not isinstance(v, int) or isinstance(v, bool):
             raise TypeError(f"{where}: expected RejectReason, got {type(v).__name__}")
         if v not in _RejectReason_members:
@@ -468,18 +503,24 @@ class BookSide(_enum.IntEnum):
 
 
 cdef dict _BookSide_members = dict(BookSide._value2member_map_)
+cdef object _BookSide_type = BookSide
+
+
+cdef object _BookSide_Bid = BookSide.Bid
+cdef object _BookSide_Ask = BookSide.Ask
 
 
 cdef object _rd_BookSide(const uint8_t* q, str msg, str field, Py_ssize_t off):
     cdef uint8_t v = _ld_u8(q)
-    r = _BookSide_members.get(v)
-    if r is None:
-        raise DecodeError(msg, field, off, f"{v} is not a value of BookSide")
-    return r
+    if v == 1:
+        return _BookSide_Bid
+    elif v == 2:
+        return _BookSide_Ask
+    raise DecodeError(msg, field, off, f"{v} is not a value of BookSide")
 
 
 cdef int _wr_BookSide(uint8_t* q, object v, str where) except -1:
-    if type(v) is not BookSide:
+    if type(v) is not _BookSide_type:
         if not isinstance(v, int) or isinstance(v, bool):
             raise TypeError(f"{where}: expected BookSide, got {type(v).__name__}")
         if v not in _BookSide_members:
@@ -495,18 +536,24 @@ class Side(_enum.IntEnum):
 
 
 cdef dict _Side_members = dict(Side._value2member_map_)
+cdef object _Side_type = Side
+
+
+cdef object _Side_Buy = Side.Buy
+cdef object _Side_Sell = Side.Sell
 
 
 cdef object _rd_Side(const uint8_t* q, str msg, str field, Py_ssize_t off):
     cdef uint8_t v = _ld_u8(q)
-    r = _Side_members.get(v)
-    if r is None:
-        raise DecodeError(msg, field, off, f"{v} is not a value of Side")
-    return r
+    if v == 1:
+        return _Side_Buy
+    elif v == 2:
+        return _Side_Sell
+    raise DecodeError(msg, field, off, f"{v} is not a value of Side")
 
 
 cdef int _wr_Side(uint8_t* q, object v, str where) except -1:
-    if type(v) is not Side:
+    if type(v) is not _Side_type:
         if not isinstance(v, int) or isinstance(v, bool):
             raise TypeError(f"{where}: expected Side, got {type(v).__name__}")
         if v not in _Side_members:
@@ -587,6 +634,9 @@ cdef class Price:
         return out
 
     def to_dict(self):
+        return self._dict()
+
+    cdef dict _dict(self):
         return {
             "mantissa": self.mantissa,
             "exponent": self.exponent,
@@ -628,6 +678,10 @@ cdef int _wr_Price(uint8_t* q, object v, str where) except -1:
     return 0
 
 
+cdef object _struct_dict(object v):
+    return None if v is None else v.to_dict()
+
+
 def _repr(str name, dict d):
     return name + "(" + ", ".join([f"{k}={v!r}" for k, v in d.items()]) + ")"
 
@@ -641,6 +695,7 @@ def _rebuild(cls, dict d):
 # ---- NewOrder.legs.fills ----
 
 @cython.final
+@cython.freelist(16)
 cdef class NewOrderLegsFillsView:
     """One entry of group ``NewOrder.legs.fills`` (a flyweight reused while iterating)."""
     cdef object _obj
@@ -674,8 +729,7 @@ cdef class NewOrderLegsFillsView:
 
         ``u32``.
         """
-        cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u32(q)
+        return self._get_qty()
 
     @property
     def price(self):
@@ -683,15 +737,66 @@ cdef class NewOrderLegsFillsView:
 
         ``i64``.
         """
+        return self._get_price()
+
+    cdef inline uint32_t _get_qty(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _ld_u32(q)
+
+    cdef inline int64_t _get_price(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 4
         return _ld_i64(q)
 
+    cdef object _dict_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        if self._n - self._at < self._bl:
+            _truncated("NewOrder", "legs.fills", self._base + self._at, "group entry")
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 3, "NewOrder", "legs.fills", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "NewOrder", "legs.fills", self._base)
+        end[0] = pos
+        return {
+            "qty": self._get_qty(),
+            "price": self._get_price(),
+        }
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef NewOrderLegsFills r
+        if self._n - self._at < self._bl:
+            _truncated("NewOrder", "legs.fills", self._base + self._at, "group entry")
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 3, "NewOrder", "legs.fills", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "NewOrder", "legs.fills", self._base)
+        end[0] = pos
+        r = NewOrderLegsFills.__new__(NewOrderLegsFills)
+        r.qty = self._get_qty()
+        r.price = self._get_price()
+        return r
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef NewOrderLegsFills _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`NewOrderLegsFills` holding a copy of every field (the full decode)."""
+        return self._value()
+
     def to_dict(self):
         """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
-        return {
-            "qty": self.qty,
-            "price": self.price,
-        }
+        return self._dict()
 
     def __eq__(self, other):
         if type(other) is NewOrderLegsFillsView or type(other) is NewOrderLegsFills:
@@ -705,6 +810,7 @@ cdef class NewOrderLegsFillsView:
 
 
 @cython.final
+@cython.freelist(16)
 cdef class NewOrderLegsFillsGroup:
     """The entries of group ``NewOrder.legs.fills``: ``len()``, iteration and indexing.
 
@@ -783,7 +889,39 @@ cdef class NewOrderLegsFillsGroup:
 
     def to_list(self):
         """Every entry as a dict."""
-        return [e.to_dict() for e in self]
+        return self._dicts()
+
+    cdef list _dicts_end(self, Py_ssize_t* end):
+        cdef list out = []
+        cdef Py_ssize_t i, pos = self._start
+        cdef NewOrderLegsFillsView e = self._new_entry()
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > 65536:
+            raise DecodeError("NewOrder", "legs.fills", self._base + self._start - 8, f"{self._count} zero-length entries")
+        for i in range(self._count):
+            e._at = pos
+            e._tail = pos + self._bl
+            e._end = -1
+            out.append(e._dict_end(&pos))
+        end[0] = pos
+        return out
+
+    cdef list _values_end(self, Py_ssize_t* end):
+        cdef list out = []
+        cdef Py_ssize_t i, pos = self._start
+        cdef NewOrderLegsFillsView e = self._new_entry()
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > 65536:
+            raise DecodeError("NewOrder", "legs.fills", self._base + self._start - 8, f"{self._count} zero-length entries")
+        for i in range(self._count):
+            e._at = pos
+            e._tail = pos + self._bl
+            e._end = -1
+            out.append(e._value_end(&pos))
+        end[0] = pos
+        return out
+
+    cdef list _dicts(self):
+        cdef Py_ssize_t end
+        return self._dicts_end(&end)
 
     def __repr__(self):
         return f"<NewOrderLegsFillsGroup of {self._count} entries>"
@@ -804,6 +942,8 @@ cdef int _NewOrderLegsFillsGroup_at(NewOrderLegsFillsGroup g, object obj, object
         g._ng = 0
         g._nv = 0
     else:
+        if n - pos < 8:
+            _truncated("NewOrder", "legs.fills", base + pos, "group header")
         g._bl = _ld_u16(p + pos)
         g._ng = p[pos + 2]
         g._nv = p[pos + 3]
@@ -883,6 +1023,7 @@ cdef class NewOrderLegsFillsBuilder(_Writer):
 
 
 @cython.final
+@cython.freelist(16)
 cdef class NewOrderLegsFills:
     """One entry of group ``NewOrder.legs.fills``, as a plain value."""
     cdef public uint32_t qty
@@ -902,9 +1043,11 @@ cdef class NewOrderLegsFills:
     cdef Py_ssize_t _size(self) except -1:
         return 12 + self._tail_size()
 
-    cdef uint8_t* _write(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write(self, uint8_t* q, uint8_t* end) except NULL:
+        if end - q < 12:
+            _changed("NewOrder")
         self._write_block(q)
-        return self._write_tail(q + 12)
+        return self._write_tail(q + 12, end)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _st_u32(q + 0, self.qty)
@@ -915,7 +1058,7 @@ cdef class NewOrderLegsFills:
         cdef Py_ssize_t n = 0
         return n
 
-    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
         return q
 
     def to_dict(self):
@@ -947,6 +1090,7 @@ def _from_dict_field_NewOrderLegsFills(str k, v):
 # ---- NewOrder.legs ----
 
 @cython.final
+@cython.freelist(16)
 cdef class NewOrderLegsView:
     """One entry of group ``NewOrder.legs`` (a flyweight reused while iterating)."""
     cdef object _obj
@@ -962,7 +1106,6 @@ cdef class NewOrderLegsView:
     cdef Py_ssize_t _end
     cdef Py_ssize_t _gat[1]
     cdef Py_ssize_t _vat[1]
-    cdef NewOrderLegsFillsGroup _fills_seq
 
     def __init__(self):
         raise TypeError("NewOrderLegsView is made by iterating or indexing a group")
@@ -981,8 +1124,7 @@ cdef class NewOrderLegsView:
 
         ``char[8]``.
         """
-        cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_char(q, 8, "NewOrder", "legs.symbol", self._base + self._at + 0)
+        return self._get_symbol()
 
     @property
     def ratio(self):
@@ -990,8 +1132,7 @@ cdef class NewOrderLegsView:
 
         ``u16``.
         """
-        cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u16(q)
+        return self._get_ratio()
 
     @property
     def side(self):
@@ -999,8 +1140,7 @@ cdef class NewOrderLegsView:
 
         ``Side``.
         """
-        cdef const uint8_t* q = self._p + self._at + 10
-        return _rd_Side(q, "NewOrder", "legs.side", self._base + self._at + 10)
+        return self._get_side()
 
     @property
     def fills(self):
@@ -1008,23 +1148,95 @@ cdef class NewOrderLegsView:
 
         ``group``; iterate it (one reused entry view) or index it.
         """
-        cdef NewOrderLegsFillsGroup g = self._fills_seq
+        return self._get_fills()
+
+    cdef inline object _get_symbol(self):
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _ld_char(q, 8, "NewOrder", "legs.symbol", self._base + self._at + 0)
+
+    cdef inline uint16_t _get_ratio(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 8
+        return _ld_u16(q)
+
+    cdef inline object _get_side(self):
+        cdef const uint8_t* q = self._p + self._at + 10
+        return _rd_Side(q, "NewOrder", "legs.side", self._base + self._at + 10)
+
+    cdef NewOrderLegsFillsGroup _get_fills(self):
+        cdef NewOrderLegsFillsGroup g = NewOrderLegsFillsGroup.__new__(NewOrderLegsFillsGroup)
         if self._end < 0:
             self._scan()
-        if g is None:
-            g = NewOrderLegsFillsGroup.__new__(NewOrderLegsFillsGroup)
-            self._fills_seq = g
         _NewOrderLegsFillsGroup_at(g, self._obj, self._keep, self._p, self._n, self._base, self._gat[0])
         return g
 
+    cdef object _dict_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef NewOrderLegsFillsGroup g_fills
+        if self._n - self._at < self._bl:
+            _truncated("NewOrder", "legs", self._base + self._at, "group entry")
+        if self._ng > 0:
+            g_fills = NewOrderLegsFillsGroup.__new__(NewOrderLegsFillsGroup)
+            _NewOrderLegsFillsGroup_at(g_fills, self._obj, self._keep, self._p, self._n, self._base, pos)
+            v_fills = g_fills._dicts_end(&pos)
+        else:
+            v_fills = []
+        for k in range(1, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 2, "NewOrder", "legs", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "NewOrder", "legs", self._base)
+        end[0] = pos
+        return {
+            "symbol": self._get_symbol(),
+            "ratio": self._get_ratio(),
+            "side": self._get_side(),
+            "fills": v_fills,
+        }
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef NewOrderLegsFillsGroup g_fills
+        cdef NewOrderLegs r
+        if self._n - self._at < self._bl:
+            _truncated("NewOrder", "legs", self._base + self._at, "group entry")
+        if self._ng > 0:
+            g_fills = NewOrderLegsFillsGroup.__new__(NewOrderLegsFillsGroup)
+            _NewOrderLegsFillsGroup_at(g_fills, self._obj, self._keep, self._p, self._n, self._base, pos)
+            v_fills = g_fills._values_end(&pos)
+        else:
+            v_fills = []
+        for k in range(1, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 2, "NewOrder", "legs", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "NewOrder", "legs", self._base)
+        end[0] = pos
+        r = NewOrderLegs.__new__(NewOrderLegs)
+        r.symbol = self._get_symbol()
+        r.ratio = self._get_ratio()
+        r.side = self._get_side()
+        r.fills = v_fills
+        return r
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef NewOrderLegs _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`NewOrderLegs` holding a copy of every field (the full decode)."""
+        return self._value()
+
     def to_dict(self):
         """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
-        return {
-            "symbol": self.symbol,
-            "ratio": self.ratio,
-            "side": self.side,
-            "fills": [e.to_dict() for e in self.fills],
-        }
+        return self._dict()
 
     def __eq__(self, other):
         if type(other) is NewOrderLegsView or type(other) is NewOrderLegs:
@@ -1038,6 +1250,7 @@ cdef class NewOrderLegsView:
 
 
 @cython.final
+@cython.freelist(16)
 cdef class NewOrderLegsGroup:
     """The entries of group ``NewOrder.legs``: ``len()``, iteration and indexing.
 
@@ -1116,7 +1329,39 @@ cdef class NewOrderLegsGroup:
 
     def to_list(self):
         """Every entry as a dict."""
-        return [e.to_dict() for e in self]
+        return self._dicts()
+
+    cdef list _dicts_end(self, Py_ssize_t* end):
+        cdef list out = []
+        cdef Py_ssize_t i, pos = self._start
+        cdef NewOrderLegsView e = self._new_entry()
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > 65536:
+            raise DecodeError("NewOrder", "legs", self._base + self._start - 8, f"{self._count} zero-length entries")
+        for i in range(self._count):
+            e._at = pos
+            e._tail = pos + self._bl
+            e._end = -1
+            out.append(e._dict_end(&pos))
+        end[0] = pos
+        return out
+
+    cdef list _values_end(self, Py_ssize_t* end):
+        cdef list out = []
+        cdef Py_ssize_t i, pos = self._start
+        cdef NewOrderLegsView e = self._new_entry()
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > 65536:
+            raise DecodeError("NewOrder", "legs", self._base + self._start - 8, f"{self._count} zero-length entries")
+        for i in range(self._count):
+            e._at = pos
+            e._tail = pos + self._bl
+            e._end = -1
+            out.append(e._value_end(&pos))
+        end[0] = pos
+        return out
+
+    cdef list _dicts(self):
+        cdef Py_ssize_t end
+        return self._dicts_end(&end)
 
     def __repr__(self):
         return f"<NewOrderLegsGroup of {self._count} entries>"
@@ -1137,6 +1382,8 @@ cdef int _NewOrderLegsGroup_at(NewOrderLegsGroup g, object obj, object keep, con
         g._ng = 0
         g._nv = 0
     else:
+        if n - pos < 8:
+            _truncated("NewOrder", "legs", base + pos, "group header")
         g._bl = _ld_u16(p + pos)
         g._ng = p[pos + 2]
         g._nv = p[pos + 3]
@@ -1229,7 +1476,7 @@ cdef class NewOrderLegsBuilder(_Writer):
         cdef NewOrderLegsFillsBuilder b
         cdef uint8_t* q
         self._need_entry()
-        if count < 0 or count > 0xFFFFFFFF:
+        if count < 0 or count > _U32_MAX:
             raise ValueError(f"NewOrder.legs.fills: bad entry count {count}")
         self._enter(0, "fills")
         q = _empty_group(self._c, 12, 0, 0, "NewOrder.legs.fills")
@@ -1245,12 +1492,13 @@ cdef class NewOrderLegsBuilder(_Writer):
 
 
 @cython.final
+@cython.freelist(16)
 cdef class NewOrderLegs:
     """One entry of group ``NewOrder.legs``, as a plain value."""
     cdef public object symbol
     cdef public uint16_t ratio
     cdef public object side
-    cdef public object fills
+    cdef public list fills
 
     def __init__(self, *, symbol, uint16_t ratio, side, fills=()):
         self.symbol = symbol
@@ -1268,9 +1516,11 @@ cdef class NewOrderLegs:
     cdef Py_ssize_t _size(self) except -1:
         return 11 + self._tail_size()
 
-    cdef uint8_t* _write(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write(self, uint8_t* q, uint8_t* end) except NULL:
+        if end - q < 11:
+            _changed("NewOrder")
         self._write_block(q)
-        return self._write_tail(q + 11)
+        return self._write_tail(q + 11, end)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _st_char(q + 0, 8, self.symbol, "NewOrder.legs.symbol")
@@ -1282,7 +1532,7 @@ cdef class NewOrderLegs:
         cdef Py_ssize_t n = 0
         cdef NewOrderLegsFills fills_e
         n += 8
-        if len(self.fills) > 0xFFFFFFFF:
+        if len(self.fills) > _U32_MAX:
             raise ValueError("NewOrder.legs.fills: too many entries")
         for e in self.fills:
             if type(e) is not NewOrderLegsFills:
@@ -1291,14 +1541,18 @@ cdef class NewOrderLegs:
             n += fills_e._size()
         return n
 
-    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+        if end - q < 8:
+            _changed("NewOrder")
         _st_u16(q, 12)
         q[2] = 0
         q[3] = 0
         _st_u32(q + 4, <uint32_t>len(self.fills))
         q += 8
         for e in self.fills:
-            q = (<NewOrderLegsFills>e)._write(q)
+            if type(e) is not NewOrderLegsFills:
+                _changed("NewOrder")
+            q = (<NewOrderLegsFills>e)._write(q, end)
         return q
 
     def to_dict(self):
@@ -1391,8 +1645,7 @@ cdef class NewOrderView:
 
         ``u64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return self._get_order_id()
 
     @property
     def client_id(self):
@@ -1400,8 +1653,7 @@ cdef class NewOrderView:
 
         ``u32``.
         """
-        cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u32(q)
+        return self._get_client_id()
 
     @property
     def symbol(self):
@@ -1409,8 +1661,7 @@ cdef class NewOrderView:
 
         ``char[8]``.
         """
-        cdef const uint8_t* q = self._p + self._at + 12
-        return _ld_char(q, 8, "NewOrder", "symbol", self._base + self._at + 12)
+        return self._get_symbol()
 
     @property
     def side(self):
@@ -1418,8 +1669,7 @@ cdef class NewOrderView:
 
         ``Side``.
         """
-        cdef const uint8_t* q = self._p + self._at + 20
-        return _rd_Side(q, "NewOrder", "side", self._base + self._at + 20)
+        return self._get_side()
 
     @property
     def price(self):
@@ -1427,8 +1677,7 @@ cdef class NewOrderView:
 
         ``Price``.
         """
-        cdef const uint8_t* q = self._p + self._at + 21
-        return _rd_Price(q, "NewOrder", "price", self._base + self._at + 21)
+        return self._get_price()
 
     @property
     def quantity(self):
@@ -1436,8 +1685,7 @@ cdef class NewOrderView:
 
         ``u32``.
         """
-        cdef const uint8_t* q = self._p + self._at + 30
-        return _ld_u32(q)
+        return self._get_quantity()
 
     @property
     def stop_price(self):
@@ -1445,10 +1693,7 @@ cdef class NewOrderView:
 
         ``optional i64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 34
-        if not _present(q, "NewOrder", "stop_price", self._base + self._at + 34):
-            return None
-        return _ld_i64(q + 1)
+        return self._get_stop_price()
 
     @property
     def inst(self):
@@ -1456,8 +1701,7 @@ cdef class NewOrderView:
 
         ``ExecInst``.
         """
-        cdef const uint8_t* q = self._p + self._at + 43
-        return _rd_ExecInst(q)
+        return self._get_inst()
 
     @property
     def expire_at(self):
@@ -1465,10 +1709,7 @@ cdef class NewOrderView:
 
         ``optional u64``, since version 2.
         """
-        cdef const uint8_t* q = self._p + self._at + 45 if self._bl >= 54 else _ZERO
-        if not _present(q, "NewOrder", "expire_at", self._base + self._at + 45):
-            return None
-        return _ld_u64(q + 1)
+        return self._get_expire_at()
 
     @property
     def legs(self):
@@ -1476,11 +1717,7 @@ cdef class NewOrderView:
 
         ``group``; iterate it (one reused entry view) or index it.
         """
-        cdef NewOrderLegsGroup g = NewOrderLegsGroup.__new__(NewOrderLegsGroup)
-        if self._end < 0:
-            self._scan()
-        _NewOrderLegsGroup_at(g, self._obj, self, self._p, self._n, self._base, self._gat[0])
-        return g
+        return self._get_legs()
 
     @property
     def account(self):
@@ -1488,15 +1725,7 @@ cdef class NewOrderView:
 
         ``string``.
         """
-        cdef Py_ssize_t pos
-        cdef uint32_t size
-        if self._end < 0:
-            self._scan()
-        pos = self._vat[0]
-        if pos < 0:
-            return ""
-        size = _ld_u32(self._p + pos)
-        return _ld_string(self._p + pos + 4, size, "NewOrder", "account", self._base + pos + 4)
+        return self._get_account()
 
     @property
     def memo(self):
@@ -1504,32 +1733,185 @@ cdef class NewOrderView:
 
         ``bytes``; a zero-copy read-only memoryview into the buffer.
         """
-        cdef Py_ssize_t pos
-        cdef uint32_t size
+        return self._get_memo()
+
+    cdef inline uint64_t _get_order_id(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _ld_u64(q)
+
+    cdef inline uint32_t _get_client_id(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 8
+        return _ld_u32(q)
+
+    cdef inline object _get_symbol(self):
+        cdef const uint8_t* q = self._p + self._at + 12
+        return _ld_char(q, 8, "NewOrder", "symbol", self._base + self._at + 12)
+
+    cdef inline object _get_side(self):
+        cdef const uint8_t* q = self._p + self._at + 20
+        return _rd_Side(q, "NewOrder", "side", self._base + self._at + 20)
+
+    cdef inline object _get_price(self):
+        cdef const uint8_t* q = self._p + self._at + 21
+        return _rd_Price(q, "NewOrder", "price", self._base + self._at + 21)
+
+    cdef inline uint32_t _get_quantity(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 30
+        return _ld_u32(q)
+
+    cdef inline object _get_stop_price(self):
+        cdef const uint8_t* q = self._p + self._at + 34
+        if not _present(q, "NewOrder", "stop_price", self._base + self._at + 34):
+            return None
+        return _ld_i64(q + 1)
+
+    cdef inline object _get_inst(self):
+        cdef const uint8_t* q = self._p + self._at + 43
+        return _rd_ExecInst(q)
+
+    cdef inline object _get_expire_at(self):
+        cdef const uint8_t* q = self._p + self._at + 45 if self._bl >= 54 else _ZERO
+        if not _present(q, "NewOrder", "expire_at", self._base + self._at + 45):
+            return None
+        return _ld_u64(q + 1)
+
+    cdef NewOrderLegsGroup _get_legs(self):
+        cdef NewOrderLegsGroup g = NewOrderLegsGroup.__new__(NewOrderLegsGroup)
         if self._end < 0:
             self._scan()
-        pos = self._vat[1]
+        _NewOrderLegsGroup_at(g, self._obj, self, self._p, self._n, self._base, self._gat[0])
+        return g
+
+    cdef inline Py_ssize_t _pos_account(self) except -2:
+        if self._end < 0:
+            self._scan()
+        return self._vat[0]
+
+    cdef object _get_account(self):
+        cdef Py_ssize_t pos = self._pos_account()
+        cdef uint32_t size
+        if pos < 0:
+            return ""
+        size = _ld_u32(self._p + pos)
+        return _ld_string(self._p + pos + 4, size, "NewOrder", "account", self._base + pos + 4)
+
+    cdef inline Py_ssize_t _pos_memo(self) except -2:
+        if self._end < 0:
+            self._scan()
+        return self._vat[1]
+
+    cdef object _get_memo(self):
+        cdef Py_ssize_t pos = self._pos_memo()
+        cdef uint32_t size
         if pos < 0:
             return b""
         size = _ld_u32(self._p + pos)
         return _var_bytes(self._obj, self._base + pos + 4, size)
 
+    cdef object _dict_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef NewOrderLegsGroup g_legs
+        if self._ng > 0:
+            g_legs = NewOrderLegsGroup.__new__(NewOrderLegsGroup)
+            _NewOrderLegsGroup_at(g_legs, self._obj, self, self._p, self._n, self._base, pos)
+            v_legs = g_legs._dicts_end(&pos)
+        else:
+            v_legs = []
+        for k in range(1, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "NewOrder", "", self._base)
+        if self._nv > 0:
+            start = pos
+            pos = _skip_var(self._p, self._n, pos, "NewOrder", "account", self._base)
+            v_account = _ld_string(self._p + start + 4, pos - start - 4, "NewOrder", "account", self._base + start + 4)
+        else:
+            v_account = ""
+        if self._nv > 1:
+            start = pos
+            pos = _skip_var(self._p, self._n, pos, "NewOrder", "memo", self._base)
+            v_memo = PyBytes_FromStringAndSize(<const char*>(self._p + start + 4), pos - start - 4)
+        else:
+            v_memo = b""
+        for k in range(2, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "NewOrder", "", self._base)
+        end[0] = pos
+        return {
+            "order_id": self._get_order_id(),
+            "client_id": self._get_client_id(),
+            "symbol": self._get_symbol(),
+            "side": self._get_side(),
+            "price": (<Price>self._get_price())._dict(),
+            "quantity": self._get_quantity(),
+            "stop_price": self._get_stop_price(),
+            "inst": self._get_inst(),
+            "expire_at": self._get_expire_at(),
+            "legs": v_legs,
+            "account": v_account,
+            "memo": v_memo,
+        }
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef NewOrderLegsGroup g_legs
+        cdef NewOrder r
+        if self._ng > 0:
+            g_legs = NewOrderLegsGroup.__new__(NewOrderLegsGroup)
+            _NewOrderLegsGroup_at(g_legs, self._obj, self, self._p, self._n, self._base, pos)
+            v_legs = g_legs._values_end(&pos)
+        else:
+            v_legs = []
+        for k in range(1, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "NewOrder", "", self._base)
+        if self._nv > 0:
+            start = pos
+            pos = _skip_var(self._p, self._n, pos, "NewOrder", "account", self._base)
+            v_account = _ld_string(self._p + start + 4, pos - start - 4, "NewOrder", "account", self._base + start + 4)
+        else:
+            v_account = ""
+        if self._nv > 1:
+            start = pos
+            pos = _skip_var(self._p, self._n, pos, "NewOrder", "memo", self._base)
+            v_memo = PyBytes_FromStringAndSize(<const char*>(self._p + start + 4), pos - start - 4)
+        else:
+            v_memo = b""
+        for k in range(2, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "NewOrder", "", self._base)
+        end[0] = pos
+        r = NewOrder.__new__(NewOrder)
+        r.order_id = self._get_order_id()
+        r.client_id = self._get_client_id()
+        r.symbol = self._get_symbol()
+        r.side = self._get_side()
+        r.price = self._get_price()
+        r.quantity = self._get_quantity()
+        r.stop_price = self._get_stop_price()
+        r.inst = self._get_inst()
+        r.expire_at = self._get_expire_at()
+        r.legs = v_legs
+        r.account = v_account
+        r.memo = v_memo
+        return r
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef NewOrder _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`NewOrder` holding a copy of every field (the full decode)."""
+        return self._value()
+
     def to_dict(self):
         """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
-        return {
-            "order_id": self.order_id,
-            "client_id": self.client_id,
-            "symbol": self.symbol,
-            "side": self.side,
-            "price": self.price.to_dict(),
-            "quantity": self.quantity,
-            "stop_price": self.stop_price,
-            "inst": self.inst,
-            "expire_at": self.expire_at,
-            "legs": [e.to_dict() for e in self.legs],
-            "account": self.account,
-            "memo": bytes(self.memo),
-        }
+        return self._dict()
 
     def __eq__(self, other):
         if type(other) is NewOrderView or type(other) is NewOrder:
@@ -1578,8 +1960,8 @@ cdef class NewOrderBuilder(_Writer):
         q = self._c.reserve(_HEADER + 54 + 2, "NewOrder")
         _st_u16(q, 54)
         _st_u16(q + 2, 1)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         memset(q + _HEADER, 0, 54)
         q[_HEADER + 54] = 1
         q[_HEADER + 54 + 1] = 2
@@ -1674,7 +2056,7 @@ cdef class NewOrderBuilder(_Writer):
         ``next()`` on it before each entry)."""
         cdef NewOrderLegsBuilder b
         cdef uint8_t* q
-        if count < 0 or count > 0xFFFFFFFF:
+        if count < 0 or count > _U32_MAX:
             raise ValueError(f"NewOrder.legs: bad entry count {count}")
         self._enter(0, "legs")
         q = _empty_group(self._c, 11, 1, 0, "NewOrder.legs")
@@ -1691,21 +2073,26 @@ cdef class NewOrderBuilder(_Writer):
     property account:
         def __set__(self, value):
             cdef Py_ssize_t size
+            cdef uint8_t* q
             self._enter(1, "account")
             size = _var_size(value, "NewOrder.account")
-            _st_string(self._c.reserve(size, "NewOrder.account"), value)
+            q = self._c.reserve(size, "NewOrder.account")
+            _st_string(q, q + size, value)
             self._stage = 2
 
     property memo:
         def __set__(self, value):
             cdef Py_ssize_t size
+            cdef uint8_t* q
             self._enter(2, "memo")
             size = _bytes_size(value, "NewOrder.memo")
-            _st_bytes(self._c.reserve(size, "NewOrder.memo"), value)
+            q = self._c.reserve(size, "NewOrder.memo")
+            _st_bytes(q, q + size, value)
             self._stage = 3
 
 
 @cython.final
+@cython.freelist(16)
 cdef class NewOrder:
     """Message NewOrder (template 1).
 
@@ -1720,7 +2107,7 @@ cdef class NewOrder:
     cdef public object stop_price
     cdef public object inst
     cdef public object expire_at
-    cdef public object legs
+    cdef public list legs
     cdef public object account
     cdef public object memo
 
@@ -1761,12 +2148,12 @@ cdef class NewOrder:
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
         _st_u16(q, 54)
         _st_u16(q + 2, 1)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         self._write_block(q + _HEADER)
         q[_HEADER + 54] = 1
         q[_HEADER + 54 + 1] = 2
-        self._write_tail(q + _HEADER + 54 + 2)
+        self._write_tail(q + _HEADER + 54 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
@@ -1776,12 +2163,12 @@ cdef class NewOrder:
         cdef uint8_t* q = c.reserve(n, "NewOrder")
         _st_u16(q, 54)
         _st_u16(q + 2, 1)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         self._write_block(q + _HEADER)
         q[_HEADER + 54] = 1
         q[_HEADER + 54 + 1] = 2
-        self._write_tail(q + _HEADER + 54 + 2)
+        self._write_tail(q + _HEADER + 54 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
@@ -1808,7 +2195,7 @@ cdef class NewOrder:
         cdef Py_ssize_t n = 0
         cdef NewOrderLegs legs_e
         n += 8
-        if len(self.legs) > 0xFFFFFFFF:
+        if len(self.legs) > _U32_MAX:
             raise ValueError("NewOrder.legs: too many entries")
         for e in self.legs:
             if type(e) is not NewOrderLegs:
@@ -1819,16 +2206,20 @@ cdef class NewOrder:
         n += _bytes_size(self.memo, "NewOrder.memo")
         return n
 
-    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+        if end - q < 8:
+            _changed("NewOrder")
         _st_u16(q, 11)
         q[2] = 1
         q[3] = 0
         _st_u32(q + 4, <uint32_t>len(self.legs))
         q += 8
         for e in self.legs:
-            q = (<NewOrderLegs>e)._write(q)
-        q = _st_string(q, self.account)
-        q = _st_bytes(q, self.memo)
+            if type(e) is not NewOrderLegs:
+                _changed("NewOrder")
+            q = (<NewOrderLegs>e)._write(q, end)
+        q = _st_string(q, end, self.account)
+        q = _st_bytes(q, end, self.memo)
         return q
 
     def to_dict(self):
@@ -1931,8 +2322,7 @@ cdef class OrderAcceptedView:
 
         ``u64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return self._get_order_id()
 
     @property
     def at(self):
@@ -1940,15 +2330,62 @@ cdef class OrderAcceptedView:
 
         ``u64``.
         """
+        return self._get_at()
+
+    cdef inline uint64_t _get_order_id(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _ld_u64(q)
+
+    cdef inline uint64_t _get_at(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 8
         return _ld_u64(q)
 
+    cdef object _dict_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "OrderAccepted", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "OrderAccepted", "", self._base)
+        end[0] = pos
+        return {
+            "order_id": self._get_order_id(),
+            "at": self._get_at(),
+        }
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef OrderAccepted r
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "OrderAccepted", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "OrderAccepted", "", self._base)
+        end[0] = pos
+        r = OrderAccepted.__new__(OrderAccepted)
+        r.order_id = self._get_order_id()
+        r.at = self._get_at()
+        return r
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef OrderAccepted _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`OrderAccepted` holding a copy of every field (the full decode)."""
+        return self._value()
+
     def to_dict(self):
         """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
-        return {
-            "order_id": self.order_id,
-            "at": self.at,
-        }
+        return self._dict()
 
     def __eq__(self, other):
         if type(other) is OrderAcceptedView or type(other) is OrderAccepted:
@@ -1997,8 +2434,8 @@ cdef class OrderAcceptedBuilder(_Writer):
         q = self._c.reserve(_HEADER + 16 + 2, "OrderAccepted")
         _st_u16(q, 16)
         _st_u16(q + 2, 2)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         memset(q + _HEADER, 0, 16)
         q[_HEADER + 16] = 0
         q[_HEADER + 16 + 1] = 0
@@ -2044,6 +2481,7 @@ cdef class OrderAcceptedBuilder(_Writer):
 
 
 @cython.final
+@cython.freelist(16)
 cdef class OrderAccepted:
     """The matching engine took the order; `at` is the sequencer time it was accepted.
 
@@ -2079,12 +2517,12 @@ cdef class OrderAccepted:
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
         _st_u16(q, 16)
         _st_u16(q + 2, 2)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         self._write_block(q + _HEADER)
         q[_HEADER + 16] = 0
         q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2)
+        self._write_tail(q + _HEADER + 16 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
@@ -2094,12 +2532,12 @@ cdef class OrderAccepted:
         cdef uint8_t* q = c.reserve(n, "OrderAccepted")
         _st_u16(q, 16)
         _st_u16(q + 2, 2)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         self._write_block(q + _HEADER)
         q[_HEADER + 16] = 0
         q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2)
+        self._write_tail(q + _HEADER + 16 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
@@ -2111,7 +2549,7 @@ cdef class OrderAccepted:
         cdef Py_ssize_t n = 0
         return n
 
-    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
         return q
 
     def to_dict(self):
@@ -2200,8 +2638,7 @@ cdef class OrderRejectedView:
 
         ``u64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return self._get_order_id()
 
     @property
     def at(self):
@@ -2209,8 +2646,7 @@ cdef class OrderRejectedView:
 
         ``u64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u64(q)
+        return self._get_at()
 
     @property
     def reason(self):
@@ -2218,8 +2654,7 @@ cdef class OrderRejectedView:
 
         ``RejectReason``.
         """
-        cdef const uint8_t* q = self._p + self._at + 16
-        return _rd_RejectReason(q, "OrderRejected", "reason", self._base + self._at + 16)
+        return self._get_reason()
 
     @property
     def text(self):
@@ -2227,24 +2662,95 @@ cdef class OrderRejectedView:
 
         ``string``.
         """
-        cdef Py_ssize_t pos
-        cdef uint32_t size
+        return self._get_text()
+
+    cdef inline uint64_t _get_order_id(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _ld_u64(q)
+
+    cdef inline uint64_t _get_at(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 8
+        return _ld_u64(q)
+
+    cdef inline object _get_reason(self):
+        cdef const uint8_t* q = self._p + self._at + 16
+        return _rd_RejectReason(q, "OrderRejected", "reason", self._base + self._at + 16)
+
+    cdef inline Py_ssize_t _pos_text(self) except -2:
         if self._end < 0:
             self._scan()
-        pos = self._vat[0]
+        return self._vat[0]
+
+    cdef object _get_text(self):
+        cdef Py_ssize_t pos = self._pos_text()
+        cdef uint32_t size
         if pos < 0:
             return ""
         size = _ld_u32(self._p + pos)
         return _ld_string(self._p + pos + 4, size, "OrderRejected", "text", self._base + pos + 4)
 
+    cdef object _dict_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "OrderRejected", "", self._base)
+        if self._nv > 0:
+            start = pos
+            pos = _skip_var(self._p, self._n, pos, "OrderRejected", "text", self._base)
+            v_text = _ld_string(self._p + start + 4, pos - start - 4, "OrderRejected", "text", self._base + start + 4)
+        else:
+            v_text = ""
+        for k in range(1, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "OrderRejected", "", self._base)
+        end[0] = pos
+        return {
+            "order_id": self._get_order_id(),
+            "at": self._get_at(),
+            "reason": self._get_reason(),
+            "text": v_text,
+        }
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef OrderRejected r
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "OrderRejected", "", self._base)
+        if self._nv > 0:
+            start = pos
+            pos = _skip_var(self._p, self._n, pos, "OrderRejected", "text", self._base)
+            v_text = _ld_string(self._p + start + 4, pos - start - 4, "OrderRejected", "text", self._base + start + 4)
+        else:
+            v_text = ""
+        for k in range(1, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "OrderRejected", "", self._base)
+        end[0] = pos
+        r = OrderRejected.__new__(OrderRejected)
+        r.order_id = self._get_order_id()
+        r.at = self._get_at()
+        r.reason = self._get_reason()
+        r.text = v_text
+        return r
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef OrderRejected _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`OrderRejected` holding a copy of every field (the full decode)."""
+        return self._value()
+
     def to_dict(self):
         """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
-        return {
-            "order_id": self.order_id,
-            "at": self.at,
-            "reason": self.reason,
-            "text": self.text,
-        }
+        return self._dict()
 
     def __eq__(self, other):
         if type(other) is OrderRejectedView or type(other) is OrderRejected:
@@ -2293,8 +2799,8 @@ cdef class OrderRejectedBuilder(_Writer):
         q = self._c.reserve(_HEADER + 17 + 2, "OrderRejected")
         _st_u16(q, 17)
         _st_u16(q + 2, 3)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         memset(q + _HEADER, 0, 17)
         q[_HEADER + 17] = 0
         q[_HEADER + 17 + 1] = 1
@@ -2346,13 +2852,16 @@ cdef class OrderRejectedBuilder(_Writer):
     property text:
         def __set__(self, value):
             cdef Py_ssize_t size
+            cdef uint8_t* q
             self._enter(0, "text")
             size = _var_size(value, "OrderRejected.text")
-            _st_string(self._c.reserve(size, "OrderRejected.text"), value)
+            q = self._c.reserve(size, "OrderRejected.text")
+            _st_string(q, q + size, value)
             self._stage = 1
 
 
 @cython.final
+@cython.freelist(16)
 cdef class OrderRejected:
     """The matching engine refused the order or cancel.
 
@@ -2392,12 +2901,12 @@ cdef class OrderRejected:
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
         _st_u16(q, 17)
         _st_u16(q + 2, 3)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         self._write_block(q + _HEADER)
         q[_HEADER + 17] = 0
         q[_HEADER + 17 + 1] = 1
-        self._write_tail(q + _HEADER + 17 + 2)
+        self._write_tail(q + _HEADER + 17 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
@@ -2407,12 +2916,12 @@ cdef class OrderRejected:
         cdef uint8_t* q = c.reserve(n, "OrderRejected")
         _st_u16(q, 17)
         _st_u16(q + 2, 3)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         self._write_block(q + _HEADER)
         q[_HEADER + 17] = 0
         q[_HEADER + 17 + 1] = 1
-        self._write_tail(q + _HEADER + 17 + 2)
+        self._write_tail(q + _HEADER + 17 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
@@ -2426,8 +2935,8 @@ cdef class OrderRejected:
         n += _var_size(self.text, "OrderRejected.text")
         return n
 
-    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
-        q = _st_string(q, self.text)
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+        q = _st_string(q, end, self.text)
         return q
 
     def to_dict(self):
@@ -2518,8 +3027,7 @@ cdef class CancelOrderView:
 
         ``u64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return self._get_order_id()
 
     @property
     def client_id(self):
@@ -2527,15 +3035,62 @@ cdef class CancelOrderView:
 
         ``u32``.
         """
+        return self._get_client_id()
+
+    cdef inline uint64_t _get_order_id(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _ld_u64(q)
+
+    cdef inline uint32_t _get_client_id(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 8
         return _ld_u32(q)
 
+    cdef object _dict_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "CancelOrder", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "CancelOrder", "", self._base)
+        end[0] = pos
+        return {
+            "order_id": self._get_order_id(),
+            "client_id": self._get_client_id(),
+        }
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef CancelOrder r
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "CancelOrder", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "CancelOrder", "", self._base)
+        end[0] = pos
+        r = CancelOrder.__new__(CancelOrder)
+        r.order_id = self._get_order_id()
+        r.client_id = self._get_client_id()
+        return r
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef CancelOrder _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`CancelOrder` holding a copy of every field (the full decode)."""
+        return self._value()
+
     def to_dict(self):
         """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
-        return {
-            "order_id": self.order_id,
-            "client_id": self.client_id,
-        }
+        return self._dict()
 
     def __eq__(self, other):
         if type(other) is CancelOrderView or type(other) is CancelOrder:
@@ -2584,8 +3139,8 @@ cdef class CancelOrderBuilder(_Writer):
         q = self._c.reserve(_HEADER + 12 + 2, "CancelOrder")
         _st_u16(q, 12)
         _st_u16(q + 2, 4)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         memset(q + _HEADER, 0, 12)
         q[_HEADER + 12] = 0
         q[_HEADER + 12 + 1] = 0
@@ -2631,6 +3186,7 @@ cdef class CancelOrderBuilder(_Writer):
 
 
 @cython.final
+@cython.freelist(16)
 cdef class CancelOrder:
     """Cancel the rest of an order.
 
@@ -2666,12 +3222,12 @@ cdef class CancelOrder:
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
         _st_u16(q, 12)
         _st_u16(q + 2, 4)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         self._write_block(q + _HEADER)
         q[_HEADER + 12] = 0
         q[_HEADER + 12 + 1] = 0
-        self._write_tail(q + _HEADER + 12 + 2)
+        self._write_tail(q + _HEADER + 12 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
@@ -2681,12 +3237,12 @@ cdef class CancelOrder:
         cdef uint8_t* q = c.reserve(n, "CancelOrder")
         _st_u16(q, 12)
         _st_u16(q + 2, 4)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         self._write_block(q + _HEADER)
         q[_HEADER + 12] = 0
         q[_HEADER + 12 + 1] = 0
-        self._write_tail(q + _HEADER + 12 + 2)
+        self._write_tail(q + _HEADER + 12 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
@@ -2698,7 +3254,7 @@ cdef class CancelOrder:
         cdef Py_ssize_t n = 0
         return n
 
-    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
         return q
 
     def to_dict(self):
@@ -2787,8 +3343,7 @@ cdef class OrderCancelledView:
 
         ``u64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return self._get_order_id()
 
     @property
     def at(self):
@@ -2796,8 +3351,7 @@ cdef class OrderCancelledView:
 
         ``u64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u64(q)
+        return self._get_at()
 
     @property
     def cancelled_quantity(self):
@@ -2805,16 +3359,68 @@ cdef class OrderCancelledView:
 
         ``u32``.
         """
+        return self._get_cancelled_quantity()
+
+    cdef inline uint64_t _get_order_id(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _ld_u64(q)
+
+    cdef inline uint64_t _get_at(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 8
+        return _ld_u64(q)
+
+    cdef inline uint32_t _get_cancelled_quantity(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 16
         return _ld_u32(q)
 
+    cdef object _dict_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "OrderCancelled", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "OrderCancelled", "", self._base)
+        end[0] = pos
+        return {
+            "order_id": self._get_order_id(),
+            "at": self._get_at(),
+            "cancelled_quantity": self._get_cancelled_quantity(),
+        }
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef OrderCancelled r
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "OrderCancelled", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "OrderCancelled", "", self._base)
+        end[0] = pos
+        r = OrderCancelled.__new__(OrderCancelled)
+        r.order_id = self._get_order_id()
+        r.at = self._get_at()
+        r.cancelled_quantity = self._get_cancelled_quantity()
+        return r
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef OrderCancelled _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`OrderCancelled` holding a copy of every field (the full decode)."""
+        return self._value()
+
     def to_dict(self):
         """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
-        return {
-            "order_id": self.order_id,
-            "at": self.at,
-            "cancelled_quantity": self.cancelled_quantity,
-        }
+        return self._dict()
 
     def __eq__(self, other):
         if type(other) is OrderCancelledView or type(other) is OrderCancelled:
@@ -2863,8 +3469,8 @@ cdef class OrderCancelledBuilder(_Writer):
         q = self._c.reserve(_HEADER + 20 + 2, "OrderCancelled")
         _st_u16(q, 20)
         _st_u16(q + 2, 5)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         memset(q + _HEADER, 0, 20)
         q[_HEADER + 20] = 0
         q[_HEADER + 20 + 1] = 0
@@ -2915,6 +3521,7 @@ cdef class OrderCancelledBuilder(_Writer):
 
 
 @cython.final
+@cython.freelist(16)
 cdef class OrderCancelled:
     """The rest of an order was cancelled.
 
@@ -2952,12 +3559,12 @@ cdef class OrderCancelled:
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
         _st_u16(q, 20)
         _st_u16(q + 2, 5)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         self._write_block(q + _HEADER)
         q[_HEADER + 20] = 0
         q[_HEADER + 20 + 1] = 0
-        self._write_tail(q + _HEADER + 20 + 2)
+        self._write_tail(q + _HEADER + 20 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
@@ -2967,12 +3574,12 @@ cdef class OrderCancelled:
         cdef uint8_t* q = c.reserve(n, "OrderCancelled")
         _st_u16(q, 20)
         _st_u16(q + 2, 5)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         self._write_block(q + _HEADER)
         q[_HEADER + 20] = 0
         q[_HEADER + 20 + 1] = 0
-        self._write_tail(q + _HEADER + 20 + 2)
+        self._write_tail(q + _HEADER + 20 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
@@ -2985,7 +3592,7 @@ cdef class OrderCancelled:
         cdef Py_ssize_t n = 0
         return n
 
-    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
         return q
 
     def to_dict(self):
@@ -3075,8 +3682,7 @@ cdef class TradeView:
 
         ``u64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return self._get_trade_id()
 
     @property
     def symbol(self):
@@ -3084,8 +3690,7 @@ cdef class TradeView:
 
         ``char[8]``.
         """
-        cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_char(q, 8, "Trade", "symbol", self._base + self._at + 8)
+        return self._get_symbol()
 
     @property
     def price(self):
@@ -3093,8 +3698,7 @@ cdef class TradeView:
 
         ``Price``.
         """
-        cdef const uint8_t* q = self._p + self._at + 16
-        return _rd_Price(q, "Trade", "price", self._base + self._at + 16)
+        return self._get_price()
 
     @property
     def quantity(self):
@@ -3102,8 +3706,7 @@ cdef class TradeView:
 
         ``u32``.
         """
-        cdef const uint8_t* q = self._p + self._at + 25
-        return _ld_u32(q)
+        return self._get_quantity()
 
     @property
     def buy_order_id(self):
@@ -3111,8 +3714,7 @@ cdef class TradeView:
 
         ``u64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 29
-        return _ld_u64(q)
+        return self._get_buy_order_id()
 
     @property
     def sell_order_id(self):
@@ -3120,8 +3722,7 @@ cdef class TradeView:
 
         ``u64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 37
-        return _ld_u64(q)
+        return self._get_sell_order_id()
 
     @property
     def aggressor(self):
@@ -3129,8 +3730,7 @@ cdef class TradeView:
 
         ``Side``.
         """
-        cdef const uint8_t* q = self._p + self._at + 45
-        return _rd_Side(q, "Trade", "aggressor", self._base + self._at + 45)
+        return self._get_aggressor()
 
     @property
     def at(self):
@@ -3138,21 +3738,98 @@ cdef class TradeView:
 
         ``u64``.
         """
+        return self._get_at()
+
+    cdef inline uint64_t _get_trade_id(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _ld_u64(q)
+
+    cdef inline object _get_symbol(self):
+        cdef const uint8_t* q = self._p + self._at + 8
+        return _ld_char(q, 8, "Trade", "symbol", self._base + self._at + 8)
+
+    cdef inline object _get_price(self):
+        cdef const uint8_t* q = self._p + self._at + 16
+        return _rd_Price(q, "Trade", "price", self._base + self._at + 16)
+
+    cdef inline uint32_t _get_quantity(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 25
+        return _ld_u32(q)
+
+    cdef inline uint64_t _get_buy_order_id(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 29
+        return _ld_u64(q)
+
+    cdef inline uint64_t _get_sell_order_id(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 37
+        return _ld_u64(q)
+
+    cdef inline object _get_aggressor(self):
+        cdef const uint8_t* q = self._p + self._at + 45
+        return _rd_Side(q, "Trade", "aggressor", self._base + self._at + 45)
+
+    cdef inline uint64_t _get_at(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 46
         return _ld_u64(q)
 
+    cdef object _dict_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "Trade", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "Trade", "", self._base)
+        end[0] = pos
+        return {
+            "trade_id": self._get_trade_id(),
+            "symbol": self._get_symbol(),
+            "price": (<Price>self._get_price())._dict(),
+            "quantity": self._get_quantity(),
+            "buy_order_id": self._get_buy_order_id(),
+            "sell_order_id": self._get_sell_order_id(),
+            "aggressor": self._get_aggressor(),
+            "at": self._get_at(),
+        }
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef Trade r
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "Trade", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "Trade", "", self._base)
+        end[0] = pos
+        r = Trade.__new__(Trade)
+        r.trade_id = self._get_trade_id()
+        r.symbol = self._get_symbol()
+        r.price = self._get_price()
+        r.quantity = self._get_quantity()
+        r.buy_order_id = self._get_buy_order_id()
+        r.sell_order_id = self._get_sell_order_id()
+        r.aggressor = self._get_aggressor()
+        r.at = self._get_at()
+        return r
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef Trade _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`Trade` holding a copy of every field (the full decode)."""
+        return self._value()
+
     def to_dict(self):
         """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
-        return {
-            "trade_id": self.trade_id,
-            "symbol": self.symbol,
-            "price": self.price.to_dict(),
-            "quantity": self.quantity,
-            "buy_order_id": self.buy_order_id,
-            "sell_order_id": self.sell_order_id,
-            "aggressor": self.aggressor,
-            "at": self.at,
-        }
+        return self._dict()
 
     def __eq__(self, other):
         if type(other) is TradeView or type(other) is Trade:
@@ -3201,8 +3878,8 @@ cdef class TradeBuilder(_Writer):
         q = self._c.reserve(_HEADER + 54 + 2, "Trade")
         _st_u16(q, 54)
         _st_u16(q + 2, 6)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         memset(q + _HEADER, 0, 54)
         q[_HEADER + 54] = 0
         q[_HEADER + 54 + 1] = 0
@@ -3278,6 +3955,7 @@ cdef class TradeBuilder(_Writer):
 
 
 @cython.final
+@cython.freelist(16)
 cdef class Trade:
     """A match between a resting order and an incoming one.
 
@@ -3325,12 +4003,12 @@ cdef class Trade:
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
         _st_u16(q, 54)
         _st_u16(q + 2, 6)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         self._write_block(q + _HEADER)
         q[_HEADER + 54] = 0
         q[_HEADER + 54 + 1] = 0
-        self._write_tail(q + _HEADER + 54 + 2)
+        self._write_tail(q + _HEADER + 54 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
@@ -3340,12 +4018,12 @@ cdef class Trade:
         cdef uint8_t* q = c.reserve(n, "Trade")
         _st_u16(q, 54)
         _st_u16(q + 2, 6)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         self._write_block(q + _HEADER)
         q[_HEADER + 54] = 0
         q[_HEADER + 54 + 1] = 0
-        self._write_tail(q + _HEADER + 54 + 2)
+        self._write_tail(q + _HEADER + 54 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
@@ -3363,7 +4041,7 @@ cdef class Trade:
         cdef Py_ssize_t n = 0
         return n
 
-    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
         return q
 
     def to_dict(self):
@@ -3403,6 +4081,7 @@ def _from_dict_field_Trade(str k, v):
 # ---- BookUpdate.levels ----
 
 @cython.final
+@cython.freelist(16)
 cdef class BookUpdateLevelsView:
     """One entry of group ``BookUpdate.levels`` (a flyweight reused while iterating)."""
     cdef object _obj
@@ -3436,8 +4115,7 @@ cdef class BookUpdateLevelsView:
 
         ``BookSide``.
         """
-        cdef const uint8_t* q = self._p + self._at + 0
-        return _rd_BookSide(q, "BookUpdate", "levels.side", self._base + self._at + 0)
+        return self._get_side()
 
     @property
     def price(self):
@@ -3445,8 +4123,7 @@ cdef class BookUpdateLevelsView:
 
         ``Price``.
         """
-        cdef const uint8_t* q = self._p + self._at + 1
-        return _rd_Price(q, "BookUpdate", "levels.price", self._base + self._at + 1)
+        return self._get_price()
 
     @property
     def quantity(self):
@@ -3454,8 +4131,7 @@ cdef class BookUpdateLevelsView:
 
         ``u64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 10
-        return _ld_u64(q)
+        return self._get_quantity()
 
     @property
     def orders(self):
@@ -3463,17 +4139,78 @@ cdef class BookUpdateLevelsView:
 
         ``u32``.
         """
+        return self._get_orders()
+
+    cdef inline object _get_side(self):
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _rd_BookSide(q, "BookUpdate", "levels.side", self._base + self._at + 0)
+
+    cdef inline object _get_price(self):
+        cdef const uint8_t* q = self._p + self._at + 1
+        return _rd_Price(q, "BookUpdate", "levels.price", self._base + self._at + 1)
+
+    cdef inline uint64_t _get_quantity(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 10
+        return _ld_u64(q)
+
+    cdef inline uint32_t _get_orders(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 18
         return _ld_u32(q)
 
+    cdef object _dict_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        if self._n - self._at < self._bl:
+            _truncated("BookUpdate", "levels", self._base + self._at, "group entry")
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 2, "BookUpdate", "levels", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "BookUpdate", "levels", self._base)
+        end[0] = pos
+        return {
+            "side": self._get_side(),
+            "price": (<Price>self._get_price())._dict(),
+            "quantity": self._get_quantity(),
+            "orders": self._get_orders(),
+        }
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef BookUpdateLevels r
+        if self._n - self._at < self._bl:
+            _truncated("BookUpdate", "levels", self._base + self._at, "group entry")
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 2, "BookUpdate", "levels", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "BookUpdate", "levels", self._base)
+        end[0] = pos
+        r = BookUpdateLevels.__new__(BookUpdateLevels)
+        r.side = self._get_side()
+        r.price = self._get_price()
+        r.quantity = self._get_quantity()
+        r.orders = self._get_orders()
+        return r
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef BookUpdateLevels _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`BookUpdateLevels` holding a copy of every field (the full decode)."""
+        return self._value()
+
     def to_dict(self):
         """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
-        return {
-            "side": self.side,
-            "price": self.price.to_dict(),
-            "quantity": self.quantity,
-            "orders": self.orders,
-        }
+        return self._dict()
 
     def __eq__(self, other):
         if type(other) is BookUpdateLevelsView or type(other) is BookUpdateLevels:
@@ -3487,6 +4224,7 @@ cdef class BookUpdateLevelsView:
 
 
 @cython.final
+@cython.freelist(16)
 cdef class BookUpdateLevelsGroup:
     """The entries of group ``BookUpdate.levels``: ``len()``, iteration and indexing.
 
@@ -3565,7 +4303,39 @@ cdef class BookUpdateLevelsGroup:
 
     def to_list(self):
         """Every entry as a dict."""
-        return [e.to_dict() for e in self]
+        return self._dicts()
+
+    cdef list _dicts_end(self, Py_ssize_t* end):
+        cdef list out = []
+        cdef Py_ssize_t i, pos = self._start
+        cdef BookUpdateLevelsView e = self._new_entry()
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > 65536:
+            raise DecodeError("BookUpdate", "levels", self._base + self._start - 8, f"{self._count} zero-length entries")
+        for i in range(self._count):
+            e._at = pos
+            e._tail = pos + self._bl
+            e._end = -1
+            out.append(e._dict_end(&pos))
+        end[0] = pos
+        return out
+
+    cdef list _values_end(self, Py_ssize_t* end):
+        cdef list out = []
+        cdef Py_ssize_t i, pos = self._start
+        cdef BookUpdateLevelsView e = self._new_entry()
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > 65536:
+            raise DecodeError("BookUpdate", "levels", self._base + self._start - 8, f"{self._count} zero-length entries")
+        for i in range(self._count):
+            e._at = pos
+            e._tail = pos + self._bl
+            e._end = -1
+            out.append(e._value_end(&pos))
+        end[0] = pos
+        return out
+
+    cdef list _dicts(self):
+        cdef Py_ssize_t end
+        return self._dicts_end(&end)
 
     def __repr__(self):
         return f"<BookUpdateLevelsGroup of {self._count} entries>"
@@ -3586,6 +4356,8 @@ cdef int _BookUpdateLevelsGroup_at(BookUpdateLevelsGroup g, object obj, object k
         g._ng = 0
         g._nv = 0
     else:
+        if n - pos < 8:
+            _truncated("BookUpdate", "levels", base + pos, "group header")
         g._bl = _ld_u16(p + pos)
         g._ng = p[pos + 2]
         g._nv = p[pos + 3]
@@ -3677,6 +4449,7 @@ cdef class BookUpdateLevelsBuilder(_Writer):
 
 
 @cython.final
+@cython.freelist(16)
 cdef class BookUpdateLevels:
     """One entry of group ``BookUpdate.levels``, as a plain value."""
     cdef public object side
@@ -3700,9 +4473,11 @@ cdef class BookUpdateLevels:
     cdef Py_ssize_t _size(self) except -1:
         return 22 + self._tail_size()
 
-    cdef uint8_t* _write(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write(self, uint8_t* q, uint8_t* end) except NULL:
+        if end - q < 22:
+            _changed("BookUpdate")
         self._write_block(q)
-        return self._write_tail(q + 22)
+        return self._write_tail(q + 22, end)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _wr_BookSide(q + 0, self.side, "BookUpdate.levels.side")
@@ -3715,7 +4490,7 @@ cdef class BookUpdateLevels:
         cdef Py_ssize_t n = 0
         return n
 
-    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
         return q
 
     def to_dict(self):
@@ -3808,8 +4583,7 @@ cdef class BookUpdateView:
 
         ``char[8]``.
         """
-        cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_char(q, 8, "BookUpdate", "symbol", self._base + self._at + 0)
+        return self._get_symbol()
 
     @property
     def at(self):
@@ -3817,8 +4591,7 @@ cdef class BookUpdateView:
 
         ``u64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u64(q)
+        return self._get_at()
 
     @property
     def levels(self):
@@ -3826,19 +4599,85 @@ cdef class BookUpdateView:
 
         ``group``; iterate it (one reused entry view) or index it.
         """
+        return self._get_levels()
+
+    cdef inline object _get_symbol(self):
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _ld_char(q, 8, "BookUpdate", "symbol", self._base + self._at + 0)
+
+    cdef inline uint64_t _get_at(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 8
+        return _ld_u64(q)
+
+    cdef BookUpdateLevelsGroup _get_levels(self):
         cdef BookUpdateLevelsGroup g = BookUpdateLevelsGroup.__new__(BookUpdateLevelsGroup)
         if self._end < 0:
             self._scan()
         _BookUpdateLevelsGroup_at(g, self._obj, self, self._p, self._n, self._base, self._gat[0])
         return g
 
+    cdef object _dict_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef BookUpdateLevelsGroup g_levels
+        if self._ng > 0:
+            g_levels = BookUpdateLevelsGroup.__new__(BookUpdateLevelsGroup)
+            _BookUpdateLevelsGroup_at(g_levels, self._obj, self, self._p, self._n, self._base, pos)
+            v_levels = g_levels._dicts_end(&pos)
+        else:
+            v_levels = []
+        for k in range(1, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "BookUpdate", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "BookUpdate", "", self._base)
+        end[0] = pos
+        return {
+            "symbol": self._get_symbol(),
+            "at": self._get_at(),
+            "levels": v_levels,
+        }
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef BookUpdateLevelsGroup g_levels
+        cdef BookUpdate r
+        if self._ng > 0:
+            g_levels = BookUpdateLevelsGroup.__new__(BookUpdateLevelsGroup)
+            _BookUpdateLevelsGroup_at(g_levels, self._obj, self, self._p, self._n, self._base, pos)
+            v_levels = g_levels._values_end(&pos)
+        else:
+            v_levels = []
+        for k in range(1, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "BookUpdate", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "BookUpdate", "", self._base)
+        end[0] = pos
+        r = BookUpdate.__new__(BookUpdate)
+        r.symbol = self._get_symbol()
+        r.at = self._get_at()
+        r.levels = v_levels
+        return r
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef BookUpdate _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`BookUpdate` holding a copy of every field (the full decode)."""
+        return self._value()
+
     def to_dict(self):
         """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
-        return {
-            "symbol": self.symbol,
-            "at": self.at,
-            "levels": [e.to_dict() for e in self.levels],
-        }
+        return self._dict()
 
     def __eq__(self, other):
         if type(other) is BookUpdateView or type(other) is BookUpdate:
@@ -3887,8 +4726,8 @@ cdef class BookUpdateBuilder(_Writer):
         q = self._c.reserve(_HEADER + 16 + 2, "BookUpdate")
         _st_u16(q, 16)
         _st_u16(q + 2, 7)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         memset(q + _HEADER, 0, 16)
         q[_HEADER + 16] = 1
         q[_HEADER + 16 + 1] = 0
@@ -3940,7 +4779,7 @@ cdef class BookUpdateBuilder(_Writer):
         ``next()`` on it before each entry)."""
         cdef BookUpdateLevelsBuilder b
         cdef uint8_t* q
-        if count < 0 or count > 0xFFFFFFFF:
+        if count < 0 or count > _U32_MAX:
             raise ValueError(f"BookUpdate.levels: bad entry count {count}")
         self._enter(0, "levels")
         q = _empty_group(self._c, 22, 0, 0, "BookUpdate.levels")
@@ -3956,6 +4795,7 @@ cdef class BookUpdateBuilder(_Writer):
 
 
 @cython.final
+@cython.freelist(16)
 cdef class BookUpdate:
     """Changed price levels of one symbol's book; quantity 0 removes the level.
 
@@ -3963,7 +4803,7 @@ cdef class BookUpdate:
     """
     cdef public object symbol
     cdef public uint64_t at
-    cdef public object levels
+    cdef public list levels
 
     TEMPLATE_ID = 7
     SCHEMA_ID = 7
@@ -3993,12 +4833,12 @@ cdef class BookUpdate:
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
         _st_u16(q, 16)
         _st_u16(q + 2, 7)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         self._write_block(q + _HEADER)
         q[_HEADER + 16] = 1
         q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2)
+        self._write_tail(q + _HEADER + 16 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
@@ -4008,12 +4848,12 @@ cdef class BookUpdate:
         cdef uint8_t* q = c.reserve(n, "BookUpdate")
         _st_u16(q, 16)
         _st_u16(q + 2, 7)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 7)
+        _st_u16(q + 6, 2)
         self._write_block(q + _HEADER)
         q[_HEADER + 16] = 1
         q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2)
+        self._write_tail(q + _HEADER + 16 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
@@ -4025,7 +4865,7 @@ cdef class BookUpdate:
         cdef Py_ssize_t n = 0
         cdef BookUpdateLevels levels_e
         n += 8
-        if len(self.levels) > 0xFFFFFFFF:
+        if len(self.levels) > _U32_MAX:
             raise ValueError("BookUpdate.levels: too many entries")
         for e in self.levels:
             if type(e) is not BookUpdateLevels:
@@ -4034,14 +4874,18 @@ cdef class BookUpdate:
             n += levels_e._size()
         return n
 
-    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+        if end - q < 8:
+            _changed("BookUpdate")
         _st_u16(q, 22)
         q[2] = 0
         q[3] = 0
         _st_u32(q + 4, <uint32_t>len(self.levels))
         q += 8
         for e in self.levels:
-            q = (<BookUpdateLevels>e)._write(q)
+            if type(e) is not BookUpdateLevels:
+                _changed("BookUpdate")
+            q = (<BookUpdateLevels>e)._write(q, end)
         return q
 
     def to_dict(self):

@@ -9,6 +9,9 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_DecodeASCII, PyUnicode_AsUTF8AndSize
 
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object o)
+
 import enum as _enum
 import sys as _sys
 
@@ -25,6 +28,7 @@ cdef enum:
     _HEADER = 8
     _MAX_DEPTH = 16
 
+cdef Py_ssize_t _U32_MAX = 4294967295
 cdef uint8_t _ZERO[65536]  # what absent fixed fields read as (fields newer than the writer)
 memset(_ZERO, 0, sizeof(_ZERO))
 
@@ -147,7 +151,7 @@ cdef int _st_char(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
     cdef const char* s
     if type(v) is not str:
         raise TypeError(f"{where}: expected str, got {type(v).__name__}")
-    if not (<str>v).isascii():
+    if not PyUnicode_IS_ASCII(v):
         raise ValueError(f"{where}: {v!r} is not ASCII")
     s = PyUnicode_AsUTF8AndSize(v, &size)
     if size > n:
@@ -200,11 +204,20 @@ cdef Py_ssize_t _var_size(object v, str where) except -1:
     raise TypeError(f"{where}: expected str, got {type(v).__name__}")
 
 
-cdef uint8_t* _st_string(uint8_t* q, object v) except NULL:
+cdef int _changed(str msg) except -1:
+    raise RuntimeError(f"{msg}: a value changed while it was being encoded")
+
+
+cdef uint8_t* _st_string(uint8_t* q, uint8_t* end, object v) except NULL:
     cdef Py_ssize_t size
-    cdef const char* s = PyUnicode_AsUTF8AndSize(v, &size)
-    if size > 0xFFFFFFFF:
+    cdef const char* s
+    if type(v) is not str:
+        raise TypeError(f"expected str, got {type(v).__name__}")
+    s = PyUnicode_AsUTF8AndSize(v, &size)
+    if size > _U32_MAX:
         raise ValueError("string longer than 4 GiB")
+    if end - q < 4 + size:
+        _changed("string")
     _st_u32(q, <uint32_t>size)
     memcpy(q + 4, s, size)
     return q + 4 + size
@@ -219,16 +232,20 @@ cdef Py_ssize_t _bytes_size(object v, str where) except -1:
         raise TypeError(f"{where}: expected a bytes-like object, got {type(v).__name__}") from None
 
 
-cdef uint8_t* _st_bytes(uint8_t* q, object v) except NULL:
+cdef uint8_t* _st_bytes(uint8_t* q, uint8_t* end, object v) except NULL:
     cdef const uint8_t[::1] mv
     cdef Py_ssize_t n
     if type(v) is bytes:
         n = PyBytes_GET_SIZE(v)
+        if end - q < 4 + n:
+            _changed("bytes")
         _st_u32(q, <uint32_t>n)
         memcpy(q + 4, PyBytes_AS_STRING(v), n)
         return q + 4 + n
     mv = memoryview(v).cast("B")
     n = mv.shape[0]
+    if end - q < 4 + n:
+        _changed("bytes")
     _st_u32(q, <uint32_t>n)
     if n:
         memcpy(q + 4, &mv[0], n)
@@ -433,6 +450,10 @@ cdef class _Writer:
 # -- structs (fixed-size values, decoded into value objects) ----------------------------------
 
 
+cdef object _struct_dict(object v):
+    return None if v is None else v.to_dict()
+
+
 def _repr(str name, dict d):
     return name + "(" + ", ".join([f"{k}={v!r}" for k, v in d.items()]) + ")"
 
@@ -503,8 +524,7 @@ cdef class PingView:
 
         ``u64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return self._get_id()
 
     @property
     def sent_at_ns(self):
@@ -512,15 +532,62 @@ cdef class PingView:
 
         ``u64``.
         """
+        return self._get_sent_at_ns()
+
+    cdef inline uint64_t _get_id(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _ld_u64(q)
+
+    cdef inline uint64_t _get_sent_at_ns(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 8
         return _ld_u64(q)
 
+    cdef object _dict_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "Ping", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "Ping", "", self._base)
+        end[0] = pos
+        return {
+            "id": self._get_id(),
+            "sent_at_ns": self._get_sent_at_ns(),
+        }
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef Ping r
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "Ping", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "Ping", "", self._base)
+        end[0] = pos
+        r = Ping.__new__(Ping)
+        r.id = self._get_id()
+        r.sent_at_ns = self._get_sent_at_ns()
+        return r
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef Ping _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`Ping` holding a copy of every field (the full decode)."""
+        return self._value()
+
     def to_dict(self):
         """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
-        return {
-            "id": self.id,
-            "sent_at_ns": self.sent_at_ns,
-        }
+        return self._dict()
 
     def __eq__(self, other):
         if type(other) is PingView or type(other) is Ping:
@@ -569,8 +636,8 @@ cdef class PingBuilder(_Writer):
         q = self._c.reserve(_HEADER + 16 + 2, "Ping")
         _st_u16(q, 16)
         _st_u16(q + 2, 1)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 2)
+        _st_u16(q + 6, 1)
         memset(q + _HEADER, 0, 16)
         q[_HEADER + 16] = 0
         q[_HEADER + 16 + 1] = 0
@@ -616,6 +683,7 @@ cdef class PingBuilder(_Writer):
 
 
 @cython.final
+@cython.freelist(16)
 cdef class Ping:
     """Sent by the pinger; answered by the ponger with a Pong of the same id.
 
@@ -651,12 +719,12 @@ cdef class Ping:
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
         _st_u16(q, 16)
         _st_u16(q + 2, 1)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 2)
+        _st_u16(q + 6, 1)
         self._write_block(q + _HEADER)
         q[_HEADER + 16] = 0
         q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2)
+        self._write_tail(q + _HEADER + 16 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
@@ -666,12 +734,12 @@ cdef class Ping:
         cdef uint8_t* q = c.reserve(n, "Ping")
         _st_u16(q, 16)
         _st_u16(q + 2, 1)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 2)
+        _st_u16(q + 6, 1)
         self._write_block(q + _HEADER)
         q[_HEADER + 16] = 0
         q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2)
+        self._write_tail(q + _HEADER + 16 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
@@ -683,7 +751,7 @@ cdef class Ping:
         cdef Py_ssize_t n = 0
         return n
 
-    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
         return q
 
     def to_dict(self):
@@ -772,8 +840,7 @@ cdef class PongView:
 
         ``u64``.
         """
-        cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return self._get_id()
 
     @property
     def ping_sent_at_ns(self):
@@ -781,15 +848,62 @@ cdef class PongView:
 
         ``u64``.
         """
+        return self._get_ping_sent_at_ns()
+
+    cdef inline uint64_t _get_id(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _ld_u64(q)
+
+    cdef inline uint64_t _get_ping_sent_at_ns(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 8
         return _ld_u64(q)
 
+    cdef object _dict_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "Pong", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "Pong", "", self._base)
+        end[0] = pos
+        return {
+            "id": self._get_id(),
+            "ping_sent_at_ns": self._get_ping_sent_at_ns(),
+        }
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
+        cdef Py_ssize_t pos = self._tail
+        cdef Py_ssize_t start
+        cdef int k
+        cdef Pong r
+        for k in range(0, self._ng):
+            pos = _skip_group(self._p, self._n, pos, 1, "Pong", "", self._base)
+        for k in range(0, self._nv):
+            pos = _skip_var(self._p, self._n, pos, "Pong", "", self._base)
+        end[0] = pos
+        r = Pong.__new__(Pong)
+        r.id = self._get_id()
+        r.ping_sent_at_ns = self._get_ping_sent_at_ns()
+        return r
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef Pong _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`Pong` holding a copy of every field (the full decode)."""
+        return self._value()
+
     def to_dict(self):
         """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
-        return {
-            "id": self.id,
-            "ping_sent_at_ns": self.ping_sent_at_ns,
-        }
+        return self._dict()
 
     def __eq__(self, other):
         if type(other) is PongView or type(other) is Pong:
@@ -838,8 +952,8 @@ cdef class PongBuilder(_Writer):
         q = self._c.reserve(_HEADER + 16 + 2, "Pong")
         _st_u16(q, 16)
         _st_u16(q + 2, 2)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 2)
+        _st_u16(q + 6, 1)
         memset(q + _HEADER, 0, 16)
         q[_HEADER + 16] = 0
         q[_HEADER + 16 + 1] = 0
@@ -885,6 +999,7 @@ cdef class PongBuilder(_Writer):
 
 
 @cython.final
+@cython.freelist(16)
 cdef class Pong:
     """Message Pong (template 2).
 
@@ -920,12 +1035,12 @@ cdef class Pong:
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
         _st_u16(q, 16)
         _st_u16(q + 2, 2)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 2)
+        _st_u16(q + 6, 1)
         self._write_block(q + _HEADER)
         q[_HEADER + 16] = 0
         q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2)
+        self._write_tail(q + _HEADER + 16 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
@@ -935,12 +1050,12 @@ cdef class Pong:
         cdef uint8_t* q = c.reserve(n, "Pong")
         _st_u16(q, 16)
         _st_u16(q + 2, 2)
-        _st_u16(q + 4, SCHEMA_ID)
-        _st_u16(q + 6, SCHEMA_VERSION)
+        _st_u16(q + 4, 2)
+        _st_u16(q + 6, 1)
         self._write_block(q + _HEADER)
         q[_HEADER + 16] = 0
         q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2)
+        self._write_tail(q + _HEADER + 16 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
@@ -952,7 +1067,7 @@ cdef class Pong:
         cdef Py_ssize_t n = 0
         return n
 
-    cdef uint8_t* _write_tail(self, uint8_t* q) except NULL:
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
         return q
 
     def to_dict(self):
