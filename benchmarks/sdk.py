@@ -15,13 +15,20 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
+import signal
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import zmq
 
 from seqbus.batch import RECORD_MESSAGE, pack_record
+from seqbus.demo import bus_config, free_udp_port
 
 MESSAGE_BYTES = 48  # envelope-free Ping body (24) rounded up to a typical small order
 
@@ -116,6 +123,95 @@ def zmq_round_trip_ns(count: int) -> list[int]:
     return rtts
 
 
+ROOT = Path(__file__).resolve().parent.parent
+RUST_EXAMPLE = ROOT / "rust" / "target" / "release" / "examples" / "rust_round_trip"
+
+
+def build_rust_example() -> Path:
+    """Build the Rust-only ping-pong (an example of the py crate) with cargo."""
+    subprocess.run(
+        ["cargo", "build", "--release", "-q", "-p", "seqbus-py", "--example", "rust_round_trip"],
+        cwd=ROOT / "rust",
+        check=True,
+        env=dict(os.environ, CARGO_TARGET_DIR=str(ROOT / "rust" / "target")),
+    )
+    return RUST_EXAMPLE
+
+
+def _stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def bus_round_trip_ns(kind: str, count: int) -> list[int]:
+    """Round trips Ping → sequencer → Pong → sequencer over UDP on loopback, one in flight,
+    between two Python nodes (``kind="python"``) or two Rust NodeClients (``"rust"``), each
+    pair on a fresh sequencer with the same configuration."""
+    multicast = os.environ.get("SEQBUS_IN_NETNS") == "1"
+    with tempfile.TemporaryDirectory(prefix="seqbus-bench-") as tmp:
+        workdir = Path(tmp)
+        listen = [f"127.0.0.1:{free_udp_port()}" for _ in range(2)]
+        config = workdir / "bus.toml"
+        config.write_text(bus_config(workdir, multicast, listen))
+        cli = [sys.executable, "-m", "seqbus.cli"]
+        out = workdir / "summary.json"
+        env = dict(os.environ, SEQBUS_DEMO_COUNT=str(count), SEQBUS_DEMO_OUT=str(out))
+        procs: list[subprocess.Popen[bytes]] = []
+
+        def extra(i: int, flag: bool) -> list[str]:
+            if multicast:
+                return []
+            return ["--listen", listen[i]] if flag else [listen[i]]
+
+        try:
+            procs.append(subprocess.Popen([*cli, "sequencer", "-c", str(config)], env=env))
+            if kind == "python":
+                node = [*cli, "node", "-c", str(config)]
+                procs.append(
+                    subprocess.Popen(
+                        [*node, "seqbus.demo_nodes:Ponger", "--account", "PONGER", "--rewind"]
+                        + extra(0, True),
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                    )
+                )
+                pinger = subprocess.Popen(
+                    [*node, "seqbus.demo_nodes:Pinger", "--account", "PINGER"] + extra(1, True),
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                )
+                procs.append(pinger)
+                pinger.wait(300)
+                result: dict[str, Any] = json.loads(out.read_text())
+            else:
+                ponger = subprocess.Popen(
+                    [str(RUST_EXAMPLE), str(config), "pong", *extra(0, False)],
+                    stdout=subprocess.PIPE,
+                )
+                procs.append(ponger)
+                assert ponger.stdout is not None
+                if ponger.stdout.readline().strip() != b"ready":
+                    raise RuntimeError("the Rust ponger did not start")
+                pinger = subprocess.Popen(
+                    [str(RUST_EXAMPLE), str(config), "ping", str(count), *extra(1, False)],
+                    stdout=subprocess.PIPE,
+                )
+                procs.append(pinger)
+                stdout, _ = pinger.communicate(timeout=300)
+                result = json.loads(stdout)
+        finally:
+            _stop_all(procs)
+    rtts: list[int] = result["rtt_ns"]
+    return rtts
+
+
 def sdk_ingest_rate(count: int, batch_records: int = 4096) -> float:
     """Messages per second through seqbus.Node.handle_batch into a typed handler that reads two
     fields, on batches laid out exactly as seqbus._core hands them over."""
@@ -178,8 +274,19 @@ def main() -> int:
         "pyzmq_pubsub_raw_msg_per_s": round(pubsub),
         "ratio": round(ingest / pubsub, 2),
     }
-    zrtt = zmq_round_trip_ns(4_000 * scale)
-    results["round_trip"] = {"pyzmq_dealer_router_p50_us": statistics.median(zrtt) / 1000}
+    build_rust_example()
+    trips = 2_000 * scale
+    rust = statistics.median(bus_round_trip_ns("rust", trips)) / 1000
+    python = statistics.median(bus_round_trip_ns("python", trips)) / 1000
+    zmq_p50 = statistics.median(zmq_round_trip_ns(trips)) / 1000
+    results["round_trip"] = {
+        "transport": "udp-multicast" if os.environ.get("SEQBUS_IN_NETNS") == "1" else "udp-unicast",
+        "seqbus_python_p50_us": round(python, 1),
+        "seqbus_rust_p50_us": round(rust, 1),
+        "python_minus_rust_us": round(python - rust, 1),
+        "pyzmq_dealer_router_p50_us": round(zmq_p50, 1),
+        "pyzmq_over_python": round(zmq_p50 / python, 2),
+    }
     if args.json:
         print(json.dumps(results))
     else:
