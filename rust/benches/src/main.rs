@@ -133,13 +133,13 @@ fn port() -> u16 {
 fn start_bus(idle: &str, extra: &str) -> Bench {
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
-        "[bus]\nsession = \"BENCH\"\n[sequencer]\nupstream = \"127.0.0.1:{}\"\nidle = \"{idle}\"\nfsync = \"interval\"\n{extra}\n[downstream]\ntransport = \"udp-multicast\"\ngroup = \"239.30.0.1:{}\"\n[replayer]\nlisten = \"127.0.0.1:{}\"\n",
+        "[bus]\nsession = \"BENCH\"\n[sequencer]\nupstream = \"127.0.0.1:{}\"\nidle = \"{idle}\"\nfsync = \"none\"\n{extra}\n[downstream]\ntransport = \"udp-multicast\"\ngroup = \"239.30.0.1:{}\"\n[replayer]\nlisten = \"127.0.0.1:{}\"\n",
         port(),
         port(),
         port()
     );
     let rep = text.split("listen = ").nth(1).unwrap().lines().next().unwrap().to_string();
-    let text = format!("{text}[node]\nreplayers = [{rep}]\nwindow = 4096\nidle = \"{idle}\"\n");
+    let text = format!("{text}[node]\nreplayers = [{rep}]\nwindow = 32768\nidle = \"{idle}\"\n");
     let path = dir.path().join("bus.toml");
     std::fs::write(&path, text).unwrap();
     let cfg = Config::from_path(&path).unwrap();
@@ -329,7 +329,7 @@ fn bus_throughput(messages: u64) -> (f64, f64) {
             Ok(_) => i += 1,
             Err(SendError::WindowFull { .. }) => {
                 out.clear();
-                s.poll(&mut out, 8192, Duration::ZERO).unwrap();
+                s.poll(&mut out, 8192, Duration::from_millis(1)).unwrap();
             }
             Err(e) => panic!("{e}"),
         }
@@ -338,6 +338,7 @@ fn bus_throughput(messages: u64) -> (f64, f64) {
         out.clear();
         s.poll(&mut out, 8192, Duration::from_millis(1)).unwrap();
     }
+    eprintln!("sender: {:?}", s.stats());
     let rate = receivers
         .into_iter()
         .map(|h| h.join().unwrap())

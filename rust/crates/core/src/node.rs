@@ -180,6 +180,11 @@ pub struct Node {
     in_flight: VecDeque<Pending>,
     /// Entries at the back of `in_flight` never sent yet.
     unsent: usize,
+    /// Commands were confirmed since the last transmission.
+    progressed: bool,
+    /// When confirmations last advanced: retries wait for `retry_ns` without progress, so a
+    /// long but moving queue is not sent twice.
+    last_progress_ns: u64,
     suppressed: VecDeque<Pending>,
     hello_due: u64,
     upw: UpstreamWriter,
@@ -222,6 +227,8 @@ impl Node {
             confirmed: 0,
             in_flight: VecDeque::new(),
             unsent: 0,
+            progressed: false,
+            last_progress_ns: now_ns,
             suppressed: VecDeque::new(),
             hello_due: now_ns,
             upw: UpstreamWriter::new(p.max_packet),
@@ -251,6 +258,11 @@ impl Node {
     /// True when a packet is being delivered (the I/O layer then need not read more).
     pub fn has_deliverable(&self) -> bool {
         self.cur_seq < self.cur_end
+    }
+
+    /// True while a gap-fill or rewind request is outstanding (answers may be waiting).
+    pub fn awaits_replay(&self) -> bool {
+        self.rewinding || self.requested_upto > self.next
     }
 
     /// True once the node may send (its next command sequence is known).
@@ -522,6 +534,7 @@ impl Node {
         self.confirmed = self.confirmed.max(cmd);
         while self.in_flight.front().is_some_and(|c| c.seq <= cmd) {
             self.in_flight.pop_front();
+            self.progressed = true;
         }
         self.unsent = self.unsent.min(self.in_flight.len());
         while self.suppressed.front().is_some_and(|c| c.seq <= cmd) {
@@ -605,10 +618,18 @@ impl Node {
 
     fn transmit_commands(&mut self, now_ns: u64, emit: &mut dyn FnMut(Dest, &[u8])) {
         let sent = self.in_flight.len() - self.unsent;
+        if self.progressed {
+            self.progressed = false;
+            self.last_progress_ns = now_ns;
+        }
         // go-back-N: the sequencer takes an account's commands strictly in order, so when
-        // the oldest is overdue everything after it is sent again too
+        // the oldest is overdue (and nothing was confirmed for as long) everything after it
+        // is sent again too
         let from = match self.in_flight.front() {
-            Some(c) if sent > 0 && now_ns >= c.sent_ns + self.p.retry_ns => {
+            Some(c)
+                if sent > 0
+                    && now_ns >= c.sent_ns.max(self.last_progress_ns) + self.p.retry_ns =>
+            {
                 self.stats.resent += sent as u64;
                 0
             }
@@ -686,7 +707,7 @@ impl Node {
             add(0);
         }
         if let Some(c) = self.in_flight.front() {
-            add(c.sent_ns + self.p.retry_ns);
+            add(c.sent_ns.max(self.last_progress_ns) + self.p.retry_ns);
         }
         if self.p.replayers > 0 && self.requested_upto > self.requested_from {
             add(self.request_deadline);

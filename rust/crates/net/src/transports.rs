@@ -356,6 +356,24 @@ impl Publisher {
         }
     }
 
+    /// Writes what was published to clients now (TCP), so live clients need not wait for
+    /// the next poll.
+    pub(crate) fn flush(&mut self) {
+        if let Publisher::Tcp(s) = self {
+            s.flush();
+        }
+    }
+
+    /// The longest the sequencer may sleep: short while TCP output is pending (the sockets
+    /// are waited on for input only) or in-process commands may arrive (no socket to wait on).
+    pub(crate) fn idle_limit(&self) -> Option<Duration> {
+        match self {
+            Publisher::Tcp(s) if s.has_pending_output() => Some(Duration::from_micros(200)),
+            Publisher::Tcp(_) | Publisher::Shm(_) => None,
+            Publisher::Memory(..) => Some(Duration::from_millis(1)),
+        }
+    }
+
     /// Sockets to wait on.
     pub(crate) fn fds(&self) -> Vec<RawFd> {
         match self {
