@@ -30,6 +30,8 @@ pub const RECORD_CAUGHT_UP: u16 = 2;
 pub const RECORD_TIME: u16 = 3;
 /// Length of a record header (length, type, reserved, sequence, envelope).
 pub const RECORD_HEADER_LEN: usize = 48;
+/// Length of a raw-mode record header (length, type, reserved, sequence).
+pub const RAW_RECORD_HEADER_LEN: usize = 16;
 
 /// Where a node starts reading the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,6 +193,7 @@ pub struct Node {
     // delivery
     deadline: Option<u64>,
     frags: HashMap<Account, Vec<u8>>,
+    raw: bool,
     stats: NodeStats,
 }
 
@@ -234,6 +237,7 @@ impl Node {
             upw: UpstreamWriter::new(p.max_packet),
             deadline: None,
             frags: HashMap::new(),
+            raw: false,
             stats: NodeStats::default(),
             p,
         }
@@ -258,6 +262,18 @@ impl Node {
     /// True when a packet is being delivered (the I/O layer then need not read more).
     pub fn has_deliverable(&self) -> bool {
         self.cur_seq < self.cur_end
+    }
+
+    /// Raw mode, for replayers that follow the stream into a journal of their own: every
+    /// sequenced message is handed out exactly as published (no topic filter, no
+    /// reassembly, control messages included) in records `length u32 | type u16 (1) |
+    /// reserved u16 | sequence u64 | message` — a layout internal to the Rust core.
+    /// A raw node never sends, so it does not ask for its `SenderState` either.
+    pub fn set_raw(&mut self, raw: bool) {
+        self.raw = raw;
+        if raw {
+            self.hello_due = u64::MAX;
+        }
     }
 
     /// True while a gap-fill or rewind request is outstanding (answers may be waiting).
@@ -468,6 +484,16 @@ impl Node {
     }
 
     fn process(&mut self, seq: u64, at: usize, len: usize, out: &mut Vec<u8>) -> usize {
+        if self.raw {
+            let m = &self.cur[at..at + len];
+            out.extend_from_slice(&((RAW_RECORD_HEADER_LEN + len) as u32).to_le_bytes());
+            out.extend_from_slice(&RECORD_MESSAGE.to_le_bytes());
+            out.extend_from_slice(&[0, 0]);
+            out.extend_from_slice(&seq.to_le_bytes());
+            out.extend_from_slice(m);
+            self.stats.delivered += 1;
+            return 1;
+        }
         let Ok(mut env) = Envelope::parse(&self.cur[at..at + len]) else {
             self.stats.malformed += 1;
             return 0;

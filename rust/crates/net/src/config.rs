@@ -138,6 +138,14 @@ pub struct ReplayerConfig {
     /// Most messages sent for one request.
     #[serde(default = "default_replay_batch")]
     pub max_messages_per_request: u16,
+    /// A standalone replayer follows the downstream feed into a journal of its own
+    /// (`journal_dir`) instead of reading the sequencer's.
+    #[serde(default)]
+    pub follow: bool,
+    /// Replayers a following replayer fills its own gaps from; default: `node.replayers`
+    /// without its own `listen` address.
+    #[serde(default)]
+    pub sources: Vec<SocketAddr>,
 }
 
 /// `[node]`: defaults for node processes.
@@ -326,6 +334,12 @@ impl Config {
             return Err((
                 "replayer.max_messages_per_request",
                 "must be between 1 and 65534".into(),
+            ));
+        }
+        if self.replayer.follow && self.replayer.journal_dir.is_none() {
+            return Err((
+                "replayer.journal_dir",
+                "required when replayer.follow = true (a journal of its own)".into(),
             ));
         }
         if self.sequencer.heartbeat_ms == 0 {

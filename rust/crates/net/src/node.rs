@@ -266,4 +266,9 @@ impl NodeClient {
     pub fn stats(&self) -> NodeStats {
         self.node.stats()
     }
+
+    /// Raw mode for following replayers (`seqbus_core::Node::set_raw`).
+    pub(crate) fn set_raw(&mut self) {
+        self.node.set_raw(true);
+    }
 }

@@ -64,8 +64,77 @@ impl Serving {
     }
 }
 
-/// Runs a standalone replayer serving `[replayer]` from `replayer.journal_dir` (default: the
-/// sequencer's journal) until `stop` is set.
+/// Runs a standalone replayer serving `[replayer]` until `stop` is set: from
+/// `replayer.journal_dir` (default: the sequencer's journal), or, with `replayer.follow`,
+/// from a journal of its own that it fills by following the downstream feed.
 pub fn run_replayer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
-    Serving::bind(cfg, &cfg.replayer_journal_dir())?.run(&stop)
+    if cfg.replayer.follow {
+        run_follower(cfg, &stop)
+    } else {
+        Serving::bind(cfg, &cfg.replayer_journal_dir())?.run(&stop)
+    }
+}
+
+/// A replayer that follows the downstream feed into its own journal and serves requests
+/// from it; its own gaps are filled from `replayer.sources`.
+pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error> {
+    use seqbus_core::node::{RAW_RECORD_HEADER_LEN, RECORD_MESSAGE};
+    use seqbus_core::Start;
+    use seqbus_journal::Journal;
+
+    let r = &cfg.replayer;
+    let mut journal = Journal::open(
+        &cfg.replayer_journal_dir(),
+        cfg.session().0,
+        cfg.sequencer.segment_size,
+    )?;
+    let listen = udp::bind(r.listen, 4 << 20)
+        .map_err(io_error(format!("replayer.listen {}: bind", r.listen)))?;
+    let _ = listen.set_send_buffer_size(16 << 20);
+    let sources: Vec<std::net::SocketAddr> = if r.sources.is_empty() {
+        cfg.node
+            .replayers
+            .iter()
+            .copied()
+            .filter(|a| *a != r.listen)
+            .collect()
+    } else {
+        r.sources.clone()
+    };
+    let mut follow_cfg = cfg.clone();
+    follow_cfg.node.replayers = sources;
+    let mut opts = crate::NodeOptions::new("REPLAYER", 0, Start::From(journal.next_seq()));
+    opts.idle = Some(IdleStrategy::Block);
+    let mut feed = crate::NodeClient::connect(&follow_cfg, opts)?;
+    feed.set_raw();
+    let mut replayer = Replayer::new(cfg.session(), r.max_packet, r.max_messages_per_request);
+    let mut buf = vec![0u8; 65_536];
+    let mut records = Vec::with_capacity(1 << 20);
+    let mut outbox = Outbox::default();
+    while !stop.load(Ordering::Relaxed) {
+        records.clear();
+        feed.poll(&mut records, 8192, Duration::from_millis(5))?;
+        let mut at = 0;
+        while at < records.len() {
+            let len = u32::from_le_bytes(records[at..at + 4].try_into().expect("4")) as usize;
+            let ty = u16::from_le_bytes(records[at + 4..at + 6].try_into().expect("2"));
+            if ty == RECORD_MESSAGE {
+                let seq = u64::from_le_bytes(records[at + 8..at + 16].try_into().expect("8"));
+                journal.append(seq, &records[at + RAW_RECORD_HEADER_LEN..at + len])?;
+            }
+            at += len;
+        }
+        journal.flush()?;
+        while let Some((n, from)) =
+            udp::try_recv(&listen, &mut buf).map_err(io_error("replayer: recv"))?
+        {
+            replayer.handle_request(&buf[..n], &mut journal, &mut |p| outbox.push(p))?;
+            if !outbox.is_empty() && outbox.send_to(&listen, &from).is_err() {
+                outbox.clear();
+            }
+        }
+    }
+    journal.flush()?;
+    journal.sync()?;
+    Ok(())
 }

@@ -202,3 +202,62 @@ fn start_fails_cleanly_naming_the_problem() {
     let e = seqbus_net::run_sequencer(&other_cfg, stop).unwrap_err().to_string();
     assert!(e.contains("belongs to session \"TEST\""), "{e}");
 }
+
+#[test]
+fn following_replayer_serves_after_failover() {
+    if !in_netns("following_replayer_serves_after_failover") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (up, grp, r1, r2, dead) = (free_port(), free_port(), free_port(), free_port(), free_port());
+    let text = format!(
+        "[bus]\nsession = \"FOLLOW\"\n[sequencer]\nupstream = \"127.0.0.1:{up}\"\nclock_tick_ms = 10\nheartbeat_ms = 20\n[downstream]\ntransport = \"udp-multicast\"\ngroup = \"239.21.0.1:{grp}\"\n[replayer]\nlisten = \"127.0.0.1:{r1}\"\n[node]\nreplayers = [\"127.0.0.1:{r1}\"]\nretry_ms = 20\n"
+    );
+    let cfg = write_config(dir.path(), &text);
+    // the follower: its own journal, gaps filled from the in-process replayer
+    let follower_text = text.replace(
+        &format!("[replayer]\nlisten = \"127.0.0.1:{r1}\"\n"),
+        &format!("[replayer]\nlisten = \"127.0.0.1:{r2}\"\nfollow = true\njournal_dir = \"copy\"\nsources = [\"127.0.0.1:{r1}\"]\n"),
+    );
+    let fdir = tempfile::tempdir().unwrap();
+    let fcfg = write_config(fdir.path(), &follower_text);
+    // a node whose first replayer is dead and whose second is the follower
+    let ndir = tempfile::tempdir().unwrap();
+    let ncfg = write_config(
+        ndir.path(),
+        &text.replace(
+            &format!("replayers = [\"127.0.0.1:{r1}\"]"),
+            &format!("replayers = [\"127.0.0.1:{dead}\", \"127.0.0.1:{r2}\"]"),
+        ),
+    );
+    let seq = start_sequencer(&cfg);
+    let fstop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let follower = {
+        let (c, s) = (fcfg.clone(), fstop.clone());
+        std::thread::spawn(move || seqbus_net::run_replayer(&c, s))
+    };
+    let mut s = NodeClient::connect(&cfg, NodeOptions::new("S", 1, Start::From(1))).unwrap();
+    let mut gs = Vec::new();
+    wait_caught_up(&mut s, &mut gs);
+    const N: u32 = 5_000;
+    send_all(&mut s, &mut gs, b'a', 0, N);
+    let all = |r: &[Rec]| app_from(r, b'a').len() >= N as usize;
+    assert!(poll_until(&mut s, &mut gs, Duration::from_secs(30), all));
+    // let the follower write the tail
+    std::thread::sleep(Duration::from_millis(200));
+    let mut l = NodeClient::connect(&ncfg, NodeOptions::new("L", 1, Start::From(1))).unwrap();
+    let mut gl = Vec::new();
+    assert!(poll_until(&mut l, &mut gl, Duration::from_secs(30), all), "L got {}", app_from(&gl, b'a').len());
+    let st = l.stats();
+    eprintln!("late node after failover: {st:?}");
+    assert!(st.requests >= 5, "the dead replayer was asked first: {st:?}");
+    let ms: Vec<_> = messages(&gs).iter().map(|r| (r.1, r.4.clone())).collect();
+    let ml: Vec<_> = messages(&gl).iter().map(|r| (r.1, r.4.clone())).collect();
+    assert_eq!(ml[..N as usize], ms[..N as usize]);
+    fstop.store(true, std::sync::atomic::Ordering::SeqCst);
+    follower.join().unwrap().unwrap();
+    // the follower's journal holds the whole stream
+    let copy = seqbus_journal::Journal::open(&fdir.path().join("copy"), *b"FOLLOW    ", 1 << 20).unwrap();
+    assert!(copy.next_seq() > N as u64);
+    seq.shutdown();
+}
