@@ -11,13 +11,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
 use seqbus_core::replayer::Store;
 use seqbus_core::Start;
 use seqbus_transport::memory::MemoryBus;
 use seqbus_transport::shm::{self, ShmPublisher, ShmSubscriber};
 use seqbus_transport::soupbin::Timing;
 use seqbus_transport::tcp::{self, Credential, TcpClient, TcpServer};
+use serde::Deserialize;
 
 use crate::config::{Config, Transport};
 use crate::{io_error, Error};
@@ -158,12 +158,18 @@ pub(crate) fn check(cfg: &Config) -> Result<(), (&'static str, String)> {
         ));
     }
     if node == Transport::Shm && down == Transport::Memory {
-        return Err(("node.transport", "\"shm\" cannot follow an in-process bus".into()));
+        return Err((
+            "node.transport",
+            "\"shm\" cannot follow an in-process bus".into(),
+        ));
     }
     let t = &cfg.tcp;
     if down == Transport::Tcp {
         if t.credentials.is_empty() {
-            return Err(("tcp.credentials", "at least one login required when transport = \"tcp\"".into()));
+            return Err((
+                "tcp.credentials",
+                "at least one login required when transport = \"tcp\"".into(),
+            ));
         }
         for c in &t.credentials {
             if c.username.is_empty() {
@@ -175,14 +181,21 @@ pub(crate) fn check(cfg: &Config) -> Result<(), (&'static str, String)> {
                 .map_err(|m| ("tcp.credentials", m))?;
         }
         let user = t.username.as_deref().unwrap_or("");
-        seqbus_transport::soupbin::frame::alpha::<6>("username", user).map_err(|m| ("tcp.username", m))?;
-        seqbus_transport::soupbin::frame::alpha::<10>("password", t.password.as_deref().unwrap_or(""))
-            .map_err(|m| ("tcp.password", m))?;
+        seqbus_transport::soupbin::frame::alpha::<6>("username", user)
+            .map_err(|m| ("tcp.username", m))?;
+        seqbus_transport::soupbin::frame::alpha::<10>(
+            "password",
+            t.password.as_deref().unwrap_or(""),
+        )
+        .map_err(|m| ("tcp.password", m))?;
         if t.heartbeat_ms == 0 {
             return Err(("tcp.heartbeat_ms", "must be at least 1".into()));
         }
         if t.timeout_ms <= t.heartbeat_ms {
-            return Err(("tcp.timeout_ms", "must be longer than tcp.heartbeat_ms".into()));
+            return Err((
+                "tcp.timeout_ms",
+                "must be longer than tcp.heartbeat_ms".into(),
+            ));
         }
         if t.client_buffer < 1 << 16 {
             return Err(("tcp.client_buffer", "must be at least 65536".into()));
@@ -191,18 +204,30 @@ pub(crate) fn check(cfg: &Config) -> Result<(), (&'static str, String)> {
             return Err(("tcp.max_clients", "must be at least 1".into()));
         }
         if t.reconnect_ms == 0 || t.reconnect_max_ms < t.reconnect_ms {
-            return Err(("tcp.reconnect_ms", "must be at least 1 and at most tcp.reconnect_max_ms".into()));
+            return Err((
+                "tcp.reconnect_ms",
+                "must be at least 1 and at most tcp.reconnect_max_ms".into(),
+            ));
         }
     }
     if node == Transport::Shm || down == Transport::Shm {
         let c = cfg.shm.capacity;
         if !c.is_power_of_two() || !(1 << 16..=1 << 40).contains(&c) {
-            return Err(("shm.capacity", "must be a power of two between 65536 and 2^40".into()));
+            return Err((
+                "shm.capacity",
+                "must be a power of two between 65536 and 2^40".into(),
+            ));
         }
         if c / 8 < cfg.bus.max_packet.max(cfg.replayer.max_packet) + 8 {
-            return Err(("shm.capacity", "must hold at least 8 packets of the largest size".into()));
+            return Err((
+                "shm.capacity",
+                "must hold at least 8 packets of the largest size".into(),
+            ));
         }
-        if down == Transport::UdpUnicast && node == Transport::Shm && cfg.shm.dispatcher_listen.is_none() {
+        if down == Transport::UdpUnicast
+            && node == Transport::Shm
+            && cfg.shm.dispatcher_listen.is_none()
+        {
             return Err((
                 "shm.dispatcher_listen",
                 "required for a dispatcher when downstream.transport = \"udp-unicast\"".into(),
@@ -212,7 +237,10 @@ pub(crate) fn check(cfg: &Config) -> Result<(), (&'static str, String)> {
     if down == Transport::Memory {
         let c = cfg.memory.capacity;
         if !c.is_power_of_two() || !(1 << 16..=1 << 40).contains(&c) {
-            return Err(("memory.capacity", "must be a power of two between 65536 and 2^40".into()));
+            return Err((
+                "memory.capacity",
+                "must be a power of two between 65536 and 2^40".into(),
+            ));
         }
         if cfg.memory.upstream_queue == 0 {
             return Err(("memory.upstream_queue", "must be at least 1".into()));
@@ -240,7 +268,11 @@ pub fn shm_path(cfg: &Config) -> PathBuf {
 }
 
 fn memory_bus(cfg: &Config) -> Result<Arc<MemoryBus>, Error> {
-    let name = cfg.memory.name.clone().unwrap_or_else(|| cfg.session().as_str().to_string());
+    let name = cfg
+        .memory
+        .name
+        .clone()
+        .unwrap_or_else(|| cfg.session().as_str().to_string());
     MemoryBus::named(&name, cfg.memory.capacity, cfg.memory.upstream_queue)
         .map_err(io_error(format!("memory bus {name:?}")))
 }
@@ -390,24 +422,36 @@ pub(crate) enum Feed {
     Memory(ShmSubscriber, Arc<MemoryBus>),
 }
 
+impl std::fmt::Debug for Feed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Feed::Tcp(_) => "Feed::Tcp",
+            Feed::Shm(_) => "Feed::Shm",
+            Feed::Memory(..) => "Feed::Memory",
+        })
+    }
+}
+
 impl Feed {
     /// The feed of `node.transport` (default `downstream.transport`), or None for UDP.
     pub(crate) fn open(cfg: &Config, _start: Start) -> Result<Option<Feed>, Error> {
-        Ok(Some(match cfg.node.transport.unwrap_or(cfg.downstream.transport) {
-            Transport::UdpMulticast | Transport::UdpUnicast => return Ok(None),
-            Transport::Tcp => Feed::Tcp(Box::new(tcp_client(cfg)?)),
-            Transport::Shm => {
-                let path = shm_path(cfg);
-                Feed::Shm(ShmSubscriber::open(&path).map_err(io_error(format!(
-                    "shm.path {}: open (is the dispatcher or sequencer running?)",
-                    path.display()
-                )))?)
-            }
-            Transport::Memory => {
-                let bus = memory_bus(cfg)?;
-                Feed::Memory(bus.subscribe(), bus)
-            }
-        }))
+        Ok(Some(
+            match cfg.node.transport.unwrap_or(cfg.downstream.transport) {
+                Transport::UdpMulticast | Transport::UdpUnicast => return Ok(None),
+                Transport::Tcp => Feed::Tcp(Box::new(tcp_client(cfg)?)),
+                Transport::Shm => {
+                    let path = shm_path(cfg);
+                    Feed::Shm(ShmSubscriber::open(&path).map_err(io_error(format!(
+                        "shm.path {}: open (is the dispatcher or sequencer running?)",
+                        path.display()
+                    )))?)
+                }
+                Transport::Memory => {
+                    let bus = memory_bus(cfg)?;
+                    Feed::Memory(bus.subscribe(), bus)
+                }
+            },
+        ))
     }
 
     /// Hands waiting MoldUDP64 packets to `f`; true if there were any.
@@ -468,8 +512,15 @@ pub fn run_dispatcher(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> 
             let Some(SocketAddr::V4(group)) = d.group else {
                 unreachable!("checked when parsed")
             };
-            shm::Source::multicast(SocketAddrV4::new(*group.ip(), group.port()), d.interface, cfg.node.recv_buffer)
-                .map_err(io_error(format!("downstream.group {group}: join on {}", d.interface)))?
+            shm::Source::multicast(
+                SocketAddrV4::new(*group.ip(), group.port()),
+                d.interface,
+                cfg.node.recv_buffer,
+            )
+            .map_err(io_error(format!(
+                "downstream.group {group}: join on {}",
+                d.interface
+            )))?
         }
         Transport::UdpUnicast => {
             let listen = cfg.shm.dispatcher_listen.expect("checked when parsed");
@@ -480,7 +531,9 @@ pub fn run_dispatcher(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> 
         Transport::Shm | Transport::Memory => {
             return Err(Error::Option {
                 name: "downstream.transport",
-                message: "a dispatcher reads a network transport (udp-multicast, udp-unicast or tcp)".into(),
+                message:
+                    "a dispatcher reads a network transport (udp-multicast, udp-unicast or tcp)"
+                        .into(),
             })
         }
     };
@@ -489,4 +542,80 @@ pub fn run_dispatcher(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> 
         .map_err(io_error(format!("shm.path {}: create", path.display())))?;
     shm::run_dispatcher(source, &mut publisher, &stop).map_err(io_error("dispatcher"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, Transport};
+
+    const BASE: &str = "[bus]\nsession = \"T\"\n";
+
+    fn err(text: &str) -> String {
+        Config::from_str(&format!("{BASE}{text}"))
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn every_transport_parses_with_defaults() {
+        let c = Config::from_str(&format!(
+            "{BASE}[downstream]\ntransport = \"tcp\"\n[tcp]\ncredentials = [{{ username = \"a\", password = \"b\" }}]\nusername = \"a\"\npassword = \"b\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.downstream.transport, Transport::Tcp);
+        assert_eq!(c.tcp.heartbeat_ms, 1000);
+        assert_eq!(c.tcp.timeout_ms, 15_000);
+        let c = Config::from_str(&format!("{BASE}[downstream]\ntransport = \"shm\"\n")).unwrap();
+        assert_eq!(
+            super::shm_path(&c),
+            std::path::PathBuf::from("/dev/shm/seqbus-T.ring")
+        );
+        let c = Config::from_str(&format!("{BASE}[downstream]\ntransport = \"memory\"\n")).unwrap();
+        assert_eq!(c.memory.capacity, 16 << 20);
+        let c = Config::from_str(&format!(
+            "{BASE}[downstream]\ntransport = \"udp-multicast\"\ngroup = \"239.1.1.1:5000\"\n[node]\ntransport = \"shm\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.node.transport, Some(Transport::Shm));
+    }
+
+    #[test]
+    fn bad_transport_keys_are_named() {
+        let e = err("[downstream]\ntransport = \"tcp\"\n");
+        assert!(
+            e.starts_with("<string>: tcp.credentials: at least one login"),
+            "{e}"
+        );
+        let e = err("[downstream]\ntransport = \"tcp\"\n[tcp]\ncredentials = [{ username = \"much too long\", password = \"\" }]\n");
+        assert!(
+            e.starts_with("<string>: tcp.credentials: username must be at most 6"),
+            "{e}"
+        );
+        let e = err("[downstream]\ntransport = \"tcp\"\n[tcp]\ncredentials = [{ username = \"a\", password = \"b\" }]\ntimeout_ms = 500\n");
+        assert!(e.starts_with("<string>: tcp.timeout_ms:"), "{e}");
+        let e = err("[downstream]\ntransport = \"tcp\"\n[tcp]\ncredentials = [{ username = \"a\", pasword = \"b\" }]\n");
+        assert!(e.contains("unknown field `pasword`"), "{e}");
+        let e = err("[downstream]\ntransport = \"shm\"\n[shm]\ncapacity = 100000\n");
+        assert!(
+            e.starts_with("<string>: shm.capacity: must be a power of two"),
+            "{e}"
+        );
+        let e = err("[downstream]\ntransport = \"memory\"\n[node]\ntransport = \"shm\"\n");
+        assert!(e.starts_with("<string>: node.transport:"), "{e}");
+        let e = err("[downstream]\ntransport = \"udp-multicast\"\ngroup = \"239.1.1.1:5000\"\n[node]\ntransport = \"tcp\"\n");
+        assert!(
+            e.starts_with("<string>: node.transport: nodes read what the sequencer sends"),
+            "{e}"
+        );
+        let e = err("[downstream]\ntransport = \"udp-unicast\"\nsubscribers = [\"127.0.0.1:9\"]\n[node]\ntransport = \"shm\"\n");
+        assert!(
+            e.starts_with("<string>: shm.dispatcher_listen: required"),
+            "{e}"
+        );
+        let e = err("[downstream]\ntransport = \"pigeon\"\n");
+        assert!(
+            e.starts_with("<string>: downstream.transport: unknown variant"),
+            "{e}"
+        );
+    }
 }
