@@ -97,7 +97,9 @@ def test_reports_and_parquet_export(spark: Any, tmp_path: Path, session_archive:
     [lat] = reports.latency(spark, str(path)).collect()
     assert lat["responder"] == "ME" and lat["pairs"] == sum(m.type == "exchange.OrderAccepted" for m in msgs)
     assert 0 < lat["p50_us"] <= lat["p99_us"] <= lat["max_us"] < 10
-    trail = reports.order_audit_trail(spark, str(path), 1003).collect()
+    trail = reports.order_audit_trail(
+        spark, str(path), 1003,
+        types=["exchange.NewOrder", "exchange.OrderAccepted", "exchange.Trade"]).collect()
     assert [r["type"] for r in trail] == ["exchange.NewOrder", "exchange.OrderAccepted", "exchange.Trade"]
     out = tmp_path / "pq"
     written = reports.export_parquet(spark, str(path), str(out), tables=["exchange.NewOrder"])

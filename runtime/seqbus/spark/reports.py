@@ -124,14 +124,19 @@ def retransmissions(spark: SparkSession, path: str) -> DataFrame:
     )
 
 
-def order_audit_trail(spark: SparkSession, path: str, order_id: int) -> DataFrame:
+def order_audit_trail(
+    spark: SparkSession, path: str, order_id: int, types: Sequence[str] | None = None
+) -> DataFrame:
     """Every message that names ``order_id`` (in any field of ORDER_FIELDS), in sequence order:
-    sequence, time, sender, type and the message's fields as JSON."""
+    sequence, time, sender, type and the message's fields as JSON. ``types`` limits the message
+    types searched (default: every type with such a field)."""
     from pyspark.sql import functions as F
 
     a = Archive(path)
     parts = []
     for (sid, _tid), name in sorted(a.type_names().items()):
+        if types is not None and name not in types:
+            continue
         ir = a.ir[sid]
         msg = next(m for m in ir["messages"] if f"{ir['package']}.{m['name']}" == name)
         fields = [f["name"] for f in msg["body"]["fields"] if f["name"] in ORDER_FIELDS]
