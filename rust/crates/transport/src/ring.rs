@@ -334,6 +334,16 @@ impl Reader {
         }
     }
 
+    /// A reader starting at the ring's first record (a ring just created by a restarted
+    /// writer: everything in it is new to this reader).
+    pub fn from_start(ring: std::sync::Arc<Ring>) -> Reader {
+        Reader {
+            ring,
+            cursor: 0,
+            laps: 0,
+        }
+    }
+
     pub fn ring(&self) -> &std::sync::Arc<Ring> {
         &self.ring
     }

@@ -12,7 +12,7 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -90,15 +90,31 @@ impl ShmPublisher {
 }
 
 /// A node's view of a ring: MoldUDP64 packets in the order the dispatcher wrote them.
+///
+/// A dispatcher that restarts makes a new ring file at the same path; a subscriber opened
+/// from a path notices (the file's inode changes) and follows the new ring from its start.
 pub struct ShmSubscriber {
     reader: Reader,
     buf: Vec<u8>,
+    /// The ring file and its inode, when opened from a path.
+    file: Option<(PathBuf, u64)>,
+    next_check: Instant,
+    /// Times the ring file was replaced and reopened.
+    pub reopened: u64,
+}
+
+fn inode(path: &Path) -> io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(std::fs::metadata(path)?.ino())
 }
 
 impl ShmSubscriber {
     /// Opens the ring file at `path`, starting at its current tail.
     pub fn open(path: &Path) -> io::Result<ShmSubscriber> {
-        Ok(Self::on(Arc::new(Ring::open(path)?)))
+        let ino = inode(path)?;
+        let mut s = Self::on(Arc::new(Ring::open(path)?));
+        s.file = Some((path.to_path_buf(), ino));
+        Ok(s)
     }
 
     /// Follows an existing ring (the in-process transport uses this).
@@ -106,6 +122,30 @@ impl ShmSubscriber {
         ShmSubscriber {
             reader: Reader::new(ring),
             buf: Vec::with_capacity(65_536),
+            file: None,
+            next_check: Instant::now(),
+            reopened: 0,
+        }
+    }
+
+    /// Follows a new ring file at the same path, if the writer made one.
+    fn check_replaced(&mut self) {
+        let Some((path, ino)) = &self.file else {
+            return;
+        };
+        if Instant::now() < self.next_check {
+            return;
+        }
+        self.next_check = Instant::now() + Duration::from_millis(100);
+        match inode(path) {
+            Ok(now) if now != *ino => {
+                if let Ok(ring) = Ring::open(path) {
+                    self.reader = Reader::from_start(Arc::new(ring));
+                    self.file = Some((path.clone(), now));
+                    self.reopened += 1;
+                }
+            }
+            _ => {}
         }
     }
 
@@ -120,7 +160,10 @@ impl ShmSubscriber {
         let mut n = 0;
         while n < max {
             match self.reader.read_batch(&mut self.buf, 256 * 1024, f) {
-                Ok(0) => break,
+                Ok(0) => {
+                    self.check_replaced();
+                    break;
+                }
                 Ok(k) => n += k,
                 Err(_) => continue,
             }
@@ -290,6 +333,32 @@ mod tests {
             });
             assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
         }
+    }
+
+    #[test]
+    fn a_restarted_dispatcher_s_new_ring_is_followed_from_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bus.ring");
+        let mut p = ShmPublisher::create(&path, 1 << 16).unwrap();
+        let mut s = ShmSubscriber::open(&path).unwrap();
+        p.publish(&packet(1, 2)).unwrap();
+        let mut seqs = Vec::new();
+        s.poll(100, &mut |pk| {
+            seqs.extend(MoldPacket::parse(pk).unwrap().messages().map(|(q, _)| q))
+        });
+        drop(p);
+        let mut p = ShmPublisher::create(&path, 1 << 16).unwrap();
+        p.publish(&packet(3, 2)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while seqs.len() < 4 {
+            assert!(Instant::now() < deadline, "{seqs:?}");
+            s.poll(100, &mut |pk| {
+                seqs.extend(MoldPacket::parse(pk).unwrap().messages().map(|(q, _)| q))
+            });
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(seqs, vec![1, 2, 3, 4]);
+        assert_eq!(s.reopened, 1);
     }
 
     #[test]
