@@ -310,6 +310,27 @@ cdef Py_ssize_t _skip_entry(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, Py_s
     return pos
 
 
+cdef Py_ssize_t _MAX_EMPTY_ENTRIES = 65536  # zero-length entries a materialized group may claim
+
+
+cdef Py_ssize_t _group_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos,
+                              Py_ssize_t min_block, str msg, str field, Py_ssize_t base,
+                              Py_ssize_t* bl, int* ng, int* nv, Py_ssize_t* count) except -1:
+    """Read and check a group header at ``pos``; returns the offset of its first entry."""
+    if n - pos < 8:
+        _truncated(msg, field, base + pos, "group header")
+    bl[0] = _ld_u16(p + pos)
+    ng[0] = p[pos + 2]
+    nv[0] = p[pos + 3]
+    count[0] = _ld_u32(p + pos + 4)
+    if count[0] and bl[0] < min_block:
+        raise DecodeError(msg, field, base + pos,
+                          f"entry block length {bl[0]} is shorter than {min_block}")
+    if bl[0] == 0 and ng[0] == 0 and nv[0] == 0 and count[0] > _MAX_EMPTY_ENTRIES:
+        raise DecodeError(msg, field, base + pos, f"{count[0]} zero-length entries")
+    return pos + 8
+
+
 cdef Py_ssize_t _scan_tail(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, int ng, int nv,
                            Py_ssize_t* gat, int known_ng, Py_ssize_t* vat, int known_nv,
                            int depth, str msg, str field, Py_ssize_t base) except -1:
@@ -696,6 +717,9 @@ cdef class ClockTickView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "ClockTick", "", self._base)
         for k in range(0, self._nv):
@@ -709,6 +733,9 @@ cdef class ClockTickView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         cdef ClockTick r
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "ClockTick", "", self._base)
@@ -979,6 +1006,9 @@ cdef class SessionStartView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "SessionStart", "", self._base)
         for k in range(0, self._nv):
@@ -993,6 +1023,9 @@ cdef class SessionStartView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         cdef SessionStart r
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "SessionStart", "", self._base)
@@ -1298,6 +1331,9 @@ cdef class SenderStateView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "SenderState", "", self._base)
         for k in range(0, self._nv):
@@ -1314,6 +1350,9 @@ cdef class SenderStateView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         cdef SenderState r
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "SenderState", "", self._base)

@@ -308,6 +308,27 @@ cdef Py_ssize_t _skip_entry(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, Py_s
     return pos
 
 
+cdef Py_ssize_t _MAX_EMPTY_ENTRIES = 65536  # zero-length entries a materialized group may claim
+
+
+cdef Py_ssize_t _group_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos,
+                              Py_ssize_t min_block, str msg, str field, Py_ssize_t base,
+                              Py_ssize_t* bl, int* ng, int* nv, Py_ssize_t* count) except -1:
+    """Read and check a group header at ``pos``; returns the offset of its first entry."""
+    if n - pos < 8:
+        _truncated(msg, field, base + pos, "group header")
+    bl[0] = _ld_u16(p + pos)
+    ng[0] = p[pos + 2]
+    nv[0] = p[pos + 3]
+    count[0] = _ld_u32(p + pos + 4)
+    if count[0] and bl[0] < min_block:
+        raise DecodeError(msg, field, base + pos,
+                          f"entry block length {bl[0]} is shorter than {min_block}")
+    if bl[0] == 0 and ng[0] == 0 and nv[0] == 0 and count[0] > _MAX_EMPTY_ENTRIES:
+        raise DecodeError(msg, field, base + pos, f"{count[0]} zero-length entries")
+    return pos + 8
+
+
 cdef Py_ssize_t _scan_tail(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, int ng, int nv,
                            Py_ssize_t* gat, int known_ng, Py_ssize_t* vat, int known_nv,
                            int depth, str msg, str field, Py_ssize_t base) except -1:
@@ -752,6 +773,9 @@ cdef class NewOrderLegsFillsView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         if self._n - self._at < self._bl:
             _truncated("NewOrder", "legs.fills", self._base + self._at, "group entry")
         for k in range(0, self._ng):
@@ -769,6 +793,9 @@ cdef class NewOrderLegsFillsView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         cdef NewOrderLegsFills r
         if self._n - self._at < self._bl:
             _truncated("NewOrder", "legs.fills", self._base + self._at, "group entry")
@@ -895,7 +922,7 @@ cdef class NewOrderLegsFillsGroup:
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
         cdef NewOrderLegsFillsView e = self._new_entry()
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > 65536:
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
             raise DecodeError("NewOrder", "legs.fills", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             e._at = pos
@@ -909,7 +936,7 @@ cdef class NewOrderLegsFillsGroup:
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
         cdef NewOrderLegsFillsView e = self._new_entry()
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > 65536:
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
             raise DecodeError("NewOrder", "legs.fills", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             e._at = pos
@@ -1174,13 +1201,30 @@ cdef class NewOrderLegsView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
-        cdef NewOrderLegsFillsGroup g_fills
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
+        cdef NewOrderLegsFillsView e_fills
         if self._n - self._at < self._bl:
             _truncated("NewOrder", "legs", self._base + self._at, "group entry")
         if self._ng > 0:
-            g_fills = NewOrderLegsFillsGroup.__new__(NewOrderLegsFillsGroup)
-            _NewOrderLegsFillsGroup_at(g_fills, self._obj, self._keep, self._p, self._n, self._base, pos)
-            v_fills = g_fills._dicts_end(&pos)
+            pos = _group_header(self._p, self._n, pos, 12, "NewOrder", "legs.fills", self._base, &g_bl, &g_ng, &g_nv, &g_count)
+            e_fills = NewOrderLegsFillsView.__new__(NewOrderLegsFillsView)
+            e_fills._obj = self._obj
+            e_fills._keep = self._keep
+            e_fills._p = self._p
+            e_fills._n = self._n
+            e_fills._base = self._base
+            e_fills._bl = g_bl
+            e_fills._ng = g_ng
+            e_fills._nv = g_nv
+            g_out = []
+            for g_i in range(g_count):
+                e_fills._at = pos
+                e_fills._tail = pos + g_bl
+                e_fills._end = -1
+                g_out.append(e_fills._dict_end(&pos))
+            v_fills = g_out
         else:
             v_fills = []
         for k in range(1, self._ng):
@@ -1200,14 +1244,31 @@ cdef class NewOrderLegsView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
-        cdef NewOrderLegsFillsGroup g_fills
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
+        cdef NewOrderLegsFillsView e_fills
         cdef NewOrderLegs r
         if self._n - self._at < self._bl:
             _truncated("NewOrder", "legs", self._base + self._at, "group entry")
         if self._ng > 0:
-            g_fills = NewOrderLegsFillsGroup.__new__(NewOrderLegsFillsGroup)
-            _NewOrderLegsFillsGroup_at(g_fills, self._obj, self._keep, self._p, self._n, self._base, pos)
-            v_fills = g_fills._values_end(&pos)
+            pos = _group_header(self._p, self._n, pos, 12, "NewOrder", "legs.fills", self._base, &g_bl, &g_ng, &g_nv, &g_count)
+            e_fills = NewOrderLegsFillsView.__new__(NewOrderLegsFillsView)
+            e_fills._obj = self._obj
+            e_fills._keep = self._keep
+            e_fills._p = self._p
+            e_fills._n = self._n
+            e_fills._base = self._base
+            e_fills._bl = g_bl
+            e_fills._ng = g_ng
+            e_fills._nv = g_nv
+            g_out = []
+            for g_i in range(g_count):
+                e_fills._at = pos
+                e_fills._tail = pos + g_bl
+                e_fills._end = -1
+                g_out.append(e_fills._value_end(&pos))
+            v_fills = g_out
         else:
             v_fills = []
         for k in range(1, self._ng):
@@ -1335,7 +1396,7 @@ cdef class NewOrderLegsGroup:
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
         cdef NewOrderLegsView e = self._new_entry()
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > 65536:
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
             raise DecodeError("NewOrder", "legs", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             e._at = pos
@@ -1349,7 +1410,7 @@ cdef class NewOrderLegsGroup:
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
         cdef NewOrderLegsView e = self._new_entry()
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > 65536:
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
             raise DecodeError("NewOrder", "legs", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             e._at = pos
@@ -1813,11 +1874,28 @@ cdef class NewOrderView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
-        cdef NewOrderLegsGroup g_legs
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
+        cdef NewOrderLegsView e_legs
         if self._ng > 0:
-            g_legs = NewOrderLegsGroup.__new__(NewOrderLegsGroup)
-            _NewOrderLegsGroup_at(g_legs, self._obj, self, self._p, self._n, self._base, pos)
-            v_legs = g_legs._dicts_end(&pos)
+            pos = _group_header(self._p, self._n, pos, 11, "NewOrder", "legs", self._base, &g_bl, &g_ng, &g_nv, &g_count)
+            e_legs = NewOrderLegsView.__new__(NewOrderLegsView)
+            e_legs._obj = self._obj
+            e_legs._keep = self
+            e_legs._p = self._p
+            e_legs._n = self._n
+            e_legs._base = self._base
+            e_legs._bl = g_bl
+            e_legs._ng = g_ng
+            e_legs._nv = g_nv
+            g_out = []
+            for g_i in range(g_count):
+                e_legs._at = pos
+                e_legs._tail = pos + g_bl
+                e_legs._end = -1
+                g_out.append(e_legs._dict_end(&pos))
+            v_legs = g_out
         else:
             v_legs = []
         for k in range(1, self._ng):
@@ -1857,12 +1935,29 @@ cdef class NewOrderView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
-        cdef NewOrderLegsGroup g_legs
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
+        cdef NewOrderLegsView e_legs
         cdef NewOrder r
         if self._ng > 0:
-            g_legs = NewOrderLegsGroup.__new__(NewOrderLegsGroup)
-            _NewOrderLegsGroup_at(g_legs, self._obj, self, self._p, self._n, self._base, pos)
-            v_legs = g_legs._values_end(&pos)
+            pos = _group_header(self._p, self._n, pos, 11, "NewOrder", "legs", self._base, &g_bl, &g_ng, &g_nv, &g_count)
+            e_legs = NewOrderLegsView.__new__(NewOrderLegsView)
+            e_legs._obj = self._obj
+            e_legs._keep = self
+            e_legs._p = self._p
+            e_legs._n = self._n
+            e_legs._base = self._base
+            e_legs._bl = g_bl
+            e_legs._ng = g_ng
+            e_legs._nv = g_nv
+            g_out = []
+            for g_i in range(g_count):
+                e_legs._at = pos
+                e_legs._tail = pos + g_bl
+                e_legs._end = -1
+                g_out.append(e_legs._value_end(&pos))
+            v_legs = g_out
         else:
             v_legs = []
         for k in range(1, self._ng):
@@ -2345,6 +2440,9 @@ cdef class OrderAcceptedView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "OrderAccepted", "", self._base)
         for k in range(0, self._nv):
@@ -2360,6 +2458,9 @@ cdef class OrderAcceptedView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         cdef OrderAccepted r
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "OrderAccepted", "", self._base)
@@ -2694,6 +2795,9 @@ cdef class OrderRejectedView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "OrderRejected", "", self._base)
         if self._nv > 0:
@@ -2717,6 +2821,9 @@ cdef class OrderRejectedView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         cdef OrderRejected r
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "OrderRejected", "", self._base)
@@ -3050,6 +3157,9 @@ cdef class CancelOrderView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "CancelOrder", "", self._base)
         for k in range(0, self._nv):
@@ -3065,6 +3175,9 @@ cdef class CancelOrderView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         cdef CancelOrder r
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "CancelOrder", "", self._base)
@@ -3378,6 +3491,9 @@ cdef class OrderCancelledView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "OrderCancelled", "", self._base)
         for k in range(0, self._nv):
@@ -3394,6 +3510,9 @@ cdef class OrderCancelledView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         cdef OrderCancelled r
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "OrderCancelled", "", self._base)
@@ -3777,6 +3896,9 @@ cdef class TradeView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "Trade", "", self._base)
         for k in range(0, self._nv):
@@ -3798,6 +3920,9 @@ cdef class TradeView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         cdef Trade r
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "Trade", "", self._base)
@@ -4162,6 +4287,9 @@ cdef class BookUpdateLevelsView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         if self._n - self._at < self._bl:
             _truncated("BookUpdate", "levels", self._base + self._at, "group entry")
         for k in range(0, self._ng):
@@ -4181,6 +4309,9 @@ cdef class BookUpdateLevelsView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         cdef BookUpdateLevels r
         if self._n - self._at < self._bl:
             _truncated("BookUpdate", "levels", self._base + self._at, "group entry")
@@ -4309,7 +4440,7 @@ cdef class BookUpdateLevelsGroup:
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
         cdef BookUpdateLevelsView e = self._new_entry()
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > 65536:
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
             raise DecodeError("BookUpdate", "levels", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             e._at = pos
@@ -4323,7 +4454,7 @@ cdef class BookUpdateLevelsGroup:
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
         cdef BookUpdateLevelsView e = self._new_entry()
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > 65536:
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
             raise DecodeError("BookUpdate", "levels", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             e._at = pos
@@ -4621,11 +4752,28 @@ cdef class BookUpdateView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
-        cdef BookUpdateLevelsGroup g_levels
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
+        cdef BookUpdateLevelsView e_levels
         if self._ng > 0:
-            g_levels = BookUpdateLevelsGroup.__new__(BookUpdateLevelsGroup)
-            _BookUpdateLevelsGroup_at(g_levels, self._obj, self, self._p, self._n, self._base, pos)
-            v_levels = g_levels._dicts_end(&pos)
+            pos = _group_header(self._p, self._n, pos, 22, "BookUpdate", "levels", self._base, &g_bl, &g_ng, &g_nv, &g_count)
+            e_levels = BookUpdateLevelsView.__new__(BookUpdateLevelsView)
+            e_levels._obj = self._obj
+            e_levels._keep = self
+            e_levels._p = self._p
+            e_levels._n = self._n
+            e_levels._base = self._base
+            e_levels._bl = g_bl
+            e_levels._ng = g_ng
+            e_levels._nv = g_nv
+            g_out = []
+            for g_i in range(g_count):
+                e_levels._at = pos
+                e_levels._tail = pos + g_bl
+                e_levels._end = -1
+                g_out.append(e_levels._dict_end(&pos))
+            v_levels = g_out
         else:
             v_levels = []
         for k in range(1, self._ng):
@@ -4644,12 +4792,29 @@ cdef class BookUpdateView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
-        cdef BookUpdateLevelsGroup g_levels
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
+        cdef BookUpdateLevelsView e_levels
         cdef BookUpdate r
         if self._ng > 0:
-            g_levels = BookUpdateLevelsGroup.__new__(BookUpdateLevelsGroup)
-            _BookUpdateLevelsGroup_at(g_levels, self._obj, self, self._p, self._n, self._base, pos)
-            v_levels = g_levels._values_end(&pos)
+            pos = _group_header(self._p, self._n, pos, 22, "BookUpdate", "levels", self._base, &g_bl, &g_ng, &g_nv, &g_count)
+            e_levels = BookUpdateLevelsView.__new__(BookUpdateLevelsView)
+            e_levels._obj = self._obj
+            e_levels._keep = self
+            e_levels._p = self._p
+            e_levels._n = self._n
+            e_levels._base = self._base
+            e_levels._bl = g_bl
+            e_levels._ng = g_ng
+            e_levels._nv = g_nv
+            g_out = []
+            for g_i in range(g_count):
+                e_levels._at = pos
+                e_levels._tail = pos + g_bl
+                e_levels._end = -1
+                g_out.append(e_levels._value_end(&pos))
+            v_levels = g_out
         else:
             v_levels = []
         for k in range(1, self._ng):

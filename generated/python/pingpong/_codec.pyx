@@ -308,6 +308,27 @@ cdef Py_ssize_t _skip_entry(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, Py_s
     return pos
 
 
+cdef Py_ssize_t _MAX_EMPTY_ENTRIES = 65536  # zero-length entries a materialized group may claim
+
+
+cdef Py_ssize_t _group_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos,
+                              Py_ssize_t min_block, str msg, str field, Py_ssize_t base,
+                              Py_ssize_t* bl, int* ng, int* nv, Py_ssize_t* count) except -1:
+    """Read and check a group header at ``pos``; returns the offset of its first entry."""
+    if n - pos < 8:
+        _truncated(msg, field, base + pos, "group header")
+    bl[0] = _ld_u16(p + pos)
+    ng[0] = p[pos + 2]
+    nv[0] = p[pos + 3]
+    count[0] = _ld_u32(p + pos + 4)
+    if count[0] and bl[0] < min_block:
+        raise DecodeError(msg, field, base + pos,
+                          f"entry block length {bl[0]} is shorter than {min_block}")
+    if bl[0] == 0 and ng[0] == 0 and nv[0] == 0 and count[0] > _MAX_EMPTY_ENTRIES:
+        raise DecodeError(msg, field, base + pos, f"{count[0]} zero-length entries")
+    return pos + 8
+
+
 cdef Py_ssize_t _scan_tail(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, int ng, int nv,
                            Py_ssize_t* gat, int known_ng, Py_ssize_t* vat, int known_nv,
                            int depth, str msg, str field, Py_ssize_t base) except -1:
@@ -547,6 +568,9 @@ cdef class PingView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "Ping", "", self._base)
         for k in range(0, self._nv):
@@ -562,6 +586,9 @@ cdef class PingView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         cdef Ping r
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "Ping", "", self._base)
@@ -863,6 +890,9 @@ cdef class PongView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "Pong", "", self._base)
         for k in range(0, self._nv):
@@ -878,6 +908,9 @@ cdef class PongView:
         cdef Py_ssize_t pos = self._tail
         cdef Py_ssize_t start
         cdef int k
+        cdef Py_ssize_t g_bl, g_count, g_i
+        cdef int g_ng, g_nv
+        cdef list g_out
         cdef Pong r
         for k in range(0, self._ng):
             pos = _skip_group(self._p, self._n, pos, 1, "Pong", "", self._base)
