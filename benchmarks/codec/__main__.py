@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.codec")
     ap.add_argument("--quick", action="store_true", help="fewer iterations")
     args = ap.parse_args(argv)
-    number, rounds = (2_000, 3) if args.quick else (20_000, 7)
+    number, rounds = (1_000, 5) if args.quick else (2_000, 60)
 
     order = seqbus_order()
     data = order.encode()
