@@ -230,9 +230,6 @@ def sdk_ingest_rate(count: int, batch_records: int = 4096) -> float:
         def send(self, body: object) -> int:
             return 0
 
-        def set_timer_deadline(self, deadline_ns: int | None) -> None:
-            pass
-
         def is_rewinding(self) -> bool:
             return False
 

@@ -4,6 +4,8 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 __version__: str
+#: Stream-time slot of "time advanced" records (a filtered message entering a new slot).
+TIME_GRID_NS: int
 
 _Body = bytes | bytearray | memoryview
 
@@ -25,7 +27,6 @@ class NodeClient:
         """Wait at most ``timeout`` s (GIL released) and return one batch; b"" when none."""
     def send(self, body: _Body) -> int:
         """Queue a command; its command sequence. BackPressureError when the window is full."""
-    def set_timer_deadline(self, deadline_ns: int | None) -> None: ...
     def is_rewinding(self) -> bool: ...
     def is_ready(self) -> bool:
         """True once the node may send (it knows its next command sequence)."""
@@ -59,6 +60,11 @@ class Cursor:
     @property
     def time_ns(self) -> int: ...
     def set(self, sequence: int, time_ns: int) -> None: ...
+    @property
+    def deadline_ns(self) -> int | None:
+        """Earliest deterministic timer; walk_batch stops at the first record reaching it."""
+    @deadline_ns.setter
+    def deadline_ns(self, value: int | None) -> None: ...
 
 STOP_END: int
 STOP_RECORD: int
@@ -71,7 +77,6 @@ def walk_batch(
     node: object,
     dispatchers: Mapping[int, object],
     account: bytes,
-    deadline_ns: int | None,
     cursor: Cursor,
 ) -> tuple[int, int, int]:
     """Dispatch the message records of ``batch`` from ``offset`` without returning to Python;
@@ -113,7 +118,6 @@ class SimBus:
     def transmit(self) -> None: ...
     def advance(self, limit_ns: int) -> int: ...
     def send_command(self, id: int, body: bytes) -> int: ...
-    def set_timer_deadline(self, id: int, deadline_ns: int | None) -> None: ...
     def is_rewinding(self, id: int) -> bool: ...
     def is_ready(self, id: int) -> bool: ...
     def node_stats(self, id: int) -> dict[str, int]: ...

@@ -54,8 +54,6 @@ class Client(Protocol):
 
     def send(self, body: Body) -> int: ...
 
-    def set_timer_deadline(self, deadline_ns: int | None) -> None: ...
-
     def is_rewinding(self) -> bool: ...
 
 
@@ -139,7 +137,6 @@ class Node:
         self._timers: list[Timer] = []
         self._local_timers: list[Timer] = []
         self._order = itertools.count()
-        self._deadline_sent: int | None = None
         self._stopping = False
         self._outbox: deque[Body] = deque()
         self._dispatchers = self._collect_dispatchers()
@@ -235,7 +232,7 @@ class Node:
         """
         timer = Timer(at_ns, next(self._order), callback)
         heapq.heappush(self._timers, timer)
-        self._update_deadline()
+        self._cursor.deadline_ns = int(self._timers[0].at)
         return timer
 
     def set_timer_after(self, delay_ns: int, callback: Callable[[], None]) -> Timer:
@@ -286,8 +283,6 @@ class Node:
         self._client = client
         self._rewinding = rewinding
         self.on_opened()
-        self._deadline_sent = None
-        self._update_deadline()
 
     def poll_once(self, timeout: float, max_records: int = 4096) -> int:
         """Poll the client once (waiting at most ``timeout`` s) and handle what came."""
@@ -317,9 +312,8 @@ class Node:
         records = 0
         walk = _core.walk_batch
         while offset < end:
-            deadline = int(self._timers[0].at) if self._timers else None
             offset, stop, dispatched = walk(
-                data, offset, self, self._dispatchers, self._account_key, deadline, self._cursor
+                data, offset, self, self._dispatchers, self._account_key, self._cursor
             )
             records += dispatched
             self.stats.messages += dispatched
@@ -368,7 +362,7 @@ class Node:
             if not timer.cancelled:
                 self.stats.timers_fired += 1
                 timer.callback()
-        self._update_deadline()
+        self._cursor.deadline_ns = int(timers[0].at) if timers else None
 
     def _fire_local_timers(self) -> None:
         timers = self._local_timers
@@ -377,14 +371,6 @@ class Node:
             timer = heapq.heappop(timers)
             if not timer.cancelled:
                 timer.callback()
-
-    def _update_deadline(self) -> None:
-        while self._timers and self._timers[0].cancelled:
-            heapq.heappop(self._timers)
-        deadline = int(self._timers[0].at) if self._timers else None
-        if deadline != self._deadline_sent and self._client is not None:
-            self._client.set_timer_deadline(deadline)
-            self._deadline_sent = deadline
 
 
 def handled_topics(nodes: Iterable[type[Node]]) -> list[Topic]:

@@ -49,9 +49,6 @@ class SimClient:
     def send(self, body: Body) -> int:
         return self._sim.send_command(self.node_id, bytes(body))
 
-    def set_timer_deadline(self, deadline_ns: int | None) -> None:
-        self._sim.set_timer_deadline(self.node_id, deadline_ns)
-
     def is_rewinding(self) -> bool:
         return self._sim.is_rewinding(self.node_id)
 

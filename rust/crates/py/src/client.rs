@@ -14,6 +14,7 @@ use pyo3::types::{PyBytes, PyDict};
 use seqbus_net::{Config, NodeOptions, Start};
 
 use crate::errors::{config_error, net_error, send_error, seqbus_error};
+use crate::filter::{Filter, TIME_GRID_NS};
 
 fn load(py: Python<'_>, path: &str) -> PyResult<Config> {
     Config::from_path(Path::new(path)).map_err(|e| config_error(py, &e))
@@ -46,7 +47,8 @@ fn timeout_of(seconds: f64) -> PyResult<Duration> {
 #[pyclass(module = "seqbus._core")]
 pub struct NodeClient {
     inner: Option<seqbus_net::NodeClient>,
-    out: Vec<u8>,
+    raw: Vec<u8>,
+    filter: Filter,
 }
 
 impl NodeClient {
@@ -85,7 +87,9 @@ impl NodeClient {
             None => Start::Live,
         };
         let mut opts = NodeOptions::new(account, instance, start);
-        opts.topics = topics;
+        // the core delivers everything; `Filter` drops what the node does not handle before it
+        // reaches Python and keeps time moving deterministically (filter.rs)
+        let filter = Filter::new(topics, TIME_GRID_NS);
         opts.window = window;
         opts.listen = listen;
         let client = py
@@ -93,7 +97,8 @@ impl NodeClient {
             .map_err(|e| net_error(py, e))?;
         Ok(NodeClient {
             inner: Some(client),
-            out: Vec::with_capacity(1 << 16),
+            raw: Vec::with_capacity(1 << 16),
+            filter,
         })
     }
 
@@ -105,14 +110,15 @@ impl NodeClient {
         timeout: f64,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let timeout = timeout_of(timeout)?;
-        let mut out = std::mem::take(&mut self.out);
-        out.clear();
+        let mut raw = std::mem::take(&mut self.raw);
+        raw.clear();
         let client = self.client()?;
-        let polled = py.allow_threads(|| client.poll(&mut out, max_records.max(1), timeout));
-        let batch = PyBytes::new(py, &out);
-        self.out = out;
+        let polled = py.allow_threads(|| client.poll(&mut raw, max_records.max(1), timeout));
+        let mut out = Vec::with_capacity(raw.len());
+        self.filter.apply(&raw, &mut out);
+        self.raw = raw;
         polled.map_err(|e| net_error(py, e))?;
-        Ok(batch)
+        Ok(PyBytes::new(py, &out))
     }
 
     /// Queue a command; its command sequence. BackPressureError when the window is full.
@@ -125,12 +131,6 @@ impl NodeClient {
             client.send(&buffer.to_vec(py)?)
         };
         sent.map_err(|e| send_error(py, e))
-    }
-
-    #[pyo3(signature = (deadline_ns))]
-    fn set_timer_deadline(&mut self, deadline_ns: Option<u64>) -> PyResult<()> {
-        self.client()?.set_timer_deadline(deadline_ns);
-        Ok(())
     }
 
     fn is_rewinding(&mut self) -> PyResult<bool> {
@@ -154,7 +154,8 @@ impl NodeClient {
         for (k, v) in [
             ("received", s.received),
             ("delivered", s.delivered),
-            ("filtered", s.filtered),
+            ("filtered", self.filter.filtered),
+            ("time_records", self.filter.time_records),
             ("malformed", s.malformed),
             ("wrong_session", s.wrong_session),
             ("duplicates", s.duplicates),

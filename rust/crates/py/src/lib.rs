@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 mod batch;
 mod client;
 mod errors;
+mod filter;
 mod sim;
 
 #[pymodule]
@@ -18,6 +19,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sim::SimBus>()?;
     m.add_function(wrap_pyfunction!(client::check_config, m)?)?;
     m.add_function(wrap_pyfunction!(batch::walk_batch, m)?)?;
+    m.add("TIME_GRID_NS", filter::TIME_GRID_NS)?;
     m.add("STOP_END", batch::STOP_END)?;
     m.add("STOP_RECORD", batch::STOP_RECORD)?;
     m.add("STOP_TIMER", batch::STOP_TIMER)?;

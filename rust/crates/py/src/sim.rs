@@ -19,6 +19,7 @@ use seqbus_core::{
 use seqbus_wire::Session;
 
 use crate::errors::{send_error, seqbus_error};
+use crate::filter::{Filter, TIME_GRID_NS};
 
 const MAX_PACKET: usize = 1472;
 
@@ -53,6 +54,7 @@ enum To {
 
 struct SimNode {
     node: Node,
+    filter: Filter,
     /// Downstream loss on this node's link, percent.
     loss_pct: f64,
     /// Live downstream packets still to drop on this node's link.
@@ -213,7 +215,7 @@ impl SimBus {
             account: seqbus_wire::account(account).map_err(PyValueError::new_err)?,
             instance,
             start,
-            topics,
+            topics: None,
             window: window.unwrap_or(self.window),
             max_packet: MAX_PACKET,
             retry_ns: 3_000_000,
@@ -226,6 +228,7 @@ impl SimBus {
         };
         self.nodes.push(Some(SimNode {
             node: Node::new(params, self.now),
+            filter: Filter::new(topics, TIME_GRID_NS),
             loss_pct: 0.0,
             drop_next: 0,
         }));
@@ -310,11 +313,15 @@ impl SimBus {
         id: usize,
         max_records: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let mut out = std::mem::take(&mut self.out);
-        out.clear();
-        let delivered = self.node(id)?.deliver(&mut out, max_records.max(1));
+        let mut raw = std::mem::take(&mut self.out);
+        raw.clear();
+        self.node(id)?;
+        let n = self.nodes[id].as_mut().expect("checked");
+        let delivered = n.node.deliver(&mut raw, max_records.max(1));
+        let mut out = Vec::with_capacity(raw.len());
+        n.filter.apply(&raw, &mut out);
         let batch = PyBytes::new(py, &out);
-        self.out = out;
+        self.out = raw;
         delivered.map_err(|e| {
             let text = e.to_string();
             match e {
@@ -375,12 +382,6 @@ impl SimBus {
         self.node(id)?.send(body).map_err(|e| send_error(py, e))
     }
 
-    #[pyo3(signature = (id, deadline_ns))]
-    fn set_timer_deadline(&mut self, id: usize, deadline_ns: Option<u64>) -> PyResult<()> {
-        self.node(id)?.set_timer_deadline(deadline_ns);
-        Ok(())
-    }
-
     fn is_rewinding(&mut self, id: usize) -> PyResult<bool> {
         Ok(self.node(id)?.is_rewinding())
     }
@@ -391,11 +392,14 @@ impl SimBus {
 
     fn node_stats<'py>(&mut self, py: Python<'py>, id: usize) -> PyResult<Bound<'py, PyDict>> {
         let s = self.node(id)?.stats();
+        let f = &self.nodes[id].as_ref().expect("checked").filter;
+        let (filtered, time_records) = (f.filtered, f.time_records);
         let d = PyDict::new(py);
         for (k, v) in [
             ("received", s.received),
             ("delivered", s.delivered),
-            ("filtered", s.filtered),
+            ("filtered", filtered),
+            ("time_records", time_records),
             ("duplicates", s.duplicates),
             ("gaps", s.gaps),
             ("requests", s.requests),

@@ -1,0 +1,220 @@
+"""The matching engine: one limit order book per symbol, price-time priority.
+
+Deterministic: the engine's state and output depend only on the messages of the stream, their
+order and their sequencer timestamps. It never reads the machine's clock; orders with
+``expire_at`` are cancelled by a deterministic timer, which fires at the same stream point in
+every replay. Everything it sends goes through ``post`` so its commands keep their order under
+back-pressure; a hot backup sends the same commands and the sequencer keeps the first copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from bisect import bisect_left, insort
+from collections import deque
+from dataclasses import dataclass
+
+from exchange import (
+    CancelOrderView,
+    ExchangeNode,
+    ExecInst,
+    NewOrderView,
+    OrderAccepted,
+    OrderCancelled,
+    OrderRejected,
+    Price,
+    RejectReason,
+    Side,
+    Trade,
+)
+
+__all__ = ["PRICE_EXPONENT", "SYMBOLS", "Book", "MatchingEngine", "Order"]
+
+#: Instruments the engine trades.
+SYMBOLS = ("AAPL", "MSFT", "GOOG", "AMZN")
+#: Prices are integers of 10**PRICE_EXPONENT (cents).
+PRICE_EXPONENT = -2
+
+_STATE = struct.Struct("<QIBqI")
+
+
+@dataclass
+class Order:
+    order_id: int
+    client_id: int
+    side: Side
+    price: int
+    remaining: int
+
+
+class Book:
+    """One symbol's resting orders: price levels in price order, FIFO within a level."""
+
+    def __init__(self) -> None:
+        self.levels: dict[Side, dict[int, deque[Order]]] = {Side.Buy: {}, Side.Sell: {}}
+        # ascending prices; the best bid is the last, the best ask the first
+        self.prices: dict[Side, list[int]] = {Side.Buy: [], Side.Sell: []}
+
+    def best(self, side: Side) -> int | None:
+        prices = self.prices[side]
+        if not prices:
+            return None
+        return prices[-1] if side == Side.Buy else prices[0]
+
+    def add(self, order: Order) -> None:
+        level = self.levels[order.side].get(order.price)
+        if level is None:
+            level = self.levels[order.side][order.price] = deque()
+            insort(self.prices[order.side], order.price)
+        level.append(order)
+
+    def remove(self, order: Order) -> None:
+        level = self.levels[order.side][order.price]
+        level.remove(order)
+        if not level:
+            self._drop_level(order.side, order.price)
+
+    def _drop_level(self, side: Side, price: int) -> None:
+        del self.levels[side][price]
+        prices = self.prices[side]
+        del prices[bisect_left(prices, price)]
+
+    def pop_filled(self, side: Side, price: int) -> None:
+        level = self.levels[side][price]
+        level.popleft()
+        if not level:
+            self._drop_level(side, price)
+
+
+class MatchingEngine(ExchangeNode):
+    """Accepts, matches and cancels orders; answers every NewOrder and CancelOrder."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.books = {symbol: Book() for symbol in SYMBOLS}
+        self.orders: dict[int, tuple[str, Order]] = {}
+        self.seen_ids: set[int] = set()
+        self.next_trade_id = 1
+        self.trades = 0
+        self.handled = 0
+
+    # -- handlers --------------------------------------------------------------------------
+
+    def on_new_order(self, msg: NewOrderView, mine: bool) -> None:
+        self.handled += 1
+        now = self.sequencer_time()
+        order_id = msg.order_id
+        symbol = msg.symbol.strip()
+        reason = self._check(msg, symbol)
+        if reason is not None:
+            self.post(OrderRejected(order_id=order_id, at=now, reason=reason, text=reason.name))
+            return
+        self.seen_ids.add(order_id)
+        order = Order(order_id, msg.client_id, msg.side, msg.price.mantissa, msg.quantity)
+        book = self.books[symbol]
+        if ExecInst.PostOnly in msg.inst and self._crosses(book, order):
+            self.post(
+                OrderRejected(
+                    order_id=order_id, at=now, reason=RejectReason.BadPrice, text="would cross"
+                )
+            )
+            return
+        self.post(OrderAccepted(order_id=order_id, at=now))
+        self._match(symbol, book, order, now)
+        if order.remaining:
+            book.add(order)
+            self.orders[order_id] = (symbol, order)
+            expire_at = msg.expire_at
+            if expire_at is not None:
+                self.set_timer(expire_at, lambda: self._expire(order_id))
+
+    def on_cancel_order(self, msg: CancelOrderView, mine: bool) -> None:
+        self.handled += 1
+        now = self.sequencer_time()
+        entry = self.orders.get(msg.order_id)
+        if entry is None or entry[1].client_id != msg.client_id:
+            self.post(
+                OrderRejected(
+                    order_id=msg.order_id,
+                    at=now,
+                    reason=RejectReason.UnknownOrder,
+                    text="no such resting order",
+                )
+            )
+            return
+        self._cancel(msg.order_id, now)
+
+    # -- state -----------------------------------------------------------------------------
+
+    def state_hash(self) -> str:
+        """A digest of the books (every resting order in priority order) and the counters."""
+        h = hashlib.blake2b(digest_size=16)
+        for symbol in SYMBOLS:
+            book = self.books[symbol]
+            h.update(symbol.encode())
+            for side in (Side.Buy, Side.Sell):
+                for price in book.prices[side]:
+                    for o in book.levels[side][price]:
+                        h.update(_STATE.pack(o.order_id, o.client_id, o.side, o.price, o.remaining))
+        h.update(struct.pack("<QQ", self.next_trade_id, len(self.seen_ids)))
+        return h.hexdigest()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _check(self, msg: NewOrderView, symbol: str) -> RejectReason | None:
+        if msg.order_id in self.seen_ids:
+            return RejectReason.DuplicateOrderId
+        if symbol not in self.books:
+            return RejectReason.UnknownSymbol
+        price = msg.price
+        if price.exponent != PRICE_EXPONENT or price.mantissa <= 0:
+            return RejectReason.BadPrice
+        if msg.quantity <= 0:
+            return RejectReason.BadQuantity
+        return None
+
+    @staticmethod
+    def _crosses(book: Book, order: Order) -> bool:
+        if order.side == Side.Buy:
+            ask = book.best(Side.Sell)
+            return ask is not None and ask <= order.price
+        bid = book.best(Side.Buy)
+        return bid is not None and bid >= order.price
+
+    def _match(self, symbol: str, book: Book, order: Order, now: int) -> None:
+        other = Side.Sell if order.side == Side.Buy else Side.Buy
+        while order.remaining and self._crosses(book, order):
+            best = book.best(other)
+            assert best is not None
+            resting = book.levels[other][best][0]
+            qty = min(order.remaining, resting.remaining)
+            buy, sell = (order, resting) if order.side == Side.Buy else (resting, order)
+            self.post(
+                Trade(
+                    trade_id=self.next_trade_id,
+                    symbol=symbol,
+                    price=Price(mantissa=best, exponent=PRICE_EXPONENT),
+                    quantity=qty,
+                    buy_order_id=buy.order_id,
+                    sell_order_id=sell.order_id,
+                    aggressor=order.side,
+                    at=now,
+                )
+            )
+            self.next_trade_id += 1
+            self.trades += 1
+            order.remaining -= qty
+            resting.remaining -= qty
+            if not resting.remaining:
+                book.pop_filled(other, best)
+                del self.orders[resting.order_id]
+
+    def _cancel(self, order_id: int, now: int) -> None:
+        symbol, order = self.orders.pop(order_id)
+        self.books[symbol].remove(order)
+        self.post(OrderCancelled(order_id=order_id, at=now, cancelled_quantity=order.remaining))
+
+    def _expire(self, order_id: int) -> None:
+        if order_id in self.orders:
+            self._cancel(order_id, self.sequencer_time())
