@@ -27,6 +27,8 @@ from typing import Any
 
 import zmq
 
+from pingpong import Ping, PingpongNode, PingView
+
 from seqbus.batch import RECORD_MESSAGE, pack_record
 from seqbus.demo import bus_config, free_udp_port
 
@@ -212,11 +214,79 @@ def bus_round_trip_ns(kind: str, count: int) -> list[int]:
     return rtts
 
 
+class Flooder(PingpongNode):
+    """Sends ``SEQBUS_BENCH_COUNT`` Pings as fast as the window allows, then stops once the
+    last one is in the stream."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = int(os.environ["SEQBUS_BENCH_COUNT"])
+
+    def on_opened(self) -> None:
+        for i in range(self.count):
+            self.post(Ping(id=i, sent_at_ns=i))
+
+    def on_ping(self, msg: PingView, mine: bool) -> None:
+        if mine and msg.id == self.count - 1:
+            self.stop()
+
+
+class RewindReader(PingpongNode):
+    """Rewinds the session into a typed handler reading two fields; times the rewind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+        self.seen = 0
+        self.started = 0.0
+        self.elapsed = 0.0
+
+    def on_opened(self) -> None:
+        self.started = time.perf_counter()
+
+    def on_ping(self, msg: PingView, mine: bool) -> None:
+        self.total += msg.id + msg.sent_at_ns
+        self.seen += 1
+
+    def on_rewound(self) -> None:
+        self.elapsed = time.perf_counter() - self.started
+        self.stop()
+
+
+def rewind_rate(count: int) -> float:
+    """Messages per second a Python node rewinds from the replayer into its handlers, after a
+    Flooder has put ``count`` Pings into a fresh session (UDP on loopback)."""
+    from seqbus import run
+
+    multicast = os.environ.get("SEQBUS_IN_NETNS") == "1"
+    with tempfile.TemporaryDirectory(prefix="seqbus-bench-") as tmp:
+        workdir = Path(tmp)
+        listen = [f"127.0.0.1:{free_udp_port()}" for _ in range(2)]
+        config = workdir / "bus.toml"
+        config.write_text(bus_config(workdir, multicast, listen))
+        cli = [sys.executable, "-m", "seqbus.cli"]
+        env = dict(os.environ, SEQBUS_BENCH_COUNT=str(count))
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            procs.append(subprocess.Popen([*cli, "sequencer", "-c", str(config)], env=env))
+            flood = [*cli, "node", "benchmarks.sdk:Flooder", "-c", str(config), "--account", "FLOOD"]
+            flood += ["--path", str(ROOT)] + ([] if multicast else ["--listen", listen[0]])
+            flooder = subprocess.Popen(flood, env=env)
+            procs.append(flooder)
+            if flooder.wait(600) != 0:
+                raise RuntimeError(f"the flooder exited with status {flooder.returncode}")
+            reader = RewindReader()
+            run(reader, config, "READER", start="rewind", listen=None if multicast else listen[1])
+        finally:
+            _stop_all(procs)
+    if reader.seen != count or reader.total != count * (count - 1):
+        raise AssertionError(f"rewound {reader.seen} of {count} Pings")
+    return count / reader.elapsed
+
+
 def sdk_ingest_rate(count: int, batch_records: int = 4096) -> float:
     """Messages per second through seqbus.Node.handle_batch into a typed handler that reads two
     fields, on batches laid out exactly as seqbus._core hands them over."""
-    from pingpong import Ping, PingpongNode, PingView
-
     class Reader(PingpongNode):
         total = 0
 
@@ -271,6 +341,8 @@ def main() -> int:
         "pyzmq_pubsub_raw_msg_per_s": round(pubsub),
         "ratio": round(ingest / pubsub, 2),
     }
+    rewind = rewind_rate(100_000 * scale)
+    results["rewind"] = {"seqbus_rewind_into_handlers_msg_per_s": round(rewind)}
     build_rust_example()
     trips = 2_000 * scale
     rust = statistics.median(bus_round_trip_ns("rust", trips)) / 1000

@@ -15,6 +15,7 @@ from seqbus.errors import (
     UnknownMessageError,
 )
 from seqbus.node import Node, NodeStats, Timer
+from seqbus.runner import NodeSpec, run, run_many
 
 __all__ = [
     "BackPressureError",
@@ -24,12 +25,15 @@ __all__ = [
     "JournalError",
     "MessageTooLargeError",
     "Node",
+    "NodeSpec",
     "NodeStats",
     "SeqbusError",
     "SessionEndedError",
     "Timer",
     "TransportError",
     "UnknownMessageError",
+    "run",
+    "run_many",
 ]
 
 __version__ = "0.1.0"
