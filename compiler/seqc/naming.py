@@ -24,8 +24,8 @@ RUST_KEYWORDS = frozenset({
 })
 #: Field names that would shadow members of the generated classes.
 GENERATED_MEMBERS = frozenset({
-    "encode", "decode", "to_dict", "finish", "wrap", "size", "next", "buffer", "offset",
-    "length", "version", "block_length", "template_id", "schema_id", "entry",
+    "encode", "encode_into", "decode", "to_dict", "to_value", "from_dict", "to_list",
+    "finish", "next", "wire_size", "wire_version", "self",
 })
 #: Type names the generated package defines itself.
 RESERVED_TYPE_SUFFIXES = ("View", "Builder", "Node")

@@ -161,8 +161,9 @@ def _syntax_diagnostic(path: str, text: str, err: UnexpectedInput) -> Diagnostic
     if isinstance(err, UnexpectedCharacters):
         pos = err.pos_in_stream or 0
         ch = text[pos] if pos < len(text) else ""
+        hint = "items end with ';', not ','" if ch == "," else None
         return Diagnostic("E001", f"unexpected character {ch!r}",
-                          ast.Span(path, line, col, line, col + 1))
+                          ast.Span(path, line, col, line, col + 1), hint)
     expected: set[str] = set(getattr(err, "expected", None) or [])
     wanted = sorted({_TOKEN_NAMES.get(e, e.lower()) for e in expected
                      if e not in ("DOC_COMMENT",)})
@@ -184,7 +185,7 @@ def _syntax_diagnostic(path: str, text: str, err: UnexpectedInput) -> Diagnostic
         hint = "expected " + (", ".join(wanted[:-1]) + " or " + wanted[-1]
                               if len(wanted) > 1 else wanted[0])
         if "';'" in wanted and len(wanted) <= 3:
-            hint += " (did you forget a ';' at the end of the previous line?)"
+            hint += " (is a ';' missing before it?)"
     return Diagnostic("E001", msg, ast.Span(path, line, col, line, col + width), hint)
 
 

@@ -13,6 +13,14 @@ from seqc.diagnostics import CompileError, Diagnostic
 from seqc.loader import Program
 
 _BUILTIN = set(layout.PRIMITIVES) | set(layout.ARRAY_TYPES) | set(layout.VAR_TYPES)
+#: Type names of other languages and IDLs → ours, for the "did you mean" hint.
+_ALIASES = {
+    "int": "i32", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "long": "i64",
+    "uint": "u32", "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "float": "f32", "double": "f64", "float32": "f32", "float64": "f64", "str": "string",
+    "text": "string", "boolean": "bool", "byte": "u8", "char": "char[N]", "blob": "bytes",
+    "short": "i16", "ushort": "u16", "ulong": "u64",
+}
 
 
 class _Checker:
@@ -186,6 +194,9 @@ class _Checker:
         if not known:
             candidates = sorted(_BUILTIN | set(enums) | set(structs))
             close = difflib.get_close_matches(t.name, candidates, n=1)
+            alias = _ALIASES.get(t.name.lower())
+            if alias:
+                close = [alias]
             hint = f"did you mean {close[0]!r}?" if close else \
                 "types are bool, u8..u64, i8..i64, f32, f64, char[N], byte[N], string, " \
                 "bytes, or an enum, flags or struct defined or imported here"

@@ -42,7 +42,7 @@ def test_spec_example_round_trips(exchange: ModuleType) -> None:
     assert len(view.legs[1].fills) == 0
     assert view.account == "acct-é"
     assert isinstance(view.memo, memoryview) and bytes(view.memo) == b"\x00\xff"
-    assert view.size == len(data) and view.version == 2
+    assert view.wire_size == len(data) and view.wire_version == 2
     assert exchange.NewOrder.from_dict(view.to_dict()) == msg
 
 

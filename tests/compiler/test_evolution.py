@@ -44,7 +44,7 @@ def test_reader_of_any_version_reads_writer_of_any_version(
     data = sample(evo[writer - 1], writer).encode()
     view = evo[reader - 1].Order.decode(data)
     d = view.to_dict()
-    assert view.version == writer
+    assert view.wire_version == writer
     for v in range(1, reader + 1):
         source = EXPECTED[v] if v <= writer else DEFAULTS[v]
         for k, expect in source.items():
@@ -68,7 +68,7 @@ def test_old_reader_skips_unknown_groups_before_its_strings(evo: tuple[ModuleTyp
     v1, _, v3 = evo
     data = sample(v3, 3).encode()
     view = v1.Order.decode(data)
-    assert view.note == "n" and view.size == len(data)
+    assert view.note == "n" and view.wire_size == len(data)
     assert v1.Order.from_dict(view.to_dict()).encode() != data  # only what v1 knows survives
 
 

@@ -65,7 +65,7 @@ def test_every_field_kind_round_trips(alltypes: ModuleType, data: st.DataObject)
     encoded = msg.encode()
     view = alltypes.Everything.decode(encoded)
     assert view.to_dict() == msg.to_dict()
-    assert view.size == len(encoded)
+    assert view.wire_size == len(encoded)
     assert alltypes.Everything.from_dict(view.to_dict()).encode() == encoded
     buf = bytearray(len(encoded) + 7)
     assert msg.encode_into(buf, 7) == len(encoded) and bytes(buf[7:]) == encoded

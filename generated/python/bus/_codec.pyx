@@ -695,12 +695,12 @@ cdef class ClockTickView:
             PyBuffer_Release(&self._pybuf)
 
     @property
-    def version(self):
+    def wire_version(self):
         """The schema version the writer used."""
         return _ld_u16(self._p + 6)
 
     @property
-    def size(self):
+    def wire_size(self):
         """Bytes the message takes, header and every group and variable-length field included."""
         if self._end < 0:
             self._scan()
@@ -972,12 +972,12 @@ cdef class SessionStartView:
             PyBuffer_Release(&self._pybuf)
 
     @property
-    def version(self):
+    def wire_version(self):
         """The schema version the writer used."""
         return _ld_u16(self._p + 6)
 
     @property
-    def size(self):
+    def wire_size(self):
         """Bytes the message takes, header and every group and variable-length field included."""
         if self._end < 0:
             self._scan()
@@ -1273,12 +1273,12 @@ cdef class SenderStateView:
             PyBuffer_Release(&self._pybuf)
 
     @property
-    def version(self):
+    def wire_version(self):
         """The schema version the writer used."""
         return _ld_u16(self._p + 6)
 
     @property
-    def size(self):
+    def wire_size(self):
         """Bytes the message takes, header and every group and variable-length field included."""
         if self._end < 0:
             self._scan()

@@ -1683,12 +1683,12 @@ cdef class NewOrderView:
             PyBuffer_Release(&self._pybuf)
 
     @property
-    def version(self):
+    def wire_version(self):
         """The schema version the writer used."""
         return _ld_u16(self._p + 6)
 
     @property
-    def size(self):
+    def wire_size(self):
         """Bytes the message takes, header and every group and variable-length field included."""
         if self._end < 0:
             self._scan()
@@ -2394,12 +2394,12 @@ cdef class OrderAcceptedView:
             PyBuffer_Release(&self._pybuf)
 
     @property
-    def version(self):
+    def wire_version(self):
         """The schema version the writer used."""
         return _ld_u16(self._p + 6)
 
     @property
-    def size(self):
+    def wire_size(self):
         """Bytes the message takes, header and every group and variable-length field included."""
         if self._end < 0:
             self._scan()
@@ -2716,12 +2716,12 @@ cdef class OrderRejectedView:
             PyBuffer_Release(&self._pybuf)
 
     @property
-    def version(self):
+    def wire_version(self):
         """The schema version the writer used."""
         return _ld_u16(self._p + 6)
 
     @property
-    def size(self):
+    def wire_size(self):
         """Bytes the message takes, header and every group and variable-length field included."""
         if self._end < 0:
             self._scan()
@@ -3111,12 +3111,12 @@ cdef class CancelOrderView:
             PyBuffer_Release(&self._pybuf)
 
     @property
-    def version(self):
+    def wire_version(self):
         """The schema version the writer used."""
         return _ld_u16(self._p + 6)
 
     @property
-    def size(self):
+    def wire_size(self):
         """Bytes the message takes, header and every group and variable-length field included."""
         if self._end < 0:
             self._scan()
@@ -3433,12 +3433,12 @@ cdef class OrderCancelledView:
             PyBuffer_Release(&self._pybuf)
 
     @property
-    def version(self):
+    def wire_version(self):
         """The schema version the writer used."""
         return _ld_u16(self._p + 6)
 
     @property
-    def size(self):
+    def wire_size(self):
         """Bytes the message takes, header and every group and variable-length field included."""
         if self._end < 0:
             self._scan()
@@ -3778,12 +3778,12 @@ cdef class TradeView:
             PyBuffer_Release(&self._pybuf)
 
     @property
-    def version(self):
+    def wire_version(self):
         """The schema version the writer used."""
         return _ld_u16(self._p + 6)
 
     @property
-    def size(self):
+    def wire_size(self):
         """Bytes the message takes, header and every group and variable-length field included."""
         if self._end < 0:
             self._scan()
@@ -4691,12 +4691,12 @@ cdef class BookUpdateView:
             PyBuffer_Release(&self._pybuf)
 
     @property
-    def version(self):
+    def wire_version(self):
         """The schema version the writer used."""
         return _ld_u16(self._p + 6)
 
     @property
-    def size(self):
+    def wire_size(self):
         """Bytes the message takes, header and every group and variable-length field included."""
         if self._end < 0:
             self._scan()

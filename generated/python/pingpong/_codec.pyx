@@ -522,12 +522,12 @@ cdef class PingView:
             PyBuffer_Release(&self._pybuf)
 
     @property
-    def version(self):
+    def wire_version(self):
         """The schema version the writer used."""
         return _ld_u16(self._p + 6)
 
     @property
-    def size(self):
+    def wire_size(self):
         """Bytes the message takes, header and every group and variable-length field included."""
         if self._end < 0:
             self._scan()
@@ -844,12 +844,12 @@ cdef class PongView:
             PyBuffer_Release(&self._pybuf)
 
     @property
-    def version(self):
+    def wire_version(self):
         """The schema version the writer used."""
         return _ld_u16(self._p + 6)
 
     @property
-    def size(self):
+    def wire_size(self):
         """Bytes the message takes, header and every group and variable-length field included."""
         if self._end < 0:
             self._scan()
