@@ -81,3 +81,39 @@ def test_demo_over_multicast_in_a_private_namespace() -> None:
         pytest.skip(summary["notes"][0])
     assert summary["transport"] == "udp-multicast"
     assert summary["round_trips"] == 300
+
+
+def test_run_many_runs_a_pinger_and_a_ponger_in_one_process(tmp_path: Path) -> None:
+    import threading
+
+    from seqbus import NodeSpec, run_many
+    from seqbus.demo import bus_config, free_udp_port
+    from seqbus.demo_nodes import Pinger, Ponger
+
+    listen = [f"127.0.0.1:{free_udp_port()}" for _ in range(2)]
+    config = tmp_path / "bus.toml"
+    config.write_text(bus_config(tmp_path, False, listen))
+    stop = threading.Event()
+
+    class CountedPinger(Pinger):
+        def stop(self) -> None:
+            super().stop()
+            stop.set()
+
+    pinger = CountedPinger()
+    pinger.count = 50
+    sequencer = _core.Sequencer(str(config))
+    try:
+        nodes = run_many(
+            [
+                NodeSpec(Ponger, "PONGER", 1, "rewind", listen[0]),
+                NodeSpec(pinger, "PINGER", 1, "live", listen[1]),
+            ],
+            config,
+            stop=stop,
+        )
+    finally:
+        sequencer.stop()
+        assert sequencer.join(10.0)
+    assert nodes[1] is pinger
+    assert len(pinger.rtts) == 50
