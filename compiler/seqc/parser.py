@@ -194,14 +194,34 @@ def parse(path: str, text: str) -> tuple[ast.File | None, list[Diagnostic]]:
     diags: list[Diagnostic] = []
 
     def on_error(err: UnexpectedInput) -> bool:
-        diags.append(_syntax_diagnostic(path, text, err))
-        return len(diags) < 1  # stop after the first: later ones would mostly be echoes
+        # Recovery skips the offending token and goes on, so later slips are reported too;
+        # one error per line keeps the echoes of a slip (the tokens after it) out.
+        diag = _syntax_diagnostic(path, text, err)
+        if not diags or diags[-1].span.line != diag.span.line:
+            diags.append(diag)
+        if len(diags) >= 20 or not isinstance(err, UnexpectedToken) or err.token.type == "$END":
+            return False
+        # Recovery: insert the separator the parser wanted and retry the token; otherwise
+        # skip the token. Either way parsing goes on, so later slips are reported as well.
+        for kind, value in (("SEMICOLON", ";"), ("COLON", ":")):
+            if kind in err.expected:
+                trial = err.interactive_parser.copy()
+                try:
+                    trial.feed_token(Token(kind, value))
+                    trial.feed_token(err.token)
+                except UnexpectedInput:
+                    continue
+                err.interactive_parser.feed_token(Token(kind, value))
+                err.interactive_parser.feed_token(err.token)
+                return True
+        return True
 
     try:
         tree = grammar().parse(text, on_error=on_error)
     except UnexpectedInput as err:
-        if not diags:
-            diags.append(_syntax_diagnostic(path, text, err))
+        diag = _syntax_diagnostic(path, text, err)
+        if not diags or diags[-1].span.line != diag.span.line:
+            diags.append(diag)
         return None, diags
     if diags:
         return None, diags
