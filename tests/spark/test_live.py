@@ -146,3 +146,15 @@ def test_live_bus_archive_and_restarted_stream(spark: Any, tmp_path: Path, proce
     assert len(pings) == TOTAL == report["seen"]
     assert h.hexdigest() == report["hash"]
     assert Archive(archive).verify().ok
+
+    # Offline replay of the listener's class over the archive reaches the live node's state.
+    import os
+
+    from seqbus.archive import replay
+    from tests.e2e.stream_nodes import Listener
+
+    os.environ.update(SEQBUS_E2E_TOTAL=str(TOTAL), SEQBUS_E2E_OUT=str(tmp_path / "replay.json"))
+    node = replay(Listener, Archive(archive), account="LISTEN")
+    replayed = json.loads((tmp_path / "replay.json").read_text())
+    assert node.seen == TOTAL and replayed["hash"] == report["hash"]
+    assert replayed["last_seq"] == report["last_seq"]

@@ -20,6 +20,7 @@ from seqbus.archive.errors import ArchiveError, CorruptRecordError, Problem
 if TYPE_CHECKING:
     from seqbus.archive.archiver import JournalArchiver
     from seqbus.archive.reader import Archive, SegmentRef, Slice, VerifyReport
+    from seqbus.archive.offline import replay
     from seqbus.archive.writer import ArchiveWriter, load_ir
 
 __all__ = [
@@ -33,11 +34,13 @@ __all__ = [
     "Slice",
     "VerifyReport",
     "load_ir",
+    "replay",
 ]
 
 _LAZY = {
     "Archive": "reader", "SegmentRef": "reader", "Slice": "reader", "VerifyReport": "reader",
     "ArchiveWriter": "writer", "load_ir": "writer", "JournalArchiver": "archiver",
+    "replay": "offline",
 }
 
 

@@ -37,7 +37,9 @@ fn map(path: &Path) -> Result<Option<Mmap>> {
     }
     // SAFETY: archive files are append-only and never truncated while mapped; readers only
     // look at bytes below the length they mapped.
-    let m = unsafe { Mmap::map(&f) }.map_err(|e| ArchiveError::io(path, e))?;
+    // populate: fault the pages in at once (one sequential pass reads them all anyway).
+    let m = unsafe { memmap2::MmapOptions::new().populate().map(&f) }
+        .map_err(|e| ArchiveError::io(path, e))?;
     Ok(Some(m))
 }
 

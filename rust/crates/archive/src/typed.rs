@@ -276,11 +276,18 @@ fn fail<T>(path: &str, offset: usize, reason: impl Into<String>) -> Walk<T> {
     })
 }
 
-fn put(ty: &Ty, b: &[u8], col: &mut Column, emit: bool, path: &str, at: usize) -> Walk<()> {
+/// Where a value is, for error messages only: (block path, field name).
+type At<'a> = (&'a str, &'a str);
+
+fn fail_at<T>(at: At<'_>, offset: usize, reason: impl Into<String>) -> Walk<T> {
+    fail(&format!("{}.{}", at.0, at.1), offset, reason)
+}
+
+fn put(ty: &Ty, b: &[u8], col: &mut Column, emit: bool, path: At<'_>, at: usize) -> Walk<()> {
     match ty {
         Ty::Prim(Prim::Bool) => {
             if b[0] > 1 {
-                return fail(path, at, format!("bool byte is {}, not 0 or 1", b[0]));
+                return fail_at(path, at, format!("bool byte is {}, not 0 or 1", b[0]));
             }
             if emit {
                 col.push_bool(b[0] == 1);
@@ -303,7 +310,7 @@ fn put(ty: &Ty, b: &[u8], col: &mut Column, emit: bool, path: &str, at: usize) -
                 k -= 1;
             }
             if let Some(i) = b[..k].iter().position(|c| !c.is_ascii()) {
-                return fail(path, at + i, "char field holds a non-ASCII byte");
+                return fail_at(path, at + i, "char field holds a non-ASCII byte");
             }
             if emit {
                 col.push_var(&b[..k]);
@@ -382,11 +389,11 @@ fn walk_block(
         match kind {
             Kind::Fixed { offset, ty } => {
                 let size = ty.size();
-                let path = || format!("{}.{}", plan.path, name);
+                let path = (plan.path.as_str(), name.as_str());
                 if offset + size <= bl {
-                    put(ty, &block[*offset..offset + size], col, emit, &path(), pos + offset)?;
+                    put(ty, &block[*offset..offset + size], col, emit, path, pos + offset)?;
                 } else {
-                    put(ty, &zeros(size), col, emit, &path(), pos + offset)?;
+                    put(ty, &zeros(size), col, emit, path, pos + offset)?;
                 }
                 if emit {
                     col.set_valid(true);
@@ -402,8 +409,8 @@ fn walk_block(
                             format!("presence byte is {}, not 0 or 1", block[*offset]),
                         );
                     }
-                    let path = format!("{}.{}", plan.path, name);
-                    put(ty, &block[offset + 1..offset + 1 + size], col, emit, &path, pos + offset + 1)?;
+                    let path = (plan.path.as_str(), name.as_str());
+                    put(ty, &block[offset + 1..offset + 1 + size], col, emit, path, pos + offset + 1)?;
                     if emit {
                         col.set_valid(true);
                     }
@@ -418,12 +425,13 @@ fn walk_block(
     let mut p = tail;
     for k in 0..ng {
         let known = plan.groups.get(k).copied();
-        let (gpath, gblock) = match known.map(|c| &plan.fields[c]) {
-            Some((name, Kind::Group { block })) => (format!("{}.{}", plan.path, name), Some(block)),
-            _ => (format!("{}.<group {k}>", plan.path), None),
+        let (gname, gblock): (std::borrow::Cow<'_, str>, _) = match known.map(|c| &plan.fields[c]) {
+            Some((name, Kind::Group { block })) => (name.as_str().into(), Some(block)),
+            _ => (format!("<group {k}>").into(), None),
         };
+        let gpath = || format!("{}.{}", plan.path, gname);
         if buf.len() - p < 8 {
-            return fail(&gpath, p, "group header runs past the end of the body");
+            return fail(&gpath(), p, "group header runs past the end of the body");
         }
         let gbl = le_u16(buf, p) as usize;
         let gng = buf[p + 2] as usize;
@@ -431,7 +439,7 @@ fn walk_block(
         let count = le_u32(buf, p + 4) as usize;
         p += 8;
         if depth >= MAX_DEPTH {
-            return fail(&gpath, p, "groups nested too deep");
+            return fail(&gpath(), p, "groups nested too deep");
         }
         match (known, gblock) {
             (Some(c), Some(block)) => {
@@ -440,7 +448,7 @@ fn walk_block(
                 let Data::Struct { children } = &mut child.data else { unreachable!() };
                 for _ in 0..count {
                     if buf.len() - p < gbl {
-                        return fail(&gpath, p, format!("group entry of {gbl} bytes runs past the end of the body"));
+                        return fail(&gpath(), p, format!("group entry of {gbl} bytes runs past the end of the body"));
                     }
                     p = walk_block(block, buf, p, gbl, p + gbl, gng, gnv, children, emit, depth + 1)?;
                     if emit {
@@ -453,10 +461,10 @@ fn walk_block(
                 }
             }
             _ => {
-                let empty = BlockPlan { path: gpath.clone(), fields: Vec::new(), groups: Vec::new(), vars: Vec::new() };
+                let empty = BlockPlan { path: gpath(), fields: Vec::new(), groups: Vec::new(), vars: Vec::new() };
                 for _ in 0..count {
                     if buf.len() - p < gbl {
-                        return fail(&gpath, p, format!("group entry of {gbl} bytes runs past the end of the body"));
+                        return fail(&gpath(), p, format!("group entry of {gbl} bytes runs past the end of the body"));
                     }
                     p = walk_block(&empty, buf, p, gbl, p + gbl, gng, gnv, &mut [], false, depth + 1)?;
                 }
@@ -602,9 +610,11 @@ impl TypedDecoder {
             self.body(body, fields, true).ok();
             pre[0].push_fixed(&(r.sequence as i64).to_le_bytes());
             pre[1].push_fixed(&m[0..8]);
-            let mut acc = Vec::with_capacity(8);
-            account_text(&m[16..24], &mut acc);
-            pre[2].push_var(&acc);
+            if let Data::Var { offsets, bytes } = &mut pre[2].data {
+                account_text(&m[16..24], bytes);
+                offsets.push(bytes.len() as i32);
+            }
+            pre[2].len += 1;
             pre[3].push_fixed(&(le_u16(m, 24) as i32).to_le_bytes());
             pre[4].push_fixed(&m[8..16]);
             pre[5].push_fixed(&(le_u16(body, 6) as i32).to_le_bytes());
