@@ -205,7 +205,7 @@ def parse(path: str, text: str) -> tuple[ast.File | None, list[Diagnostic]]:
         # skip the token. Either way parsing goes on, so later slips are reported as well.
         for kind, value in (("SEMICOLON", ";"), ("COLON", ":")):
             if kind in err.expected:
-                trial = err.interactive_parser.copy()
+                trial = err.interactive_parser.copy()  # type: ignore[no-untyped-call]
                 try:
                     trial.feed_token(Token(kind, value))
                     trial.feed_token(err.token)
