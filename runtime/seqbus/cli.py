@@ -113,6 +113,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.add_argument("--unicast", action="store_true", help="use UDP unicast, not multicast")
     p.add_argument("--timeout", type=float, default=60.0, help="give up after this many s")
+    p.add_argument("--no-report", dest="report", action="store_false",
+                   help="skip the final Spark report over the session archive")
     p.set_defaults(func=_cmd_demo)
 
     from seqbus.archive.cli import add_commands as add_archive_commands

@@ -163,6 +163,14 @@ def main(args: argparse.Namespace) -> int:
         finally:
             _stop(procs)
 
+        # The final step: archive this run's journal and run a Spark report over it (not in
+        # --json mode, whose stdout is one JSON object).
+        report: list[str] = []
+        if getattr(args, "report", True) and not args.json:
+            from seqbus.spark.demo_report import archive_and_report
+
+            report = archive_and_report(workdir / "journal", workdir / "session.archive")
+
     rtts: list[int] = result["rtt_ns"]
     summary = {
         "transport": "udp-multicast" if multicast else "udp-unicast",
@@ -181,4 +189,6 @@ def main(args: argparse.Namespace) -> int:
         rtt = summary["rtt_us"]
         assert isinstance(rtt, dict)
         print("round trip µs  " + "  ".join(f"{k}={v}" for k, v in rtt.items()))
+        for line in report:
+            print(line)
     return 0

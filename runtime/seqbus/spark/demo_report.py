@@ -1,0 +1,66 @@
+"""The demo's final step: archive the demo's journal and run one Spark report over it.
+
+``seqbus demo`` calls :func:`archive_and_report` with its journal before removing its working
+directory; it returns the lines to print (or why the report could not run).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCHEMAS = ("bus", "pingpong")
+
+
+def _schema_dir() -> Path:
+    return Path(__file__).resolve().parents[3] / "schemas"
+
+
+def _ir(package: str) -> tuple[int, str, str]:
+    seqc = shutil.which("seqc") or str(Path(sys.executable).parent / "seqc")
+    idl = _schema_dir() / f"{package}.idl"
+    text = subprocess.run([seqc, "ir", "--json", str(idl)], check=True, capture_output=True,
+                          text=True, timeout=60).stdout
+    return int(json.loads(text)["schema_id"]), package, text
+
+
+def archive_and_report(journal_dir: Path, archive_dir: Path) -> list[str]:
+    from seqbus.spark import java_missing_reason
+
+    reason = java_missing_reason()
+    if reason is not None:
+        return [f"Spark report skipped: {reason}"]
+    try:
+        schemas = [_ir(p) for p in SCHEMAS]
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return [f"Spark report skipped: cannot get the schema IR from seqc ({exc})"]
+
+    from seqbus.archive import Archive, JournalArchiver
+    from seqbus.spark import reports, session
+
+    t0 = time.perf_counter()
+    a = JournalArchiver(journal_dir, archive_dir, schemas)
+    n = a.catch_up()
+    a.seal()
+    rep = Archive(archive_dir).verify()
+    spark = session(app="seqbus demo report", spark_ui_enabled="false",
+                    spark_ui_showConsoleProgress="false", spark_sql_shuffle_partitions="2")
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        counts = reports.message_counts(spark, str(archive_dir)).collect()
+        lat = reports.latency(spark, str(archive_dir), "pingpong.Ping", "pingpong.Pong", "id").collect()
+    finally:
+        spark.stop()
+    out = [f"session archive {n} messages, verify {'OK' if rep.ok else f'{len(rep.problems)} problems'}"
+           f" (Spark report over it in {time.perf_counter() - t0:.1f} s):"]
+    out.append(f"  {'account':10} {'inst':>4} {'type':24} {'messages':>9} {'bytes':>10}")
+    for r in counts:
+        out.append(f"  {r['account']:10} {r['instance']:>4} {r['type']:24} {r['messages']:>9} {r['bytes']:>10}")
+    for r in lat:
+        out.append(f"  Ping → Pong in sequencer time ({r['pairs']} pairs, responder {r['responder']}): "
+                   f"p50 {r['p50_us']:.1f} µs  p99 {r['p99_us']:.1f} µs  max {r['max_us']:.1f} µs")
+    return out
