@@ -79,3 +79,46 @@ def test_new_reader_rejects_a_block_shorter_than_version_one(evo: tuple[ModuleTy
     data[0] = 4  # block length below the 12 bytes every version writes
     with pytest.raises(DecodeError, match="shorter than 12"):
         evo[2].Order.decode(bytes(data))
+
+
+def _group(bl: int, ng: int, nv: int, count: int) -> bytes:
+    return bl.to_bytes(2, "little") + bytes([ng, nv]) + count.to_bytes(4, "little")
+
+
+def _order_v1_with_unknown_tail(tail: bytes, ng: int) -> bytes:
+    """An evo Order header + v1 block (id, qty) whose tail holds ``ng`` groups: the known
+    `legs` (empty) and then ``tail`` (unknown groups), then the `note` string."""
+    block = (1).to_bytes(8, "little") + (2).to_bytes(4, "little")
+    head = (12).to_bytes(2, "little") + (1).to_bytes(2, "little") + (60).to_bytes(2, "little") \
+        + (9).to_bytes(2, "little")
+    return head + block + bytes([ng, 1]) + _group(2, 0, 0, 0) + tail + \
+        (1).to_bytes(4, "little") + b"n"
+
+
+def test_unknown_groups_from_a_newer_writer_are_skipped(evo: tuple[ModuleType, ...]) -> None:
+    unknown = _group(3, 1, 1, 2) + b"abc" + _group(1, 0, 0, 1) + b"z" + \
+        (2).to_bytes(4, "little") + b"hi" + b"def" + _group(1, 0, 0, 0) + \
+        (0).to_bytes(4, "little")
+    view = evo[0].Order.decode(_order_v1_with_unknown_tail(unknown, 2))
+    assert view.note == "n" and view.wire_version == 9
+    assert view.to_value().to_dict() == {"id": 1, "qty": 2, "legs": [], "note": "n"}
+
+
+def test_unknown_groups_nested_too_deep_are_refused(evo: tuple[ModuleType, ...]) -> None:
+    from seqbus.errors import DecodeError
+
+    deep = b"".join(_group(0, 1, 0, 1) for _ in range(40)) + _group(0, 0, 0, 0)
+    data = _order_v1_with_unknown_tail(deep, 2)
+    with pytest.raises(DecodeError, match="nested too deep"):
+        evo[0].Order.decode(data).note
+
+
+def test_zero_length_entries_cannot_exhaust_memory(evo: tuple[ModuleType, ...]) -> None:
+    from seqbus.errors import DecodeError
+
+    data = bytearray(sample(evo[0], 1).encode())
+    legs_header = 8 + 12 + 2
+    data[legs_header:legs_header + 8] = _group(0, 0, 0, 2**32 - 1)
+    view = evo[0].Order.decode(bytes(data))
+    with pytest.raises(DecodeError):
+        view.to_dict()
