@@ -106,8 +106,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
     from seqbus.archive import Archive
     from seqbus.archive.text import messages
 
-    a = Archive(args.archive)
-    a.report = a.problems.append  # type: ignore[method-assign]  # listed at the end, not logged
+    a = Archive(args.archive, on_problem="collect")  # listed at the end, not logged
     _print(messages(a, types=args.type, nodes=args.node, **_bounds(args)), args.json, args.limit)
     return _report_problems(a)
 
@@ -118,8 +117,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
     from seqbus.archive import Archive
     from seqbus.archive.text import messages
 
-    a = Archive(args.archive)
-    a.report = a.problems.append  # type: ignore[method-assign]
+    a = Archive(args.archive, on_problem="collect")
     last = a.last_sequence or 0
     nxt = args.from_seq if args.from_seq is not None else max(1, last - args.lines + 1)
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
@@ -250,7 +248,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     s = node.stats
     print(f"replayed {args.target} over {args.archive} in {time.perf_counter() - t0:.2f} s: "
           f"{s.messages} messages handled, {s.timers_fired} timers fired, "
-          f"{len(node._client.sent) if hasattr(node._client, 'sent') else 0} commands sent")
+          f"{len(getattr(node._client, 'sent', ()))} commands sent")
     return 0
 
 

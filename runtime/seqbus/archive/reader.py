@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -86,11 +87,15 @@ def _native(call: Callable[[], Any]) -> Any:
 
 class Archive:
     """A session archive directory. Reading a live (unsealed) archive sees what its writer has
-    flushed; :meth:`refresh` picks up new segments."""
+    flushed; :meth:`refresh` picks up new segments.
+
+    ``on_problem``: what a corrupt record does — "report" (kept in :attr:`problems` and logged),
+    "collect" (kept only) or "fail" (raises :class:`CorruptRecordError`)."""
 
     def __init__(self, path: str | os.PathLike[str], *, on_problem: str = "report") -> None:
-        if on_problem not in ("report", "fail"):
-            raise ArchiveError(f"on_problem must be 'report' or 'fail', not {on_problem!r}")
+        if on_problem not in ("report", "collect", "fail"):
+            raise ArchiveError(
+                f"on_problem must be 'report', 'collect' or 'fail', not {on_problem!r}")
         self.path = Path(path)
         self.on_problem = on_problem
         self.problems: list[Problem] = []
@@ -134,7 +139,8 @@ class Archive:
             return
         self._seen.add(problem)
         self.problems.append(problem)
-        log.warning("corrupt archive record skipped: %s", problem)
+        if self.on_problem == "report":
+            log.warning("corrupt archive record skipped: %s", problem)
 
     def segments(self) -> list[SegmentRef]:
         out = []
@@ -144,7 +150,7 @@ class Archive:
             if self.sealed or i < len(segs) - 1:
                 count = int(s["count"])
             else:  # the active segment: what its index lists now
-                _, count = _native(lambda: core.archive_segment_info(seg, idx))
+                _, count = _native(functools.partial(core.archive_segment_info, seg, idx))
             out.append(
                 SegmentRef(
                     s["number"], seg, idx, s["first_sequence"], count,
@@ -207,9 +213,8 @@ class Archive:
                 continue
             if self.sealed and (s.last_timestamp_ns < tlo or s.first_timestamp_ns > thi):
                 continue
-            start, end = _native(
-                lambda s=s: core.archive_range(s.seg, s.idx, max(lo, 0), max(hi, 0), tlo, thi)
-            )
+            start, end = _native(functools.partial(
+                core.archive_range, s.seg, s.idx, max(lo, 0), max(hi, 0), tlo, thi))
             for a in range(start, end, max_rows):
                 out.append(Slice(s.seg, s.idx, a, min(a + max_rows, end), s.first_sequence))
         return out
@@ -219,9 +224,8 @@ class Archive:
     def envelope_batches(self, slices: list[Slice] | None = None, **bounds: Any) -> Iterator[pa.RecordBatch]:
         names = self.type_names()
         for sl in self.slices(**bounds) if slices is None else slices:
-            rows, cols, raw = _native(
-                lambda sl=sl: core.archive_envelopes(sl.seg, sl.idx, sl.start, sl.end, names)
-            )
+            rows, cols, raw = _native(functools.partial(
+                core.archive_envelopes, sl.seg, sl.idx, sl.start, sl.end, names))
             _problems(raw, self.report)
             yield tables.envelope_batch(rows, cols)
 
@@ -236,9 +240,8 @@ class Archive:
         schema = tables.typed_schema(self.ir[sid], name)
         text = self.ir_text[sid]
         for sl in self.slices(**bounds) if slices is None else slices:
-            rows, cols, raw = _native(
-                lambda sl=sl: core.archive_typed(sl.seg, sl.idx, sl.start, sl.end, text, name)
-            )
+            rows, cols, raw = _native(functools.partial(
+                core.archive_typed, sl.seg, sl.idx, sl.start, sl.end, text, name))
             _problems(raw, self.report)
             yield tables.typed_batch(schema, rows, cols)
 
@@ -254,7 +257,8 @@ class Archive:
     def records(self, slices: list[Slice] | None = None, **bounds: Any) -> Iterator[tuple[int, bytes]]:
         """(sequence, message) of every good record in order; message = envelope + body."""
         for sl in self.slices(**bounds) if slices is None else slices:
-            recs, raw = _native(lambda sl=sl: core.archive_records(sl.seg, sl.idx, sl.start, sl.end))
+            recs, raw = _native(functools.partial(
+                core.archive_records, sl.seg, sl.idx, sl.start, sl.end))
             _problems(raw, self.report)
             for seq, _off, msg in recs:
                 yield seq, msg
@@ -267,9 +271,8 @@ class Archive:
         rep = VerifyReport()
         expect: int | None = None
         for s in self.segments():
-            n, good, first, _last_ts, raw = _native(
-                lambda s=s: core.archive_verify_segment(s.seg, s.idx, expect)
-            )
+            n, good, first, _last_ts, raw = _native(functools.partial(
+                core.archive_verify_segment, s.seg, s.idx, expect))
             rep.segments += 1
             rep.records += n
             rep.good += good

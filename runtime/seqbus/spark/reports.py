@@ -152,6 +152,7 @@ def order_audit_trail(
         for f in fields:
             c = F.col(f) == F.lit(order_id).cast("decimal(20,0)")
             cond = c if cond is None else cond | c
+        assert cond is not None
         parts.append(df.where(cond).select(
             F.col(s).alias("sequence"),
             F.timestamp_micros((F.col(t) / 1000).cast("long")).alias("time"),
