@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -49,6 +50,9 @@ def test_packages() -> Path:
     out = Path(tempfile.gettempdir()) / "seqc-test-packages" / digest.hexdigest()[:16]
     gen_python.write(files, str(out))
     build(str(out), optimize="-O0")  # fast to compile; speed is measured by benchmarks
+    for stale in out.parent.iterdir():  # builds of older test schemas or compilers
+        if stale != out and stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
     if str(out) not in sys.path:
         sys.path.insert(0, str(out))
     return out
