@@ -1,7 +1,7 @@
 """Type stubs of ``seqbus._core``, the Rust extension (rust/crates/py)."""
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Literal, final
 
 __version__: str
 #: Stream-time slot of "time advanced" records (a filtered message entering a new slot).
@@ -9,11 +9,12 @@ TIME_GRID_NS: int
 
 _Body = bytes | bytearray | memoryview
 
+@final
 class NodeClient:
     """A node's connection to the bus: sockets, gap fill, rewind and topic filter in Rust."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         config: str,
         account: str,
         instance: int = 1,
@@ -22,7 +23,7 @@ class NodeClient:
         topics: Sequence[tuple[int, int]] | None = None,
         window: int | None = None,
         listen: str | None = None,
-    ) -> None: ...
+    ) -> NodeClient: ...
     def poll(self, max_records: int, timeout: float) -> bytes:
         """Wait at most ``timeout`` s (GIL released) and return one batch; b"" when none."""
     def send(self, body: _Body) -> int:
@@ -34,26 +35,31 @@ class NodeClient:
     def stats(self) -> dict[str, int]: ...
     def close(self) -> None: ...
 
+@final
 class Sequencer:
     """A sequencer running on its own Rust thread until ``stop()``."""
 
-    def __init__(self, config: str) -> None: ...
+    def __new__(cls, config: str) -> Sequencer: ...
     def stop(self) -> None: ...
     def join(self, timeout: float) -> bool:
         """True once stopped; re-raises the error the sequencer stopped with."""
 
+@final
 class Replayer:
     """A replayer running on its own Rust thread until ``stop()``."""
 
-    def __init__(self, config: str) -> None: ...
+    def __new__(cls, config: str) -> Replayer: ...
     def stop(self) -> None: ...
     def join(self, timeout: float) -> bool: ...
 
 def check_config(config: str) -> None:
     """Parse and validate a configuration file; ConfigError naming the key when invalid."""
 
+@final
 class Cursor:
     """The sequence and sequencer time of the message a node is handling."""
+
+    def __new__(cls) -> Cursor: ...
 
     @property
     def sequence(self) -> int: ...
@@ -82,11 +88,12 @@ def walk_batch(
     """Dispatch the message records of ``batch`` from ``offset`` without returning to Python;
     ``(offset, stop, dispatched)`` where it stopped at a record Python must handle."""
 
+@final
 class SimBus:
     """A sequencer, a replayer and nodes over a simulated network with a virtual clock."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         seed: int = 1,
         start_ns: int = 1_700_000_000_000_000_000,
@@ -96,7 +103,7 @@ class SimBus:
         clock_tick_ns: int = 10_000_000,
         heartbeat_ns: int = 1_000_000,
         window: int = 64,
-    ) -> None: ...
+    ) -> SimBus: ...
     @property
     def now_ns(self) -> int: ...
     @property
