@@ -187,13 +187,14 @@ class Harness:
         With ``until``, failing to get there within ``for_ns`` (default one virtual minute)
         raises ``TimeoutError``.
         """
-        limit = self.now_ns + (for_ns if for_ns is not None else DEFAULT_LIMIT_NS)
+        span = for_ns if for_ns is not None else DEFAULT_LIMIT_NS
+        limit = self.now_ns + span
         for _ in range(max_steps):
             if until is not None and until():
                 return
             if self.now_ns >= limit:
                 if until is None:
                     return
-                raise TimeoutError(f"condition not met after {(limit - self.now_ns)} ns")
+                raise TimeoutError(f"condition not met after {span} ns of virtual time")
             self.step(limit)
         raise TimeoutError(f"condition not met after {max_steps} steps")
