@@ -29,7 +29,10 @@ pub enum Data {
     /// utf8 or binary: i32 offsets (len + 1) and the bytes.
     Var { offsets: Vec<i32>, bytes: Vec<u8> },
     /// A list: i32 offsets (len + 1) into `child`.
-    List { offsets: Vec<i32>, child: Box<Column> },
+    List {
+        offsets: Vec<i32>,
+        child: Box<Column>,
+    },
     /// A struct: one child per field, each of `len` rows.
     Struct { children: Vec<Column> },
 }
@@ -43,13 +46,31 @@ impl Column {
         }
     }
     pub fn fixed(width: usize, nullable: bool) -> Column {
-        Column::new(Data::Fixed { width, values: Vec::new() }, nullable)
+        Column::new(
+            Data::Fixed {
+                width,
+                values: Vec::new(),
+            },
+            nullable,
+        )
     }
     pub fn var(nullable: bool) -> Column {
-        Column::new(Data::Var { offsets: vec![0], bytes: Vec::new() }, nullable)
+        Column::new(
+            Data::Var {
+                offsets: vec![0],
+                bytes: Vec::new(),
+            },
+            nullable,
+        )
     }
     pub fn list(child: Column, nullable: bool) -> Column {
-        Column::new(Data::List { offsets: vec![0], child: Box::new(child) }, nullable)
+        Column::new(
+            Data::List {
+                offsets: vec![0],
+                child: Box::new(child),
+            },
+            nullable,
+        )
     }
 
     pub fn null_count(&self) -> usize {

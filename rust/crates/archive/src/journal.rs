@@ -26,7 +26,10 @@ pub fn journal_session(dir: &Path) -> Result<[u8; 10]> {
         .and_then(|mut f| f.read_exact(&mut head))
         .map_err(|e| ArchiveError::io(first, e))?;
     if &head[0..8] != b"SEQBUSJ1" {
-        return Err(ArchiveError::format(first, "not a seqbus journal segment (bad magic)"));
+        return Err(ArchiveError::format(
+            first,
+            "not a seqbus journal segment (bad magic)",
+        ));
     }
     Ok(head[8..18].try_into().expect("10 bytes"))
 }
@@ -52,7 +55,11 @@ impl Archiver {
             .map_err(|e| ArchiveError::format(journal_dir, e.to_string()))?;
         let name = String::from_utf8_lossy(&session).trim_end().to_string();
         let writer = ArchiveWriter::create(out, &name, segment_bytes, schemas)?;
-        Ok(Archiver { reader, writer, next: from })
+        Ok(Archiver {
+            reader,
+            writer,
+            next: from,
+        })
     }
 
     /// Copies up to `max` messages the journal holds beyond what is archived, then flushes

@@ -28,9 +28,13 @@ fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
 }
 
 type PyProblem = (String, u64, u64, String);
+/// (sequence, offset in the segment, message)
+type PyRecord<'py> = (u64, u64, Bound<'py, PyBytes>);
 
 fn problems(ps: Vec<Problem>) -> Vec<PyProblem> {
-    ps.into_iter().map(|p| (p.file, p.offset, p.sequence, p.message)).collect()
+    ps.into_iter()
+        .map(|p| (p.file, p.offset, p.sequence, p.message))
+        .collect()
 }
 
 fn open(seg: &str, idx: &str) -> PyResult<Segment> {
@@ -77,11 +81,15 @@ impl PyArchiveWriter {
             let mut seq = first_sequence;
             while at < buf.len() {
                 if buf.len() - at < 4 {
-                    return Err(ArchiveError::Usage(format!("truncated length at byte {at}")));
+                    return Err(ArchiveError::Usage(format!(
+                        "truncated length at byte {at}"
+                    )));
                 }
                 let n = u32::from_le_bytes(buf[at..at + 4].try_into().expect("4")) as usize;
                 if buf.len() - at - 4 < n {
-                    return Err(ArchiveError::Usage(format!("message at byte {at} runs past the buffer")));
+                    return Err(ArchiveError::Usage(format!(
+                        "message at byte {at} runs past the buffer"
+                    )));
                 }
                 w.append(seq, &buf[at + 4..at + 4 + n])?;
                 at += 4 + n;
@@ -172,7 +180,14 @@ fn archive_segment_info(seg: &str, idx: &str) -> PyResult<(u64, u64)> {
 
 /// Index positions [start, end) of the records in the sequence and time bounds (inclusive).
 #[pyfunction]
-fn archive_range(seg: &str, idx: &str, seq_lo: u64, seq_hi: u64, ts_lo: u64, ts_hi: u64) -> PyResult<(usize, usize)> {
+fn archive_range(
+    seg: &str,
+    idx: &str,
+    seq_lo: u64,
+    seq_hi: u64,
+    ts_lo: u64,
+    ts_hi: u64,
+) -> PyResult<(usize, usize)> {
     Ok(open(seg, idx)?.range(seq_lo, seq_hi, ts_lo, ts_hi))
 }
 
@@ -200,7 +215,10 @@ fn archive_envelopes<'py>(
     d.set_item("sequence", b(as_bytes(&cols.sequence)))?;
     d.set_item("timestamp_ns", b(as_bytes(&cols.timestamp_ns)))?;
     d.set_item("time", b(as_bytes(&cols.time_us)))?;
-    d.set_item("account", (b(as_bytes(&cols.account_offsets)), b(&cols.account)))?;
+    d.set_item(
+        "account",
+        (b(as_bytes(&cols.account_offsets)), b(&cols.account)),
+    )?;
     d.set_item("instance", b(as_bytes(&cols.instance)))?;
     d.set_item("command_seq", b(as_bytes(&cols.command_seq)))?;
     d.set_item("kind", (b(as_bytes(&cols.kind_offsets)), b(&cols.kind)))?;
@@ -208,7 +226,10 @@ fn archive_envelopes<'py>(
     d.set_item("schema_id", b(as_bytes(&cols.schema_id)))?;
     d.set_item("template_id", b(as_bytes(&cols.template_id)))?;
     d.set_item("version", b(as_bytes(&cols.version)))?;
-    d.set_item("type", (b(as_bytes(&cols.type_offsets)), b(&cols.type_name)))?;
+    d.set_item(
+        "type",
+        (b(as_bytes(&cols.type_offsets)), b(&cols.type_name)),
+    )?;
     d.set_item("size", b(as_bytes(&cols.size)))?;
     Ok((cols.rows, d, problems(probs)))
 }
@@ -236,7 +257,16 @@ fn export<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyTuple>> {
             }
         }
     }
-    PyTuple::new(py, [c.len.into_pyobject(py)?.into_any(), c.null_count().into_pyobject(py)?.into_any(), validity.into_pyobject(py)?.into_any(), bufs.into_any(), kids.into_any()])
+    PyTuple::new(
+        py,
+        [
+            c.len.into_pyobject(py)?.into_any(),
+            c.null_count().into_pyobject(py)?.into_any(),
+            validity.into_pyobject(py)?.into_any(),
+            bufs.into_any(),
+            kids.into_any(),
+        ],
+    )
 }
 
 /// The typed table of message `message` of the schema whose IR is `ir_json`, over index
@@ -277,7 +307,7 @@ fn archive_records<'py>(
     idx: &str,
     start: usize,
     end: usize,
-) -> PyResult<(Vec<(u64, u64, Bound<'py, PyBytes>)>, Vec<PyProblem>)> {
+) -> PyResult<(Vec<PyRecord<'py>>, Vec<PyProblem>)> {
     let s = open(seg, idx)?;
     let end = end.min(s.len());
     let mut out = Vec::with_capacity(end.saturating_sub(start));
@@ -302,7 +332,13 @@ fn archive_verify_segment(
 ) -> PyResult<(u64, u64, u64, u64, Vec<PyProblem>)> {
     let s = open(seg, idx)?;
     let r = py.allow_threads(|| verify::verify_segment(&s, expect_first));
-    Ok((r.records, r.good, r.first_sequence, r.last_timestamp_ns, problems(r.problems)))
+    Ok((
+        r.records,
+        r.good,
+        r.first_sequence,
+        r.last_timestamp_ns,
+        problems(r.problems),
+    ))
 }
 
 /// Adds the archive functions and classes to `seqbus._core`.

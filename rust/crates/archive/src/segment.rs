@@ -67,18 +67,28 @@ impl Segment {
         let seg = map(seg_path)?;
         let s = seg.as_deref().unwrap_or(&[]);
         if s.len() < format::SEGMENT_HEADER_LEN || &s[0..8] != format::SEGMENT_MAGIC {
-            return Err(ArchiveError::format(seg_path, "not a seqbus archive segment (bad magic)"));
+            return Err(ArchiveError::format(
+                seg_path,
+                "not a seqbus archive segment (bad magic)",
+            ));
         }
         if le_u32(s, 8) != format::FORMAT_VERSION {
             return Err(ArchiveError::format(
                 seg_path,
-                format!("segment format version {}, expected {}", le_u32(s, 8), format::FORMAT_VERSION),
+                format!(
+                    "segment format version {}, expected {}",
+                    le_u32(s, 8),
+                    format::FORMAT_VERSION
+                ),
             ));
         }
         let first_sequence = le_u64(s, 16);
         let i = idx.as_deref().unwrap_or(&[]);
         if i.len() < format::INDEX_HEADER_LEN || &i[0..8] != format::INDEX_MAGIC {
-            return Err(ArchiveError::format(idx_path, "not a seqbus archive index (bad magic)"));
+            return Err(ArchiveError::format(
+                idx_path,
+                "not a seqbus archive index (bad magic)",
+            ));
         }
         if le_u64(i, 8) != first_sequence {
             return Err(ArchiveError::format(
@@ -189,7 +199,11 @@ impl Segment {
         let n = self.count as u64;
         let f = self.first_sequence;
         let mut start = seq_lo.saturating_sub(f).min(n) as usize;
-        let mut end = if seq_hi < f { 0 } else { (seq_hi - f).saturating_add(1).min(n) as usize };
+        let mut end = if seq_hi < f {
+            0
+        } else {
+            (seq_hi - f).saturating_add(1).min(n) as usize
+        };
         if start >= end {
             return (0, 0);
         }
@@ -197,7 +211,11 @@ impl Segment {
             let (mut lo, mut hi) = (start, end);
             while lo < hi {
                 let mid = (lo + hi) / 2;
-                if self.entry(mid).1 < ts_lo { lo = mid + 1 } else { hi = mid }
+                if self.entry(mid).1 < ts_lo {
+                    lo = mid + 1
+                } else {
+                    hi = mid
+                }
             }
             start = lo;
         }
@@ -205,7 +223,11 @@ impl Segment {
             let (mut lo, mut hi) = (start, end);
             while lo < hi {
                 let mid = (lo + hi) / 2;
-                if self.entry(mid).1 <= ts_hi { lo = mid + 1 } else { hi = mid }
+                if self.entry(mid).1 <= ts_hi {
+                    lo = mid + 1
+                } else {
+                    hi = mid
+                }
             }
             end = lo;
         }

@@ -166,7 +166,13 @@ impl Builder<'_> {
                     .iter()
                     .find(|e| e.name == t.name)
                     .ok_or_else(|| format!("unknown enum {}", t.name))?;
-                Ty::Enum(prim()?, e.values.iter().map(|v| (v.value as i128, v.name.clone())).collect())
+                Ty::Enum(
+                    prim()?,
+                    e.values
+                        .iter()
+                        .map(|v| (v.value as i128, v.name.clone()))
+                        .collect(),
+                )
             }
             "flags" => {
                 let e = self
@@ -193,7 +199,9 @@ impl Builder<'_> {
                     .ok_or_else(|| format!("unknown struct {}", t.name))?;
                 let mut fs = Vec::new();
                 for f in &s.fields {
-                    let ft = f.ty.as_ref().ok_or_else(|| format!("{}.{} has no type", s.name, f.name))?;
+                    let ft =
+                        f.ty.as_ref()
+                            .ok_or_else(|| format!("{}.{} has no type", s.name, f.name))?;
                     fs.push((f.offset.unwrap_or(0) as usize, self.ty(ft, depth + 1)?));
                 }
                 Ty::Struct(fs)
@@ -216,9 +224,14 @@ impl Builder<'_> {
             let at = plan.fields.len();
             let kind = match f.kind.as_str() {
                 "fixed" | "optional" => {
-                    let t = f.ty.as_ref().ok_or_else(|| format!("{}.{} has no type", b.path, f.name))?;
+                    let t =
+                        f.ty.as_ref()
+                            .ok_or_else(|| format!("{}.{} has no type", b.path, f.name))?;
                     let ty = self.ty(t, 0)?;
-                    let offset = f.offset.ok_or_else(|| format!("{}.{} has no offset", b.path, f.name))? as usize;
+                    let offset = f
+                        .offset
+                        .ok_or_else(|| format!("{}.{} has no offset", b.path, f.name))?
+                        as usize;
                     if f.kind == "fixed" {
                         Kind::Fixed { offset, ty }
                     } else {
@@ -227,12 +240,19 @@ impl Builder<'_> {
                 }
                 "string" | "bytes" => {
                     plan.vars.push(at);
-                    Kind::Var { string: f.kind == "string" }
+                    Kind::Var {
+                        string: f.kind == "string",
+                    }
                 }
                 "group" => {
                     plan.groups.push(at);
-                    let g = f.group.as_ref().ok_or_else(|| format!("{}.{} has no group", b.path, f.name))?;
-                    Kind::Group { block: Box::new(self.block(g, depth + 1)?) }
+                    let g = f
+                        .group
+                        .as_ref()
+                        .ok_or_else(|| format!("{}.{} has no group", b.path, f.name))?;
+                    Kind::Group {
+                        block: Box::new(self.block(g, depth + 1)?),
+                    }
                 }
                 k => return Err(format!("{}.{}: unknown field kind {k:?}", b.path, f.name)),
             };
@@ -251,7 +271,12 @@ impl BlockPlan {
                 Kind::Optional { ty, .. } => ty.column(true),
                 Kind::Var { .. } => Column::var(false),
                 Kind::Group { block } => Column::list(
-                    Column::new(Data::Struct { children: block.columns() }, false),
+                    Column::new(
+                        Data::Struct {
+                            children: block.columns(),
+                        },
+                        false,
+                    ),
                     false,
                 ),
             })
@@ -391,7 +416,14 @@ fn walk_block(
                 let size = ty.size();
                 let path = (plan.path.as_str(), name.as_str());
                 if offset + size <= bl {
-                    put(ty, &block[*offset..offset + size], col, emit, path, pos + offset)?;
+                    put(
+                        ty,
+                        &block[*offset..offset + size],
+                        col,
+                        emit,
+                        path,
+                        pos + offset,
+                    )?;
                 } else {
                     put(ty, &zeros(size), col, emit, path, pos + offset)?;
                 }
@@ -410,7 +442,14 @@ fn walk_block(
                         );
                     }
                     let path = (plan.path.as_str(), name.as_str());
-                    put(ty, &block[offset + 1..offset + 1 + size], col, emit, path, pos + offset + 1)?;
+                    put(
+                        ty,
+                        &block[offset + 1..offset + 1 + size],
+                        col,
+                        emit,
+                        path,
+                        pos + offset + 1,
+                    )?;
                     if emit {
                         col.set_valid(true);
                     }
@@ -444,13 +483,32 @@ fn walk_block(
         match (known, gblock) {
             (Some(c), Some(block)) => {
                 let col = &mut cols[c];
-                let Data::List { offsets, child } = &mut col.data else { unreachable!() };
-                let Data::Struct { children } = &mut child.data else { unreachable!() };
+                let Data::List { offsets, child } = &mut col.data else {
+                    unreachable!()
+                };
+                let Data::Struct { children } = &mut child.data else {
+                    unreachable!()
+                };
                 for _ in 0..count {
                     if buf.len() - p < gbl {
-                        return fail(&gpath(), p, format!("group entry of {gbl} bytes runs past the end of the body"));
+                        return fail(
+                            &gpath(),
+                            p,
+                            format!("group entry of {gbl} bytes runs past the end of the body"),
+                        );
                     }
-                    p = walk_block(block, buf, p, gbl, p + gbl, gng, gnv, children, emit, depth + 1)?;
+                    p = walk_block(
+                        block,
+                        buf,
+                        p,
+                        gbl,
+                        p + gbl,
+                        gng,
+                        gnv,
+                        children,
+                        emit,
+                        depth + 1,
+                    )?;
                     if emit {
                         child.len += 1;
                     }
@@ -461,12 +519,32 @@ fn walk_block(
                 }
             }
             _ => {
-                let empty = BlockPlan { path: gpath(), fields: Vec::new(), groups: Vec::new(), vars: Vec::new() };
+                let empty = BlockPlan {
+                    path: gpath(),
+                    fields: Vec::new(),
+                    groups: Vec::new(),
+                    vars: Vec::new(),
+                };
                 for _ in 0..count {
                     if buf.len() - p < gbl {
-                        return fail(&gpath(), p, format!("group entry of {gbl} bytes runs past the end of the body"));
+                        return fail(
+                            &gpath(),
+                            p,
+                            format!("group entry of {gbl} bytes runs past the end of the body"),
+                        );
                     }
-                    p = walk_block(&empty, buf, p, gbl, p + gbl, gng, gnv, &mut [], false, depth + 1)?;
+                    p = walk_block(
+                        &empty,
+                        buf,
+                        p,
+                        gbl,
+                        p + gbl,
+                        gng,
+                        gnv,
+                        &mut [],
+                        false,
+                        depth + 1,
+                    )?;
                 }
             }
         }
@@ -483,17 +561,29 @@ fn walk_block(
             None => format!("{}.<var {k}>", plan.path),
         };
         if buf.len() - p < 4 {
-            return fail(&vpath(), p, "length of variable-length field runs past the end of the body");
+            return fail(
+                &vpath(),
+                p,
+                "length of variable-length field runs past the end of the body",
+            );
         }
         let n = le_u32(buf, p) as usize;
         if buf.len() - p - 4 < n {
-            return fail(&vpath(), p, format!("variable-length field of {n} bytes runs past the end of the body"));
+            return fail(
+                &vpath(),
+                p,
+                format!("variable-length field of {n} bytes runs past the end of the body"),
+            );
         }
         let v = &buf[p + 4..p + 4 + n];
         if let Some(c) = known {
             if let (_, Kind::Var { string: true }) = &plan.fields[c] {
                 if let Err(e) = std::str::from_utf8(v) {
-                    return fail(&vpath(), p + 4 + e.valid_up_to(), "string is not valid UTF-8");
+                    return fail(
+                        &vpath(),
+                        p + 4 + e.valid_up_to(),
+                        "string is not valid UTF-8",
+                    );
                 }
             }
             if emit {
@@ -553,7 +643,10 @@ impl TypedDecoder {
             Column::fixed(4, false), // version
         ];
         cols.extend(self.plan.columns());
-        TypedColumns { rows: 0, columns: cols }
+        TypedColumns {
+            rows: 0,
+            columns: cols,
+        }
     }
 
     /// Decodes the message `body` (starting with its 8-byte header) into the field columns.
@@ -561,13 +654,29 @@ impl TypedDecoder {
         let path = &self.plan.path;
         let bl = le_u16(body, 0) as usize;
         if body.len() - MESSAGE_HEADER_LEN < bl + 2 {
-            return fail(path, 0, format!("block of {bl} bytes and its section header run past the end of the body"));
+            return fail(
+                path,
+                0,
+                format!("block of {bl} bytes and its section header run past the end of the body"),
+            );
         }
         let pos = MESSAGE_HEADER_LEN;
         let ng = body[pos + bl] as usize;
         let nv = body[pos + bl + 1] as usize;
         // Bytes after the last known item are left alone, as a reader of an older version would.
-        walk_block(&self.plan, body, pos, bl, pos + bl + 2, ng, nv, cols, emit, 0).map(|_| ())
+        walk_block(
+            &self.plan,
+            body,
+            pos,
+            bl,
+            pos + bl + 2,
+            ng,
+            nv,
+            cols,
+            emit,
+            0,
+        )
+        .map(|_| ())
     }
 
     /// Decodes the messages of this type among index positions `[start, end)` of `seg`.
@@ -600,10 +709,7 @@ impl TypedDecoder {
                 problems.push(seg.problem(
                     r.offset,
                     r.sequence,
-                    format!(
-                        "{}: body offset {}: {}",
-                        f.path, f.offset, f.reason
-                    ),
+                    format!("{}: body offset {}: {}", f.path, f.offset, f.reason),
                 ));
                 continue;
             }

@@ -27,9 +27,15 @@ pub fn verify_segment(seg: &Segment, expect_first: Option<u64>) -> SegmentReport
                 0,
                 seg.first_sequence,
                 if e < seg.first_sequence {
-                    format!("gap: sequences {e} to {} are missing before this segment", seg.first_sequence - 1)
+                    format!(
+                        "gap: sequences {e} to {} are missing before this segment",
+                        seg.first_sequence - 1
+                    )
                 } else {
-                    format!("overlap: segment starts at {} but {} was expected", seg.first_sequence, e)
+                    format!(
+                        "overlap: segment starts at {} but {} was expected",
+                        seg.first_sequence, e
+                    )
                 },
             ));
         }
@@ -52,12 +58,18 @@ pub fn verify_segment(seg: &Segment, expect_first: Option<u64>) -> SegmentReport
                 rep.good += 1;
                 let mts = le_u64(r.message, 0);
                 if mts != ts {
-                    rep.problems.push(seg.problem(offset, sequence, format!(
-                        "index timestamp {ts} differs from the envelope's {mts}")));
+                    rep.problems.push(seg.problem(
+                        offset,
+                        sequence,
+                        format!("index timestamp {ts} differs from the envelope's {mts}"),
+                    ));
                 }
                 if mts < last_ts {
-                    rep.problems.push(seg.problem(offset, sequence, format!(
-                        "timestamp {mts} is earlier than the previous message's {last_ts}")));
+                    rep.problems.push(seg.problem(
+                        offset,
+                        sequence,
+                        format!("timestamp {mts} is earlier than the previous message's {last_ts}"),
+                    ));
                 }
                 last_ts = mts;
             }

@@ -61,7 +61,9 @@ impl ArchiveWriter {
         let mut infos = Vec::new();
         for (id, package, json) in schemas {
             serde_json::from_str::<crate::ir::Schema>(json).map_err(|e| {
-                ArchiveError::Usage(format!("schema IR of package {package:?} is not seqc IR: {e}"))
+                ArchiveError::Usage(format!(
+                    "schema IR of package {package:?} is not seqc IR: {e}"
+                ))
             })?;
             let rel = format!("schemas/{package}.ir.json");
             let path = dir.join(&rel);
@@ -118,8 +120,11 @@ impl ArchiveWriter {
         }
         let roll = match &self.active {
             None => true,
-            Some(a) => a.info.bytes + (format::RECORD_HEADER_LEN + message.len()) as u64
-                > self.segment_bytes && a.info.count > 0,
+            Some(a) => {
+                a.info.bytes + (format::RECORD_HEADER_LEN + message.len()) as u64
+                    > self.segment_bytes
+                    && a.info.count > 0
+            }
         };
         if roll {
             self.roll(sequence)?;
@@ -203,7 +208,9 @@ impl ArchiveWriter {
     /// Makes everything appended so far visible to readers (segment first, then index).
     pub fn flush(&mut self) -> Result<()> {
         if let Some(a) = self.active.as_mut() {
-            a.seg.flush().map_err(|e| ArchiveError::io(&a.seg_path, e))?;
+            a.seg
+                .flush()
+                .map_err(|e| ArchiveError::io(&a.seg_path, e))?;
             a.idx
                 .write_all(&a.pending)
                 .map_err(|e| ArchiveError::io(&a.idx_path, e))?;
@@ -218,9 +225,15 @@ impl ArchiveWriter {
         self.flush()?;
         if let Some(a) = self.active.take() {
             if sync {
-                let seg = a.seg.into_inner().map_err(|e| ArchiveError::io(&a.seg_path, e.into_error()))?;
-                seg.sync_all().map_err(|e| ArchiveError::io(&a.seg_path, e))?;
-                a.idx.sync_all().map_err(|e| ArchiveError::io(&a.idx_path, e))?;
+                let seg = a
+                    .seg
+                    .into_inner()
+                    .map_err(|e| ArchiveError::io(&a.seg_path, e.into_error()))?;
+                seg.sync_all()
+                    .map_err(|e| ArchiveError::io(&a.seg_path, e))?;
+                a.idx
+                    .sync_all()
+                    .map_err(|e| ArchiveError::io(&a.idx_path, e))?;
             }
         }
         Ok(())
