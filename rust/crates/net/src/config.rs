@@ -35,6 +35,13 @@ pub struct Config {
     pub replayer: ReplayerConfig,
     #[serde(default)]
     pub node: NodeConfig,
+    /// `[tcp]`, `[shm]`, `[memory]`: docs/transports.md.
+    #[serde(default)]
+    pub tcp: crate::transports::TcpConfig,
+    #[serde(default)]
+    pub shm: crate::transports::ShmConfig,
+    #[serde(default)]
+    pub memory: crate::transports::MemoryConfig,
     /// Directory of the configuration file; relative paths are resolved against it.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -103,6 +110,12 @@ pub struct SequencerConfig {
 pub enum Transport {
     UdpMulticast,
     UdpUnicast,
+    /// SoupBinTCP 4.0 (`[tcp]`, docs/transports.md).
+    Tcp,
+    /// A shared-memory ring (`[shm]`).
+    Shm,
+    /// In-process (`[memory]`).
+    Memory,
 }
 
 /// `[downstream]`
@@ -152,6 +165,9 @@ pub struct ReplayerConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeConfig {
+    /// How nodes read the stream: as the sequencer sends it (default) or "shm", this host's
+    /// dispatcher ring (docs/transports.md).
+    pub transport: Option<Transport>,
     #[serde(default = "default_node_idle")]
     pub idle: IdleStrategy,
     /// Most commands (fragments) in flight, sent but not yet seen in the stream.
@@ -376,6 +392,7 @@ impl Config {
                     ))
                 }
             },
+            Transport::Tcp | Transport::Shm | Transport::Memory => {}
             Transport::UdpUnicast => {
                 if self.downstream.subscribers.is_empty() {
                     return Err((
@@ -397,6 +414,7 @@ impl Config {
                 return Err(("sequencer.upstream", "must be a unicast address".into()));
             }
         }
+        crate::transports::check(self)?;
         Ok(())
     }
 

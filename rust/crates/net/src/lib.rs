@@ -24,6 +24,7 @@ pub mod idle;
 mod node;
 mod replayer;
 mod sequencer;
+pub mod transports;
 pub mod udp;
 
 use std::io;
@@ -35,6 +36,7 @@ pub use replayer::run_replayer;
 pub use seqbus_core::node::{RECORD_CAUGHT_UP, RECORD_HEADER_LEN, RECORD_MESSAGE, RECORD_TIME};
 pub use seqbus_core::{NodeStats, SendError, Start};
 pub use sequencer::run_sequencer;
+pub use transports::run_dispatcher;
 
 /// Why a sequencer, replayer or node stopped or could not start.
 #[derive(Debug, thiserror::Error)]

@@ -48,15 +48,19 @@ impl NodeOptions {
 #[derive(Debug)]
 pub struct NodeClient {
     node: Node,
-    /// Downstream feed (multicast or unicast).
-    down: Socket,
+    /// Downstream feed (multicast or unicast); None when `feed` carries the stream.
+    down: Option<Socket>,
+    /// The stream over TCP, shared memory or in-process (`crate::transports`).
+    feed: Option<crate::transports::Feed>,
+    /// Blocking idle strategy: a ring feed then sleeps on the ring's futex.
+    block: bool,
     /// Sends commands and requests; receives replayer answers.
     req: Socket,
     sequencer: SockAddr,
     replayers: Vec<SockAddr>,
     idler: Idler,
     buf: Vec<u8>,
-    fds: [RawFd; 2],
+    fds: Vec<RawFd>,
     reads: u32,
 }
 
@@ -82,8 +86,10 @@ impl NodeClient {
             });
         }
         let nc = &cfg.node;
+        let feed = crate::transports::Feed::open(cfg, opts.start)?;
         let down = match cfg.downstream.transport {
-            Transport::UdpMulticast => {
+            _ if feed.is_some() => None,
+            Transport::UdpMulticast => Some({
                 let SocketAddr::V4(group) = cfg.downstream.group.expect("checked when parsed")
                 else {
                     unreachable!("checked when parsed")
@@ -91,8 +97,8 @@ impl NodeClient {
                 udp::multicast_receiver(group, cfg.downstream.interface, nc.recv_buffer).map_err(
                     io_error(format!("downstream.group {group}: join on {}", cfg.downstream.interface)),
                 )?
-            }
-            Transport::UdpUnicast => {
+            }),
+            Transport::UdpUnicast => Some({
                 let Some(listen) = opts.listen.or(nc.listen) else {
                     return Err(Error::Option {
                         name: "listen",
@@ -102,7 +108,8 @@ impl NodeClient {
                 };
                 udp::bind(listen, nc.recv_buffer)
                     .map_err(io_error(format!("node.listen {listen}: bind")))?
-            }
+            }),
+            Transport::Tcp | Transport::Shm | Transport::Memory => unreachable!("read through a feed"),
         };
         let local = match cfg.sequencer.upstream {
             SocketAddr::V4(a) if a.ip().is_loopback() => Ipv4Addr::LOCALHOST,
@@ -110,7 +117,7 @@ impl NodeClient {
         };
         let req = udp::bind(SocketAddr::V4(SocketAddrV4::new(local, 0)), nc.recv_buffer)
             .map_err(io_error("node request socket: bind"))?;
-        let _ = req.set_send_buffer_size(4 << 20);
+        udp::set_sndbuf(&req, 4 << 20);
         let now = now_ns();
         let node = Node::new(
             NodeParams {
@@ -132,10 +139,13 @@ impl NodeClient {
             },
             now,
         );
-        let fds = [down.as_raw_fd(), req.as_raw_fd()];
+        let fds: Vec<RawFd> = down.iter().map(|d| d.as_raw_fd()).chain([req.as_raw_fd()]).collect();
+        let block = opts.idle.unwrap_or(nc.idle) == IdleStrategy::Block;
         let mut c = NodeClient {
             node,
             down,
+            feed,
+            block,
             req,
             sequencer: cfg.sequencer.upstream.into(),
             replayers: nc.replayers.iter().map(|&a| a.into()).collect(),
@@ -152,20 +162,18 @@ impl NodeClient {
     pub fn flush(&mut self) -> Result<(), Error> {
         let mut err = None;
         let (req, seq, reps) = (&self.req, &self.sequencer, &self.replayers);
-        self.node.poll_transmit(now_ns(), &mut |dest, d| {
+        let feed = &mut self.feed;
+        let now = now_ns();
+        self.node.poll_transmit(now, &mut |dest, d| {
             let to = match dest {
+                // Over TCP or in-process, commands travel with the stream.
+                Dest::Sequencer if feed.as_mut().is_some_and(|f| f.send_upstream(now, d)) => return,
                 Dest::Sequencer => seq,
                 Dest::Replayer(i) => &reps[i],
             };
-            match req.send_to(d, to) {
-                Ok(_) => {}
-                // a full buffer or an unreachable peer: the protocol retries
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::ConnectionRefused
-                    ) => {}
-                Err(e) => err = Some(e),
+            // a send buffer full for longer, or an unreachable peer: the protocol retries
+            if let Err(e) = udp::send_patiently(req, d, to, Duration::from_millis(20)) {
+                err = Some(e);
             }
         });
         match err {
@@ -194,8 +202,14 @@ impl NodeClient {
             self.node.handle_datagram(now_ns(), src, &self.buf[..n]);
             return Ok(true);
         }
+        if let Some(f) = self.feed.as_mut() {
+            let node = &mut self.node;
+            let now = now_ns();
+            return f.read(now, &mut |p| node.handle_datagram(now, Source::Live, p));
+        }
+        let Some(down) = &self.down else { return Ok(false) };
         if let Some((n, _)) =
-            udp::try_recv(&self.down, &mut self.buf).map_err(io_error("node: recv (downstream)"))?
+            udp::try_recv(down, &mut self.buf).map_err(io_error("node: recv (downstream)"))?
         {
             self.node.handle_datagram(now_ns(), Source::Live, &self.buf[..n]);
             return Ok(true);
@@ -237,7 +251,22 @@ impl NodeClient {
                 let now = now_ns();
                 until = until.min(Instant::now() + Duration::from_nanos(t.saturating_sub(now)));
             }
-            self.idler.idle(&self.fds, until);
+            match &self.feed {
+                // A ring has no socket: sleep on its futex, at most 1 ms so that replayer
+                // answers on the request socket are read promptly.
+                Some(f) if self.block => {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if !f.wait(left.min(Duration::from_millis(1))) {
+                        let fds: Vec<RawFd> = self.fds.iter().copied().chain(f.fd()).collect();
+                        self.idler.idle(&fds, until);
+                    }
+                }
+                Some(f) => {
+                    let fds: Vec<RawFd> = self.fds.iter().copied().chain(f.fd()).collect();
+                    self.idler.idle(&fds, until);
+                }
+                None => self.idler.idle(&self.fds, until),
+            }
         }
     }
 

@@ -21,12 +21,22 @@ const MAX_DATAGRAMS_PER_BATCH: usize = 256;
 
 /// The downstream side: a socket and where its packets go.
 pub(crate) struct Downstream {
-    pub socket: Socket,
+    pub socket: Option<Socket>,
     pub dests: Vec<SockAddr>,
+    /// TCP, shared memory or in-process (`crate::transports`) instead of UDP.
+    pub other: Option<crate::transports::Publisher>,
 }
 
 impl Downstream {
-    pub(crate) fn open(cfg: &Config) -> Result<Downstream, Error> {
+    /// `next_seq`: one past the last journaled message.
+    pub(crate) fn open(cfg: &Config, next_seq: u64) -> Result<Downstream, Error> {
+        if let Some(p) = crate::transports::Publisher::open(cfg, next_seq)? {
+            return Ok(Downstream {
+                socket: None,
+                dests: Vec::new(),
+                other: Some(p),
+            });
+        }
         let d = &cfg.downstream;
         match d.transport {
             Transport::UdpMulticast => {
@@ -36,21 +46,42 @@ impl Downstream {
                     d.interface
                 )))?;
                 Ok(Downstream {
-                    socket,
+                    socket: Some(socket),
                     dests: vec![group.into()],
+                    other: None,
                 })
             }
             Transport::UdpUnicast => {
                 let socket = udp::bind(SocketAddr::new(d.interface.into(), 0), 1 << 20)
                     .map_err(io_error(format!("downstream.interface {}: bind", d.interface)))?;
                 socket.set_nonblocking(false).map_err(io_error("downstream socket"))?;
-                let _ = socket.set_send_buffer_size(8 << 20);
+                udp::set_sndbuf(&socket, 8 << 20);
                 Ok(Downstream {
-                    socket,
+                    socket: Some(socket),
                     dests: d.subscribers.iter().map(|&a| a.into()).collect(),
+                    other: None,
                 })
             }
+            Transport::Tcp | Transport::Shm | Transport::Memory => {
+                unreachable!("opened by crate::transports")
+            }
         }
+    }
+
+    /// Publishes the packets of `outbox` and empties it.
+    pub(crate) fn send(&mut self, outbox: &mut Outbox, now: u64) -> Result<(), Error> {
+        if let Some(p) = &mut self.other {
+            for d in outbox.datagrams() {
+                p.publish(now, d)?;
+            }
+            outbox.clear();
+            p.flush();
+            return Ok(());
+        }
+        let socket = self.socket.as_ref().expect("a UDP downstream has a socket");
+        outbox
+            .send_to_all(socket, &self.dests)
+            .map_err(io_error("downstream: send"))
     }
 }
 
@@ -67,7 +98,7 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     })?;
     let upstream = udp::bind(sc.upstream, sc.recv_buffer)
         .map_err(io_error(format!("sequencer.upstream {}: bind", sc.upstream)))?;
-    let mut down = Downstream::open(cfg)?;
+    let mut down = Downstream::open(cfg, recovered.next_seq)?;
     let replayer = if sc.replayer_in_process {
         let r = crate::replayer::Serving::bind(cfg, &cfg.journal_dir())?;
         let stop = stop.clone();
@@ -132,6 +163,12 @@ fn sequence(
                 None => break,
             }
         }
+        if let Some(p) = down.other.as_mut() {
+            // Commands that came over TCP or the in-process queue; TCP logins and rewinds.
+            got += p.poll(now_ns(), journal, &mut |d| {
+                seq.handle_upstream(now_ns(), d);
+            });
+        }
         let now = now_ns();
         seq.handle_timeout(now);
         if seq.has_pending() {
@@ -148,20 +185,23 @@ fn sequence(
                 _ => {}
             }
             seq.packets(|p| outbox.push(p));
-            outbox
-                .send_to_all(&down.socket, &down.dests)
-                .map_err(io_error("downstream: send"))?;
+            down.send(&mut outbox, now)?;
             seq.published(now);
         } else if let Some(hb) = seq.poll_heartbeat(now) {
             outbox.push(&hb);
-            outbox
-                .send_to_all(&down.socket, &down.dests)
-                .map_err(io_error("downstream: send"))?;
+            down.send(&mut outbox, now)?;
         }
         if got == 0 {
             let wake = seq.next_timeout().saturating_sub(now_ns());
             let wake = Duration::from_nanos(wake).min(Duration::from_millis(50));
-            idler.idle(&fds, Instant::now() + wake);
+            match &down.other {
+                Some(p) => {
+                    let wake = p.idle_limit().map_or(wake, |l| wake.min(l));
+                    let all: Vec<_> = fds.iter().copied().chain(p.fds()).collect();
+                    idler.idle(&all, Instant::now() + wake);
+                }
+                None => idler.idle(&fds, Instant::now() + wake),
+            }
         } else {
             idler.reset();
         }

@@ -34,6 +34,56 @@ fn set_rcvbuf(s: &Socket, bytes: usize) {
     }
 }
 
+/// Asks for `bytes` of send buffer, beyond `wmem_max` when privileged (SO_SNDBUFFORCE).
+pub fn set_sndbuf(s: &Socket, bytes: usize) {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: setsockopt with a valid fd and a pointer to a c_int of the given size.
+    let forced = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUFFORCE,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if forced != 0 {
+        let _ = s.set_send_buffer_size(bytes);
+    }
+}
+
+/// Sends one datagram on a non-blocking socket, waiting (at most `patience`) while its send
+/// buffer is full. Ok(false) when it could not be sent in time or the peer is unreachable
+/// (the protocol above retries).
+pub fn send_patiently(
+    s: &Socket,
+    d: &[u8],
+    to: &SockAddr,
+    patience: std::time::Duration,
+) -> io::Result<bool> {
+    let end = std::time::Instant::now() + patience;
+    loop {
+        match s.send_to(d, to) {
+            Ok(_) => return Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if std::time::Instant::now() >= end {
+                    return Ok(false);
+                }
+                let mut p = libc::pollfd {
+                    fd: s.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd for the duration of the call.
+                unsafe { libc::poll(&mut p, 1, 1) };
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// A non-blocking socket receiving the multicast `group` on interface `iface`.
 pub fn multicast_receiver(group: SocketAddrV4, iface: Ipv4Addr, rcvbuf: usize) -> io::Result<Socket> {
     let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
@@ -53,7 +103,7 @@ pub fn multicast_sender(iface: Ipv4Addr, ttl: u32) -> io::Result<Socket> {
     s.set_multicast_if_v4(&iface)?;
     s.set_multicast_loop_v4(true)?;
     s.set_multicast_ttl_v4(ttl)?;
-    s.set_send_buffer_size(8 << 20)?;
+    set_sndbuf(&s, 8 << 20);
     Ok(s)
 }
 
@@ -95,6 +145,12 @@ impl Outbox {
     pub fn clear(&mut self) {
         self.buf.clear();
         self.ends.clear();
+    }
+
+    /// The datagrams, in order.
+    pub fn datagrams(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(self.ends.iter().copied()).map(|(a, b)| &self.buf[a..b])
     }
 
     /// Sends every datagram to `dest` with as few `sendmmsg` calls as possible, then clears.
