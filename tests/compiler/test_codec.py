@@ -121,6 +121,18 @@ def test_builder_enforces_order_and_counts(exchange: ModuleType) -> None:
     legs.next()
     with pytest.raises(ValueError, match="1 of 2 entries"):
         b2.finish()
+    b3 = x.NewOrderBuilder(bytearray(512))
+    legs = b3.legs(1)
+    legs.next()
+    fills = legs.fills(0)
+    b3.account = "a"  # closes legs (and its fills)
+    with pytest.raises(ValueError, match="already complete"):
+        legs.next()
+    with pytest.raises(ValueError, match="already complete"):
+        fills.next()
+    b3.finish()
+    with pytest.raises(ValueError, match="already complete"):
+        b3.memo = b"late"
     with pytest.raises(ValueError, match="too small"):
         x.NewOrderBuilder(bytearray(10))
     with pytest.raises(ValueError, match="longer than 8"):

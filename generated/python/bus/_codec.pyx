@@ -459,6 +459,13 @@ cdef class _Writer:
     cdef Py_ssize_t _count
     cdef Py_ssize_t _i
     cdef str _path
+    cdef bint _closed
+
+    cdef int _check_open(self) except -1:
+        if self._closed:
+            raise ValueError(f"{self._path}: already complete; its parent moved on or "
+                             "finish() was called")
+        return 0
 
     cdef int _close(self) except -1:
         return 0
@@ -815,11 +822,14 @@ cdef class ClockTickBuilder(_Writer):
         q[_HEADER + 0 + 1] = 0
         self._at = offset + _HEADER
         self._stage = 0
+        self._path = "ClockTick"
 
     def finish(self):
         """Complete the message (absent groups and variable-length fields written empty);
         returns its length in bytes."""
-        self._close()
+        if not self._closed:
+            self._close()
+            self._closed = True
         return self._c.pos - self._c.start
 
     cdef int _close(self) except -1:
@@ -837,6 +847,7 @@ cdef class ClockTickBuilder(_Writer):
         return 0
 
     cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
         if self._stage > stage:
             raise ValueError(f"ClockTick.{name} is written already (groups and "
                              "variable-length fields go in declaration order)")
@@ -1106,11 +1117,14 @@ cdef class SessionStartBuilder(_Writer):
         q[_HEADER + 10 + 1] = 0
         self._at = offset + _HEADER
         self._stage = 0
+        self._path = "SessionStart"
 
     def finish(self):
         """Complete the message (absent groups and variable-length fields written empty);
         returns its length in bytes."""
-        self._close()
+        if not self._closed:
+            self._close()
+            self._closed = True
         return self._c.pos - self._c.start
 
     cdef int _close(self) except -1:
@@ -1128,6 +1142,7 @@ cdef class SessionStartBuilder(_Writer):
         return 0
 
     cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
         if self._stage > stage:
             raise ValueError(f"SessionStart.{name} is written already (groups and "
                              "variable-length fields go in declaration order)")
@@ -1435,11 +1450,14 @@ cdef class SenderStateBuilder(_Writer):
         q[_HEADER + 18 + 1] = 0
         self._at = offset + _HEADER
         self._stage = 0
+        self._path = "SenderState"
 
     def finish(self):
         """Complete the message (absent groups and variable-length fields written empty);
         returns its length in bytes."""
-        self._close()
+        if not self._closed:
+            self._close()
+            self._closed = True
         return self._c.pos - self._c.start
 
     cdef int _close(self) except -1:
@@ -1457,6 +1475,7 @@ cdef class SenderStateBuilder(_Writer):
         return 0
 
     cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
         if self._stage > stage:
             raise ValueError(f"SenderState.{name} is written already (groups and "
                              "variable-length fields go in declaration order)")

@@ -457,6 +457,13 @@ cdef class _Writer:
     cdef Py_ssize_t _count
     cdef Py_ssize_t _i
     cdef str _path
+    cdef bint _closed
+
+    cdef int _check_open(self) except -1:
+        if self._closed:
+            raise ValueError(f"{self._path}: already complete; its parent moved on or "
+                             "finish() was called")
+        return 0
 
     cdef int _close(self) except -1:
         return 0

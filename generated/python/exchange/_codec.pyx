@@ -457,6 +457,13 @@ cdef class _Writer:
     cdef Py_ssize_t _count
     cdef Py_ssize_t _i
     cdef str _path
+    cdef bint _closed
+
+    cdef int _check_open(self) except -1:
+        if self._closed:
+            raise ValueError(f"{self._path}: already complete; its parent moved on or "
+                             "finish() was called")
+        return 0
 
     cdef int _close(self) except -1:
         return 0
@@ -992,6 +999,7 @@ cdef class NewOrderLegsFillsBuilder(_Writer):
     def next(self):
         """Move to the next entry of the group and return this builder, positioned on it."""
         cdef uint8_t* q
+        self._check_open()
         if self._i > 0:
             self._close()
         if self._i >= self._count:
@@ -1008,9 +1016,11 @@ cdef class NewOrderLegsFillsBuilder(_Writer):
             raise ValueError(f"NewOrder.legs.fills: {self._i} of {self._count} entries written")
         if self._i > 0:
             self._close()
+        self._closed = True
         return 0
 
     cdef int _need_entry(self) except -1:
+        self._check_open()
         if self._i == 0:
             raise ValueError("NewOrder.legs.fills: call next() before setting fields of an entry")
         return 0
@@ -1030,6 +1040,7 @@ cdef class NewOrderLegsFillsBuilder(_Writer):
         return 0
 
     cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
         if self._stage > stage:
             raise ValueError(f"NewOrder.legs.fills.{name} is written already (groups and "
                              "variable-length fields go in declaration order)")
@@ -1466,6 +1477,7 @@ cdef class NewOrderLegsBuilder(_Writer):
     def next(self):
         """Move to the next entry of the group and return this builder, positioned on it."""
         cdef uint8_t* q
+        self._check_open()
         if self._i > 0:
             self._close()
         if self._i >= self._count:
@@ -1482,9 +1494,11 @@ cdef class NewOrderLegsBuilder(_Writer):
             raise ValueError(f"NewOrder.legs: {self._i} of {self._count} entries written")
         if self._i > 0:
             self._close()
+        self._closed = True
         return 0
 
     cdef int _need_entry(self) except -1:
+        self._check_open()
         if self._i == 0:
             raise ValueError("NewOrder.legs: call next() before setting fields of an entry")
         return 0
@@ -1507,6 +1521,7 @@ cdef class NewOrderLegsBuilder(_Writer):
         return 0
 
     cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
         if self._stage > stage:
             raise ValueError(f"NewOrder.legs.{name} is written already (groups and "
                              "variable-length fields go in declaration order)")
@@ -2062,11 +2077,14 @@ cdef class NewOrderBuilder(_Writer):
         q[_HEADER + 54 + 1] = 2
         self._at = offset + _HEADER
         self._stage = 0
+        self._path = "NewOrder"
 
     def finish(self):
         """Complete the message (absent groups and variable-length fields written empty);
         returns its length in bytes."""
-        self._close()
+        if not self._closed:
+            self._close()
+            self._closed = True
         return self._c.pos - self._c.start
 
     cdef int _close(self) except -1:
@@ -2087,6 +2105,7 @@ cdef class NewOrderBuilder(_Writer):
         return 0
 
     cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
         if self._stage > stage:
             raise ValueError(f"NewOrder.{name} is written already (groups and "
                              "variable-length fields go in declaration order)")
@@ -2542,11 +2561,14 @@ cdef class OrderAcceptedBuilder(_Writer):
         q[_HEADER + 16 + 1] = 0
         self._at = offset + _HEADER
         self._stage = 0
+        self._path = "OrderAccepted"
 
     def finish(self):
         """Complete the message (absent groups and variable-length fields written empty);
         returns its length in bytes."""
-        self._close()
+        if not self._closed:
+            self._close()
+            self._closed = True
         return self._c.pos - self._c.start
 
     cdef int _close(self) except -1:
@@ -2564,6 +2586,7 @@ cdef class OrderAcceptedBuilder(_Writer):
         return 0
 
     cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
         if self._stage > stage:
             raise ValueError(f"OrderAccepted.{name} is written already (groups and "
                              "variable-length fields go in declaration order)")
@@ -2913,11 +2936,14 @@ cdef class OrderRejectedBuilder(_Writer):
         q[_HEADER + 17 + 1] = 1
         self._at = offset + _HEADER
         self._stage = 0
+        self._path = "OrderRejected"
 
     def finish(self):
         """Complete the message (absent groups and variable-length fields written empty);
         returns its length in bytes."""
-        self._close()
+        if not self._closed:
+            self._close()
+            self._closed = True
         return self._c.pos - self._c.start
 
     cdef int _close(self) except -1:
@@ -2935,6 +2961,7 @@ cdef class OrderRejectedBuilder(_Writer):
         return 0
 
     cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
         if self._stage > stage:
             raise ValueError(f"OrderRejected.{name} is written already (groups and "
                              "variable-length fields go in declaration order)")
@@ -3259,11 +3286,14 @@ cdef class CancelOrderBuilder(_Writer):
         q[_HEADER + 12 + 1] = 0
         self._at = offset + _HEADER
         self._stage = 0
+        self._path = "CancelOrder"
 
     def finish(self):
         """Complete the message (absent groups and variable-length fields written empty);
         returns its length in bytes."""
-        self._close()
+        if not self._closed:
+            self._close()
+            self._closed = True
         return self._c.pos - self._c.start
 
     cdef int _close(self) except -1:
@@ -3281,6 +3311,7 @@ cdef class CancelOrderBuilder(_Writer):
         return 0
 
     cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
         if self._stage > stage:
             raise ValueError(f"CancelOrder.{name} is written already (groups and "
                              "variable-length fields go in declaration order)")
@@ -3595,11 +3626,14 @@ cdef class OrderCancelledBuilder(_Writer):
         q[_HEADER + 20 + 1] = 0
         self._at = offset + _HEADER
         self._stage = 0
+        self._path = "OrderCancelled"
 
     def finish(self):
         """Complete the message (absent groups and variable-length fields written empty);
         returns its length in bytes."""
-        self._close()
+        if not self._closed:
+            self._close()
+            self._closed = True
         return self._c.pos - self._c.start
 
     cdef int _close(self) except -1:
@@ -3617,6 +3651,7 @@ cdef class OrderCancelledBuilder(_Writer):
         return 0
 
     cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
         if self._stage > stage:
             raise ValueError(f"OrderCancelled.{name} is written already (groups and "
                              "variable-length fields go in declaration order)")
@@ -4010,11 +4045,14 @@ cdef class TradeBuilder(_Writer):
         q[_HEADER + 54 + 1] = 0
         self._at = offset + _HEADER
         self._stage = 0
+        self._path = "Trade"
 
     def finish(self):
         """Complete the message (absent groups and variable-length fields written empty);
         returns its length in bytes."""
-        self._close()
+        if not self._closed:
+            self._close()
+            self._closed = True
         return self._c.pos - self._c.start
 
     cdef int _close(self) except -1:
@@ -4032,6 +4070,7 @@ cdef class TradeBuilder(_Writer):
         return 0
 
     cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
         if self._stage > stage:
             raise ValueError(f"Trade.{name} is written already (groups and "
                              "variable-length fields go in declaration order)")
@@ -4510,6 +4549,7 @@ cdef class BookUpdateLevelsBuilder(_Writer):
     def next(self):
         """Move to the next entry of the group and return this builder, positioned on it."""
         cdef uint8_t* q
+        self._check_open()
         if self._i > 0:
             self._close()
         if self._i >= self._count:
@@ -4526,9 +4566,11 @@ cdef class BookUpdateLevelsBuilder(_Writer):
             raise ValueError(f"BookUpdate.levels: {self._i} of {self._count} entries written")
         if self._i > 0:
             self._close()
+        self._closed = True
         return 0
 
     cdef int _need_entry(self) except -1:
+        self._check_open()
         if self._i == 0:
             raise ValueError("BookUpdate.levels: call next() before setting fields of an entry")
         return 0
@@ -4548,6 +4590,7 @@ cdef class BookUpdateLevelsBuilder(_Writer):
         return 0
 
     cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
         if self._stage > stage:
             raise ValueError(f"BookUpdate.levels.{name} is written already (groups and "
                              "variable-length fields go in declaration order)")
@@ -4898,11 +4941,14 @@ cdef class BookUpdateBuilder(_Writer):
         q[_HEADER + 16 + 1] = 0
         self._at = offset + _HEADER
         self._stage = 0
+        self._path = "BookUpdate"
 
     def finish(self):
         """Complete the message (absent groups and variable-length fields written empty);
         returns its length in bytes."""
-        self._close()
+        if not self._closed:
+            self._close()
+            self._closed = True
         return self._c.pos - self._c.start
 
     cdef int _close(self) except -1:
@@ -4923,6 +4969,7 @@ cdef class BookUpdateBuilder(_Writer):
         return 0
 
     cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
         if self._stage > stage:
             raise ValueError(f"BookUpdate.{name} is written already (groups and "
                              "variable-length fields go in declaration order)")

@@ -457,6 +457,13 @@ cdef class _Writer:
     cdef Py_ssize_t _count
     cdef Py_ssize_t _i
     cdef str _path
+    cdef bint _closed
+
+    cdef int _check_open(self) except -1:
+        if self._closed:
+            raise ValueError(f"{self._path}: already complete; its parent moved on or "
+                             "finish() was called")
+        return 0
 
     cdef int _close(self) except -1:
         return 0
@@ -670,11 +677,14 @@ cdef class PingBuilder(_Writer):
         q[_HEADER + 16 + 1] = 0
         self._at = offset + _HEADER
         self._stage = 0
+        self._path = "Ping"
 
     def finish(self):
         """Complete the message (absent groups and variable-length fields written empty);
         returns its length in bytes."""
-        self._close()
+        if not self._closed:
+            self._close()
+            self._closed = True
         return self._c.pos - self._c.start
 
     cdef int _close(self) except -1:
@@ -692,6 +702,7 @@ cdef class PingBuilder(_Writer):
         return 0
 
     cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
         if self._stage > stage:
             raise ValueError(f"Ping.{name} is written already (groups and "
                              "variable-length fields go in declaration order)")
@@ -992,11 +1003,14 @@ cdef class PongBuilder(_Writer):
         q[_HEADER + 16 + 1] = 0
         self._at = offset + _HEADER
         self._stage = 0
+        self._path = "Pong"
 
     def finish(self):
         """Complete the message (absent groups and variable-length fields written empty);
         returns its length in bytes."""
-        self._close()
+        if not self._closed:
+            self._close()
+            self._closed = True
         return self._c.pos - self._c.start
 
     cdef int _close(self) except -1:
@@ -1014,6 +1028,7 @@ cdef class PongBuilder(_Writer):
         return 0
 
     cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
         if self._stage > stage:
             raise ValueError(f"Pong.{name} is written already (groups and "
                              "variable-length fields go in declaration order)")
