@@ -457,9 +457,9 @@ impl Feed {
     /// Hands waiting MoldUDP64 packets to `f`; true if there were any.
     pub(crate) fn read(&mut self, now_ns: u64, f: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
         match self {
-            Feed::Tcp(c) => c.poll(now_ns, f).map(|n| n > 0).map_err(|e| Error::Option {
-                name: "tcp",
-                message: e.to_string(),
+            Feed::Tcp(c) => c.poll(now_ns, f).map(|n| n > 0).map_err(|e| Error::Io {
+                what: "tcp".into(),
+                source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, e.to_string()),
             }),
             Feed::Shm(s) | Feed::Memory(s, _) => Ok(s.poll(64, f) > 0),
         }

@@ -79,6 +79,8 @@ struct Conn {
     user: String,
     /// Counted in `protocol_errors` already.
     counted_error: bool,
+    /// When the socket last took bytes (or the connection was made).
+    last_progress_ns: u64,
 }
 
 /// The SoupBinTCP server of a sequencer.
@@ -93,6 +95,7 @@ pub struct TcpServer {
     log: Box<dyn FnMut(&str) + Send>,
     rbuf: Vec<u8>,
     next_accept_ns: u64,
+    last_poll_ns: u64,
 }
 
 /// Messages written from the store to one client per poll, at most.
@@ -131,6 +134,7 @@ impl TcpServer {
             log: Box::new(|line| eprintln!("seqbus tcp: {line}")),
             rbuf: vec![0; 64 * 1024],
             next_accept_ns: 0,
+            last_poll_ns: 0,
         })
     }
 
@@ -159,10 +163,15 @@ impl TcpServer {
 
     /// True while some client has bytes queued that its socket has not taken yet (or is
     /// catching up from the store): the caller should not sleep long.
+    ///
+    /// A client whose socket has taken nothing for 10 ms is not counted: it is not reading,
+    /// and the caller's ordinary wake-ups are enough to notice when it starts again.
     pub fn has_pending_output(&self) -> bool {
-        self.conns
-            .iter()
-            .any(|c| c.sess.out_len() > 0 || (!c.live && c.sess.state() == &ServerState::Active))
+        self.conns.iter().any(|c| {
+            let waiting =
+                c.sess.out_len() > 0 || (!c.live && c.sess.state() == &ServerState::Active);
+            waiting && self.last_poll_ns.saturating_sub(c.last_progress_ns) < 10_000_000
+        })
     }
 
     /// File descriptors to wait on (the listener and every client).
@@ -250,6 +259,7 @@ impl TcpServer {
         upstream: &mut dyn FnMut(&[u8]),
     ) -> usize {
         let mut work = 0;
+        self.last_poll_ns = now_ns;
         // New connections, looked for at most every millisecond (accept is a system call).
         let accept_due = now_ns >= self.next_accept_ns;
         if accept_due {
@@ -278,6 +288,7 @@ impl TcpServer {
                         live: false,
                         user: String::new(),
                         counted_error: false,
+                        last_progress_ns: now_ns,
                     });
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
@@ -401,6 +412,7 @@ impl TcpServer {
                 Ok(0) => break,
                 Ok(n) => {
                     work += 1;
+                    c.last_progress_ns = now_ns;
                     c.sess.out().consume(n);
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
