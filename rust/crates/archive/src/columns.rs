@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::format::{le_u16, le_u32, le_u64, ENVELOPE_LEN, MESSAGE_HEADER_LEN};
+use crate::format::{le_u16, le_u64, ENVELOPE_LEN, MESSAGE_HEADER_LEN};
 use crate::segment::{Problem, Segment};
 
 /// One column (or a child of one) in the Arrow layout. `validity`, when present, holds one
@@ -250,9 +250,20 @@ impl EnvelopeColumns {
             self.kind_offsets.push(self.kind.len() as i32);
             let flags = m[27];
             self.flags.push(flags as i16);
-            let body = &m[ENVELOPE_LEN..];
-            let _ = le_u32(m, 28);
-            if flags == 0 && body.len() >= MESSAGE_HEADER_LEN {
+            let whole;
+            let body = if flags == 2 {
+                // the last fragment stands for the reassembled message
+                match seg.reassemble(i) {
+                    Ok(Some(b)) => {
+                        whole = b;
+                        &whole[..]
+                    }
+                    _ => &m[..0],
+                }
+            } else {
+                &m[ENVELOPE_LEN..]
+            };
+            if (flags == 0 || flags == 2) && body.len() >= MESSAGE_HEADER_LEN {
                 let tid = le_u16(body, 2);
                 let sid = le_u16(body, 4);
                 self.schema_id.push(sid as i32);
@@ -272,8 +283,10 @@ impl EnvelopeColumns {
                 self.schema_id.push(0);
                 self.template_id.push(0);
                 self.version.push(0);
-                self.type_name.extend_from_slice(if flags != 0 {
+                self.type_name.extend_from_slice(if flags == 1 {
                     b"(fragment)"
+                } else if flags == 2 {
+                    b"(unreassembled fragment)"
                 } else {
                     b"(no body)"
                 });

@@ -697,8 +697,23 @@ impl TypedDecoder {
                 }
             };
             let m = r.message;
-            let body = &m[ENVELOPE_LEN..];
-            if m[27] != 0 || body.len() < MESSAGE_HEADER_LEN {
+            let whole;
+            let body = match m[27] {
+                0 => &m[ENVELOPE_LEN..],
+                2 => match seg.reassemble(i) {
+                    Ok(Some(b)) => {
+                        whole = b;
+                        &whole[..]
+                    }
+                    Ok(None) => continue,
+                    Err(p) => {
+                        problems.push(p);
+                        continue;
+                    }
+                },
+                _ => continue, // a fragment with more to follow: decoded at the last one
+            };
+            if body.len() < MESSAGE_HEADER_LEN {
                 continue;
             }
             if le_u16(body, 4) != self.schema_id || le_u16(body, 2) != self.template_id {

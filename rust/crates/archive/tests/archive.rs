@@ -156,3 +156,42 @@ fn typed_decode_from_ir() {
     assert!(bytes.starts_with("hé".as_bytes()));
     assert!(TypedDecoder::new(&schema, "Nope").is_err());
 }
+
+#[test]
+fn fragments_are_reassembled_at_the_last_one() {
+    let t = tempfile::tempdir().unwrap();
+    let body = order(42, Some(-1), &[1, 2, 3], "fragmented");
+    let mut w =
+        ArchiveWriter::create(t.path(), "T", 1 << 20, &[(5, "t".into(), IR.into())]).unwrap();
+    let frag = |ts: u64, part: &[u8], flags: u8| {
+        let mut m = message(ts, part);
+        m[27] = flags;
+        m[28..32].copy_from_slice(&(body.len() as u32).to_le_bytes());
+        m
+    };
+    let mut other = message(2, &order(7, None, &[], ""));
+    other[16..24].copy_from_slice(b"XX\0\0\0\0\0\0");
+    w.append(1, &frag(1, &body[..20], 1)).unwrap();
+    w.append(2, &other).unwrap();
+    w.append(3, &frag(3, &body[20..], 2)).unwrap();
+    let m = w.seal().unwrap();
+    let s = open(t.path(), &m, 0);
+    assert_eq!(s.reassemble(2).unwrap().unwrap(), body);
+    assert_eq!(s.reassemble(1).unwrap(), None);
+    let schema = ir::Schema::parse(IR).unwrap();
+    let d = TypedDecoder::new(&schema, "Order").unwrap();
+    let mut out = d.columns();
+    let mut p = Vec::new();
+    d.decode(&s, 0, s.len(), &mut out, &mut p);
+    assert!(p.is_empty());
+    let Data::Fixed { values, .. } = &out.columns[0].data else {
+        panic!()
+    };
+    assert_eq!(out.rows, 2);
+    assert_eq!(i64::from_le_bytes(values[8..16].try_into().unwrap()), 3);
+    // a slice starting after the first fragment still finds it in the segment
+    let mut out = d.columns();
+    let s2 = open(t.path(), &m, 0);
+    d.decode(&s2, 2, 3, &mut out, &mut p);
+    assert_eq!(out.rows, 1);
+}
