@@ -209,3 +209,31 @@ def test_live_archive_is_readable_before_sealing(tmp_path: Path, messages: list[
     assert Counter(a.envelope_table().column("type").to_pylist()) == Counter(m.type for m in messages)
     w.seal()
     assert Archive(tmp_path / "a").verify().ok
+
+
+def test_fragmented_message_is_reassembled(tmp_path: Path, schemas: list[tuple[int, str, str]]) -> None:
+    """A body sent in fragments (interleaved with another sender's message) reads as one
+    message at its last fragment, as the nodes receive it."""
+    body = sess.new_order(7).encode()
+    parts = [body[:40], body[40:80], body[80:]]
+    other = sess.new_order(8).encode()
+
+    def frag(ts: int, part: bytes, flags: int) -> bytes:
+        return sess.ENVELOPE.pack(ts, 9, b"GW".ljust(8, b"\0"), 1, 1, flags, len(body)) + part
+
+    msgs = [frag(sess.T0 + 1, parts[0], 1),
+            sess.envelope(sess.T0 + 2, 1, "XX", 1, other) + other,
+            frag(sess.T0 + 3, parts[1], 1),
+            frag(sess.T0 + 4, parts[2], 2)]
+    with ArchiveWriter(tmp_path / "a", "FRAG", schemas) as w:
+        for i, m in enumerate(msgs, 1):
+            w.append(i, m)
+    a = Archive(tmp_path / "a")
+    assert a.envelope_table().column("type").to_pylist() == [
+        "(fragment)", "exchange.NewOrder", "(fragment)", "exchange.NewOrder"]
+    t = a.table("NewOrder")
+    assert t.column("sequence").to_pylist() == [2, 4]
+    got = sess.plain({k: v for k, v in t.to_pylist()[1].items()
+                      if k not in {"sequence", "timestamp_ns", "instance", "command_seq", "version", "envelope_account"}})
+    assert got == next(sess.expected_rows([sess.Msg(4, 0, "GW", 1, 9, "exchange.NewOrder", body)], "exchange.NewOrder"))
+    assert a.problems == []
