@@ -41,6 +41,11 @@ fn main() {
     let messages = arg("--messages", 2_000_000);
     let samples = arg("--samples", 20_000) as usize;
 
+    if args.iter().any(|a| a == "--throughput-only") {
+        let (t, c) = bus_throughput(messages);
+        println!("throughput {:.2} M msg/s, catch-up {:.2} M msg/s", t / 1e6, c / 1e6);
+        return;
+    }
     println!("| benchmark | raw UDP floor (same run) | seqbus | ratio | target |");
     println!("|---|---|---|---|---|");
     let raw = raw_ping_pong(samples);
@@ -145,7 +150,10 @@ fn start_bus(idle: &str, extra: &str) -> Bench {
     let cfg = Config::from_path(&path).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let (c, s) = (cfg.clone(), stop.clone());
-    let seq = thread::spawn(move || seqbus_net::run_sequencer(&c, s).unwrap());
+    let seq = thread::Builder::new()
+        .name("sequencer".into())
+        .spawn(move || seqbus_net::run_sequencer(&c, s).unwrap())
+        .unwrap();
     Bench {
         cfg,
         _dir: dir,
@@ -286,7 +294,8 @@ fn raw_blast(messages: u64, size: usize) -> f64 {
 
 /// (throughput to 2 nodes, catch-up rate of a late joiner), messages per second.
 fn bus_throughput(messages: u64) -> (f64, f64) {
-    let b = start_bus("block", "clock_tick_ms = 0");
+    let idle = std::env::var("BENCH_IDLE").unwrap_or("block".into());
+    let b = start_bus(&idle, "clock_tick_ms = 0");
     let done = Arc::new(AtomicU64::new(0));
     let barrier = Arc::new(Barrier::new(3));
     let receivers: Vec<_> = (0..2)
@@ -297,7 +306,7 @@ fn bus_throughput(messages: u64) -> (f64, f64) {
             wait_caught_up(&mut c);
             let bar = barrier.clone();
             let done = done.clone();
-            thread::spawn(move || {
+            thread::Builder::new().name(format!("receiver{i}")).spawn(move || {
                 let mut out = Vec::with_capacity(1 << 20);
                 let mut got = 0u64;
                 bar.wait();
@@ -316,7 +325,7 @@ fn bus_throughput(messages: u64) -> (f64, f64) {
                 done.fetch_add(1, Ordering::SeqCst);
                 eprintln!("receiver: {:?}", c.stats());
                 got as f64 / first.unwrap().elapsed().as_secs_f64()
-            })
+            }).unwrap()
         })
         .collect();
     let mut s = NodeClient::connect(&b.cfg, NodeOptions::new("S", 1, Start::From(1))).unwrap();
@@ -327,9 +336,12 @@ fn bus_throughput(messages: u64) -> (f64, f64) {
     while i < messages {
         match s.send(&body(i)) {
             Ok(_) => i += 1,
-            Err(SendError::WindowFull { .. }) => {
-                out.clear();
-                s.poll(&mut out, 8192, Duration::from_millis(1)).unwrap();
+            Err(SendError::WindowFull { window, .. }) => {
+                // refill in large batches: wait until half the window is free
+                while s.stats().in_flight as usize > window / 2 {
+                    out.clear();
+                    s.poll(&mut out, 8192, Duration::from_millis(1)).unwrap();
+                }
             }
             Err(e) => panic!("{e}"),
         }

@@ -29,7 +29,7 @@ impl Serving {
         let r = &cfg.replayer;
         let socket = udp::bind(r.listen, 4 << 20)
             .map_err(io_error(format!("replayer.listen {}: bind", r.listen)))?;
-        let _ = socket.set_send_buffer_size(16 << 20);
+        udp::set_sndbuf(&socket, 16 << 20);
         let journal = JournalReader::open(dir, cfg.session().0)?;
         Ok(Serving {
             socket,
@@ -90,7 +90,7 @@ pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error>
     )?;
     let listen = udp::bind(r.listen, 4 << 20)
         .map_err(io_error(format!("replayer.listen {}: bind", r.listen)))?;
-    let _ = listen.set_send_buffer_size(16 << 20);
+    udp::set_sndbuf(&listen, 16 << 20);
     let sources: Vec<std::net::SocketAddr> = if r.sources.is_empty() {
         cfg.node
             .replayers
