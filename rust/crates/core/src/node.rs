@@ -427,7 +427,11 @@ impl Node {
             self.next = self.cur_seq;
             n += self.process(seq, at + 2, len, out);
         }
-        if n < max_records && self.rewinding && self.head_known && self.next >= self.head {
+        // Caught up only at the start of a batch: the application has then handled every
+        // record delivered before, so the commands it issued while rewinding are all numbered
+        // when `next_cmd` is reconciled with the stream below (a hot backup that rewinds would
+        // otherwise number later commands past its twin's and duplicate them).
+        if n == 0 && self.rewinding && self.head_known && self.next >= self.head {
             self.rewinding = false;
             let env = [0u8; ENVELOPE_LEN];
             write_record(out, RECORD_CAUGHT_UP, self.next - 1, &env, &[]);
