@@ -113,8 +113,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.add_argument("--unicast", action="store_true", help="use UDP unicast, not multicast")
     p.add_argument("--timeout", type=float, default=60.0, help="give up after this many s")
-    p.add_argument("--no-report", dest="report", action="store_false",
-                   help="skip the final Spark report over the session archive")
+    p.add_argument(
+        "--exchange",
+        action="store_true",
+        help="the exchange: gateway, matching engine and hot backup, market data, late joiner",
+    )
+    p.add_argument("--orders", type=int, default=5000, help="orders the exchange gateway sends")
+    p.add_argument(
+        "--no-report",
+        dest="report",
+        action="store_false",
+        help="skip the final Spark report over the session archive",
+    )
     p.set_defaults(func=_cmd_demo)
 
     from seqbus.archive.cli import add_commands as add_archive_commands

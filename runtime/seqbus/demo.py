@@ -112,7 +112,124 @@ def _argv(args: argparse.Namespace) -> list[str]:
         argv.append("--json")
     if args.unicast:
         argv.append("--unicast")
+    if args.exchange:
+        argv += ["--exchange", "--orders", str(args.orders)]
     return argv
+
+
+def _wait_for(path: Path, procs: dict[str, subprocess.Popen[bytes]], deadline: float) -> None:
+    """Wait until ``path`` exists; fail when a process of ``procs`` died or time ran out."""
+    while not path.exists():
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(f"the {name} exited with status {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {path.name} before the timeout")
+        time.sleep(0.02)
+
+
+def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int:
+    """Sequencer (with its replayer), gateway, matching engine primary and hot backup, market
+    data; the primary is killed mid-run, then a late joiner rewinds the session. Prints
+    throughput, latency percentiles and the engines' state hashes."""
+    root = Path.cwd()
+    if not (root / "examples" / "exchange" / "engine.py").exists():
+        print(
+            "seqbus demo --exchange: run it from the repository root (needs examples/)",
+            file=sys.stderr,
+        )
+        return 1
+    names = ["ME-1", "ME-2", "MD-1", "GW-1", "ME-3"]
+    with tempfile.TemporaryDirectory(prefix="seqbus-exchange-") as tmp:
+        workdir = Path(tmp)
+        reports = workdir / "reports"
+        reports.mkdir()
+        listen = {n: f"127.0.0.1:{free_udp_port()}" for n in names}
+        config = workdir / "bus.toml"
+        config.write_text(bus_config(workdir, multicast, list(listen.values())))
+        env = dict(os.environ, EXCHANGE_REPORT_DIR=str(reports), EXCHANGE_ORDERS=str(args.orders))
+        cli = [sys.executable, "-m", "seqbus.cli"]
+        procs: dict[str, subprocess.Popen[bytes]] = {}
+
+        def node(name: str, target: str, *extra: str) -> None:
+            account, instance = name.split("-")
+            cmd = [*cli, "node", f"examples.exchange.{target}", "-c", str(config)]
+            cmd += ["--account", account, "--instance", instance, "--path", str(root), *extra]
+            if not multicast:
+                cmd += ["--listen", listen[name]]
+            procs[name] = subprocess.Popen(cmd, env=env)
+
+        deadline = time.monotonic() + args.timeout
+        try:
+            procs["sequencer"] = subprocess.Popen([*cli, "sequencer", "-c", str(config)], env=env)
+            node("ME-1", "demo_nodes:DemoEngine", "--rewind")
+            node("ME-2", "demo_nodes:DemoEngine", "--rewind")
+            node("MD-1", "market_data:MarketDataPublisher", "--rewind")
+            node("GW-1", "demo_nodes:DemoGateway", "--rewind")
+            progress = reports / "progress"
+            while True:
+                _wait_for(progress, procs, deadline)
+                try:
+                    answered = int(json.loads(progress.read_text())["answered"])
+                except (ValueError, KeyError):
+                    answered = 0
+                if answered >= args.orders // 2:
+                    break
+                time.sleep(0.01)
+            primary = procs.pop("ME-1")
+            primary.kill()  # the primary dies mid-run; the hot backup's commands count now
+            primary.wait()
+            killed_at = answered
+            gw = procs.pop("GW-1")
+            _wait_for(reports / "GW-1.json", {"gateway": gw, **procs}, deadline)
+            gw.wait(10)
+            _wait_for(reports / "ME-2.json", procs, deadline)  # the backup saw the end marker
+            node("ME-3", "demo_nodes:DemoEngine", "--rewind")  # a late joiner
+            late = procs.pop("ME-3")
+            _wait_for(reports / "ME-3.json", {"late joiner": late, **procs}, deadline)
+            late.wait(10)
+            gateway = json.loads((reports / "GW-1.json").read_text())
+            backup_state = json.loads((reports / "ME-2.json").read_text())
+            late_state = json.loads((reports / "ME-3.json").read_text())
+        except (RuntimeError, TimeoutError, subprocess.TimeoutExpired) as exc:
+            print(f"seqbus demo: error: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            _stop(list(procs.values()))
+
+    latency = percentiles(gateway["latency_ns"], (50, 90, 99, 99.9, 100))
+    summary: dict[str, Any] = {
+        "transport": "udp-multicast" if multicast else "udp-unicast",
+        "orders": gateway["orders"],
+        "answered": gateway["answered"],
+        "lost_orders": gateway["lost"],
+        "accepted": gateway["accepted"],
+        "rejected": gateway["rejected"],
+        "trades": gateway["trades"],
+        "orders_per_s": round(gateway["orders"] / gateway["elapsed_s"]),
+        "order_to_answer_us": {k: round(v, 1) for k, v in latency.items()},
+        "primary_killed_after_answers": killed_at,
+        "backup_state_hash": backup_state["state_hash"],
+        "late_joiner_state_hash": late_state["state_hash"],
+        "hashes_equal": backup_state["state_hash"] == late_state["state_hash"],
+        "notes": notes,
+    }
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"transport        {summary['transport']}")
+        print(
+            f"orders           {summary['orders']} answered {summary['answered']}, "
+            f"lost {summary['lost_orders']} (accepted {summary['accepted']}, "
+            f"rejected {summary['rejected']}, trades {summary['trades']})"
+        )
+        print(f"throughput       {summary['orders_per_s']} orders/s")
+        print("order → answer   " + "  ".join(f"{k}={v}µs" for k, v in latency.items()))
+        print(f"failover         primary ME/1 killed after {killed_at} answers; ME/2 took over")
+        print(f"state hash       backup ME/2   {summary['backup_state_hash']}")
+        print(f"state hash       late ME/3     {summary['late_joiner_state_hash']}")
+        print("                 " + ("equal" if summary["hashes_equal"] else "DIFFERENT"))
+    return 0 if summary["hashes_equal"] and summary["lost_orders"] == 0 else 1
 
 
 def main(args: argparse.Namespace) -> int:
@@ -124,6 +241,8 @@ def main(args: argparse.Namespace) -> int:
     multicast = not args.unicast and in_netns
     for note in notes:
         print(f"seqbus demo: {note}", file=sys.stderr)
+    if args.exchange:
+        return exchange(args, multicast, notes)
 
     with tempfile.TemporaryDirectory(prefix="seqbus-demo-") as tmp:
         workdir = Path(tmp)

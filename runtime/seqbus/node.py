@@ -149,6 +149,10 @@ class Node:
     def on_rewound(self) -> None:
         """Called when a rewinding node has caught up with the live stream."""
 
+    def on_closed(self) -> None:
+        """Called once when the loop running the node stops cleanly (``stop()``, a stop event,
+        SIGINT or SIGTERM), after the last batch; not after an error."""
+
     # -- what handlers may call --------------------------------------------------------------
 
     def sequencer_time(self) -> int:

@@ -100,6 +100,7 @@ def _loop(node: Node, spec: NodeSpec, config: str, stop: threading.Event) -> Non
             node.handle_batch(batch)
         while not stop.is_set() and not node.stopped:
             node.poll_once(POLL_TIMEOUT_S)
+        node.on_closed()
     finally:
         client.close()
 

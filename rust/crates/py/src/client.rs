@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -46,7 +46,9 @@ fn timeout_of(seconds: f64) -> PyResult<Duration> {
 /// A node's connection to the bus.
 #[pyclass(module = "seqbus._core")]
 pub struct NodeClient {
-    inner: Option<seqbus_net::NodeClient>,
+    // a Mutex only to make the class Sync as pyo3 requires (the net client holds a `Send`
+    // but not `Sync` log callback); every method has `&mut self`, so it is never locked
+    inner: Mutex<Option<seqbus_net::NodeClient>>,
     raw: Vec<u8>,
     filter: Filter,
 }
@@ -54,6 +56,8 @@ pub struct NodeClient {
 impl NodeClient {
     fn client(&mut self) -> PyResult<&mut seqbus_net::NodeClient> {
         self.inner
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
             .as_mut()
             .ok_or_else(|| PyRuntimeError::new_err("the node client is closed"))
     }
@@ -96,7 +100,7 @@ impl NodeClient {
             .allow_threads(|| seqbus_net::NodeClient::connect(&cfg, opts))
             .map_err(|e| net_error(py, e))?;
         Ok(NodeClient {
-            inner: Some(client),
+            inner: Mutex::new(Some(client)),
             raw: Vec::with_capacity(1 << 16),
             filter,
         })
@@ -174,7 +178,11 @@ impl NodeClient {
 
     /// Flush what is queued and close the sockets.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
-        if let Some(mut client) = self.inner.take() {
+        let inner = self
+            .inner
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(mut client) = inner.take() {
             py.allow_threads(|| client.flush())
                 .map_err(|e| net_error(py, e))?;
         }
