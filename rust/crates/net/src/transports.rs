@@ -548,6 +548,15 @@ pub fn run_dispatcher(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> 
 mod tests {
     use crate::config::{Config, Transport};
 
+    /// The node client is shared with Python (a pyo3 class must be Send and Sync).
+    #[test]
+    fn feeds_and_publishers_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<super::Feed>();
+        check::<super::Publisher>();
+        check::<crate::NodeClient>();
+    }
+
     const BASE: &str = "[bus]\nsession = \"T\"\n";
 
     fn err(text: &str) -> String {

@@ -92,7 +92,7 @@ pub struct TcpServer {
     next_seq: u64,
     ended: bool,
     stats: ServerStats,
-    log: Box<dyn FnMut(&str) + Send>,
+    log: Box<dyn FnMut(&str) + Send + Sync>,
     rbuf: Vec<u8>,
     next_accept_ns: u64,
     last_poll_ns: u64,
@@ -139,7 +139,7 @@ impl TcpServer {
     }
 
     /// Replaces the log (default: one line per event on stderr).
-    pub fn set_log(&mut self, log: Box<dyn FnMut(&str) + Send>) {
+    pub fn set_log(&mut self, log: Box<dyn FnMut(&str) + Send + Sync>) {
         self.log = log;
     }
 
@@ -539,7 +539,7 @@ pub struct TcpClient {
     stats: ClientStats,
     rbuf: Vec<u8>,
     packet: Vec<u8>,
-    log: Box<dyn FnMut(&str) + Send>,
+    log: Box<dyn FnMut(&str) + Send + Sync>,
 }
 
 impl TcpClient {
@@ -564,7 +564,7 @@ impl TcpClient {
         })
     }
 
-    pub fn set_log(&mut self, log: Box<dyn FnMut(&str) + Send>) {
+    pub fn set_log(&mut self, log: Box<dyn FnMut(&str) + Send + Sync>) {
         self.log = log;
     }
 
