@@ -144,7 +144,7 @@ fn start_bus(idle: &str, extra: &str) -> Bench {
         port()
     );
     let rep = text.split("listen = ").nth(1).unwrap().lines().next().unwrap().to_string();
-    let text = format!("{text}[node]\nreplayers = [{rep}]\nwindow = 32768\nidle = \"{idle}\"\n");
+    let text = format!("{text}[node]\nreplayers = [{rep}]\nwindow = 4096\nidle = \"{idle}\"\n");
     let path = dir.path().join("bus.toml");
     std::fs::write(&path, text).unwrap();
     let cfg = Config::from_path(&path).unwrap();

@@ -475,6 +475,7 @@ group = "239.1.2.3:30001"
         assert!(e.starts_with("<string>: sequencer.upstream: invalid socket address"), "{e}");
         let e = err(&format!("{GOOD}[node]\nwindoww = 3\n"));
         assert!(e.contains("unknown field `windoww`"), "{e}");
+        assert!(e.starts_with("<string>: node"), "{e}");
         let e = err(&GOOD.replace("239.1.2.3", "10.0.0.1"));
         assert!(e.starts_with("<string>: downstream.group: 10.0.0.1 is not"), "{e}");
         let e = err(&GOOD.replace("TEST", "MUCH TOO LONG SESSION"));
