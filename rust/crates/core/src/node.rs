@@ -699,6 +699,22 @@ impl Node {
         };
         let outstanding = self.requested_upto > from && self.requested_from <= from;
         if outstanding && now_ns < self.request_deadline {
+            // pipelining: ask for the next chunk once less than half of this one is left,
+            // so a rewind never waits a round trip between chunks
+            let left = self.requested_upto - from;
+            if left <= self.p.max_request as u64 / 2 && to > self.requested_upto {
+                let start = self.requested_upto;
+                let count = (to - start).min(self.p.max_request as u64) as u16;
+                let r = Request {
+                    session: self.p.session,
+                    sequence: start,
+                    count,
+                };
+                emit(Dest::Replayer(self.replayer), &r.encode());
+                self.stats.requests += 1;
+                self.requested_upto = start + count as u64;
+                self.request_deadline = now_ns + self.timeout_ns;
+            }
             return;
         }
         if outstanding {
