@@ -108,15 +108,20 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("--from", dest="from_seq", type=int, metavar="SEQ", help="replay from SEQ")
     p.set_defaults(func=_cmd_node)
 
-    p = sub.add_parser("demo", help="sequencer and two nodes ping-ponging; prints rates")
-    p.add_argument("--count", type=int, default=20000, help="round trips to measure")
+    p = sub.add_parser(
+        "demo",
+        help="the exchange (gateway, matching engine with hot backup taking over, market data, "
+        "late joiner) or, with --pingpong, two nodes ping-ponging; prints rates and latencies",
+    )
+    p.add_argument("--count", type=int, default=20000, help="ping-pong round trips to measure")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.add_argument("--unicast", action="store_true", help="use UDP unicast, not multicast")
     p.add_argument("--timeout", type=float, default=60.0, help="give up after this many s")
     p.add_argument(
-        "--exchange",
-        action="store_true",
-        help="the exchange: gateway, matching engine and hot backup, market data, late joiner",
+        "--pingpong",
+        dest="exchange",
+        action="store_false",
+        help="the walking skeleton instead of the exchange: two nodes ping-ponging",
     )
     p.add_argument("--orders", type=int, default=5000, help="orders the exchange gateway sends")
     p.add_argument(

@@ -112,19 +112,23 @@ def _argv(args: argparse.Namespace) -> list[str]:
         argv.append("--json")
     if args.unicast:
         argv.append("--unicast")
-    if args.exchange:
-        argv += ["--exchange", "--orders", str(args.orders)]
+    argv += ["--orders", str(args.orders)] if args.exchange else ["--pingpong"]
     return argv
 
 
+def _check(procs: dict[str, subprocess.Popen[bytes]], deadline: float, what: str) -> None:
+    """Fail when a process of ``procs`` has exited or the deadline has passed."""
+    for name, proc in procs.items():
+        if proc.poll() is not None:
+            raise RuntimeError(f"the {name} exited with status {proc.returncode}")
+    if time.monotonic() > deadline:
+        raise TimeoutError(f"no {what} before the timeout")
+
+
 def _wait_for(path: Path, procs: dict[str, subprocess.Popen[bytes]], deadline: float) -> None:
-    """Wait until ``path`` exists; fail when a process of ``procs`` died or time ran out."""
+    """Wait until ``path`` exists, failing when a process of ``procs`` died or time ran out."""
     while not path.exists():
-        for name, proc in procs.items():
-            if proc.poll() is not None:
-                raise RuntimeError(f"the {name} exited with status {proc.returncode}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no {path.name} before the timeout")
+        _check(procs, deadline, path.name)
         time.sleep(0.02)
 
 
@@ -167,14 +171,14 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
             node("MD-1", "market_data:MarketDataPublisher", "--rewind")
             node("GW-1", "demo_nodes:DemoGateway", "--rewind")
             progress = reports / "progress"
-            while True:
+            answered = 0
+            while answered < args.orders // 2:
                 _wait_for(progress, procs, deadline)
+                _check(procs, deadline, "progress")
                 try:
                     answered = int(json.loads(progress.read_text())["answered"])
                 except (ValueError, KeyError):
                     answered = 0
-                if answered >= args.orders // 2:
-                    break
                 time.sleep(0.01)
             primary = procs.pop("ME-1")
             primary.kill()  # the primary dies mid-run; the hot backup's commands count now
