@@ -102,6 +102,11 @@ pub struct SequencerConfig {
     /// SO_RCVBUF of the upstream socket, bytes.
     #[serde(default = "default_rcvbuf")]
     pub recv_buffer: usize,
+    /// On a graceful stop, end the session: send MoldUDP64 end-of-session packets (nodes then
+    /// stop with `SessionEnded` once they have everything). Off: a restart continues the
+    /// session and nodes simply wait.
+    #[serde(default)]
+    pub end_session_on_stop: bool,
 }
 
 /// How sequenced packets reach the nodes.

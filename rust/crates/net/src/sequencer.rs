@@ -208,5 +208,13 @@ fn sequence(
     }
     journal.flush()?;
     journal.sync()?;
+    if sc.end_session_on_stop {
+        // sent a few times, spaced: there is no retransmission of an end of session
+        for _ in 0..3 {
+            outbox.push(&seq.end_of_session());
+            down.send(&mut outbox, now_ns())?;
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
     Ok(())
 }

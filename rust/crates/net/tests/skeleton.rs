@@ -80,3 +80,30 @@ fn skeleton_multicast() {
     let b = bus("udp-multicast", "");
     skeleton("udp-multicast", &b);
 }
+
+#[test]
+fn end_of_session_stops_nodes_after_everything_was_delivered() {
+    let b = bus("udp-unicast", "");
+    let text = std::fs::read_to_string(b.dir.path().join("bus.toml"))
+        .unwrap()
+        .replace("[sequencer]\n", "[sequencer]\nend_session_on_stop = true\n");
+    let cfg = write_config(b.dir.path(), &text);
+    let seq = start_sequencer(&cfg);
+    let mut o = NodeOptions::new("A", 1, Start::From(1));
+    o.listen = Some(cfg.downstream.subscribers[0]);
+    let mut a = NodeClient::connect(&cfg, o).unwrap();
+    let mut got = Vec::new();
+    assert!(poll_until(&mut a, &mut got, Duration::from_secs(5), |r| r.iter().any(|x| x.0 == RECORD_CAUGHT_UP)));
+    a.send(&body(b"last words")).unwrap();
+    assert!(poll_until(&mut a, &mut got, Duration::from_secs(5), |r| messages(r).len() == 1));
+    seq.shutdown();
+    let mut out = Vec::new();
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    let e = loop {
+        match a.poll(&mut out, 100, Duration::from_millis(20)) {
+            Err(e) => break e,
+            Ok(_) => assert!(std::time::Instant::now() < end, "no end of session"),
+        }
+    };
+    assert!(matches!(e, seqbus_net::Error::SessionEnded(_)), "{e}");
+}
