@@ -114,26 +114,12 @@ def value_to_py(f: ir.Field, expr: str) -> str:
     return _py_value(f, expr, view=False)
 
 
-def _is_bool(f: ir.Field) -> bool:
-    return (f.kind == "fixed" and f.type is not None and f.type.kind == "primitive"
-            and f.type.primitive == "bool")
-
-
-def view_dict_expr(f: ir.Field) -> str:
-    """A view's fixed-size field as a plain Python value, read straight from the buffer."""
-    n = f.name
-    if _is_bool(f):
-        return f"(True if self._get_{n}() else False)"
-    if f.type is not None and f.type.kind == "struct":
-        if f.kind == "optional":
-            return f"_struct_dict(self._get_{n}())"
-        return f"(<{f.type.name}>self._get_{n}())._dict()"
-    return f"self._get_{n}()"
-
-
-def view_value_expr(f: ir.Field) -> str:
-    """A view's fixed-size field as the value class holds it."""
-    return f"self._get_{f.name}()"
+def mat_expr(f: ir.Field, mode: str, read: str) -> str:
+    """A fixed-size field's value, from its read expression, as ``to_dict`` (mode "dict") or
+    ``to_value`` (mode "value") holds it."""
+    if mode == "dict" and f.type is not None and f.type.kind == "struct":
+        return f"{read}._dict()"
+    return read
 
 
 def docstring(text: str, indent: int = 0) -> str:
@@ -277,8 +263,7 @@ def environment() -> jinja2.Environment:
     env.globals.update(
         ctype_of=ctype_of, attr_decl=attr_decl, init_arg=init_arg, init_value=init_value,
         read_expr=read_expr, write_stmt=write_stmt, value_to_py=value_to_py,
-        docstring=docstring, view_dict_expr=view_dict_expr,
-        view_value_expr=view_value_expr, field_path=field_path,
+        docstring=docstring, mat_expr=mat_expr, field_path=field_path,
         group_seq=group_seq, field_doc=field_doc, view_doc=view_doc, builder_doc=builder_doc,
         value_doc=value_doc, pytype=pytype, pyarg=pyarg, builder_setter_type=builder_setter_type,
         view=naming.view, builder=naming.builder, handler=naming.handler,

@@ -651,10 +651,6 @@ cdef int _wr_Envelope(uint8_t* q, object v, str where) except -1:
     return 0
 
 
-cdef object _struct_dict(object v):
-    return None if v is None else v.to_dict()
-
-
 def _repr(str name, dict d):
     return name + "(" + ", ".join([f"{k}={v!r}" for k, v in d.items()]) + ")"
 
@@ -666,6 +662,40 @@ def _rebuild(cls, dict d):
 
 
 # ---- ClockTick ----
+
+
+cdef object _ClockTick_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of ClockTick at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "ClockTick", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "ClockTick", "", base)
+    end[0] = pos
+    return {
+    }
+
+
+cdef object _ClockTick_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of ClockTick at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef ClockTick r = ClockTick.__new__(ClockTick)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "ClockTick", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "ClockTick", "", base)
+    end[0] = pos
+    return r
 
 @cython.final
 @cython.freelist(16)
@@ -720,37 +750,10 @@ cdef class ClockTickView:
         return 0
 
     cdef object _dict_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "ClockTick", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "ClockTick", "", self._base)
-        end[0] = pos
-        return {
-        }
+        return _ClockTick_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef object _value_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef ClockTick r
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "ClockTick", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "ClockTick", "", self._base)
-        end[0] = pos
-        r = ClockTick.__new__(ClockTick)
-        return r
+        return _ClockTick_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef dict _dict(self):
         cdef Py_ssize_t end
@@ -948,6 +951,45 @@ def _from_dict_field_ClockTick(str k, v):
 
 # ---- SessionStart ----
 
+
+cdef object _SessionStart_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of SessionStart at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    q = p + at + 0
+    v_session = _ld_char(q, 10, "SessionStart", "session", base + at + 0)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "SessionStart", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "SessionStart", "", base)
+    end[0] = pos
+    return {
+        "session": v_session,
+    }
+
+
+cdef object _SessionStart_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of SessionStart at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef SessionStart r = SessionStart.__new__(SessionStart)
+    q = p + at + 0
+    r.session = _ld_char(q, 10, "SessionStart", "session", base + at + 0)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "SessionStart", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "SessionStart", "", base)
+    end[0] = pos
+    return r
+
 @cython.final
 @cython.freelist(16)
 @cython.no_gc_clear
@@ -1013,39 +1055,10 @@ cdef class SessionStartView:
         return _ld_char(q, 10, "SessionStart", "session", self._base + self._at + 0)
 
     cdef object _dict_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "SessionStart", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "SessionStart", "", self._base)
-        end[0] = pos
-        return {
-            "session": self._get_session(),
-        }
+        return _SessionStart_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef object _value_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef SessionStart r
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "SessionStart", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "SessionStart", "", self._base)
-        end[0] = pos
-        r = SessionStart.__new__(SessionStart)
-        r.session = self._get_session()
-        return r
+        return _SessionStart_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef dict _dict(self):
         cdef Py_ssize_t end
@@ -1251,6 +1264,55 @@ def _from_dict_field_SessionStart(str k, v):
 
 # ---- SenderState ----
 
+
+cdef object _SenderState_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of SenderState at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    q = p + at + 0
+    v_next_command_seq = _ld_u64(q)
+    q = p + at + 8
+    v_account = _ld_char(q, 8, "SenderState", "account", base + at + 8)
+    q = p + at + 16
+    v_instance = _ld_u16(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "SenderState", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "SenderState", "", base)
+    end[0] = pos
+    return {
+        "next_command_seq": v_next_command_seq,
+        "account": v_account,
+        "instance": v_instance,
+    }
+
+
+cdef object _SenderState_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of SenderState at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef SenderState r = SenderState.__new__(SenderState)
+    q = p + at + 0
+    r.next_command_seq = _ld_u64(q)
+    q = p + at + 8
+    r.account = _ld_char(q, 8, "SenderState", "account", base + at + 8)
+    q = p + at + 16
+    r.instance = _ld_u16(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "SenderState", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "SenderState", "", base)
+    end[0] = pos
+    return r
+
 @cython.final
 @cython.freelist(16)
 @cython.no_gc_clear
@@ -1342,43 +1404,10 @@ cdef class SenderStateView:
         return _ld_u16(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "SenderState", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "SenderState", "", self._base)
-        end[0] = pos
-        return {
-            "next_command_seq": self._get_next_command_seq(),
-            "account": self._get_account(),
-            "instance": self._get_instance(),
-        }
+        return _SenderState_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef object _value_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef SenderState r
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "SenderState", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "SenderState", "", self._base)
-        end[0] = pos
-        r = SenderState.__new__(SenderState)
-        r.next_command_seq = self._get_next_command_seq()
-        r.account = self._get_account()
-        r.instance = self._get_instance()
-        return r
+        return _SenderState_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef dict _dict(self):
         cdef Py_ssize_t end

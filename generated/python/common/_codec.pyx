@@ -560,10 +560,6 @@ cdef int _wr_BookSide(uint8_t* q, object v, str where) except -1:
 # -- structs (fixed-size values, decoded into value objects) ----------------------------------
 
 
-cdef object _struct_dict(object v):
-    return None if v is None else v.to_dict()
-
-
 def _repr(str name, dict d):
     return name + "(" + ", ".join([f"{k}={v!r}" for k, v in d.items()]) + ")"
 

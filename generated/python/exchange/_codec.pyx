@@ -706,10 +706,6 @@ cdef int _wr_Price(uint8_t* q, object v, str where) except -1:
     return 0
 
 
-cdef object _struct_dict(object v):
-    return None if v is None else v.to_dict()
-
-
 def _repr(str name, dict d):
     return name + "(" + ", ".join([f"{k}={v!r}" for k, v in d.items()]) + ")"
 
@@ -721,6 +717,54 @@ def _rebuild(cls, dict d):
 
 
 # ---- NewOrder.legs.fills ----
+
+
+cdef object _NewOrderLegsFills_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of NewOrder.legs.fills at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    if n - at < bl:
+        _truncated("NewOrder", "legs.fills", base + at, "group entry")
+    q = p + at + 0
+    v_qty = _ld_u32(q)
+    q = p + at + 4
+    v_price = _ld_i64(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 3, "NewOrder", "legs.fills", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "NewOrder", "legs.fills", base)
+    end[0] = pos
+    return {
+        "qty": v_qty,
+        "price": v_price,
+    }
+
+
+cdef object _NewOrderLegsFills_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of NewOrder.legs.fills at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef NewOrderLegsFills r = NewOrderLegsFills.__new__(NewOrderLegsFills)
+    if n - at < bl:
+        _truncated("NewOrder", "legs.fills", base + at, "group entry")
+    q = p + at + 0
+    r.qty = _ld_u32(q)
+    q = p + at + 4
+    r.price = _ld_i64(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 3, "NewOrder", "legs.fills", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "NewOrder", "legs.fills", base)
+    end[0] = pos
+    return r
 
 @cython.final
 @cython.freelist(16)
@@ -776,45 +820,10 @@ cdef class NewOrderLegsFillsView:
         return _ld_i64(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        if self._n - self._at < self._bl:
-            _truncated("NewOrder", "legs.fills", self._base + self._at, "group entry")
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 3, "NewOrder", "legs.fills", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "NewOrder", "legs.fills", self._base)
-        end[0] = pos
-        return {
-            "qty": self._get_qty(),
-            "price": self._get_price(),
-        }
+        return _NewOrderLegsFills_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef object _value_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef NewOrderLegsFills r
-        if self._n - self._at < self._bl:
-            _truncated("NewOrder", "legs.fills", self._base + self._at, "group entry")
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 3, "NewOrder", "legs.fills", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "NewOrder", "legs.fills", self._base)
-        end[0] = pos
-        r = NewOrderLegsFills.__new__(NewOrderLegsFills)
-        r.qty = self._get_qty()
-        r.price = self._get_price()
-        return r
+        return _NewOrderLegsFills_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef dict _dict(self):
         cdef Py_ssize_t end
@@ -928,28 +937,20 @@ cdef class NewOrderLegsFillsGroup:
     cdef list _dicts_end(self, Py_ssize_t* end):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
-        cdef NewOrderLegsFillsView e = self._new_entry()
         if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
             raise DecodeError("NewOrder", "legs.fills", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
-            e._at = pos
-            e._tail = pos + self._bl
-            e._end = -1
-            out.append(e._dict_end(&pos))
+            out.append(_NewOrderLegsFills_dict(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
         end[0] = pos
         return out
 
     cdef list _values_end(self, Py_ssize_t* end):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
-        cdef NewOrderLegsFillsView e = self._new_entry()
         if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
             raise DecodeError("NewOrder", "legs.fills", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
-            e._at = pos
-            e._tail = pos + self._bl
-            e._end = -1
-            out.append(e._value_end(&pos))
+            out.append(_NewOrderLegsFills_value(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
         end[0] = pos
         return out
 
@@ -1127,6 +1128,77 @@ def _from_dict_field_NewOrderLegsFills(str k, v):
 
 # ---- NewOrder.legs ----
 
+
+cdef object _NewOrderLegs_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of NewOrder.legs at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    if n - at < bl:
+        _truncated("NewOrder", "legs", base + at, "group entry")
+    q = p + at + 0
+    v_symbol = _ld_char(q, 8, "NewOrder", "legs.symbol", base + at + 0)
+    q = p + at + 8
+    v_ratio = _ld_u16(q)
+    q = p + at + 10
+    v_side = _rd_Side(q, "NewOrder", "legs.side", base + at + 10)
+    if ng > 0:
+        pos = _group_header(p, n, pos, 12, "NewOrder", "legs.fills", base, &g_bl, &g_ng, &g_nv, &g_count)
+        g_out = []
+        for g_i in range(g_count):
+            g_out.append(_NewOrderLegsFills_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+        v_fills = g_out
+    else:
+        v_fills = []
+    for k in range(1, ng):
+        pos = _skip_group(p, n, pos, 2, "NewOrder", "legs", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "NewOrder", "legs", base)
+    end[0] = pos
+    return {
+        "symbol": v_symbol,
+        "ratio": v_ratio,
+        "side": v_side,
+        "fills": v_fills,
+    }
+
+
+cdef object _NewOrderLegs_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of NewOrder.legs at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef NewOrderLegs r = NewOrderLegs.__new__(NewOrderLegs)
+    if n - at < bl:
+        _truncated("NewOrder", "legs", base + at, "group entry")
+    q = p + at + 0
+    r.symbol = _ld_char(q, 8, "NewOrder", "legs.symbol", base + at + 0)
+    q = p + at + 8
+    r.ratio = _ld_u16(q)
+    q = p + at + 10
+    r.side = _rd_Side(q, "NewOrder", "legs.side", base + at + 10)
+    if ng > 0:
+        pos = _group_header(p, n, pos, 12, "NewOrder", "legs.fills", base, &g_bl, &g_ng, &g_nv, &g_count)
+        g_out = []
+        for g_i in range(g_count):
+            g_out.append(_NewOrderLegsFills_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+        v_fills = g_out
+    else:
+        v_fills = []
+    for k in range(1, ng):
+        pos = _skip_group(p, n, pos, 2, "NewOrder", "legs", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "NewOrder", "legs", base)
+    end[0] = pos
+    r.fills = v_fills
+    return r
+
 @cython.final
 @cython.freelist(16)
 cdef class NewOrderLegsView:
@@ -1208,91 +1280,10 @@ cdef class NewOrderLegsView:
         return g
 
     cdef object _dict_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef NewOrderLegsFillsView e_fills
-        if self._n - self._at < self._bl:
-            _truncated("NewOrder", "legs", self._base + self._at, "group entry")
-        if self._ng > 0:
-            pos = _group_header(self._p, self._n, pos, 12, "NewOrder", "legs.fills", self._base, &g_bl, &g_ng, &g_nv, &g_count)
-            e_fills = NewOrderLegsFillsView.__new__(NewOrderLegsFillsView)
-            e_fills._obj = self._obj
-            e_fills._keep = self._keep
-            e_fills._p = self._p
-            e_fills._n = self._n
-            e_fills._base = self._base
-            e_fills._bl = g_bl
-            e_fills._ng = g_ng
-            e_fills._nv = g_nv
-            g_out = []
-            for g_i in range(g_count):
-                e_fills._at = pos
-                e_fills._tail = pos + g_bl
-                e_fills._end = -1
-                g_out.append(e_fills._dict_end(&pos))
-            v_fills = g_out
-        else:
-            v_fills = []
-        for k in range(1, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 2, "NewOrder", "legs", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "NewOrder", "legs", self._base)
-        end[0] = pos
-        return {
-            "symbol": self._get_symbol(),
-            "ratio": self._get_ratio(),
-            "side": self._get_side(),
-            "fills": v_fills,
-        }
+        return _NewOrderLegs_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef object _value_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef NewOrderLegsFillsView e_fills
-        cdef NewOrderLegs r
-        if self._n - self._at < self._bl:
-            _truncated("NewOrder", "legs", self._base + self._at, "group entry")
-        if self._ng > 0:
-            pos = _group_header(self._p, self._n, pos, 12, "NewOrder", "legs.fills", self._base, &g_bl, &g_ng, &g_nv, &g_count)
-            e_fills = NewOrderLegsFillsView.__new__(NewOrderLegsFillsView)
-            e_fills._obj = self._obj
-            e_fills._keep = self._keep
-            e_fills._p = self._p
-            e_fills._n = self._n
-            e_fills._base = self._base
-            e_fills._bl = g_bl
-            e_fills._ng = g_ng
-            e_fills._nv = g_nv
-            g_out = []
-            for g_i in range(g_count):
-                e_fills._at = pos
-                e_fills._tail = pos + g_bl
-                e_fills._end = -1
-                g_out.append(e_fills._value_end(&pos))
-            v_fills = g_out
-        else:
-            v_fills = []
-        for k in range(1, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 2, "NewOrder", "legs", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "NewOrder", "legs", self._base)
-        end[0] = pos
-        r = NewOrderLegs.__new__(NewOrderLegs)
-        r.symbol = self._get_symbol()
-        r.ratio = self._get_ratio()
-        r.side = self._get_side()
-        r.fills = v_fills
-        return r
+        return _NewOrderLegs_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef dict _dict(self):
         cdef Py_ssize_t end
@@ -1406,28 +1397,20 @@ cdef class NewOrderLegsGroup:
     cdef list _dicts_end(self, Py_ssize_t* end):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
-        cdef NewOrderLegsView e = self._new_entry()
         if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
             raise DecodeError("NewOrder", "legs", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
-            e._at = pos
-            e._tail = pos + self._bl
-            e._end = -1
-            out.append(e._dict_end(&pos))
+            out.append(_NewOrderLegs_dict(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
         end[0] = pos
         return out
 
     cdef list _values_end(self, Py_ssize_t* end):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
-        cdef NewOrderLegsView e = self._new_entry()
         if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
             raise DecodeError("NewOrder", "legs", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
-            e._at = pos
-            e._tail = pos + self._bl
-            e._end = -1
-            out.append(e._value_end(&pos))
+            out.append(_NewOrderLegs_value(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
         end[0] = pos
         return out
 
@@ -1663,6 +1646,143 @@ def _from_dict_field_NewOrderLegs(str k, v):
 
 # ---- NewOrder ----
 
+
+cdef object _NewOrder_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of NewOrder at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    q = p + at + 0
+    v_order_id = _ld_u64(q)
+    q = p + at + 8
+    v_client_id = _ld_u32(q)
+    q = p + at + 12
+    v_symbol = _ld_char(q, 8, "NewOrder", "symbol", base + at + 12)
+    q = p + at + 20
+    v_side = _rd_Side(q, "NewOrder", "side", base + at + 20)
+    q = p + at + 21
+    v_price = _rd_Price(q, "NewOrder", "price", base + at + 21)._dict()
+    q = p + at + 30
+    v_quantity = _ld_u32(q)
+    q = p + at + 34
+    if _present(q, "NewOrder", "stop_price", base + at + 34):
+        v_stop_price = _ld_i64(q + 1)
+    else:
+        v_stop_price = None
+    q = p + at + 43
+    v_inst = _rd_ExecInst(q)
+    q = p + at + 45 if bl >= 54 else _ZERO
+    if _present(q, "NewOrder", "expire_at", base + at + 45):
+        v_expire_at = _ld_u64(q + 1)
+    else:
+        v_expire_at = None
+    if ng > 0:
+        pos = _group_header(p, n, pos, 11, "NewOrder", "legs", base, &g_bl, &g_ng, &g_nv, &g_count)
+        g_out = []
+        for g_i in range(g_count):
+            g_out.append(_NewOrderLegs_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+        v_legs = g_out
+    else:
+        v_legs = []
+    for k in range(1, ng):
+        pos = _skip_group(p, n, pos, 1, "NewOrder", "", base)
+    if nv > 0:
+        start = pos
+        pos = _skip_var(p, n, pos, "NewOrder", "account", base)
+        v_account = _ld_string(p + start + 4, pos - start - 4, "NewOrder", "account", base + start + 4)
+    else:
+        v_account = ""
+    if nv > 1:
+        start = pos
+        pos = _skip_var(p, n, pos, "NewOrder", "memo", base)
+        v_memo = PyBytes_FromStringAndSize(<const char*>(p + start + 4), pos - start - 4)
+    else:
+        v_memo = b""
+    for k in range(2, nv):
+        pos = _skip_var(p, n, pos, "NewOrder", "", base)
+    end[0] = pos
+    return {
+        "order_id": v_order_id,
+        "client_id": v_client_id,
+        "symbol": v_symbol,
+        "side": v_side,
+        "price": v_price,
+        "quantity": v_quantity,
+        "stop_price": v_stop_price,
+        "inst": v_inst,
+        "expire_at": v_expire_at,
+        "legs": v_legs,
+        "account": v_account,
+        "memo": v_memo,
+    }
+
+
+cdef object _NewOrder_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of NewOrder at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef NewOrder r = NewOrder.__new__(NewOrder)
+    q = p + at + 0
+    r.order_id = _ld_u64(q)
+    q = p + at + 8
+    r.client_id = _ld_u32(q)
+    q = p + at + 12
+    r.symbol = _ld_char(q, 8, "NewOrder", "symbol", base + at + 12)
+    q = p + at + 20
+    r.side = _rd_Side(q, "NewOrder", "side", base + at + 20)
+    q = p + at + 21
+    r.price = _rd_Price(q, "NewOrder", "price", base + at + 21)
+    q = p + at + 30
+    r.quantity = _ld_u32(q)
+    q = p + at + 34
+    if _present(q, "NewOrder", "stop_price", base + at + 34):
+        r.stop_price = _ld_i64(q + 1)
+    else:
+        r.stop_price = None
+    q = p + at + 43
+    r.inst = _rd_ExecInst(q)
+    q = p + at + 45 if bl >= 54 else _ZERO
+    if _present(q, "NewOrder", "expire_at", base + at + 45):
+        r.expire_at = _ld_u64(q + 1)
+    else:
+        r.expire_at = None
+    if ng > 0:
+        pos = _group_header(p, n, pos, 11, "NewOrder", "legs", base, &g_bl, &g_ng, &g_nv, &g_count)
+        g_out = []
+        for g_i in range(g_count):
+            g_out.append(_NewOrderLegs_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+        v_legs = g_out
+    else:
+        v_legs = []
+    for k in range(1, ng):
+        pos = _skip_group(p, n, pos, 1, "NewOrder", "", base)
+    if nv > 0:
+        start = pos
+        pos = _skip_var(p, n, pos, "NewOrder", "account", base)
+        v_account = _ld_string(p + start + 4, pos - start - 4, "NewOrder", "account", base + start + 4)
+    else:
+        v_account = ""
+    if nv > 1:
+        start = pos
+        pos = _skip_var(p, n, pos, "NewOrder", "memo", base)
+        v_memo = PyBytes_FromStringAndSize(<const char*>(p + start + 4), pos - start - 4)
+    else:
+        v_memo = b""
+    for k in range(2, nv):
+        pos = _skip_var(p, n, pos, "NewOrder", "", base)
+    end[0] = pos
+    r.legs = v_legs
+    r.account = v_account
+    r.memo = v_memo
+    return r
+
 @cython.final
 @cython.freelist(16)
 @cython.no_gc_clear
@@ -1885,127 +2005,10 @@ cdef class NewOrderView:
         return _var_bytes(self._obj, self._base + pos + 4, size)
 
     cdef object _dict_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef NewOrderLegsView e_legs
-        if self._ng > 0:
-            pos = _group_header(self._p, self._n, pos, 11, "NewOrder", "legs", self._base, &g_bl, &g_ng, &g_nv, &g_count)
-            e_legs = NewOrderLegsView.__new__(NewOrderLegsView)
-            e_legs._obj = self._obj
-            e_legs._keep = self
-            e_legs._p = self._p
-            e_legs._n = self._n
-            e_legs._base = self._base
-            e_legs._bl = g_bl
-            e_legs._ng = g_ng
-            e_legs._nv = g_nv
-            g_out = []
-            for g_i in range(g_count):
-                e_legs._at = pos
-                e_legs._tail = pos + g_bl
-                e_legs._end = -1
-                g_out.append(e_legs._dict_end(&pos))
-            v_legs = g_out
-        else:
-            v_legs = []
-        for k in range(1, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "NewOrder", "", self._base)
-        if self._nv > 0:
-            start = pos
-            pos = _skip_var(self._p, self._n, pos, "NewOrder", "account", self._base)
-            v_account = _ld_string(self._p + start + 4, pos - start - 4, "NewOrder", "account", self._base + start + 4)
-        else:
-            v_account = ""
-        if self._nv > 1:
-            start = pos
-            pos = _skip_var(self._p, self._n, pos, "NewOrder", "memo", self._base)
-            v_memo = PyBytes_FromStringAndSize(<const char*>(self._p + start + 4), pos - start - 4)
-        else:
-            v_memo = b""
-        for k in range(2, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "NewOrder", "", self._base)
-        end[0] = pos
-        return {
-            "order_id": self._get_order_id(),
-            "client_id": self._get_client_id(),
-            "symbol": self._get_symbol(),
-            "side": self._get_side(),
-            "price": (<Price>self._get_price())._dict(),
-            "quantity": self._get_quantity(),
-            "stop_price": self._get_stop_price(),
-            "inst": self._get_inst(),
-            "expire_at": self._get_expire_at(),
-            "legs": v_legs,
-            "account": v_account,
-            "memo": v_memo,
-        }
+        return _NewOrder_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef object _value_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef NewOrderLegsView e_legs
-        cdef NewOrder r
-        if self._ng > 0:
-            pos = _group_header(self._p, self._n, pos, 11, "NewOrder", "legs", self._base, &g_bl, &g_ng, &g_nv, &g_count)
-            e_legs = NewOrderLegsView.__new__(NewOrderLegsView)
-            e_legs._obj = self._obj
-            e_legs._keep = self
-            e_legs._p = self._p
-            e_legs._n = self._n
-            e_legs._base = self._base
-            e_legs._bl = g_bl
-            e_legs._ng = g_ng
-            e_legs._nv = g_nv
-            g_out = []
-            for g_i in range(g_count):
-                e_legs._at = pos
-                e_legs._tail = pos + g_bl
-                e_legs._end = -1
-                g_out.append(e_legs._value_end(&pos))
-            v_legs = g_out
-        else:
-            v_legs = []
-        for k in range(1, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "NewOrder", "", self._base)
-        if self._nv > 0:
-            start = pos
-            pos = _skip_var(self._p, self._n, pos, "NewOrder", "account", self._base)
-            v_account = _ld_string(self._p + start + 4, pos - start - 4, "NewOrder", "account", self._base + start + 4)
-        else:
-            v_account = ""
-        if self._nv > 1:
-            start = pos
-            pos = _skip_var(self._p, self._n, pos, "NewOrder", "memo", self._base)
-            v_memo = PyBytes_FromStringAndSize(<const char*>(self._p + start + 4), pos - start - 4)
-        else:
-            v_memo = b""
-        for k in range(2, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "NewOrder", "", self._base)
-        end[0] = pos
-        r = NewOrder.__new__(NewOrder)
-        r.order_id = self._get_order_id()
-        r.client_id = self._get_client_id()
-        r.symbol = self._get_symbol()
-        r.side = self._get_side()
-        r.price = self._get_price()
-        r.quantity = self._get_quantity()
-        r.stop_price = self._get_stop_price()
-        r.inst = self._get_inst()
-        r.expire_at = self._get_expire_at()
-        r.legs = v_legs
-        r.account = v_account
-        r.memo = v_memo
-        return r
+        return _NewOrder_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef dict _dict(self):
         cdef Py_ssize_t end
@@ -2378,6 +2381,50 @@ def _from_dict_field_NewOrder(str k, v):
 
 # ---- OrderAccepted ----
 
+
+cdef object _OrderAccepted_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of OrderAccepted at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    q = p + at + 0
+    v_order_id = _ld_u64(q)
+    q = p + at + 8
+    v_at = _ld_u64(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "OrderAccepted", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "OrderAccepted", "", base)
+    end[0] = pos
+    return {
+        "order_id": v_order_id,
+        "at": v_at,
+    }
+
+
+cdef object _OrderAccepted_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of OrderAccepted at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef OrderAccepted r = OrderAccepted.__new__(OrderAccepted)
+    q = p + at + 0
+    r.order_id = _ld_u64(q)
+    q = p + at + 8
+    r.at = _ld_u64(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "OrderAccepted", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "OrderAccepted", "", base)
+    end[0] = pos
+    return r
+
 @cython.final
 @cython.freelist(16)
 @cython.no_gc_clear
@@ -2455,41 +2502,10 @@ cdef class OrderAcceptedView:
         return _ld_u64(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "OrderAccepted", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "OrderAccepted", "", self._base)
-        end[0] = pos
-        return {
-            "order_id": self._get_order_id(),
-            "at": self._get_at(),
-        }
+        return _OrderAccepted_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef object _value_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef OrderAccepted r
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "OrderAccepted", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "OrderAccepted", "", self._base)
-        end[0] = pos
-        r = OrderAccepted.__new__(OrderAccepted)
-        r.order_id = self._get_order_id()
-        r.at = self._get_at()
-        return r
+        return _OrderAccepted_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef dict _dict(self):
         cdef Py_ssize_t end
@@ -2704,6 +2720,69 @@ def _from_dict_field_OrderAccepted(str k, v):
 
 # ---- OrderRejected ----
 
+
+cdef object _OrderRejected_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of OrderRejected at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    q = p + at + 0
+    v_order_id = _ld_u64(q)
+    q = p + at + 8
+    v_at = _ld_u64(q)
+    q = p + at + 16
+    v_reason = _rd_RejectReason(q, "OrderRejected", "reason", base + at + 16)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "OrderRejected", "", base)
+    if nv > 0:
+        start = pos
+        pos = _skip_var(p, n, pos, "OrderRejected", "text", base)
+        v_text = _ld_string(p + start + 4, pos - start - 4, "OrderRejected", "text", base + start + 4)
+    else:
+        v_text = ""
+    for k in range(1, nv):
+        pos = _skip_var(p, n, pos, "OrderRejected", "", base)
+    end[0] = pos
+    return {
+        "order_id": v_order_id,
+        "at": v_at,
+        "reason": v_reason,
+        "text": v_text,
+    }
+
+
+cdef object _OrderRejected_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of OrderRejected at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef OrderRejected r = OrderRejected.__new__(OrderRejected)
+    q = p + at + 0
+    r.order_id = _ld_u64(q)
+    q = p + at + 8
+    r.at = _ld_u64(q)
+    q = p + at + 16
+    r.reason = _rd_RejectReason(q, "OrderRejected", "reason", base + at + 16)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "OrderRejected", "", base)
+    if nv > 0:
+        start = pos
+        pos = _skip_var(p, n, pos, "OrderRejected", "text", base)
+        v_text = _ld_string(p + start + 4, pos - start - 4, "OrderRejected", "text", base + start + 4)
+    else:
+        v_text = ""
+    for k in range(1, nv):
+        pos = _skip_var(p, n, pos, "OrderRejected", "", base)
+    end[0] = pos
+    r.text = v_text
+    return r
+
 @cython.final
 @cython.freelist(16)
 @cython.no_gc_clear
@@ -2814,57 +2893,10 @@ cdef class OrderRejectedView:
         return _ld_string(self._p + pos + 4, size, "OrderRejected", "text", self._base + pos + 4)
 
     cdef object _dict_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "OrderRejected", "", self._base)
-        if self._nv > 0:
-            start = pos
-            pos = _skip_var(self._p, self._n, pos, "OrderRejected", "text", self._base)
-            v_text = _ld_string(self._p + start + 4, pos - start - 4, "OrderRejected", "text", self._base + start + 4)
-        else:
-            v_text = ""
-        for k in range(1, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "OrderRejected", "", self._base)
-        end[0] = pos
-        return {
-            "order_id": self._get_order_id(),
-            "at": self._get_at(),
-            "reason": self._get_reason(),
-            "text": v_text,
-        }
+        return _OrderRejected_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef object _value_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef OrderRejected r
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "OrderRejected", "", self._base)
-        if self._nv > 0:
-            start = pos
-            pos = _skip_var(self._p, self._n, pos, "OrderRejected", "text", self._base)
-            v_text = _ld_string(self._p + start + 4, pos - start - 4, "OrderRejected", "text", self._base + start + 4)
-        else:
-            v_text = ""
-        for k in range(1, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "OrderRejected", "", self._base)
-        end[0] = pos
-        r = OrderRejected.__new__(OrderRejected)
-        r.order_id = self._get_order_id()
-        r.at = self._get_at()
-        r.reason = self._get_reason()
-        r.text = v_text
-        return r
+        return _OrderRejected_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef dict _dict(self):
         cdef Py_ssize_t end
@@ -3103,6 +3135,50 @@ def _from_dict_field_OrderRejected(str k, v):
 
 # ---- CancelOrder ----
 
+
+cdef object _CancelOrder_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of CancelOrder at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    q = p + at + 0
+    v_order_id = _ld_u64(q)
+    q = p + at + 8
+    v_client_id = _ld_u32(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "CancelOrder", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "CancelOrder", "", base)
+    end[0] = pos
+    return {
+        "order_id": v_order_id,
+        "client_id": v_client_id,
+    }
+
+
+cdef object _CancelOrder_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of CancelOrder at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef CancelOrder r = CancelOrder.__new__(CancelOrder)
+    q = p + at + 0
+    r.order_id = _ld_u64(q)
+    q = p + at + 8
+    r.client_id = _ld_u32(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "CancelOrder", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "CancelOrder", "", base)
+    end[0] = pos
+    return r
+
 @cython.final
 @cython.freelist(16)
 @cython.no_gc_clear
@@ -3180,41 +3256,10 @@ cdef class CancelOrderView:
         return _ld_u32(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "CancelOrder", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "CancelOrder", "", self._base)
-        end[0] = pos
-        return {
-            "order_id": self._get_order_id(),
-            "client_id": self._get_client_id(),
-        }
+        return _CancelOrder_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef object _value_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef CancelOrder r
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "CancelOrder", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "CancelOrder", "", self._base)
-        end[0] = pos
-        r = CancelOrder.__new__(CancelOrder)
-        r.order_id = self._get_order_id()
-        r.client_id = self._get_client_id()
-        return r
+        return _CancelOrder_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef dict _dict(self):
         cdef Py_ssize_t end
@@ -3429,6 +3474,55 @@ def _from_dict_field_CancelOrder(str k, v):
 
 # ---- OrderCancelled ----
 
+
+cdef object _OrderCancelled_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of OrderCancelled at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    q = p + at + 0
+    v_order_id = _ld_u64(q)
+    q = p + at + 8
+    v_at = _ld_u64(q)
+    q = p + at + 16
+    v_cancelled_quantity = _ld_u32(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "OrderCancelled", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "OrderCancelled", "", base)
+    end[0] = pos
+    return {
+        "order_id": v_order_id,
+        "at": v_at,
+        "cancelled_quantity": v_cancelled_quantity,
+    }
+
+
+cdef object _OrderCancelled_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of OrderCancelled at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef OrderCancelled r = OrderCancelled.__new__(OrderCancelled)
+    q = p + at + 0
+    r.order_id = _ld_u64(q)
+    q = p + at + 8
+    r.at = _ld_u64(q)
+    q = p + at + 16
+    r.cancelled_quantity = _ld_u32(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "OrderCancelled", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "OrderCancelled", "", base)
+    end[0] = pos
+    return r
+
 @cython.final
 @cython.freelist(16)
 @cython.no_gc_clear
@@ -3518,43 +3612,10 @@ cdef class OrderCancelledView:
         return _ld_u32(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "OrderCancelled", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "OrderCancelled", "", self._base)
-        end[0] = pos
-        return {
-            "order_id": self._get_order_id(),
-            "at": self._get_at(),
-            "cancelled_quantity": self._get_cancelled_quantity(),
-        }
+        return _OrderCancelled_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef object _value_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef OrderCancelled r
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "OrderCancelled", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "OrderCancelled", "", self._base)
-        end[0] = pos
-        r = OrderCancelled.__new__(OrderCancelled)
-        r.order_id = self._get_order_id()
-        r.at = self._get_at()
-        r.cancelled_quantity = self._get_cancelled_quantity()
-        return r
+        return _OrderCancelled_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef dict _dict(self):
         cdef Py_ssize_t end
@@ -3778,6 +3839,80 @@ def _from_dict_field_OrderCancelled(str k, v):
 
 # ---- Trade ----
 
+
+cdef object _Trade_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of Trade at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    q = p + at + 0
+    v_trade_id = _ld_u64(q)
+    q = p + at + 8
+    v_symbol = _ld_char(q, 8, "Trade", "symbol", base + at + 8)
+    q = p + at + 16
+    v_price = _rd_Price(q, "Trade", "price", base + at + 16)._dict()
+    q = p + at + 25
+    v_quantity = _ld_u32(q)
+    q = p + at + 29
+    v_buy_order_id = _ld_u64(q)
+    q = p + at + 37
+    v_sell_order_id = _ld_u64(q)
+    q = p + at + 45
+    v_aggressor = _rd_Side(q, "Trade", "aggressor", base + at + 45)
+    q = p + at + 46
+    v_at = _ld_u64(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "Trade", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "Trade", "", base)
+    end[0] = pos
+    return {
+        "trade_id": v_trade_id,
+        "symbol": v_symbol,
+        "price": v_price,
+        "quantity": v_quantity,
+        "buy_order_id": v_buy_order_id,
+        "sell_order_id": v_sell_order_id,
+        "aggressor": v_aggressor,
+        "at": v_at,
+    }
+
+
+cdef object _Trade_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of Trade at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef Trade r = Trade.__new__(Trade)
+    q = p + at + 0
+    r.trade_id = _ld_u64(q)
+    q = p + at + 8
+    r.symbol = _ld_char(q, 8, "Trade", "symbol", base + at + 8)
+    q = p + at + 16
+    r.price = _rd_Price(q, "Trade", "price", base + at + 16)
+    q = p + at + 25
+    r.quantity = _ld_u32(q)
+    q = p + at + 29
+    r.buy_order_id = _ld_u64(q)
+    q = p + at + 37
+    r.sell_order_id = _ld_u64(q)
+    q = p + at + 45
+    r.aggressor = _rd_Side(q, "Trade", "aggressor", base + at + 45)
+    q = p + at + 46
+    r.at = _ld_u64(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "Trade", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "Trade", "", base)
+    end[0] = pos
+    return r
+
 @cython.final
 @cython.freelist(16)
 @cython.no_gc_clear
@@ -3927,53 +4062,10 @@ cdef class TradeView:
         return _ld_u64(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "Trade", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "Trade", "", self._base)
-        end[0] = pos
-        return {
-            "trade_id": self._get_trade_id(),
-            "symbol": self._get_symbol(),
-            "price": (<Price>self._get_price())._dict(),
-            "quantity": self._get_quantity(),
-            "buy_order_id": self._get_buy_order_id(),
-            "sell_order_id": self._get_sell_order_id(),
-            "aggressor": self._get_aggressor(),
-            "at": self._get_at(),
-        }
+        return _Trade_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef object _value_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef Trade r
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "Trade", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "Trade", "", self._base)
-        end[0] = pos
-        r = Trade.__new__(Trade)
-        r.trade_id = self._get_trade_id()
-        r.symbol = self._get_symbol()
-        r.price = self._get_price()
-        r.quantity = self._get_quantity()
-        r.buy_order_id = self._get_buy_order_id()
-        r.sell_order_id = self._get_sell_order_id()
-        r.aggressor = self._get_aggressor()
-        r.at = self._get_at()
-        return r
+        return _Trade_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef dict _dict(self):
         cdef Py_ssize_t end
@@ -4244,6 +4336,64 @@ def _from_dict_field_Trade(str k, v):
 
 # ---- BookUpdate.levels ----
 
+
+cdef object _BookUpdateLevels_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of BookUpdate.levels at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    if n - at < bl:
+        _truncated("BookUpdate", "levels", base + at, "group entry")
+    q = p + at + 0
+    v_side = _rd_BookSide(q, "BookUpdate", "levels.side", base + at + 0)
+    q = p + at + 1
+    v_price = _rd_Price(q, "BookUpdate", "levels.price", base + at + 1)._dict()
+    q = p + at + 10
+    v_quantity = _ld_u64(q)
+    q = p + at + 18
+    v_orders = _ld_u32(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 2, "BookUpdate", "levels", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "BookUpdate", "levels", base)
+    end[0] = pos
+    return {
+        "side": v_side,
+        "price": v_price,
+        "quantity": v_quantity,
+        "orders": v_orders,
+    }
+
+
+cdef object _BookUpdateLevels_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of BookUpdate.levels at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef BookUpdateLevels r = BookUpdateLevels.__new__(BookUpdateLevels)
+    if n - at < bl:
+        _truncated("BookUpdate", "levels", base + at, "group entry")
+    q = p + at + 0
+    r.side = _rd_BookSide(q, "BookUpdate", "levels.side", base + at + 0)
+    q = p + at + 1
+    r.price = _rd_Price(q, "BookUpdate", "levels.price", base + at + 1)
+    q = p + at + 10
+    r.quantity = _ld_u64(q)
+    q = p + at + 18
+    r.orders = _ld_u32(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 2, "BookUpdate", "levels", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "BookUpdate", "levels", base)
+    end[0] = pos
+    return r
+
 @cython.final
 @cython.freelist(16)
 cdef class BookUpdateLevelsView:
@@ -4322,49 +4472,10 @@ cdef class BookUpdateLevelsView:
         return _ld_u32(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        if self._n - self._at < self._bl:
-            _truncated("BookUpdate", "levels", self._base + self._at, "group entry")
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 2, "BookUpdate", "levels", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "BookUpdate", "levels", self._base)
-        end[0] = pos
-        return {
-            "side": self._get_side(),
-            "price": (<Price>self._get_price())._dict(),
-            "quantity": self._get_quantity(),
-            "orders": self._get_orders(),
-        }
+        return _BookUpdateLevels_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef object _value_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef BookUpdateLevels r
-        if self._n - self._at < self._bl:
-            _truncated("BookUpdate", "levels", self._base + self._at, "group entry")
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 2, "BookUpdate", "levels", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "BookUpdate", "levels", self._base)
-        end[0] = pos
-        r = BookUpdateLevels.__new__(BookUpdateLevels)
-        r.side = self._get_side()
-        r.price = self._get_price()
-        r.quantity = self._get_quantity()
-        r.orders = self._get_orders()
-        return r
+        return _BookUpdateLevels_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef dict _dict(self):
         cdef Py_ssize_t end
@@ -4478,28 +4589,20 @@ cdef class BookUpdateLevelsGroup:
     cdef list _dicts_end(self, Py_ssize_t* end):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
-        cdef BookUpdateLevelsView e = self._new_entry()
         if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
             raise DecodeError("BookUpdate", "levels", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
-            e._at = pos
-            e._tail = pos + self._bl
-            e._end = -1
-            out.append(e._dict_end(&pos))
+            out.append(_BookUpdateLevels_dict(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
         end[0] = pos
         return out
 
     cdef list _values_end(self, Py_ssize_t* end):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
-        cdef BookUpdateLevelsView e = self._new_entry()
         if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
             raise DecodeError("BookUpdate", "levels", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
-            e._at = pos
-            e._tail = pos + self._bl
-            e._end = -1
-            out.append(e._value_end(&pos))
+            out.append(_BookUpdateLevels_value(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
         end[0] = pos
         return out
 
@@ -4699,6 +4802,68 @@ def _from_dict_field_BookUpdateLevels(str k, v):
 
 # ---- BookUpdate ----
 
+
+cdef object _BookUpdate_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of BookUpdate at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    q = p + at + 0
+    v_symbol = _ld_char(q, 8, "BookUpdate", "symbol", base + at + 0)
+    q = p + at + 8
+    v_at = _ld_u64(q)
+    if ng > 0:
+        pos = _group_header(p, n, pos, 22, "BookUpdate", "levels", base, &g_bl, &g_ng, &g_nv, &g_count)
+        g_out = []
+        for g_i in range(g_count):
+            g_out.append(_BookUpdateLevels_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+        v_levels = g_out
+    else:
+        v_levels = []
+    for k in range(1, ng):
+        pos = _skip_group(p, n, pos, 1, "BookUpdate", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "BookUpdate", "", base)
+    end[0] = pos
+    return {
+        "symbol": v_symbol,
+        "at": v_at,
+        "levels": v_levels,
+    }
+
+
+cdef object _BookUpdate_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of BookUpdate at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef BookUpdate r = BookUpdate.__new__(BookUpdate)
+    q = p + at + 0
+    r.symbol = _ld_char(q, 8, "BookUpdate", "symbol", base + at + 0)
+    q = p + at + 8
+    r.at = _ld_u64(q)
+    if ng > 0:
+        pos = _group_header(p, n, pos, 22, "BookUpdate", "levels", base, &g_bl, &g_ng, &g_nv, &g_count)
+        g_out = []
+        for g_i in range(g_count):
+            g_out.append(_BookUpdateLevels_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+        v_levels = g_out
+    else:
+        v_levels = []
+    for k in range(1, ng):
+        pos = _skip_group(p, n, pos, 1, "BookUpdate", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "BookUpdate", "", base)
+    end[0] = pos
+    r.levels = v_levels
+    return r
+
 @cython.final
 @cython.freelist(16)
 @cython.no_gc_clear
@@ -4791,85 +4956,10 @@ cdef class BookUpdateView:
         return g
 
     cdef object _dict_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef BookUpdateLevelsView e_levels
-        if self._ng > 0:
-            pos = _group_header(self._p, self._n, pos, 22, "BookUpdate", "levels", self._base, &g_bl, &g_ng, &g_nv, &g_count)
-            e_levels = BookUpdateLevelsView.__new__(BookUpdateLevelsView)
-            e_levels._obj = self._obj
-            e_levels._keep = self
-            e_levels._p = self._p
-            e_levels._n = self._n
-            e_levels._base = self._base
-            e_levels._bl = g_bl
-            e_levels._ng = g_ng
-            e_levels._nv = g_nv
-            g_out = []
-            for g_i in range(g_count):
-                e_levels._at = pos
-                e_levels._tail = pos + g_bl
-                e_levels._end = -1
-                g_out.append(e_levels._dict_end(&pos))
-            v_levels = g_out
-        else:
-            v_levels = []
-        for k in range(1, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "BookUpdate", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "BookUpdate", "", self._base)
-        end[0] = pos
-        return {
-            "symbol": self._get_symbol(),
-            "at": self._get_at(),
-            "levels": v_levels,
-        }
+        return _BookUpdate_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef object _value_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef BookUpdateLevelsView e_levels
-        cdef BookUpdate r
-        if self._ng > 0:
-            pos = _group_header(self._p, self._n, pos, 22, "BookUpdate", "levels", self._base, &g_bl, &g_ng, &g_nv, &g_count)
-            e_levels = BookUpdateLevelsView.__new__(BookUpdateLevelsView)
-            e_levels._obj = self._obj
-            e_levels._keep = self
-            e_levels._p = self._p
-            e_levels._n = self._n
-            e_levels._base = self._base
-            e_levels._bl = g_bl
-            e_levels._ng = g_ng
-            e_levels._nv = g_nv
-            g_out = []
-            for g_i in range(g_count):
-                e_levels._at = pos
-                e_levels._tail = pos + g_bl
-                e_levels._end = -1
-                g_out.append(e_levels._value_end(&pos))
-            v_levels = g_out
-        else:
-            v_levels = []
-        for k in range(1, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "BookUpdate", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "BookUpdate", "", self._base)
-        end[0] = pos
-        r = BookUpdate.__new__(BookUpdate)
-        r.symbol = self._get_symbol()
-        r.at = self._get_at()
-        r.levels = v_levels
-        return r
+        return _BookUpdate_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef dict _dict(self):
         cdef Py_ssize_t end

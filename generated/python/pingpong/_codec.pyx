@@ -478,10 +478,6 @@ cdef class _Writer:
 # -- structs (fixed-size values, decoded into value objects) ----------------------------------
 
 
-cdef object _struct_dict(object v):
-    return None if v is None else v.to_dict()
-
-
 def _repr(str name, dict d):
     return name + "(" + ", ".join([f"{k}={v!r}" for k, v in d.items()]) + ")"
 
@@ -493,6 +489,50 @@ def _rebuild(cls, dict d):
 
 
 # ---- Ping ----
+
+
+cdef object _Ping_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of Ping at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    q = p + at + 0
+    v_id = _ld_u64(q)
+    q = p + at + 8
+    v_sent_at_ns = _ld_u64(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "Ping", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "Ping", "", base)
+    end[0] = pos
+    return {
+        "id": v_id,
+        "sent_at_ns": v_sent_at_ns,
+    }
+
+
+cdef object _Ping_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of Ping at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef Ping r = Ping.__new__(Ping)
+    q = p + at + 0
+    r.id = _ld_u64(q)
+    q = p + at + 8
+    r.sent_at_ns = _ld_u64(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "Ping", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "Ping", "", base)
+    end[0] = pos
+    return r
 
 @cython.final
 @cython.freelist(16)
@@ -571,41 +611,10 @@ cdef class PingView:
         return _ld_u64(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "Ping", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "Ping", "", self._base)
-        end[0] = pos
-        return {
-            "id": self._get_id(),
-            "sent_at_ns": self._get_sent_at_ns(),
-        }
+        return _Ping_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef object _value_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef Ping r
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "Ping", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "Ping", "", self._base)
-        end[0] = pos
-        r = Ping.__new__(Ping)
-        r.id = self._get_id()
-        r.sent_at_ns = self._get_sent_at_ns()
-        return r
+        return _Ping_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef dict _dict(self):
         cdef Py_ssize_t end
@@ -820,6 +829,50 @@ def _from_dict_field_Ping(str k, v):
 
 # ---- Pong ----
 
+
+cdef object _Pong_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of Pong at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    q = p + at + 0
+    v_id = _ld_u64(q)
+    q = p + at + 8
+    v_ping_sent_at_ns = _ld_u64(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "Pong", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "Pong", "", base)
+    end[0] = pos
+    return {
+        "id": v_id,
+        "ping_sent_at_ns": v_ping_sent_at_ns,
+    }
+
+
+cdef object _Pong_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of Pong at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef Pong r = Pong.__new__(Pong)
+    q = p + at + 0
+    r.id = _ld_u64(q)
+    q = p + at + 8
+    r.ping_sent_at_ns = _ld_u64(q)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "Pong", "", base)
+    for k in range(0, nv):
+        pos = _skip_var(p, n, pos, "Pong", "", base)
+    end[0] = pos
+    return r
+
 @cython.final
 @cython.freelist(16)
 @cython.no_gc_clear
@@ -897,41 +950,10 @@ cdef class PongView:
         return _ld_u64(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "Pong", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "Pong", "", self._base)
-        end[0] = pos
-        return {
-            "id": self._get_id(),
-            "ping_sent_at_ns": self._get_ping_sent_at_ns(),
-        }
+        return _Pong_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef object _value_end(self, Py_ssize_t* end):
-        """Every field in one forward pass; ``end`` receives the offset just past the entry."""
-        cdef Py_ssize_t pos = self._tail
-        cdef Py_ssize_t start
-        cdef int k
-        cdef Py_ssize_t g_bl, g_count, g_i
-        cdef int g_ng, g_nv
-        cdef list g_out
-        cdef Pong r
-        for k in range(0, self._ng):
-            pos = _skip_group(self._p, self._n, pos, 1, "Pong", "", self._base)
-        for k in range(0, self._nv):
-            pos = _skip_var(self._p, self._n, pos, "Pong", "", self._base)
-        end[0] = pos
-        r = Pong.__new__(Pong)
-        r.id = self._get_id()
-        r.ping_sent_at_ns = self._get_ping_sent_at_ns()
-        return r
+        return _Pong_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
 
     cdef dict _dict(self):
         cdef Py_ssize_t end
