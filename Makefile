@@ -68,7 +68,7 @@ test: setup system-deps ## every test: cargo test, generated-code check, mypy, p
 	$(MAKE) test-python
 
 bench: setup ## every benchmark (not part of `make test`)
-	bash scripts/in-netns.sh $(PY) -m benchmarks
+	bash scripts/in-netns.sh $(PY) -m benchmarks $(ARGS)
 
 demo: setup ## the main job
 	$(VENV)/bin/seqbus demo
