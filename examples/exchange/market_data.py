@@ -70,7 +70,7 @@ class MarketDataPublisher(ExchangeNode):
             return
         symbol, side, price, remaining = entry
         key = (symbol, side, price)
-        level = self.levels[key]
+        level = self.levels.setdefault(key, [0, 0])
         level[0] -= qty
         remaining -= qty
         if remaining <= 0:
@@ -93,7 +93,7 @@ class MarketDataPublisher(ExchangeNode):
         for key in sorted(self.changed):
             symbol, side, price = key
             qty, orders = self.levels.get(key, [0, 0])
-            if qty <= 0:
+            if orders <= 0:
                 self.levels.pop(key, None)
             by_symbol.setdefault(symbol, []).append(
                 BookUpdateLevels(

@@ -110,20 +110,21 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "demo",
-        help="the exchange (gateway, matching engine with hot backup taking over, market data, "
-        "late joiner) or, with --pingpong, two nodes ping-ponging; prints rates and latencies",
+        help="a sequencer and two nodes ping-ponging (or, with --exchange, the exchange); "
+        "prints rates and latencies",
     )
     p.add_argument("--count", type=int, default=20000, help="ping-pong round trips to measure")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.add_argument("--unicast", action="store_true", help="use UDP unicast, not multicast")
     p.add_argument("--timeout", type=float, default=60.0, help="give up after this many s")
     p.add_argument(
-        "--pingpong",
-        dest="exchange",
-        action="store_false",
-        help="the walking skeleton instead of the exchange: two nodes ping-ponging",
+        "--exchange",
+        action="store_true",
+        help="the exchange: gateway, matching engine and hot backup (the primary is killed "
+        "mid-run), market data, late joiner (from the repository root)",
     )
-    p.add_argument("--orders", type=int, default=5000, help="orders the exchange gateway sends")
+    p.add_argument("--pingpong", dest="exchange", action="store_false", help="(the default)")
+    p.add_argument("--orders", type=int, default=2000, help="orders the exchange gateway sends")
     p.add_argument(
         "--no-report",
         dest="report",

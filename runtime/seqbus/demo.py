@@ -112,7 +112,7 @@ def _argv(args: argparse.Namespace) -> list[str]:
         argv.append("--json")
     if args.unicast:
         argv.append("--unicast")
-    argv += ["--orders", str(args.orders)] if args.exchange else ["--pingpong"]
+    argv += ["--exchange", "--orders", str(args.orders)] if args.exchange else ["--pingpong"]
     return argv
 
 
@@ -180,18 +180,18 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
                 except (ValueError, KeyError):
                     answered = 0
                 time.sleep(0.01)
-            primary = procs.pop("ME-1")
+            primary = procs["ME-1"]
             primary.kill()  # the primary dies mid-run; the hot backup's commands count now
             primary.wait()
+            alive = {k: v for k, v in procs.items() if k != "ME-1"}
             killed_at = answered
-            gw = procs.pop("GW-1")
-            _wait_for(reports / "GW-1.json", {"gateway": gw, **procs}, deadline)
-            gw.wait(10)
-            _wait_for(reports / "ME-2.json", procs, deadline)  # the backup saw the end marker
+            _wait_for(reports / "GW-1.json", alive, deadline)
+            procs["GW-1"].wait(10)
+            del alive["GW-1"]
+            _wait_for(reports / "ME-2.json", alive, deadline)  # the backup saw the end marker
             node("ME-3", "demo_nodes:DemoEngine", "--rewind")  # a late joiner
-            late = procs.pop("ME-3")
-            _wait_for(reports / "ME-3.json", {"late joiner": late, **procs}, deadline)
-            late.wait(10)
+            _wait_for(reports / "ME-3.json", {**alive, "late joiner": procs["ME-3"]}, deadline)
+            procs["ME-3"].wait(10)
             gateway = json.loads((reports / "GW-1.json").read_text())
             backup_state = json.loads((reports / "ME-2.json").read_text())
             late_state = json.loads((reports / "ME-3.json").read_text())
