@@ -71,7 +71,7 @@ impl Filter {
             }
             let time_ns = u64::from_le_bytes(record[16..24].try_into().expect("8 bytes"));
             let slot = time_ns / self.grid_ns;
-            let new_slot = self.last_slot.map_or(true, |s| slot > s);
+            let new_slot = self.last_slot.is_none_or(|s| slot > s);
             self.last_slot = Some(self.last_slot.map_or(slot, |s| s.max(slot)));
             if self.wanted(record) {
                 out.extend_from_slice(record);

@@ -52,6 +52,9 @@ enum To {
     Node(usize, bool),
 }
 
+/// A datagram in flight: (due time, tie-break id, destination, bytes), earliest first.
+type InFlight = Reverse<(u64, u64, To, Vec<u8>)>;
+
 struct SimNode {
     node: Node,
     filter: Filter,
@@ -69,7 +72,7 @@ pub struct SimBus {
     rng: Rng,
     delay: (u64, u64),
     upstream_loss_pct: f64,
-    queue: BinaryHeap<Reverse<(u64, u64, To, Vec<u8>)>>,
+    queue: BinaryHeap<InFlight>,
     next_id: u64,
     sequencer: Sequencer,
     store: MemoryStore,
