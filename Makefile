@@ -53,7 +53,7 @@ lint: venv ## ruff, clippy -D warnings, mypy --strict
 	$(MAKE) typecheck
 
 typecheck: setup ## mypy --strict on the SDK, the compiler and the examples
-	$(VENV)/bin/mypy --strict runtime/seqbus compiler/seqc
+	$(VENV)/bin/mypy --strict runtime/seqbus compiler/seqc examples
 
 test-rust: ## cargo test of every crate
 	cd rust && $(CARGO) test --workspace --exclude seqbus-py -q
