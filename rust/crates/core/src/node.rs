@@ -357,12 +357,16 @@ impl Node {
                     return;
                 }
                 match self.reorder.get(&first) {
-                    Some(old) if MoldPacket::parse(old).map_or(0, |o| o.message_count()) as u64 >= count => {
+                    Some(old)
+                        if MoldPacket::parse(old).map_or(0, |o| o.message_count()) as u64
+                            >= count =>
+                    {
                         self.stats.duplicates += count;
                     }
                     _ => {
                         if let Some(old) = self.reorder.insert(first, datagram.to_vec()) {
-                            self.reorder_msgs -= MoldPacket::parse(&old).map_or(0, |o| o.message_count());
+                            self.reorder_msgs -=
+                                MoldPacket::parse(&old).map_or(0, |o| o.message_count());
                         }
                         self.reorder_msgs += count as usize;
                     }
@@ -465,7 +469,11 @@ impl Node {
         if self.next == 0 {
             return None;
         }
-        let mut have = if self.has_deliverable() { self.cur_end } else { self.next };
+        let mut have = if self.has_deliverable() {
+            self.cur_end
+        } else {
+            self.next
+        };
         while let Some((&first, pk)) = self.reorder.range(..=have).next_back() {
             let end = first + MoldPacket::parse(pk).map_or(0, |p| p.message_count()) as u64;
             if end <= have {
@@ -542,7 +550,13 @@ impl Node {
         if !wanted(&self.topics, body) {
             return self.filtered(seq, &env, out);
         }
-        write_record(out, RECORD_MESSAGE, seq, &self.cur[at..at + ENVELOPE_LEN], body);
+        write_record(
+            out,
+            RECORD_MESSAGE,
+            seq,
+            &self.cur[at..at + ENVELOPE_LEN],
+            body,
+        );
         self.stats.delivered += 1;
         1
     }
@@ -657,8 +671,7 @@ impl Node {
         // is sent again too
         let from = match self.in_flight.front() {
             Some(c)
-                if sent > 0
-                    && now_ns >= c.sent_ns.max(self.last_progress_ns) + self.p.retry_ns =>
+                if sent > 0 && now_ns >= c.sent_ns.max(self.last_progress_ns) + self.p.retry_ns =>
             {
                 self.stats.resent += sent as u64;
                 0
@@ -755,7 +768,9 @@ impl Node {
         if let Some(c) = self.in_flight.front() {
             add(c.sent_ns.max(self.last_progress_ns) + self.p.retry_ns);
         }
-        if self.p.replayers > 0 && self.requested_upto > self.requested_from {
+        // a request's deadline matters only while there is still a gap to fill
+        if self.p.replayers > 0 && self.requested_upto > self.requested_from && self.gap().is_some()
+        {
             add(self.request_deadline);
         }
         t

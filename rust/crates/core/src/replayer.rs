@@ -152,7 +152,13 @@ impl Store for MemoryStore {
         f: &mut dyn FnMut(u64, &[u8]) -> bool,
     ) -> Result<usize, StoreError> {
         let mut n = 0;
-        for (i, m) in self.messages.iter().enumerate().skip(from as usize - 1).take(max) {
+        for (i, m) in self
+            .messages
+            .iter()
+            .enumerate()
+            .skip(from as usize - 1)
+            .take(max)
+        {
             if !f(i as u64 + 1, m) {
                 break;
             }

@@ -394,7 +394,9 @@ mod tests {
         let got = drain(&mut s, 30);
         let seqs: Vec<_> = got.iter().map(|(q, e)| (*q, e.command_seq)).collect();
         assert_eq!(seqs, vec![(2, 1), (3, 2), (4, 3), (5, 4), (6, 1)]);
-        assert!(got.windows(2).all(|w| w[0].1.timestamp_ns <= w[1].1.timestamp_ns));
+        assert!(got
+            .windows(2)
+            .all(|w| w[0].1.timestamp_ns <= w[1].1.timestamp_ns));
         let st = s.stats();
         assert_eq!((st.duplicates, st.out_of_order), (2, 1));
         assert_eq!(s.handle_upstream(40, b"garbage"), 0);

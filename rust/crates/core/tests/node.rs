@@ -176,7 +176,10 @@ fn topics_filter_and_time_records_fire_at_the_same_stream_point() {
     let time = bus.records[f].iter().find(|r| r.0 == RECORD_TIME).unwrap();
     let ts = u64::from_le_bytes(time.2[0..8].try_into().unwrap());
     assert!(ts >= deadline);
-    assert_eq!(bus.nodes[f].stats().filtered, bus.nodes[s].stats().filtered + 2);
+    assert_eq!(
+        bus.nodes[f].stats().filtered,
+        bus.nodes[s].stats().filtered + 2
+    );
 }
 
 #[test]
@@ -187,19 +190,34 @@ fn large_messages_are_fragmented_and_reassembled() {
     let s = bus.add(p);
     let r = bus.add(params("R", Start::From(1), 1));
     bus.run(5, &|_| true).unwrap();
-    let big: Vec<u8> = body(9, 1, &(0..5000u32).flat_map(|i| i.to_le_bytes()).collect::<Vec<_>>());
+    let big: Vec<u8> = body(
+        9,
+        1,
+        &(0..5000u32)
+            .flat_map(|i| i.to_le_bytes())
+            .collect::<Vec<_>>(),
+    );
     let last = bus.nodes[s].send(&big).unwrap();
     assert_eq!(last, 15, "20008 bytes in 15 fragments of at most 1418");
     bus.run(10, &|_| true).unwrap();
-    let msgs: Vec<_> = bus.records[r].iter().filter(|x| x.0 == RECORD_MESSAGE).collect();
+    let msgs: Vec<_> = bus.records[r]
+        .iter()
+        .filter(|x| x.0 == RECORD_MESSAGE)
+        .collect();
     assert_eq!(msgs.len(), 1);
     assert_eq!(msgs[0].3, big);
     let env = &msgs[0].2;
     assert_eq!(env[27], 0, "flags cleared on the reassembled message");
-    assert_eq!(u32::from_le_bytes(env[28..32].try_into().unwrap()) as usize, big.len());
+    assert_eq!(
+        u32::from_le_bytes(env[28..32].try_into().unwrap()) as usize,
+        big.len()
+    );
     // too large for the window
     let huge = vec![0u8; 32 * 1418 + 1];
-    assert!(matches!(bus.nodes[s].send(&huge), Err(SendError::TooLarge { .. })));
+    assert!(matches!(
+        bus.nodes[s].send(&huge),
+        Err(SendError::TooLarge { .. })
+    ));
 }
 
 #[test]
@@ -212,7 +230,10 @@ fn window_back_pressure_then_drains() {
     }
     assert!(matches!(
         bus.nodes[s].send(&body(9, 1, b"x")),
-        Err(SendError::WindowFull { in_flight: 8, window: 8 })
+        Err(SendError::WindowFull {
+            in_flight: 8,
+            window: 8
+        })
     ));
     bus.run(3, &|_| true).unwrap();
     assert_eq!(bus.nodes[s].stats().in_flight, 0);
@@ -230,12 +251,18 @@ fn live_node_learns_its_command_sequence_from_sender_state() {
     bus.run(5, &|_| true).unwrap();
     // a restarted instance of S that does not rewind
     let s2 = bus.add(params("S", Start::Live, 1));
-    assert!(matches!(bus.nodes[s2].send(b"early"), Err(SendError::NotReady)));
+    assert!(matches!(
+        bus.nodes[s2].send(b"early"),
+        Err(SendError::NotReady)
+    ));
     bus.run(5, &|_| true).unwrap();
     assert!(bus.nodes[s2].is_ready());
     assert_eq!(bus.nodes[s2].send(&body(9, 1, b"next")).unwrap(), 4);
     bus.run(5, &|_| true).unwrap();
-    assert!(!bus.records[s2].iter().any(|r| r.0 == RECORD_CAUGHT_UP), "live nodes do not rewind");
+    assert!(
+        !bus.records[s2].iter().any(|r| r.0 == RECORD_CAUGHT_UP),
+        "live nodes do not rewind"
+    );
     let last = bus.records[s].last().unwrap();
     assert_eq!(last.3, body(9, 1, b"next"));
 }
@@ -269,7 +296,44 @@ fn rewind_from_a_given_sequence() {
     assert!(bus.nodes[late].is_rewinding());
     bus.run(5, &|_| true).unwrap();
     assert!(!bus.nodes[late].is_rewinding());
-    let seqs: Vec<u64> = bus.records[late].iter().filter(|r| r.0 == RECORD_MESSAGE).map(|r| r.1).collect();
+    let seqs: Vec<u64> = bus.records[late]
+        .iter()
+        .filter(|r| r.0 == RECORD_MESSAGE)
+        .map(|r| r.1)
+        .collect();
     assert_eq!(seqs.first(), Some(&10));
-    assert_eq!(seqs.last(), bus.records[s].iter().filter(|r| r.0 == RECORD_MESSAGE).map(|r| r.1).next_back().as_ref());
+    assert_eq!(
+        seqs.last(),
+        bus.records[s]
+            .iter()
+            .filter(|r| r.0 == RECORD_MESSAGE)
+            .map(|r| r.1)
+            .next_back()
+            .as_ref()
+    );
+}
+
+#[test]
+fn no_timeout_left_due_once_a_rewind_is_over() {
+    // A finished replay request must not leave its deadline behind: a deadline in the past
+    // makes the socket loop wake at once, forever (a node spinning at full CPU while idle).
+    let mut bus = Bus::new();
+    let s = bus.add(params("S", Start::From(1), 1));
+    bus.run(5, &|_| true).unwrap();
+    for i in 0..20u8 {
+        bus.nodes[s].send(&body(9, 1, &[i])).unwrap();
+        bus.run(1, &|_| true).unwrap();
+    }
+    bus.run(3, &|_| true).unwrap();
+    let late = bus.add(params("L", Start::From(1), 1));
+    bus.run(5, &|_| true).unwrap();
+    assert!(!bus.nodes[late].is_rewinding());
+    assert!(bus.nodes[late].stats().requests > 0);
+    bus.run(200, &|_| true).unwrap(); // 20 ms: every request deadline has long passed
+    let now = bus.now;
+    let due = bus.nodes[late].next_timeout();
+    assert!(
+        due.is_none_or(|t| t > now),
+        "a timeout at {due:?} is already due at {now}"
+    );
 }

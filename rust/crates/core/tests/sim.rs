@@ -89,7 +89,11 @@ impl Net {
             self.dropped += 1;
             return;
         }
-        let copies = if self.rng.chance(self.faults.dup_pct) { 2 } else { 1 };
+        let copies = if self.rng.chance(self.faults.dup_pct) {
+            2
+        } else {
+            1
+        };
         for _ in 0..copies {
             let at = now + self.rng.range(self.faults.delay.0, self.faults.delay.1);
             self.next_id += 1;
@@ -322,7 +326,11 @@ fn run(seed: u64, faults: Faults, total: u64) -> Outcome {
         if done {
             break;
         }
-        assert!(now < limit, "no convergence: {:?}", nodes.iter().map(|n| n.app_messages).collect::<Vec<_>>());
+        assert!(
+            now < limit,
+            "no convergence: {:?}",
+            nodes.iter().map(|n| n.app_messages).collect::<Vec<_>>()
+        );
         let mut wake = now + step;
         if let Some(e) = net.queue.peek() {
             wake = wake.min(e.at);
@@ -377,20 +385,52 @@ const REORDER: (u64, u64) = (20_000, 400_000);
 
 #[test]
 fn clean_network() {
-    check("clean", 1, Faults { loss_pct: 0.0, dup_pct: 0.0, delay: (20_000, 20_000) });
+    check(
+        "clean",
+        1,
+        Faults {
+            loss_pct: 0.0,
+            dup_pct: 0.0,
+            delay: (20_000, 20_000),
+        },
+    );
 }
 
 #[test]
 fn loss_1pct_with_dup_and_reorder() {
-    check("1%", 2, Faults { loss_pct: 1.0, dup_pct: 1.0, delay: REORDER });
+    check(
+        "1%",
+        2,
+        Faults {
+            loss_pct: 1.0,
+            dup_pct: 1.0,
+            delay: REORDER,
+        },
+    );
 }
 
 #[test]
 fn loss_5pct_with_dup_and_reorder() {
-    check("5%", 3, Faults { loss_pct: 5.0, dup_pct: 2.0, delay: REORDER });
+    check(
+        "5%",
+        3,
+        Faults {
+            loss_pct: 5.0,
+            dup_pct: 2.0,
+            delay: REORDER,
+        },
+    );
 }
 
 #[test]
 fn loss_20pct_with_dup_and_reorder() {
-    check("20%", 4, Faults { loss_pct: 20.0, dup_pct: 5.0, delay: REORDER });
+    check(
+        "20%",
+        4,
+        Faults {
+            loss_pct: 20.0,
+            dup_pct: 5.0,
+            delay: REORDER,
+        },
+    );
 }
