@@ -126,6 +126,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pingpong", dest="exchange", action="store_false", help="(the default)")
     p.add_argument("--orders", type=int, default=2000, help="orders the exchange gateway sends")
     p.add_argument(
+        "--idle",
+        choices=("block", "spin-yield", "busy-spin"),
+        default="block",
+        help="idle strategy of the sequencer and the nodes (busy-spin costs a core each)",
+    )
+    p.add_argument(
         "--no-report",
         dest="report",
         action="store_false",

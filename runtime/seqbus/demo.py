@@ -53,9 +53,12 @@ def free_udp_port() -> int:
         return int(s.getsockname()[1])
 
 
-def bus_config(workdir: Path, multicast: bool, subscribers: list[str]) -> str:
+def bus_config(
+    workdir: Path, multicast: bool, subscribers: list[str], idle: str = "block"
+) -> str:
     """The demo bus (keys: docs/configuration.md): one sequencer on loopback, journal in
-    ``workdir``, a replayer beside it; ``subscribers`` are the nodes' unicast addresses."""
+    ``workdir``, a replayer beside it; ``subscribers`` are the nodes' unicast addresses;
+    ``idle`` the idle strategy of the sequencer and the nodes."""
     upstream, downstream, replayer = free_udp_port(), free_udp_port(), free_udp_port()
     if multicast:
         down = f'transport = "udp-multicast"\ngroup = "239.7.7.7:{downstream}"\n'
@@ -70,6 +73,7 @@ session = "DEMO000001"
 [sequencer]
 upstream = "127.0.0.1:{upstream}"
 journal_dir = "{workdir / "journal"}"
+idle = "{idle}"
 
 [downstream]
 {down}
@@ -79,6 +83,7 @@ listen = "127.0.0.1:{replayer}"
 
 [node]
 replayers = ["127.0.0.1:{replayer}"]
+idle = "{idle}"
 """
 
 
@@ -108,6 +113,9 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 def _argv(args: argparse.Namespace) -> list[str]:
     argv = ["demo", "--count", str(args.count), "--timeout", str(args.timeout)]
+    argv += ["--idle", args.idle]
+    if not getattr(args, "report", True):
+        argv.append("--no-report")
     if args.json:
         argv.append("--json")
     if args.unicast:
@@ -150,10 +158,12 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
         reports.mkdir()
         listen = {n: f"127.0.0.1:{free_udp_port()}" for n in names}
         config = workdir / "bus.toml"
-        config.write_text(bus_config(workdir, multicast, list(listen.values())))
+        config.write_text(bus_config(workdir, multicast, list(listen.values()), args.idle))
         env = dict(os.environ, EXCHANGE_REPORT_DIR=str(reports), EXCHANGE_ORDERS=str(args.orders))
         cli = [sys.executable, "-m", "seqbus.cli"]
         procs: dict[str, subprocess.Popen[bytes]] = {}
+        # with --json, stdout carries only the summary object: the nodes talk on stderr
+        out_to = sys.stderr if args.json else None
 
         def node(name: str, target: str, *extra: str) -> None:
             account, instance = name.split("-")
@@ -161,11 +171,13 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
             cmd += ["--account", account, "--instance", instance, "--path", str(root), *extra]
             if not multicast:
                 cmd += ["--listen", listen[name]]
-            procs[name] = subprocess.Popen(cmd, env=env)
+            procs[name] = subprocess.Popen(cmd, env=env, stdout=out_to)
 
         deadline = time.monotonic() + args.timeout
         try:
-            procs["sequencer"] = subprocess.Popen([*cli, "sequencer", "-c", str(config)], env=env)
+            procs["sequencer"] = subprocess.Popen(
+                [*cli, "sequencer", "-c", str(config)], env=env, stdout=out_to
+            )
             node("ME-1", "demo_nodes:DemoEngine", "--rewind")
             node("ME-2", "demo_nodes:DemoEngine", "--rewind")
             node("MD-1", "market_data:MarketDataPublisher", "--rewind")
@@ -253,7 +265,7 @@ def main(args: argparse.Namespace) -> int:
         config = workdir / "bus.toml"
         cli = [sys.executable, "-m", "seqbus.cli"]
         listen = {n: f"127.0.0.1:{free_udp_port()}" for n in ("PONGER", "PINGER")}
-        config.write_text(bus_config(workdir, multicast, list(listen.values())))
+        config.write_text(bus_config(workdir, multicast, list(listen.values()), args.idle))
 
         def node(target: str, account: str, *extra: str) -> list[str]:
             args = [*cli, "node", target, "-c", str(config), "--account", account, *extra]
@@ -263,11 +275,19 @@ def main(args: argparse.Namespace) -> int:
         env = dict(os.environ, SEQBUS_DEMO_COUNT=str(args.count), SEQBUS_DEMO_OUT=str(out))
         procs: list[subprocess.Popen[bytes]] = []
         try:
-            procs.append(subprocess.Popen([*cli, "sequencer", "-c", str(config)], env=env))
+            # with --json, stdout carries only the summary object: the nodes talk on stderr
+            out_to = sys.stderr if args.json else None
             procs.append(
-                subprocess.Popen(node("seqbus.demo_nodes:Ponger", "PONGER", "--rewind"), env=env)
+                subprocess.Popen([*cli, "sequencer", "-c", str(config)], env=env, stdout=out_to)
             )
-            pinger = subprocess.Popen(node("seqbus.demo_nodes:Pinger", "PINGER"), env=env)
+            procs.append(
+                subprocess.Popen(
+                    node("seqbus.demo_nodes:Ponger", "PONGER", "--rewind"), env=env, stdout=out_to
+                )
+            )
+            pinger = subprocess.Popen(
+                node("seqbus.demo_nodes:Pinger", "PINGER"), env=env, stdout=out_to
+            )
             procs.append(pinger)
             deadline = time.monotonic() + args.timeout
             while pinger.poll() is None:
@@ -297,6 +317,7 @@ def main(args: argparse.Namespace) -> int:
     rtts: list[int] = result["rtt_ns"]
     summary = {
         "transport": "udp-multicast" if multicast else "udp-unicast",
+        "idle": args.idle,
         "round_trips": result["round_trips"],
         "elapsed_s": round(result["elapsed_s"], 3),
         "messages_per_s": round(2 * result["round_trips"] / result["elapsed_s"]),
@@ -307,6 +328,7 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     else:
         print(f"transport      {summary['transport']}")
+        print(f"idle strategy  {summary['idle']} (sequencer and nodes; --idle to change)")
         print(f"round trips    {summary['round_trips']} in {summary['elapsed_s']} s")
         print(f"messages/s     {summary['messages_per_s']} (Ping + Pong, sequenced)")
         rtt = summary["rtt_us"]

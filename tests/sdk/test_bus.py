@@ -57,8 +57,9 @@ def test_demo_prints_a_json_summary_over_unicast() -> None:
         env=env,
     )
     assert proc.returncode == 0, proc.stderr
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    summary = json.loads(proc.stdout)  # stdout is exactly one JSON object
     assert summary["transport"] == "udp-unicast"
+    assert summary["idle"] == "block"
     assert summary["round_trips"] == 300
     assert 0 < summary["rtt_us"]["p50"] <= summary["rtt_us"]["p99"]
 
@@ -77,7 +78,7 @@ def test_demo_over_multicast_in_a_private_namespace() -> None:
         env=env,
     )
     assert proc.returncode == 0, proc.stderr
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    summary = json.loads(proc.stdout)  # stdout is exactly one JSON object
     if "no private network namespace" in " ".join(summary["notes"]):
         pytest.skip(summary["notes"][0])
     assert summary["transport"] == "udp-multicast"
