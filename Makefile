@@ -48,7 +48,7 @@ fmt: venv ## format Rust and Python
 	$(VENV)/bin/ruff format runtime compiler tests benchmarks
 
 lint: venv ## ruff, clippy -D warnings, mypy --strict
-	$(VENV)/bin/ruff check runtime compiler tests
+	$(VENV)/bin/ruff check runtime compiler tests benchmarks examples
 	cd rust && $(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(MAKE) typecheck
 

@@ -44,7 +44,7 @@ def write_bus_config(workdir: Path, *, multicast: bool = True, session: str = "E
     if multicast:
         down = f'transport = "udp-multicast"\ngroup = "239.7.7.7:{downstream}"\ninterface = "127.0.0.1"'
     else:
-        down = f'transport = "udp-unicast"\nsubscribers = []'
+        down = 'transport = "udp-unicast"\nsubscribers = []'
     text = f"""\
 [bus]
 session = "{session}"
