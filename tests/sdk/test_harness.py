@@ -123,7 +123,9 @@ def test_late_joiner_rewinds_to_the_primarys_state() -> None:
     assert late.state_hash() == engine.state_hash()
     # the deterministic timers fired at the same stream points, live and in replay
     assert late.timer_points == engine.timer_points
-    assert len(engine.timer_points) > 3
+    # several firings at distinct stream points (how many depends on how the stream's time
+    # is spread, which the simulated network's pacing decides)
+    assert len({point for point, _ in engine.timer_points}) >= 3
 
 
 def test_a_wall_clock_node_diverges_on_replay() -> None:
