@@ -417,6 +417,9 @@ impl Node {
 
     /// Appends up to `max_records` records to `out`; returns how many. Errors: a gap that
     /// no replayer can fill, or the end of the session once everything was delivered.
+    ///
+    /// `out` holds the current batch: records already in it are taken as not yet handled by
+    /// the application (clear it once they are).
     pub fn deliver(&mut self, out: &mut Vec<u8>, max_records: usize) -> Result<usize, NodeError> {
         let mut n = 0;
         while n < max_records {
@@ -431,11 +434,12 @@ impl Node {
             self.next = self.cur_seq;
             n += self.process(seq, at + 2, len, out);
         }
-        // Caught up only at the start of a batch: the application has then handled every
-        // record delivered before, so the commands it issued while rewinding are all numbered
-        // when `next_cmd` is reconciled with the stream below (a hot backup that rewinds would
-        // otherwise number later commands past its twin's and duplicate them).
-        if n == 0 && self.rewinding && self.head_known && self.next >= self.head {
+        // Caught up only at the start of a batch (`out` empty: one poll may call `deliver`
+        // several times into the same buffer): the application has then handled every record
+        // delivered before, so the commands it issued while rewinding are all numbered when
+        // `next_cmd` is reconciled with the stream below (a hot backup that rewinds would
+        // otherwise number later commands past its twin's, and the sequencer would take them).
+        if out.is_empty() && self.rewinding && self.head_known && self.next >= self.head {
             self.rewinding = false;
             let env = [0u8; ENVELOPE_LEN];
             write_record(out, RECORD_CAUGHT_UP, self.next - 1, &env, &[]);

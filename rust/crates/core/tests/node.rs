@@ -337,3 +337,65 @@ fn no_timeout_left_due_once_a_rewind_is_over() {
         "a timeout at {due:?} is already due at {now}"
     );
 }
+
+#[test]
+fn a_twin_catches_up_only_once_the_application_handled_every_record() {
+    // A hot backup rewinds the history of its twin (same account). Its commands are numbered
+    // by replaying the same handlers, so it may reconcile its numbering with the stream only
+    // when the application has handled every record delivered before: records still waiting
+    // in the batch (one poll calls `deliver` several times into the same buffer) would leave
+    // it numbering past its twin, and the sequencer would take its different commands.
+    let mut bus = Bus::new();
+    let twin = bus.add(params("E", Start::From(1), 1));
+    bus.run(5, &|_| true).unwrap();
+    for i in 0..20u8 {
+        bus.nodes[twin].send(&body(9, 1, &[i])).unwrap();
+        bus.run(2, &|_| true).unwrap();
+    }
+    bus.run(3, &|_| true).unwrap();
+    let head = bus.seq.next_seq();
+    let mut p = params("E", Start::From(1), 1);
+    p.instance = 2;
+    let mut backup = Node::new(p, bus.now);
+    assert!(backup.is_rewinding());
+    let request = seqbus_wire::mold::Request {
+        session: session(),
+        sequence: 1,
+        count: 1000,
+    };
+    let mut answers = Vec::new();
+    bus.replayer
+        .handle_request(&request.encode(), &mut bus.store, &mut |p| answers.push(p.to_vec()))
+        .unwrap();
+    for a in &answers {
+        backup.handle_datagram(bus.now, Source::Replayer(0), a);
+    }
+    let hb = seqbus_wire::mold::heartbeat(session(), head);
+    backup.handle_datagram(bus.now, Source::Live, &hb);
+    let mut out = Vec::new();
+    let first = backup.deliver(&mut out, usize::MAX).unwrap();
+    assert!(first >= 20);
+    // the same poll delivers again before the application saw the batch: not caught up yet
+    assert_eq!(backup.deliver(&mut out, usize::MAX).unwrap(), 0);
+    assert!(backup.is_rewinding());
+    // the application replays its handlers: the same 20 commands, numbered 1..=20 again
+    let mut at = 0;
+    let mut replayed = Vec::new();
+    while at < out.len() {
+        let len = u32::from_le_bytes(out[at..at + 4].try_into().unwrap()) as usize;
+        let ty = u16::from_le_bytes(out[at + 4..at + 6].try_into().unwrap());
+        let env = seqbus_wire::envelope::Envelope::parse(&out[at + 16..at + len]).unwrap();
+        if ty == RECORD_MESSAGE && env.account == seqbus_wire::account("E").unwrap() {
+            let i = out[at + RECORD_HEADER_LEN + 8];
+            replayed.push(backup.send(&body(9, 1, &[i])).unwrap());
+        }
+        at += len;
+    }
+    assert_eq!(replayed, (1..=20).collect::<Vec<u64>>());
+    out.clear();
+    assert_eq!(backup.deliver(&mut out, usize::MAX).unwrap(), 1);
+    assert_eq!(u16::from_le_bytes([out[4], out[5]]), RECORD_CAUGHT_UP);
+    assert!(!backup.is_rewinding());
+    // its next command is the twin's next one, not beyond it
+    assert_eq!(backup.send(&body(9, 1, &[99])).unwrap(), 21);
+}

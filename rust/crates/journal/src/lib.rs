@@ -27,6 +27,8 @@ pub const SEGMENT_HEADER_LEN: usize = 32;
 pub const RECORD_HEADER_LEN: usize = 16;
 /// Largest message a record holds.
 pub const MAX_MESSAGE_LEN: usize = 1 << 20;
+/// Most bytes one read of the journal takes from a segment at once (whole records).
+const READ_CHUNK: u64 = 4 << 20;
 
 /// A journal that cannot be opened, read or written.
 #[derive(Debug, thiserror::Error)]
@@ -300,20 +302,25 @@ impl Index {
             }
             let idx = (seq - seg.first_seq) as usize;
             let start = seg.offsets[idx] as u64;
-            let last_idx = (idx + (max - n)).min(seg.offsets.len());
+            let last_idx = idx.saturating_add(max - n).min(seg.offsets.len());
             let end = if last_idx == seg.offsets.len() {
                 seg.len
             } else {
                 seg.offsets[last_idx] as u64
             };
-            let chunk_end = end.min(start + (4 << 20)).max(
-                // at least one whole record
-                if idx + 1 < seg.offsets.len() {
-                    seg.offsets[idx + 1] as u64
+            // read at most about 4 MiB at once, ending on a record boundary (and holding at
+            // least one whole record)
+            let cap = start + READ_CHUNK;
+            let chunk_end = if end <= cap {
+                end
+            } else {
+                let k = seg.offsets[idx + 1..last_idx].partition_point(|&o| o as u64 <= cap);
+                if k == 0 {
+                    seg.offsets.get(idx + 1).map_or(seg.len, |&o| o as u64)
                 } else {
-                    seg.len
-                },
-            );
+                    seg.offsets[idx + k] as u64
+                }
+            };
             buf.resize((chunk_end - start) as usize, 0);
             seg.file
                 .read_exact_at(&mut buf, start)

@@ -56,6 +56,43 @@ fn append_reopen_and_read_across_segments() {
 }
 
 #[test]
+fn one_read_spans_many_chunks_of_a_large_segment() {
+    // records of 77 bytes never line up with the reader's 4 MiB chunks: every chunk must end
+    // on a record boundary (a record cut in two once made the whole read fail)
+    let d = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(d.path(), S, 64 << 20).unwrap();
+    let body = |i: u64| {
+        let mut m = i.to_le_bytes().to_vec();
+        m.resize(61, (i % 251) as u8);
+        m
+    };
+    let total = 200_000u64; // ~15 MiB in one segment
+    for i in 1..=total {
+        j.append(i, &body(i)).unwrap();
+    }
+    j.flush().unwrap();
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    let mut next = 1;
+    let n = j
+        .read(1, usize::MAX, &mut |q, m| {
+            assert_eq!((q, m), (next, &body(next)[..]));
+            next += 1;
+            true
+        })
+        .unwrap();
+    assert_eq!((n as u64, next), (total, total + 1));
+    let mut r = JournalReader::open(d.path(), S).unwrap();
+    let mut seen = 0u64;
+    r.read(123_457, usize::MAX, &mut |q, _| {
+        assert_eq!(q, 123_457 + seen);
+        seen += 1;
+        true
+    })
+    .unwrap();
+    assert_eq!(seen, total - 123_456);
+}
+
+#[test]
 fn torn_tail_is_truncated_and_numbering_continues() {
     let d = tempfile::tempdir().unwrap();
     {
