@@ -11,7 +11,7 @@ export PATH := $(VENV)/bin:$(PATH)
 CARGO := cargo
 SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
-.PHONY: help setup venv ext generate generated-build check-generated system-deps fmt lint \
+.PHONY: help fuzz setup venv ext generate generated-build check-generated system-deps fmt lint \
         test test-rust test-python typecheck bench demo clean
 
 help: ## list every target
@@ -66,6 +66,12 @@ test: setup system-deps ## every test: cargo test, generated-code check, mypy, p
 	$(MAKE) check-generated
 	$(MAKE) typecheck
 	$(MAKE) test-python
+
+FUZZ_INPUTS ?= 1000000
+fuzz: ## every wire, journal and SoupBinTCP parser fuzzed with FUZZ_INPUTS inputs each (not part of `make test`)
+	cd rust && SEQBUS_FUZZ_INPUTS=$(FUZZ_INPUTS) $(CARGO) test --release -p seqbus-wire --test fuzz -- --nocapture
+	cd rust && SEQBUS_FUZZ_INPUTS=$(FUZZ_INPUTS) $(CARGO) test --release -p seqbus-journal --test journal -- --nocapture record_
+	cd rust && SEQBUS_FUZZ_INPUTS=$(FUZZ_INPUTS) $(CARGO) test --release -p seqbus-transport --test fuzz_soupbin -- --nocapture
 
 bench: setup ## every benchmark (not part of `make test`)
 	bash scripts/in-netns.sh $(PY) -m benchmarks $(ARGS)

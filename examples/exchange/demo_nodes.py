@@ -1,13 +1,15 @@
-"""The exchange nodes as ``seqbus demo --exchange`` runs them: the example classes plus
-reports written to files named by the environment.
+"""The exchange nodes as ``seqbus demo`` runs them: the example classes plus reports written to
+files named by the environment.
 
 * ``EXCHANGE_REPORT_DIR``: where each node writes ``<account>-<instance>.json``.
+* ``EXCHANGE_CHECKPOINT_AT``: after sending that many orders the gateway sends a checkpoint
+  marker (a cancel of order 1); every engine writes ``<account>-<instance>.checkpoint.json``
+  (its state hash) when it handles it, so primary, hot backup and late joiner describe the
+  same point of the stream. The demo kills the primary once its checkpoint is written.
 * The gateway also writes ``progress`` (answers so far) every 100 answers, and its report
   (with order → answer latencies from its own clock) once every order is answered.
 * When every order is answered the gateway sends an end-of-run marker (a cancel of order 0);
-  every engine writes its state hash when it handles the marker, so the hashes of a hot
-  backup and a late joiner describe the same point of the stream. A late joiner (instance 3)
-  then stops.
+  engines and market data write their report when they handle it, then stop.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from exchange import CancelOrder, CancelOrderView, NewOrder
 
 from examples.exchange.engine import MatchingEngine
 from examples.exchange.gateway import OrderGateway
+from examples.exchange.market_data import MarketDataPublisher
 
-__all__ = ["DemoEngine", "DemoGateway"]
+__all__ = ["DemoEngine", "DemoGateway", "DemoMarketData"]
 
 
 def _write(name: str, data: dict[str, Any]) -> None:
@@ -34,19 +37,21 @@ def _write(name: str, data: dict[str, Any]) -> None:
 
 
 END_MARKER = 0
+CHECKPOINT_MARKER = 1
 
 
 class DemoEngine(MatchingEngine):
     def on_cancel_order(self, msg: CancelOrderView, mine: bool) -> None:
         super().on_cancel_order(msg, mine)
-        if msg.order_id == END_MARKER:
-            self._report()
-            if self.instance == 3:
-                self.stop()
+        if msg.order_id == CHECKPOINT_MARKER:
+            self._report("checkpoint.json")
+        elif msg.order_id == END_MARKER:
+            self._report("json")
+            self.stop()
 
-    def _report(self) -> None:
+    def _report(self, suffix: str) -> None:
         _write(
-            f"{self.account}-{self.instance}.json",
+            f"{self.account}-{self.instance}.{suffix}",
             {
                 "state_hash": self.state_hash(),
                 "handled": self.handled,
@@ -56,12 +61,23 @@ class DemoEngine(MatchingEngine):
         )
 
 
+class DemoMarketData(MarketDataPublisher):
+    def on_cancel_order(self, msg: CancelOrderView, mine: bool) -> None:
+        if msg.order_id == END_MARKER:
+            _write(
+                f"{self.account}-{self.instance}.json",
+                {"updates": self.published, "last_sequence": self.sequence()},
+            )
+            self.stop()
+
+
 class DemoGateway(OrderGateway):
     def __init__(self) -> None:
         super().__init__()
         self.sent_at: dict[int, int] = {}
         self.latencies: list[int] = []
         self.started = 0.0
+        self.checkpoint_at = int(os.environ.get("EXCHANGE_CHECKPOINT_AT", "0"))
 
     def on_opened(self) -> None:
         self.started = time.perf_counter()
@@ -71,6 +87,8 @@ class DemoGateway(OrderGateway):
         if isinstance(message, NewOrder):
             self.sent_at[message.order_id] = time.perf_counter_ns()
         super().post(message)
+        if isinstance(message, NewOrder) and self.sent + 1 == self.checkpoint_at:
+            super().post(CancelOrder(order_id=CHECKPOINT_MARKER, client_id=self.client_id))
 
     def _answer(self, order_id: int) -> None:
         sent = self.sent_at.pop(order_id, None)

@@ -110,26 +110,38 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "demo",
-        help="a sequencer and two nodes ping-ponging (or, with --exchange, the exchange); "
-        "prints rates and latencies",
+        help="the exchange on the bus (gateway, matching engine primary and hot backup, market "
+        "data, late joiner; the primary is killed mid-run), or with --pingpong two nodes "
+        "ping-ponging; prints rates, latencies and state hashes",
     )
+    p.add_argument(
+        "--exchange",
+        dest="exchange",
+        action="store_true",
+        default=True,
+        help="the exchange (the default)",
+    )
+    p.add_argument(
+        "--pingpong",
+        dest="exchange",
+        action="store_false",
+        help="a sequencer and two nodes ping-ponging: the round-trip latency demo",
+    )
+    p.add_argument("--orders", type=int, default=20000, help="orders the exchange gateway sends")
     p.add_argument("--count", type=int, default=20000, help="ping-pong round trips to measure")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.add_argument("--unicast", action="store_true", help="use UDP unicast, not multicast")
-    p.add_argument("--timeout", type=float, default=60.0, help="give up after this many s")
-    p.add_argument(
-        "--exchange",
-        action="store_true",
-        help="the exchange: gateway, matching engine and hot backup (the primary is killed "
-        "mid-run), market data, late joiner (from the repository root)",
-    )
-    p.add_argument("--pingpong", dest="exchange", action="store_false", help="(the default)")
-    p.add_argument("--orders", type=int, default=2000, help="orders the exchange gateway sends")
+    p.add_argument("--timeout", type=float, default=120.0, help="give up after this many s")
     p.add_argument(
         "--idle",
         choices=("block", "spin-yield", "busy-spin"),
         default="block",
         help="idle strategy of the sequencer and the nodes (busy-spin costs a core each)",
+    )
+    p.add_argument(
+        "--workdir",
+        metavar="DIR",
+        help="keep the run's files (configuration, journal, archive, reports) in DIR",
     )
     p.add_argument(
         "--no-report",

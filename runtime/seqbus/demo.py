@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +56,16 @@ def free_udp_port() -> int:
 
 
 def bus_config(
-    workdir: Path, multicast: bool, subscribers: list[str], idle: str = "block"
+    workdir: Path,
+    multicast: bool,
+    subscribers: list[str],
+    idle: str = "block",
+    *,
+    standalone_replayer: bool = False,
 ) -> str:
     """The demo bus (keys: docs/configuration.md): one sequencer on loopback, journal in
-    ``workdir``, a replayer beside it; ``subscribers`` are the nodes' unicast addresses;
+    ``workdir``, a replayer on a thread of the sequencer (or, with ``standalone_replayer``, in
+    its own process: ``seqbus replayer``); ``subscribers`` are the nodes' unicast addresses;
     ``idle`` the idle strategy of the sequencer and the nodes."""
     upstream, downstream, replayer = free_udp_port(), free_udp_port(), free_udp_port()
     if multicast:
@@ -74,6 +82,7 @@ session = "DEMO000001"
 upstream = "127.0.0.1:{upstream}"
 journal_dir = "{workdir / "journal"}"
 idle = "{idle}"
+replayer_in_process = {"false" if standalone_replayer else "true"}
 
 [downstream]
 {down}
@@ -111,9 +120,26 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait()
 
 
+@contextmanager
+def _workdir(args: argparse.Namespace, prefix: str) -> Iterator[Path]:
+    """``--workdir`` (created, kept afterwards) or a temporary directory removed at the end."""
+    keep: str | None = getattr(args, "workdir", None)
+    if keep:
+        path = Path(keep).resolve()
+        path.mkdir(parents=True, exist_ok=True)
+        if any(path.iterdir()):
+            raise SystemExit(f"seqbus demo: --workdir {path} is not empty")
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        yield Path(tmp)
+
+
 def _argv(args: argparse.Namespace) -> list[str]:
     argv = ["demo", "--count", str(args.count), "--timeout", str(args.timeout)]
     argv += ["--idle", args.idle]
+    if getattr(args, "workdir", None):
+        argv += ["--workdir", str(Path(args.workdir).resolve())]
     if not getattr(args, "report", True):
         argv.append("--no-report")
     if args.json:
@@ -133,119 +159,222 @@ def _check(procs: dict[str, subprocess.Popen[bytes]], deadline: float, what: str
         raise TimeoutError(f"no {what} before the timeout")
 
 
-def _wait_for(path: Path, procs: dict[str, subprocess.Popen[bytes]], deadline: float) -> None:
-    """Wait until ``path`` exists, failing when a process of ``procs`` died or time ran out."""
-    while not path.exists():
-        _check(procs, deadline, path.name)
-        time.sleep(0.02)
+class _Progress:
+    """One status line on stderr, rewritten in place on a terminal; on anything else (CI, a
+    pipe) only the events are printed, one per line."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.width = 0
+
+    def status(self, text: str) -> None:
+        if self.tty:
+            sys.stderr.write("\r" + text.ljust(self.width))
+            sys.stderr.flush()
+            self.width = len(text)
+
+    def event(self, text: str) -> None:
+        if self.tty and self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            self.width = 0
+        print(f"seqbus demo: {text}", file=sys.stderr, flush=True)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data
+
+
+def _examples_root() -> Path | None:
+    """The directory holding ``examples/exchange`` (the repository): the current directory or
+    the checkout this package is installed from (editable install)."""
+    for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        if (root / "examples" / "exchange" / "engine.py").exists():
+            return root
+    return None
 
 
 def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int:
-    """Sequencer (with its replayer), gateway, matching engine primary and hot backup, market
-    data; the primary is killed mid-run, then a late joiner rewinds the session. Prints
-    throughput, latency percentiles and the engines' state hashes."""
-    root = Path.cwd()
-    if not (root / "examples" / "exchange" / "engine.py").exists():
-        print(
-            "seqbus demo --exchange: run it from the repository root (needs examples/)",
-            file=sys.stderr,
-        )
+    """The exchange as separate processes: sequencer, standalone replayer, order gateway with
+    its load generator, matching engine primary (ME/1) and hot backup (ME/2), market data. At
+    the checkpoint (half the orders sent) every engine records its state hash; the primary is
+    killed right after and a late joiner (ME/3) starts, rewinds the session and follows it
+    live. At the end: orders/s, trades, order → answer percentiles, the hashes (they must be
+    equal) and, unless --no-report or --json, a Spark report over the session archive."""
+    root = _examples_root()
+    if root is None:
+        print("seqbus demo: examples/exchange not found (run it from the repository root)",
+              file=sys.stderr)
         return 1
+    progress = _Progress()
     names = ["ME-1", "ME-2", "MD-1", "GW-1", "ME-3"]
-    with tempfile.TemporaryDirectory(prefix="seqbus-exchange-") as tmp:
-        workdir = Path(tmp)
+    with _workdir(args, "seqbus-exchange-") as workdir:
         reports = workdir / "reports"
         reports.mkdir()
         listen = {n: f"127.0.0.1:{free_udp_port()}" for n in names}
         config = workdir / "bus.toml"
-        config.write_text(bus_config(workdir, multicast, list(listen.values()), args.idle))
-        env = dict(os.environ, EXCHANGE_REPORT_DIR=str(reports), EXCHANGE_ORDERS=str(args.orders))
+        config.write_text(
+            bus_config(workdir, multicast, list(listen.values()), args.idle,
+                       standalone_replayer=True)
+        )
+        env = dict(
+            os.environ,
+            EXCHANGE_REPORT_DIR=str(reports),
+            EXCHANGE_ORDERS=str(args.orders),
+            EXCHANGE_CHECKPOINT_AT=str(max(1, args.orders // 2)),
+        )
         cli = [sys.executable, "-m", "seqbus.cli"]
         procs: dict[str, subprocess.Popen[bytes]] = {}
         # with --json, stdout carries only the summary object: the nodes talk on stderr
         out_to = sys.stderr if args.json else None
 
-        def node(name: str, target: str, *extra: str) -> None:
+        def node(name: str, target: str) -> None:
             account, instance = name.split("-")
-            cmd = [*cli, "node", f"examples.exchange.{target}", "-c", str(config)]
-            cmd += ["--account", account, "--instance", instance, "--path", str(root), *extra]
+            cmd = [*cli, "node", f"examples.exchange.{target}", "-c", str(config), "--rewind"]
+            cmd += ["--account", account, "--instance", instance, "--path", str(root)]
             if not multicast:
                 cmd += ["--listen", listen[name]]
             procs[name] = subprocess.Popen(cmd, env=env, stdout=out_to)
+
+        def answered() -> int:
+            data = _read_json(reports / "progress")
+            return int(data["answered"]) if data else 0
+
+        def wait_for(path: Path, procs: dict[str, subprocess.Popen[bytes]], what: str) -> None:
+            while not path.exists():
+                # a node that wrote its final report has finished its work and may be gone
+                running = {n: p for n, p in procs.items() if not (reports / f"{n}.json").exists()}
+                _check(running, deadline, what)
+                progress.status(f"orders answered {answered():>8,} / {args.orders:,}")
+                time.sleep(0.02)
 
         deadline = time.monotonic() + args.timeout
         try:
             procs["sequencer"] = subprocess.Popen(
                 [*cli, "sequencer", "-c", str(config)], env=env, stdout=out_to
             )
-            node("ME-1", "demo_nodes:DemoEngine", "--rewind")
-            node("ME-2", "demo_nodes:DemoEngine", "--rewind")
-            node("MD-1", "market_data:MarketDataPublisher", "--rewind")
-            node("GW-1", "demo_nodes:DemoGateway", "--rewind")
-            progress = reports / "progress"
-            answered = 0
-            while answered < args.orders // 2:
-                _wait_for(progress, procs, deadline)
-                _check(procs, deadline, "progress")
-                try:
-                    answered = int(json.loads(progress.read_text())["answered"])
-                except (ValueError, KeyError):
-                    answered = 0
+            journal = workdir / "journal"
+            while not any(journal.glob("*.seg")):  # the replayer reads the sequencer's journal
+                _check(procs, deadline, "journal from the sequencer")
                 time.sleep(0.01)
-            primary = procs["ME-1"]
+            procs["replayer"] = subprocess.Popen(
+                [*cli, "replayer", "-c", str(config)], env=env, stdout=out_to
+            )
+            node("ME-1", "demo_nodes:DemoEngine")
+            node("ME-2", "demo_nodes:DemoEngine")
+            node("MD-1", "demo_nodes:DemoMarketData")
+            node("GW-1", "demo_nodes:DemoGateway")
+            progress.event(
+                f"sequencer, replayer, gateway GW/1 ({args.orders:,} orders), matching engine "
+                "ME/1 with hot backup ME/2, market data MD/1: running"
+            )
+            wait_for(reports / "ME-1.checkpoint.json", procs, "checkpoint from the primary")
+            primary = procs.pop("ME-1")
             primary.kill()  # the primary dies mid-run; the hot backup's commands count now
             primary.wait()
-            alive = {k: v for k, v in procs.items() if k != "ME-1"}
-            killed_at = answered
-            _wait_for(reports / "GW-1.json", alive, deadline)
+            killed_at = answered()
+            progress.event(f"checkpoint passed; primary ME/1 killed (kill -9) after "
+                           f"{killed_at:,} answers; backup ME/2 carries on")
+            node("ME-3", "demo_nodes:DemoEngine")  # a late joiner: rewinds, then live
+            progress.event("late joiner ME/3 started: rewinding the session")
+            wait_for(reports / "GW-1.json", procs, "end of the order flow")
             procs["GW-1"].wait(10)
-            del alive["GW-1"]
-            _wait_for(reports / "ME-2.json", alive, deadline)  # the backup saw the end marker
-            node("ME-3", "demo_nodes:DemoEngine", "--rewind")  # a late joiner
-            _wait_for(reports / "ME-3.json", {**alive, "late joiner": procs["ME-3"]}, deadline)
-            procs["ME-3"].wait(10)
+            del procs["GW-1"]
+            for name in ("ME-2", "ME-3", "MD-1"):  # each saw the end marker
+                wait_for(reports / f"{name}.json", procs, f"end marker at {name}")
+            progress.event("every order answered; backup, late joiner and market data at "
+                           "the end marker")
             gateway = json.loads((reports / "GW-1.json").read_text())
-            backup_state = json.loads((reports / "ME-2.json").read_text())
-            late_state = json.loads((reports / "ME-3.json").read_text())
+            final = {n: json.loads((reports / f"{n}.json").read_text())
+                     for n in ("ME-2", "ME-3", "MD-1")}
+            checkpoint = {n: json.loads((reports / f"{n}.checkpoint.json").read_text())
+                          for n in ("ME-1", "ME-2", "ME-3")}
         except (RuntimeError, TimeoutError, subprocess.TimeoutExpired) as exc:
-            print(f"seqbus demo: error: {exc}", file=sys.stderr)
+            progress.event(f"error: {exc}")
             return 1
         finally:
             _stop(list(procs.values()))
 
+        report: list[str] = []
+        if getattr(args, "report", True) and not args.json:
+            from seqbus.spark.demo_report import archive_and_report
+
+            progress.event("archiving the session and running a Spark report over it")
+            report = archive_and_report(
+                workdir / "journal", workdir / "session.archive", EXCHANGE_REPORT
+            )
+
     latency = percentiles(gateway["latency_ns"], (50, 90, 99, 99.9, 100))
+    check_hashes = {n: c["state_hash"] for n, c in checkpoint.items()}
+    check_seqs = {c["last_sequence"] for c in checkpoint.values()}
+    final_hashes = {n: final[n]["state_hash"] for n in ("ME-2", "ME-3")}
+    equal = len(set(check_hashes.values())) == 1 and len(check_seqs) == 1
+    equal = equal and len(set(final_hashes.values())) == 1
     summary: dict[str, Any] = {
         "transport": "udp-multicast" if multicast else "udp-unicast",
+        "idle": args.idle,
         "orders": gateway["orders"],
         "answered": gateway["answered"],
         "lost_orders": gateway["lost"],
         "accepted": gateway["accepted"],
         "rejected": gateway["rejected"],
+        "cancelled": gateway["cancelled"],
         "trades": gateway["trades"],
+        "elapsed_s": round(gateway["elapsed_s"], 3),
         "orders_per_s": round(gateway["orders"] / gateway["elapsed_s"]),
         "order_to_answer_us": {k: round(v, 1) for k, v in latency.items()},
         "primary_killed_after_answers": killed_at,
-        "backup_state_hash": backup_state["state_hash"],
-        "late_joiner_state_hash": late_state["state_hash"],
-        "hashes_equal": backup_state["state_hash"] == late_state["state_hash"],
+        "checkpoint_sequence": min(check_seqs),
+        "checkpoint_state_hash": {
+            "primary": check_hashes["ME-1"],
+            "backup": check_hashes["ME-2"],
+            "late_joiner": check_hashes["ME-3"],
+        },
+        "final_state_hash": {"backup": final_hashes["ME-2"], "late_joiner": final_hashes["ME-3"]},
+        "final_sequence": final["ME-2"]["last_sequence"],
+        "market_data_updates": final["MD-1"]["updates"],
+        "hashes_equal": equal,
         "notes": notes,
     }
+    ok = equal and summary["lost_orders"] == 0 and summary["answered"] == summary["orders"]
     if args.json:
         print(json.dumps(summary))
-    else:
-        print(f"transport        {summary['transport']}")
-        print(
-            f"orders           {summary['orders']} answered {summary['answered']}, "
-            f"lost {summary['lost_orders']} (accepted {summary['accepted']}, "
-            f"rejected {summary['rejected']}, trades {summary['trades']})"
-        )
-        print(f"throughput       {summary['orders_per_s']} orders/s")
-        print("order → answer   " + "  ".join(f"{k}={v}µs" for k, v in latency.items()))
-        print(f"failover         primary ME/1 killed after {killed_at} answers; ME/2 took over")
-        print(f"state hash       backup ME/2   {summary['backup_state_hash']}")
-        print(f"state hash       late ME/3     {summary['late_joiner_state_hash']}")
-        print("                 " + ("equal" if summary["hashes_equal"] else "DIFFERENT"))
-    return 0 if summary["hashes_equal"] and summary["lost_orders"] == 0 else 1
+        return 0 if ok else 1
+    print(f"transport        {summary['transport']}, idle strategy {args.idle}")
+    print(
+        f"orders           {summary['orders']:,} sent, {summary['answered']:,} answered, "
+        f"{summary['lost_orders']} lost (accepted {summary['accepted']:,}, rejected "
+        f"{summary['rejected']:,}); {summary['cancelled']:,} cancels, "
+        f"{summary['trades']:,} trades"
+    )
+    print(f"throughput       {summary['orders_per_s']:,} orders/s "
+          f"({summary['elapsed_s']} s, one gateway, 32 orders in flight)")
+    print("order → answer   " + "  ".join(f"{k}={v:.1f}µs" for k, v in latency.items())
+          + "  (gateway → sequencer → engine → sequencer → gateway)")
+    print(f"failover         primary ME/1 killed after {killed_at:,} answers; "
+          "backup ME/2 took over with no gap")
+    print(f"state hash       at checkpoint (sequence {summary['checkpoint_sequence']:,}): "
+          f"primary {check_hashes['ME-1']}")
+    print(f"                 backup {check_hashes['ME-2']}  late joiner {check_hashes['ME-3']}")
+    print(f"                 at the end (sequence {summary['final_sequence']:,}): "
+          f"backup {final_hashes['ME-2']}  late joiner {final_hashes['ME-3']}")
+    print("                 " + ("all equal" if equal else "DIFFERENT"))
+    print(f"market data      {summary['market_data_updates']:,} book updates published")
+    for line in report:
+        print(line)
+    return 0 if ok else 1
+
+
+#: The report the exchange demo runs over its archive: schemas and the latency pair.
+EXCHANGE_REPORT = (("bus", "exchange"), ("exchange.NewOrder", "exchange.OrderAccepted",
+                                                    "order_id"))
+
+
+#: The report the ping-pong demo runs over its archive.
+PINGPONG_REPORT = (("bus", "pingpong"), ("pingpong.Ping", "pingpong.Pong", "id"))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -260,8 +389,7 @@ def main(args: argparse.Namespace) -> int:
     if args.exchange:
         return exchange(args, multicast, notes)
 
-    with tempfile.TemporaryDirectory(prefix="seqbus-demo-") as tmp:
-        workdir = Path(tmp)
+    with _workdir(args, "seqbus-demo-") as workdir:
         config = workdir / "bus.toml"
         cli = [sys.executable, "-m", "seqbus.cli"]
         listen = {n: f"127.0.0.1:{free_udp_port()}" for n in ("PONGER", "PINGER")}
@@ -312,7 +440,9 @@ def main(args: argparse.Namespace) -> int:
         if getattr(args, "report", True) and not args.json:
             from seqbus.spark.demo_report import archive_and_report
 
-            report = archive_and_report(workdir / "journal", workdir / "session.archive")
+            report = archive_and_report(
+                workdir / "journal", workdir / "session.archive", PINGPONG_REPORT
+            )
 
     rtts: list[int] = result["rtt_ns"]
     summary = {

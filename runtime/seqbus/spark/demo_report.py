@@ -7,13 +7,16 @@ directory; it returns the lines to print (or why the report could not run).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-SCHEMAS = ("bus", "pingpong")
+#: What a report needs: the packages the session carries, and (request type, response type,
+#: key field) whose sequencing latency it shows.
+ReportSpec = tuple[tuple[str, ...], tuple[str, str, str]]
 
 
 def _schema_dir() -> Path:
@@ -28,14 +31,14 @@ def _ir(package: str) -> tuple[int, str, str]:
     return int(json.loads(text)["schema_id"]), package, text
 
 
-def archive_and_report(journal_dir: Path, archive_dir: Path) -> list[str]:
+def archive_and_report(journal_dir: Path, archive_dir: Path, spec: ReportSpec) -> list[str]:
     from seqbus.spark import java_missing_reason
 
     reason = java_missing_reason()
     if reason is not None:
         return [f"Spark report skipped: {reason}"]
     try:
-        schemas = [_ir(p) for p in SCHEMAS]
+        schemas = [_ir(p) for p in spec[0]]
     except (OSError, subprocess.CalledProcessError) as exc:
         return [f"Spark report skipped: cannot get the schema IR from seqc ({exc})"]
 
@@ -47,12 +50,16 @@ def archive_and_report(journal_dir: Path, archive_dir: Path) -> list[str]:
     n = a.catch_up()
     a.seal()
     rep = Archive(archive_dir).verify()
+    quiet = Path(__file__).with_name("log4j2-quiet.properties")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the demo runs on loopback only
     spark = session(app="seqbus demo report", spark_ui_enabled="false",
+                    spark_driver_extraJavaOptions=f"-Dlog4j2.configurationFile={quiet}",
                     spark_ui_showConsoleProgress="false", spark_sql_shuffle_partitions="2")
     spark.sparkContext.setLogLevel("ERROR")
     try:
         counts = reports.message_counts(spark, str(archive_dir)).collect()
-        lat = reports.latency(spark, str(archive_dir), "pingpong.Ping", "pingpong.Pong", "id").collect()
+        request, response, key = spec[1]
+        lat = reports.latency(spark, str(archive_dir), request, response, key).collect()
     finally:
         spark.stop()
     out = [f"session archive {n} messages, verify {'OK' if rep.ok else f'{len(rep.problems)} problems'}"
@@ -60,7 +67,8 @@ def archive_and_report(journal_dir: Path, archive_dir: Path) -> list[str]:
     out.append(f"  {'account':10} {'inst':>4} {'type':24} {'messages':>9} {'bytes':>10}")
     for r in counts:
         out.append(f"  {r['account']:10} {r['instance']:>4} {r['type']:24} {r['messages']:>9} {r['bytes']:>10}")
+    names = " → ".join(t.split(".")[-1] for t in (request, response))
     for r in lat:
-        out.append(f"  Ping → Pong in sequencer time ({r['pairs']} pairs, responder {r['responder']}): "
+        out.append(f"  {names} in sequencer time ({r['pairs']} pairs, responder {r['responder']}): "
                    f"p50 {r['p50_us']:.1f} µs  p99 {r['p99_us']:.1f} µs  max {r['max_us']:.1f} µs")
     return out

@@ -176,7 +176,22 @@ fn reader_follows_the_writer() {
     assert_eq!(n, 4000);
 }
 
+/// Cases per property: `SEQBUS_FUZZ_INPUTS` (`make fuzz` sets 1,000,000), or `default`.
+fn fuzz_config(default: u32) -> ProptestConfig {
+    let cases = std::env::var("SEQBUS_FUZZ_INPUTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
+    #![proptest_config(fuzz_config(2000))]
+
     #[test]
     fn record_parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
         match decode_record(&bytes) {

@@ -1,6 +1,9 @@
 //! Property-based fuzzing of every parser: arbitrary bytes never panic and never yield a view
 //! that reads past its buffer; valid packets round-trip; any mutation of a valid packet either
 //! parses consistently or is rejected.
+//!
+//! Each property runs 2,000 cases in `cargo test`; `SEQBUS_FUZZ_INPUTS=1000000` (what
+//! `make fuzz` sets) runs that many per property: docs/benchmarks.md records such a run.
 
 use proptest::prelude::*;
 use seqbus_wire::control::Control;
@@ -18,8 +21,21 @@ fn walk_mold(p: &MoldPacket<'_>, len: usize) -> usize {
     total
 }
 
+/// Cases per property: `SEQBUS_FUZZ_INPUTS`, or `default`.
+fn fuzz_config(default: u32) -> ProptestConfig {
+    let cases = std::env::var("SEQBUS_FUZZ_INPUTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(fuzz_config(2000))]
 
     #[test]
     fn mold_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
