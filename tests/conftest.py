@@ -133,3 +133,26 @@ def seqbus_cli() -> list[str]:
 
 def tshark_path() -> str | None:
     return shutil.which("tshark")
+
+
+def run_demo(argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``seqbus demo ARGV`` in its own process group (it starts its own processes and makes
+    its own network namespace), killed as a group, the demo and all it started, if it outlives
+    ``timeout``."""
+    env = {k: v for k, v in os.environ.items() if k != "SEQBUS_IN_NETNS"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "seqbus.cli", "demo", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"the demo did not finish within {timeout} s:\n{err[-3000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

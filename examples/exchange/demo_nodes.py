@@ -14,13 +14,25 @@ files named by the environment.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import struct
 import time
 from pathlib import Path
 from typing import Any
 
-from exchange import CancelOrder, CancelOrderView, NewOrder
+from exchange import (
+    BookUpdateView,
+    CancelOrder,
+    CancelOrderView,
+    NewOrder,
+    NewOrderView,
+    OrderAcceptedView,
+    OrderCancelledView,
+    OrderRejectedView,
+    TradeView,
+)
 
 from examples.exchange.engine import MatchingEngine
 from examples.exchange.gateway import OrderGateway
@@ -38,6 +50,8 @@ def _write(name: str, data: dict[str, Any]) -> None:
 
 END_MARKER = 0
 CHECKPOINT_MARKER = 1
+#: What DemoMarketData digests per message: sequence, sequencer time, key field.
+SEEN = struct.Struct("<QQQ")
 
 
 class DemoEngine(MatchingEngine):
@@ -62,11 +76,58 @@ class DemoEngine(MatchingEngine):
 
 
 class DemoMarketData(MarketDataPublisher):
+    """The publisher, also recording what it saw of every exchange message type: a count and a
+    digest of (sequence, sequencer time, key field) in stream order. Its report is what a
+    session archive of the run must decode to (tests/spark/test_exchange_run.py)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: dict[str, int] = {}
+        self.digests: dict[str, Any] = {}
+
+    def _saw(self, name: str, key: int) -> None:
+        self.seen[name] = self.seen.get(name, 0) + 1
+        digest = self.digests.get(name)
+        if digest is None:
+            digest = self.digests[name] = hashlib.blake2b(digest_size=16)
+        digest.update(SEEN.pack(self.sequence(), self.sequencer_time(), key))
+
+    def on_new_order(self, msg: NewOrderView, mine: bool) -> None:
+        super().on_new_order(msg, mine)
+        self._saw("exchange.NewOrder", msg.order_id)
+
+    def on_order_accepted(self, msg: OrderAcceptedView, mine: bool) -> None:
+        super().on_order_accepted(msg, mine)
+        self._saw("exchange.OrderAccepted", msg.order_id)
+
+    def on_order_rejected(self, msg: OrderRejectedView, mine: bool) -> None:
+        super().on_order_rejected(msg, mine)
+        self._saw("exchange.OrderRejected", msg.order_id)
+
+    def on_order_cancelled(self, msg: OrderCancelledView, mine: bool) -> None:
+        super().on_order_cancelled(msg, mine)
+        self._saw("exchange.OrderCancelled", msg.order_id)
+
+    def on_trade(self, msg: TradeView, mine: bool) -> None:
+        super().on_trade(msg, mine)
+        self._saw("exchange.Trade", msg.trade_id)
+
+    def on_book_update(self, msg: BookUpdateView, mine: bool) -> None:
+        self._saw("exchange.BookUpdate", sum(level.quantity for level in msg.levels))
+
     def on_cancel_order(self, msg: CancelOrderView, mine: bool) -> None:
+        self._saw("exchange.CancelOrder", msg.order_id)
         if msg.order_id == END_MARKER:
             _write(
                 f"{self.account}-{self.instance}.json",
-                {"updates": self.published, "last_sequence": self.sequence()},
+                {
+                    "updates": self.published,
+                    "last_sequence": self.sequence(),
+                    "seen": {
+                        name: {"count": n, "digest": self.digests[name].hexdigest()}
+                        for name, n in self.seen.items()
+                    },
+                },
             )
             self.stop()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from seqbus import ConfigError, _core
+from tests.conftest import run_demo
 
 
 def test_a_bad_configuration_key_is_named(tmp_path: Path) -> None:
@@ -86,34 +86,12 @@ def test_demo_over_multicast_in_a_private_namespace() -> None:
     assert summary["round_trips"] == 300
 
 
-def _run_demo(argv: list[str], tmp_path: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    """``seqbus demo ARGV`` in its own process group, killed as a group (the demo and every
-    process it started) if it outlives ``timeout``."""
-    env = {k: v for k, v in os.environ.items() if k != "SEQBUS_IN_NETNS"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "seqbus.cli", "demo", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"the demo did not finish within {timeout} s:\n{err[-3000:]}")
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
 @pytest.mark.slow
 def test_exchange_demo_keeps_every_order_through_a_failover(tmp_path: Path) -> None:
     """The main job, briefly: the primary engine is killed mid-run, the hot backup carries on,
     a late joiner rewinds; every order is answered once and every state hash agrees."""
     orders = 3000
-    proc = _run_demo(
+    proc = run_demo(
         ["--json", "--orders", str(orders), "--timeout", "150", "--workdir", str(tmp_path / "run")],
         tmp_path,  # not the repository: the demo finds examples/ from its own installation
         timeout=200,
