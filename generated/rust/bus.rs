@@ -73,6 +73,52 @@ impl core::ops::BitOr for EnvelopeFlags {
     }
 }
 
+/// How a node answered an admin command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum AdminStatus {
+    Ok = 1,
+    UnknownCommand = 2,
+    BadArguments = 3,
+    Failed = 4,
+    Denied = 5,
+}
+
+impl AdminStatus {
+    /// The wire value.
+    pub const fn value(self) -> u8 {
+        self as u8
+    }
+
+    /// The variant of a wire value, if it has one.
+    pub const fn from_value(v: u8) -> Option<Self> {
+        match v {
+            1 => Some(Self::Ok),
+            2 => Some(Self::UnknownCommand),
+            3 => Some(Self::BadArguments),
+            4 => Some(Self::Failed),
+            5 => Some(Self::Denied),
+            _ => None,
+        }
+    }
+
+    /// The name as written in the schema.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Ok => "Ok",
+            Self::UnknownCommand => "UnknownCommand",
+            Self::BadArguments => "BadArguments",
+            Self::Failed => "Failed",
+            Self::Denied => "Denied",
+        }
+    }
+
+    fn read(d_: &rt::Dec<'_>, q: &[u8], field: &'static str, off: usize) -> Result<Self, DecodeError> {
+        let v = u8::from_le_bytes(rt::arr(q));
+        Self::from_value(v).ok_or_else(|| d_.err(field, off, format!("{v} is not a value of AdminStatus")))
+    }
+}
+
 /// The 32-byte header of every sequenced message (docs/architecture.md).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Envelope {
@@ -365,12 +411,324 @@ impl SenderState {
     }
 }
 
+/// One entry of group `AdminCommand.args`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdminCommandArgs {
+    pub value: String,
+}
+
+impl AdminCommandArgs {
+    /// Bytes of the fixed block this code writes.
+    pub const BLOCK_LENGTH: usize = 0;
+    const MIN_BLOCK_LENGTH: usize = 0;
+
+    fn read_group(d_: &rt::Dec<'_>, pos_: usize, depth_: usize, field_: &'static str) -> Result<(Vec<Self>, usize), DecodeError> {
+        let (bl_, ng_, nv_, count_, mut pos_) = d_.group_header(pos_, depth_, field_)?;
+        if count_ > 0 && bl_ < Self::MIN_BLOCK_LENGTH {
+            return Err(d_.err(field_, pos_ - 8, format!("entry block length {bl_} is shorter than {}", Self::MIN_BLOCK_LENGTH)));
+        }
+        let mut v_ = Vec::new();
+        for _ in 0..count_ {
+            d_.need(pos_, bl_, field_, "group entry")?;
+            let (e_, p_) = Self::read_at(d_, pos_, bl_, ng_, nv_, pos_ + bl_, depth_)?;
+            v_.push(e_);
+            pos_ = p_;
+        }
+        Ok((v_, pos_))
+    }
+
+    fn read_at(d_: &rt::Dec<'_>, at_: usize, bl_: usize, ng_: usize, nv_: usize, tail_: usize, depth_: usize) -> Result<(Self, usize), DecodeError> {
+        let block_ = &d_.buf[at_..at_ + bl_];
+        let mut pos_ = tail_;
+        for _ in 0..ng_ {
+            pos_ = d_.skip_group(pos_, depth_ + 1, "AdminCommand.args")?;
+        }
+        let mut value = Default::default();
+        if nv_ > 0 {
+            let (v_, p_) = d_.string(pos_, "value")?;
+            value = v_;
+            pos_ = p_;
+        }
+        for _ in 1..nv_ {
+            pos_ = d_.skip_var(pos_, "AdminCommand.args")?;
+        }
+        Ok((Self {
+            value,
+        }, pos_))
+    }
+
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        rt::wr_var(out, self.value.as_bytes(), "AdminCommand.args.value")?;
+        Ok(())
+    }
+
+    /// The canonical JSON of the value (the form of the shared test vectors).
+    pub fn to_json(&self) -> String {
+        let mut out = String::new();
+        self.json(&mut out);
+        out
+    }
+
+    fn json(&self, out: &mut String) {
+        out.push('{');
+        out.push_str("\"value\":");
+        rt::json_str(out, &self.value);
+        out.push('}');
+    }
+}
+
+/// An operator's command to every node of one account (`seqbus admin command`). It is an
+/// ordinary command of the admin sender (envelope kind Application, the sender's own account
+/// and command sequence), so the sequencer numbers, journals and broadcasts it like any other:
+/// every instance of the target account (primary, hot backup, late joiner, offline replay)
+/// applies it at the same point of the stream. Nodes receive the commands of their own account
+/// whatever their topics; the topic filter reads `target` at offset 0 of the block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdminCommand {
+    pub target: String,
+    pub request_id: u64,
+    pub name: String,
+    pub args: Vec<AdminCommandArgs>,
+}
+
+impl AdminCommand {
+    /// The message's template id.
+    pub const TEMPLATE_ID: u16 = 4;
+    /// Bytes of the fixed block this code writes.
+    pub const BLOCK_LENGTH: usize = 16;
+    const MIN_BLOCK_LENGTH: usize = 16;
+
+    /// Decode a whole message (header included) written at any version of the schema.
+    pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
+        let d = &rt::Dec { buf, msg: "AdminCommand" };
+        let bl = d.header(Self::TEMPLATE_ID, SCHEMA_ID, Self::MIN_BLOCK_LENGTH)?;
+        let ng = usize::from(buf[rt::HEADER + bl]);
+        let nv = usize::from(buf[rt::HEADER + bl + 1]);
+        let (value, _) = Self::read_at(d, rt::HEADER, bl, ng, nv, rt::HEADER + bl + 2, 0)?;
+        Ok(value)
+    }
+
+    /// Encode the message, header included.
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        let mut out = Vec::with_capacity(rt::HEADER + Self::BLOCK_LENGTH + 2);
+        out.extend_from_slice(&(16u16).to_le_bytes());
+        out.extend_from_slice(&Self::TEMPLATE_ID.to_le_bytes());
+        out.extend_from_slice(&SCHEMA_ID.to_le_bytes());
+        out.extend_from_slice(&SCHEMA_VERSION.to_le_bytes());
+        self.write(&mut out)?;
+        Ok(out)
+    }
+
+    fn read_at(d_: &rt::Dec<'_>, at_: usize, bl_: usize, ng_: usize, nv_: usize, tail_: usize, depth_: usize) -> Result<(Self, usize), DecodeError> {
+        let block_ = &d_.buf[at_..at_ + bl_];
+        let target = {
+            let q_ = rt::field(block_, 0, 8);
+            rt::rd_char(d_, q_, "target", at_ + 0)?
+        };
+        let request_id = {
+            let q_ = rt::field(block_, 8, 8);
+            Ok::<_, DecodeError>(u64::from_le_bytes(rt::arr(q_)))?
+        };
+        let mut pos_ = tail_;
+        let mut args = Vec::new();
+        if ng_ > 0 {
+            let (v_, p_) = AdminCommandArgs::read_group(d_, pos_, depth_ + 1, "args")?;
+            args = v_;
+            pos_ = p_;
+        }
+        for _ in 1..ng_ {
+            pos_ = d_.skip_group(pos_, depth_ + 1, "AdminCommand")?;
+        }
+        let mut name = Default::default();
+        if nv_ > 0 {
+            let (v_, p_) = d_.string(pos_, "name")?;
+            name = v_;
+            pos_ = p_;
+        }
+        for _ in 1..nv_ {
+            pos_ = d_.skip_var(pos_, "AdminCommand")?;
+        }
+        Ok((Self {
+            target,
+            request_id,
+            name,
+            args,
+        }, pos_))
+    }
+
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        rt::wr_char(out, &self.target, 8, "AdminCommand.target")?;
+        out.extend_from_slice(&(&self.request_id).to_le_bytes());
+        out.push(1);
+        out.push(1);
+        rt::group_header(out, 0, 0, 1, self.args.len(), "AdminCommand.args")?;
+        for e in &self.args {
+            e.write(out)?;
+        }
+        rt::wr_var(out, self.name.as_bytes(), "AdminCommand.name")?;
+        Ok(())
+    }
+
+    /// The canonical JSON of the value (the form of the shared test vectors).
+    pub fn to_json(&self) -> String {
+        let mut out = String::new();
+        self.json(&mut out);
+        out
+    }
+
+    fn json(&self, out: &mut String) {
+        out.push('{');
+        out.push_str("\"target\":");
+        rt::json_str(out, &self.target);
+        out.push_str(",\"request_id\":");
+        out.push_str(&(&self.request_id).to_string());
+        out.push_str(",\"name\":");
+        rt::json_str(out, &self.name);
+        out.push_str(",\"args\":");
+        out.push('[');
+        for (i, e) in self.args.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            e.json(out);
+        }
+        out.push(']');
+        out.push('}');
+    }
+}
+
+/// A node's answer to an AdminCommand, sent as a command of the node's account: hot-hot
+/// instances send the same reply under the same command sequence and the sequencer keeps one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdminReply {
+    pub command_sequence: u64,
+    pub request_id: u64,
+    pub requester: String,
+    pub status: AdminStatus,
+    pub name: String,
+    pub text: String,
+}
+
+impl AdminReply {
+    /// The message's template id.
+    pub const TEMPLATE_ID: u16 = 5;
+    /// Bytes of the fixed block this code writes.
+    pub const BLOCK_LENGTH: usize = 25;
+    const MIN_BLOCK_LENGTH: usize = 25;
+
+    /// Decode a whole message (header included) written at any version of the schema.
+    pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
+        let d = &rt::Dec { buf, msg: "AdminReply" };
+        let bl = d.header(Self::TEMPLATE_ID, SCHEMA_ID, Self::MIN_BLOCK_LENGTH)?;
+        let ng = usize::from(buf[rt::HEADER + bl]);
+        let nv = usize::from(buf[rt::HEADER + bl + 1]);
+        let (value, _) = Self::read_at(d, rt::HEADER, bl, ng, nv, rt::HEADER + bl + 2, 0)?;
+        Ok(value)
+    }
+
+    /// Encode the message, header included.
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        let mut out = Vec::with_capacity(rt::HEADER + Self::BLOCK_LENGTH + 2);
+        out.extend_from_slice(&(25u16).to_le_bytes());
+        out.extend_from_slice(&Self::TEMPLATE_ID.to_le_bytes());
+        out.extend_from_slice(&SCHEMA_ID.to_le_bytes());
+        out.extend_from_slice(&SCHEMA_VERSION.to_le_bytes());
+        self.write(&mut out)?;
+        Ok(out)
+    }
+
+    fn read_at(d_: &rt::Dec<'_>, at_: usize, bl_: usize, ng_: usize, nv_: usize, tail_: usize, depth_: usize) -> Result<(Self, usize), DecodeError> {
+        let block_ = &d_.buf[at_..at_ + bl_];
+        let command_sequence = {
+            let q_ = rt::field(block_, 0, 8);
+            Ok::<_, DecodeError>(u64::from_le_bytes(rt::arr(q_)))?
+        };
+        let request_id = {
+            let q_ = rt::field(block_, 8, 8);
+            Ok::<_, DecodeError>(u64::from_le_bytes(rt::arr(q_)))?
+        };
+        let requester = {
+            let q_ = rt::field(block_, 16, 8);
+            rt::rd_char(d_, q_, "requester", at_ + 16)?
+        };
+        let status = {
+            let q_ = rt::field(block_, 24, 1);
+            AdminStatus::read(d_, q_, "status", at_ + 24)?
+        };
+        let mut pos_ = tail_;
+        for _ in 0..ng_ {
+            pos_ = d_.skip_group(pos_, depth_ + 1, "AdminReply")?;
+        }
+        let mut name = Default::default();
+        if nv_ > 0 {
+            let (v_, p_) = d_.string(pos_, "name")?;
+            name = v_;
+            pos_ = p_;
+        }
+        let mut text = Default::default();
+        if nv_ > 1 {
+            let (v_, p_) = d_.string(pos_, "text")?;
+            text = v_;
+            pos_ = p_;
+        }
+        for _ in 2..nv_ {
+            pos_ = d_.skip_var(pos_, "AdminReply")?;
+        }
+        Ok((Self {
+            command_sequence,
+            request_id,
+            requester,
+            status,
+            name,
+            text,
+        }, pos_))
+    }
+
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        out.extend_from_slice(&(&self.command_sequence).to_le_bytes());
+        out.extend_from_slice(&(&self.request_id).to_le_bytes());
+        rt::wr_char(out, &self.requester, 8, "AdminReply.requester")?;
+        out.extend_from_slice(&(&self.status).value().to_le_bytes());
+        out.push(0);
+        out.push(2);
+        rt::wr_var(out, self.name.as_bytes(), "AdminReply.name")?;
+        rt::wr_var(out, self.text.as_bytes(), "AdminReply.text")?;
+        Ok(())
+    }
+
+    /// The canonical JSON of the value (the form of the shared test vectors).
+    pub fn to_json(&self) -> String {
+        let mut out = String::new();
+        self.json(&mut out);
+        out
+    }
+
+    fn json(&self, out: &mut String) {
+        out.push('{');
+        out.push_str("\"command_sequence\":");
+        out.push_str(&(&self.command_sequence).to_string());
+        out.push_str(",\"request_id\":");
+        out.push_str(&(&self.request_id).to_string());
+        out.push_str(",\"requester\":");
+        rt::json_str(out, &self.requester);
+        out.push_str(",\"status\":");
+        rt::json_str(out, (&self.status).name());
+        out.push_str(",\"name\":");
+        rt::json_str(out, &self.name);
+        out.push_str(",\"text\":");
+        rt::json_str(out, &self.text);
+        out.push('}');
+    }
+}
+
 /// Any message of this schema.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
     ClockTick(ClockTick),
     SessionStart(SessionStart),
     SenderState(SenderState),
+    AdminCommand(AdminCommand),
+    AdminReply(AdminReply),
 }
 
 impl Message {
@@ -382,6 +740,8 @@ impl Message {
             1 => Ok(Self::ClockTick(ClockTick::decode(buf)?)),
             2 => Ok(Self::SessionStart(SessionStart::decode(buf)?)),
             3 => Ok(Self::SenderState(SenderState::decode(buf)?)),
+            4 => Ok(Self::AdminCommand(AdminCommand::decode(buf)?)),
+            5 => Ok(Self::AdminReply(AdminReply::decode(buf)?)),
             t => Err(d.err("header", 2, format!("unknown template id {t}"))),
         }
     }
@@ -392,6 +752,8 @@ impl Message {
             Self::ClockTick(m) => m.encode(),
             Self::SessionStart(m) => m.encode(),
             Self::SenderState(m) => m.encode(),
+            Self::AdminCommand(m) => m.encode(),
+            Self::AdminReply(m) => m.encode(),
         }
     }
 
@@ -401,6 +763,8 @@ impl Message {
             Self::ClockTick(_) => "ClockTick",
             Self::SessionStart(_) => "SessionStart",
             Self::SenderState(_) => "SenderState",
+            Self::AdminCommand(_) => "AdminCommand",
+            Self::AdminReply(_) => "AdminReply",
         }
     }
 
@@ -410,6 +774,8 @@ impl Message {
             Self::ClockTick(m) => m.to_json(),
             Self::SessionStart(m) => m.to_json(),
             Self::SenderState(m) => m.to_json(),
+            Self::AdminCommand(m) => m.to_json(),
+            Self::AdminReply(m) => m.to_json(),
         }
     }
 }

@@ -536,6 +536,51 @@ cdef int _wr_EnvelopeFlags(uint8_t* q, object v, str where) except -1:
     return 0
 
 
+class AdminStatus(_enum.IntEnum):
+    """How a node answered an admin command."""
+    Ok = 1
+    UnknownCommand = 2
+    BadArguments = 3
+    Failed = 4
+    Denied = 5
+
+
+cdef dict _AdminStatus_members = dict(AdminStatus._value2member_map_)
+cdef object _AdminStatus_type = AdminStatus
+
+
+cdef object _AdminStatus_Ok = AdminStatus.Ok
+cdef object _AdminStatus_UnknownCommand = AdminStatus.UnknownCommand
+cdef object _AdminStatus_BadArguments = AdminStatus.BadArguments
+cdef object _AdminStatus_Failed = AdminStatus.Failed
+cdef object _AdminStatus_Denied = AdminStatus.Denied
+
+
+cdef object _rd_AdminStatus(const uint8_t* q, str msg, str field, Py_ssize_t off):
+    cdef uint8_t v = _ld_u8(q)
+    if v == 1:
+        return _AdminStatus_Ok
+    elif v == 2:
+        return _AdminStatus_UnknownCommand
+    elif v == 3:
+        return _AdminStatus_BadArguments
+    elif v == 4:
+        return _AdminStatus_Failed
+    elif v == 5:
+        return _AdminStatus_Denied
+    raise DecodeError(msg, field, off, f"{v} is not a value of AdminStatus")
+
+
+cdef int _wr_AdminStatus(uint8_t* q, object v, str where) except -1:
+    if type(v) is not _AdminStatus_type:
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError(f"{where}: expected AdminStatus, got {type(v).__name__}")
+        if v not in _AdminStatus_members:
+            raise ValueError(f"{where}: {v} is not a value of AdminStatus")
+    _st_u8(q, v)
+    return 0
+
+
 # -- structs (fixed-size values, decoded into value objects) ----------------------------------
 
 
@@ -1631,6 +1676,1385 @@ def _from_dict_field_SenderState(str k, v):
 
 
 
+# ---- AdminCommand.args ----
+
+
+cdef object _AdminCommandArgs_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of AdminCommand.args at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    if n - at < bl:
+        _truncated("AdminCommand", "args", base + at, "group entry")
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 2, "AdminCommand", "args", base)
+    if nv > 0:
+        start = pos
+        pos = _skip_var(p, n, pos, "AdminCommand", "args.value", base)
+        v_value = _ld_string(p + start + 4, pos - start - 4, "AdminCommand", "args.value", base + start + 4)
+    else:
+        v_value = ""
+    for k in range(1, nv):
+        pos = _skip_var(p, n, pos, "AdminCommand", "args", base)
+    end[0] = pos
+    return {
+        "value": v_value,
+    }
+
+
+cdef object _AdminCommandArgs_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of AdminCommand.args at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef AdminCommandArgs r = AdminCommandArgs.__new__(AdminCommandArgs)
+    if n - at < bl:
+        _truncated("AdminCommand", "args", base + at, "group entry")
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 2, "AdminCommand", "args", base)
+    if nv > 0:
+        start = pos
+        pos = _skip_var(p, n, pos, "AdminCommand", "args.value", base)
+        v_value = _ld_string(p + start + 4, pos - start - 4, "AdminCommand", "args.value", base + start + 4)
+    else:
+        v_value = ""
+    for k in range(1, nv):
+        pos = _skip_var(p, n, pos, "AdminCommand", "args", base)
+    end[0] = pos
+    r.value = v_value
+    return r
+
+@cython.final
+@cython.freelist(16)
+cdef class AdminCommandArgsView:
+    """One entry of group ``AdminCommand.args`` (a flyweight reused while iterating)."""
+    cdef object _obj
+    cdef object _keep
+    cdef const uint8_t* _p
+    cdef Py_ssize_t _n
+    cdef Py_ssize_t _base
+    cdef Py_ssize_t _at
+    cdef Py_ssize_t _bl
+    cdef int _ng
+    cdef int _nv
+    cdef Py_ssize_t _tail
+    cdef Py_ssize_t _end
+    cdef Py_ssize_t _gat[1]
+    cdef Py_ssize_t _vat[1]
+
+    def __init__(self):
+        raise TypeError("AdminCommandArgsView is made by iterating or indexing a group")
+
+    cdef int _scan(self) except -1:
+        if self._n - self._at < self._bl:
+            _truncated("AdminCommand", "args", self._base + self._at, "group entry")
+        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+                               0, self._vat, 1, 1, "AdminCommand",
+                               "args", self._base)
+        return 0
+
+    @property
+    def value(self):
+        """Value.
+
+        ``string``.
+        """
+        return self._get_value()
+
+    cdef inline Py_ssize_t _pos_value(self) except -2:
+        if self._end < 0:
+            self._scan()
+        return self._vat[0]
+
+    cdef object _get_value(self):
+        cdef Py_ssize_t pos = self._pos_value()
+        cdef uint32_t size
+        if pos < 0:
+            return ""
+        size = _ld_u32(self._p + pos)
+        return _ld_string(self._p + pos + 4, size, "AdminCommand", "args.value", self._base + pos + 4)
+
+    cdef object _dict_end(self, Py_ssize_t* end):
+        return _AdminCommandArgs_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        return _AdminCommandArgs_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef AdminCommandArgs _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`AdminCommandArgs` holding a copy of every field (the full decode)."""
+        return self._value()
+
+    def to_dict(self):
+        """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
+        return self._dict()
+
+    def __eq__(self, other):
+        if type(other) is AdminCommandArgsView or type(other) is AdminCommandArgs:
+            return self.to_dict() == other.to_dict()
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self):
+        return _repr("AdminCommandArgsView", self.to_dict())
+
+
+@cython.final
+@cython.freelist(16)
+cdef class AdminCommandArgsGroup:
+    """The entries of group ``AdminCommand.args``: ``len()``, iteration and indexing.
+
+    Iteration yields one reused :class:`AdminCommandArgsView` repositioned on each entry (no allocation per
+    entry): read what you need before moving on, or call ``to_dict()``. Indexing returns a
+    view of its own.
+    """
+    cdef object _obj
+    cdef object _keep
+    cdef const uint8_t* _p
+    cdef Py_ssize_t _n
+    cdef Py_ssize_t _base
+    cdef Py_ssize_t _start
+    cdef Py_ssize_t _count
+    cdef Py_ssize_t _bl
+    cdef int _ng
+    cdef int _nv
+    cdef Py_ssize_t _i
+    cdef Py_ssize_t _next
+    cdef AdminCommandArgsView _entry
+
+    def __init__(self):
+        raise TypeError("AdminCommandArgsGroup is made by reading a group field")
+
+    def __len__(self):
+        return self._count
+
+    def __iter__(self):
+        self._i = 0
+        self._next = self._start
+        return self
+
+    def __next__(self):
+        cdef AdminCommandArgsView e
+        if self._i >= self._count:
+            raise StopIteration
+        e = self._entry
+        if e is None:
+            e = self._new_entry()
+            self._entry = e
+        e._at = self._next
+        e._tail = self._next + self._bl
+        e._end = -1
+        e._scan()
+        self._next = e._end
+        self._i += 1
+        return e
+
+    cdef AdminCommandArgsView _new_entry(self):
+        cdef AdminCommandArgsView e = AdminCommandArgsView.__new__(AdminCommandArgsView)
+        e._obj = self._obj
+        e._keep = self._keep
+        e._p = self._p
+        e._n = self._n
+        e._base = self._base
+        e._bl = self._bl
+        e._ng = self._ng
+        e._nv = self._nv
+        return e
+
+    def __getitem__(self, Py_ssize_t i):
+        cdef Py_ssize_t k, pos = self._start
+        cdef AdminCommandArgsView e
+        if i < 0:
+            i += self._count
+        if i < 0 or i >= self._count:
+            raise IndexError("AdminCommand.args index out of range")
+        e = self._new_entry()
+        for k in range(i + 1):
+            e._at = pos
+            e._tail = pos + self._bl
+            e._end = -1
+            e._scan()
+            pos = e._end
+        return e
+
+    def to_list(self):
+        """Every entry as a dict."""
+        return self._dicts()
+
+    cdef list _dicts_end(self, Py_ssize_t* end):
+        cdef list out = []
+        cdef Py_ssize_t i, pos = self._start
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
+            raise DecodeError("AdminCommand", "args", self._base + self._start - 8, f"{self._count} zero-length entries")
+        for i in range(self._count):
+            out.append(_AdminCommandArgs_dict(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
+        end[0] = pos
+        return out
+
+    cdef list _values_end(self, Py_ssize_t* end):
+        cdef list out = []
+        cdef Py_ssize_t i, pos = self._start
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
+            raise DecodeError("AdminCommand", "args", self._base + self._start - 8, f"{self._count} zero-length entries")
+        for i in range(self._count):
+            out.append(_AdminCommandArgs_value(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
+        end[0] = pos
+        return out
+
+    cdef list _dicts(self):
+        cdef Py_ssize_t end
+        return self._dicts_end(&end)
+
+    def __repr__(self):
+        return f"<AdminCommandArgsGroup of {self._count} entries>"
+
+
+cdef int _AdminCommandArgsGroup_at(AdminCommandArgsGroup g, object obj, object keep, const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t pos) except -1:
+    g._obj = obj
+    g._keep = keep
+    g._p = p
+    g._n = n
+    g._base = base
+    g._entry = None
+    g._i = 0
+    if pos < 0:
+        g._count = 0
+        g._start = 0
+        g._bl = 0
+        g._ng = 0
+        g._nv = 0
+    else:
+        if n - pos < 8:
+            _truncated("AdminCommand", "args", base + pos, "group header")
+        g._bl = _ld_u16(p + pos)
+        g._ng = p[pos + 2]
+        g._nv = p[pos + 3]
+        g._count = _ld_u32(p + pos + 4)
+        g._start = pos + 8
+        if g._count and g._bl < 0:
+            raise DecodeError("AdminCommand", "args", base + pos, f"entry block length {g._bl} is shorter than 0")
+    g._next = g._start
+    return 0
+
+
+@cython.final
+cdef class AdminCommandArgsBuilder(_Writer):
+    """Writes the entries of group ``AdminCommand.args``: call ``next()`` before each entry, then set its fields."""
+
+    def __init__(self):
+        raise TypeError("AdminCommandArgsBuilder is made by the builder of the enclosing message or group")
+
+    def next(self):
+        """Move to the next entry of the group and return this builder, positioned on it."""
+        cdef uint8_t* q
+        self._check_open()
+        if self._i > 0:
+            self._close()
+        if self._i >= self._count:
+            raise ValueError(f"AdminCommand.args: all {self._count} entries are written already")
+        q = self._c.reserve(0, "AdminCommand.args")
+        memset(q, 0, 0)
+        self._at = q - self._c.p
+        self._stage = 0
+        self._i += 1
+        return self
+
+    cdef int _done(self) except -1:
+        if self._i < self._count:
+            raise ValueError(f"AdminCommand.args: {self._i} of {self._count} entries written")
+        if self._i > 0:
+            self._close()
+        self._closed = True
+        return 0
+
+    cdef int _need_entry(self) except -1:
+        self._check_open()
+        if self._i == 0:
+            raise ValueError("AdminCommand.args: call next() before setting fields of an entry")
+        return 0
+
+    cdef int _close(self) except -1:
+        self._advance(1)
+        return 0
+
+    cdef int _advance(self, int stage) except -1:
+        """Write every group and variable-length field before ``stage`` not yet written."""
+        if self._child is not None:
+            self._child._done()
+            self._child = None
+        while self._stage < stage:
+            _empty_var(self._c, "AdminCommand.args")
+            self._stage += 1
+        return 0
+
+    cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
+        if self._stage > stage:
+            raise ValueError(f"AdminCommand.args.{name} is written already (groups and "
+                             "variable-length fields go in declaration order)")
+        self._advance(stage)
+        return 0
+
+    property value:
+        def __set__(self, value):
+            cdef Py_ssize_t size
+            cdef uint8_t* q
+            self._need_entry()
+            self._enter(0, "value")
+            size = _var_size(value, "AdminCommand.args.value")
+            q = self._c.reserve(size, "AdminCommand.args.value")
+            _st_string(q, q + size, value)
+            self._stage = 1
+
+
+@cython.final
+@cython.freelist(16)
+cdef class AdminCommandArgs:
+    """One entry of group ``AdminCommand.args``, as a plain value."""
+    cdef public object value
+
+    def __init__(self, *, value=""):
+        self.value = value
+
+    @staticmethod
+    def from_dict(dict d):
+        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
+        return AdminCommandArgs(**{
+            k: _from_dict_field_AdminCommandArgs(k, v) for k, v in d.items()
+        })
+
+    cdef Py_ssize_t _size(self) except -1:
+        return 0 + self._tail_size()
+
+    cdef uint8_t* _write(self, uint8_t* q, uint8_t* end) except NULL:
+        if end - q < 0:
+            _changed("AdminCommand")
+        self._write_block(q)
+        return self._write_tail(q + 0, end)
+
+    cdef int _write_block(self, uint8_t* q) except -1:
+        return 0
+
+    cdef Py_ssize_t _tail_size(self) except -1:
+        cdef Py_ssize_t n = 0
+        n += _var_size(self.value, "AdminCommand.args.value")
+        return n
+
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+        q = _st_string(q, end, self.value)
+        return q
+
+    def to_dict(self):
+        """Every field as plain Python values (groups as lists of dicts)."""
+        return {
+            "value": self.value,
+        }
+
+    def __eq__(self, other):
+        if type(other) is AdminCommandArgs or type(other) is AdminCommandArgsView:
+            return self.to_dict() == other.to_dict()
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self):
+        return _repr("AdminCommandArgs", self.to_dict())
+
+    def __reduce__(self):
+        return (_rebuild, (AdminCommandArgs, self.to_dict()))
+
+
+def _from_dict_field_AdminCommandArgs(str k, v):
+    return v
+
+
+
+# ---- AdminCommand ----
+
+
+cdef object _AdminCommand_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of AdminCommand at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    q = p + at + 0
+    v_target = _ld_char(q, 8, "AdminCommand", "target", base + at + 0)
+    q = p + at + 8
+    v_request_id = _ld_u64(q)
+    if ng > 0:
+        pos = _group_header(p, n, pos, 0, "AdminCommand", "args", base, &g_bl, &g_ng, &g_nv, &g_count)
+        g_out = []
+        for g_i in range(g_count):
+            g_out.append(_AdminCommandArgs_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+        v_args = g_out
+    else:
+        v_args = []
+    for k in range(1, ng):
+        pos = _skip_group(p, n, pos, 1, "AdminCommand", "", base)
+    if nv > 0:
+        start = pos
+        pos = _skip_var(p, n, pos, "AdminCommand", "name", base)
+        v_name = _ld_string(p + start + 4, pos - start - 4, "AdminCommand", "name", base + start + 4)
+    else:
+        v_name = ""
+    for k in range(1, nv):
+        pos = _skip_var(p, n, pos, "AdminCommand", "", base)
+    end[0] = pos
+    return {
+        "target": v_target,
+        "request_id": v_request_id,
+        "name": v_name,
+        "args": v_args,
+    }
+
+
+cdef object _AdminCommand_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of AdminCommand at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef AdminCommand r = AdminCommand.__new__(AdminCommand)
+    q = p + at + 0
+    r.target = _ld_char(q, 8, "AdminCommand", "target", base + at + 0)
+    q = p + at + 8
+    r.request_id = _ld_u64(q)
+    if ng > 0:
+        pos = _group_header(p, n, pos, 0, "AdminCommand", "args", base, &g_bl, &g_ng, &g_nv, &g_count)
+        g_out = []
+        for g_i in range(g_count):
+            g_out.append(_AdminCommandArgs_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+        v_args = g_out
+    else:
+        v_args = []
+    for k in range(1, ng):
+        pos = _skip_group(p, n, pos, 1, "AdminCommand", "", base)
+    if nv > 0:
+        start = pos
+        pos = _skip_var(p, n, pos, "AdminCommand", "name", base)
+        v_name = _ld_string(p + start + 4, pos - start - 4, "AdminCommand", "name", base + start + 4)
+    else:
+        v_name = ""
+    for k in range(1, nv):
+        pos = _skip_var(p, n, pos, "AdminCommand", "", base)
+    end[0] = pos
+    r.name = v_name
+    r.args = v_args
+    return r
+
+@cython.final
+@cython.freelist(16)
+@cython.no_gc_clear
+cdef class AdminCommandView:
+    """An operator's command to every node of one account (`seqbus admin command`). It is an
+    ordinary command of the admin sender (envelope kind Application, the sender's own account
+    and command sequence), so the sequencer numbers, journals and broadcasts it like any other:
+    every instance of the target account (primary, hot backup, late joiner, offline replay)
+    applies it at the same point of the stream. Nodes receive the commands of their own account
+    whatever their topics; the topic filter reads `target` at offset 0 of the block.
+
+    Zero-copy view of a AdminCommand message: wraps bytes, bytearray, memoryview or mmap and reads a field only when asked. Truncated or corrupt input raises seqbus.errors.DecodeError.
+    """
+    cdef object _obj
+    cdef object _keep
+    cdef Py_buffer _pybuf
+    cdef bint _held
+    cdef const uint8_t* _p
+    cdef Py_ssize_t _n
+    cdef Py_ssize_t _base
+    cdef Py_ssize_t _at
+    cdef Py_ssize_t _bl
+    cdef int _ng
+    cdef int _nv
+    cdef Py_ssize_t _tail
+    cdef Py_ssize_t _end
+    cdef Py_ssize_t _gat[1]
+    cdef Py_ssize_t _vat[1]
+
+    TEMPLATE_ID = 4
+    BLOCK_LENGTH = 16
+
+    def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
+        _AdminCommandView_init(self, buf, offset, length)
+
+    def __dealloc__(self):
+        if self._held:
+            PyBuffer_Release(&self._pybuf)
+
+    @property
+    def wire_version(self):
+        """The schema version the writer used."""
+        return _ld_u16(self._p + 6)
+
+    @property
+    def wire_size(self):
+        """Bytes the message takes, header and every group and variable-length field included."""
+        if self._end < 0:
+            self._scan()
+        return self._end
+
+    cdef int _scan(self) except -1:
+        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+                               1, self._vat, 1, 0, "AdminCommand",
+                               "", self._base)
+        return 0
+
+    @property
+    def target(self):
+        """Target.
+
+        ``char[8]``.
+        """
+        return self._get_target()
+
+    @property
+    def request_id(self):
+        """Request id.
+
+        ``u64``.
+        """
+        return self._get_request_id()
+
+    @property
+    def name(self):
+        """Name.
+
+        ``string``.
+        """
+        return self._get_name()
+
+    @property
+    def args(self):
+        """Args.
+
+        ``group``; iterate it (one reused entry view) or index it.
+        """
+        return self._get_args()
+
+    cdef inline object _get_target(self):
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _ld_char(q, 8, "AdminCommand", "target", self._base + self._at + 0)
+
+    cdef inline uint64_t _get_request_id(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 8
+        return _ld_u64(q)
+
+    cdef inline Py_ssize_t _pos_name(self) except -2:
+        if self._end < 0:
+            self._scan()
+        return self._vat[0]
+
+    cdef object _get_name(self):
+        cdef Py_ssize_t pos = self._pos_name()
+        cdef uint32_t size
+        if pos < 0:
+            return ""
+        size = _ld_u32(self._p + pos)
+        return _ld_string(self._p + pos + 4, size, "AdminCommand", "name", self._base + pos + 4)
+
+    cdef AdminCommandArgsGroup _get_args(self):
+        cdef AdminCommandArgsGroup g = AdminCommandArgsGroup.__new__(AdminCommandArgsGroup)
+        if self._end < 0:
+            self._scan()
+        _AdminCommandArgsGroup_at(g, self._obj, self, self._p, self._n, self._base, self._gat[0])
+        return g
+
+    cdef object _dict_end(self, Py_ssize_t* end):
+        return _AdminCommand_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        return _AdminCommand_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef AdminCommand _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`AdminCommand` holding a copy of every field (the full decode)."""
+        return self._value()
+
+    def to_dict(self):
+        """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
+        return self._dict()
+
+    def __eq__(self, other):
+        if type(other) is AdminCommandView or type(other) is AdminCommand:
+            return self.to_dict() == other.to_dict()
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self):
+        return _repr("AdminCommandView", self.to_dict())
+
+
+cdef int _AdminCommandView_init(AdminCommandView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
+    cdef const uint8_t* ptr
+    cdef Py_ssize_t size
+    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._obj = buf
+    v._n = _window(size, offset, length, "AdminCommand")
+    v._p = ptr + offset
+    v._base = offset
+    v._at = _HEADER
+    v._bl = _check_header(v._p, v._n, offset, 4, 16, "AdminCommand")
+    v._ng = v._p[_HEADER + v._bl]
+    v._nv = v._p[_HEADER + v._bl + 1]
+    v._tail = _HEADER + v._bl + 2
+    v._end = -1
+    return 0
+
+
+cdef AdminCommandView _AdminCommandView_wrap(object buf, Py_ssize_t offset, Py_ssize_t length):
+    cdef AdminCommandView v = AdminCommandView.__new__(AdminCommandView)
+    _AdminCommandView_init(v, buf, offset, length)
+    return v
+
+
+@cython.final
+cdef class AdminCommandBuilder(_Writer):
+    """Writes a AdminCommand straight into a caller's writable buffer.
+
+    Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
+    """
+
+    def __init__(self, buf, Py_ssize_t offset=0):
+        cdef uint8_t* q
+        self._c = _cursor(buf, offset)
+        q = self._c.reserve(_HEADER + 16 + 2, "AdminCommand")
+        _st_u16(q, 16)
+        _st_u16(q + 2, 4)
+        _st_u16(q + 4, 1)
+        _st_u16(q + 6, 1)
+        memset(q + _HEADER, 0, 16)
+        q[_HEADER + 16] = 1
+        q[_HEADER + 16 + 1] = 1
+        self._at = offset + _HEADER
+        self._stage = 0
+        self._path = "AdminCommand"
+
+    def finish(self):
+        """Complete the message (absent groups and variable-length fields written empty);
+        returns its length in bytes."""
+        if not self._closed:
+            self._close()
+            self._closed = True
+        return self._c.pos - self._c.start
+
+    cdef int _close(self) except -1:
+        self._advance(2)
+        return 0
+
+    cdef int _advance(self, int stage) except -1:
+        """Write every group and variable-length field before ``stage`` not yet written."""
+        if self._child is not None:
+            self._child._done()
+            self._child = None
+        while self._stage < stage:
+            if self._stage == 0:
+                _empty_group(self._c, 0, 0, 1, "args")
+            else:
+                _empty_var(self._c, "AdminCommand")
+            self._stage += 1
+        return 0
+
+    cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
+        if self._stage > stage:
+            raise ValueError(f"AdminCommand.{name} is written already (groups and "
+                             "variable-length fields go in declaration order)")
+        self._advance(stage)
+        return 0
+
+    property target:
+        def __set__(self, value):
+            cdef uint8_t* q = self._c.p + self._at + 0
+            _st_char(q, 8, value, "AdminCommand.target")
+
+    property request_id:
+        def __set__(self, value):
+            cdef uint8_t* q = self._c.p + self._at + 8
+            _st_u64(q, value)
+
+    property name:
+        def __set__(self, value):
+            cdef Py_ssize_t size
+            cdef uint8_t* q
+            self._enter(1, "name")
+            size = _var_size(value, "AdminCommand.name")
+            q = self._c.reserve(size, "AdminCommand.name")
+            _st_string(q, q + size, value)
+            self._stage = 2
+
+    def args(self, Py_ssize_t count):
+        """Start group ``args`` with ``count`` entries; returns its builder (call
+        ``next()`` on it before each entry)."""
+        cdef AdminCommandArgsBuilder b
+        cdef uint8_t* q
+        if count < 0 or count > _U32_MAX:
+            raise ValueError(f"AdminCommand.args: bad entry count {count}")
+        self._enter(0, "args")
+        q = _empty_group(self._c, 0, 0, 1, "AdminCommand.args")
+        _st_u32(q + 4, <uint32_t>count)
+        b = AdminCommandArgsBuilder.__new__(AdminCommandArgsBuilder)
+        b._c = self._c
+        b._count = count
+        b._i = 0
+        b._path = "AdminCommand.args"
+        self._child = b
+        self._stage = 1
+        return b
+
+
+@cython.final
+@cython.freelist(16)
+cdef class AdminCommand:
+    """An operator's command to every node of one account (`seqbus admin command`). It is an
+    ordinary command of the admin sender (envelope kind Application, the sender's own account
+    and command sequence), so the sequencer numbers, journals and broadcasts it like any other:
+    every instance of the target account (primary, hot backup, late joiner, offline replay)
+    applies it at the same point of the stream. Nodes receive the commands of their own account
+    whatever their topics; the topic filter reads `target` at offset 0 of the block.
+
+    A plain value: construct it with keyword arguments, ``encode()`` it, or ``AdminCommand.decode(buf)`` to get a AdminCommandView.
+    """
+    cdef public object target
+    cdef public uint64_t request_id
+    cdef public object name
+    cdef public list args
+
+    TEMPLATE_ID = 4
+    SCHEMA_ID = 1
+    BLOCK_LENGTH = 16
+
+    def __init__(self, *, target, uint64_t request_id, name="", args=()):
+        self.target = target
+        self.request_id = request_id
+        self.name = name
+        self.args = list(args)
+
+    @staticmethod
+    def from_dict(dict d):
+        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
+        return AdminCommand(**{
+            k: _from_dict_field_AdminCommand(k, v) for k, v in d.items()
+        })
+
+    @staticmethod
+    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
+        """A zero-copy :class:`AdminCommandView` over ``buf`` at ``offset`` (header included)."""
+        return _AdminCommandView_wrap(buf, offset, length)
+
+    def encode(self):
+        """The message as bytes: 8-byte header, block, groups, variable-length data."""
+        cdef Py_ssize_t n = _HEADER + 16 + 2 + self._tail_size()
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+        _st_u16(q, 16)
+        _st_u16(q + 2, 4)
+        _st_u16(q + 4, 1)
+        _st_u16(q + 6, 1)
+        self._write_block(q + _HEADER)
+        q[_HEADER + 16] = 1
+        q[_HEADER + 16 + 1] = 1
+        self._write_tail(q + _HEADER + 16 + 2, q + n)
+        return out
+
+    def encode_into(self, buf, Py_ssize_t offset=0):
+        """Write the message into a writable buffer at ``offset``; returns its length."""
+        cdef Py_ssize_t n = _HEADER + 16 + 2 + self._tail_size()
+        cdef _Cursor c = _cursor(buf, offset)
+        cdef uint8_t* q = c.reserve(n, "AdminCommand")
+        _st_u16(q, 16)
+        _st_u16(q + 2, 4)
+        _st_u16(q + 4, 1)
+        _st_u16(q + 6, 1)
+        self._write_block(q + _HEADER)
+        q[_HEADER + 16] = 1
+        q[_HEADER + 16 + 1] = 1
+        self._write_tail(q + _HEADER + 16 + 2, q + n)
+        return n
+
+    cdef int _write_block(self, uint8_t* q) except -1:
+        _st_char(q + 0, 8, self.target, "AdminCommand.target")
+        _st_u64(q + 8, self.request_id)
+        return 0
+
+    cdef Py_ssize_t _tail_size(self) except -1:
+        cdef Py_ssize_t n = 0
+        cdef AdminCommandArgs args_e
+        n += 8
+        if len(self.args) > _U32_MAX:
+            raise ValueError("AdminCommand.args: too many entries")
+        for e in self.args:
+            if type(e) is not AdminCommandArgs:
+                raise TypeError(f"AdminCommand.args: expected AdminCommandArgs entries, got {type(e).__name__}")
+            args_e = <AdminCommandArgs>e
+            n += args_e._size()
+        n += _var_size(self.name, "AdminCommand.name")
+        return n
+
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+        if end - q < 8:
+            _changed("AdminCommand")
+        _st_u16(q, 0)
+        q[2] = 0
+        q[3] = 1
+        _st_u32(q + 4, <uint32_t>len(self.args))
+        q += 8
+        for e in self.args:
+            if type(e) is not AdminCommandArgs:
+                _changed("AdminCommand")
+            q = (<AdminCommandArgs>e)._write(q, end)
+        q = _st_string(q, end, self.name)
+        return q
+
+    def to_dict(self):
+        """Every field as plain Python values (groups as lists of dicts)."""
+        return {
+            "target": self.target.rstrip('\0 '),
+            "request_id": self.request_id,
+            "name": self.name,
+            "args": [e.to_dict() for e in self.args],
+        }
+
+    def __eq__(self, other):
+        if type(other) is AdminCommand or type(other) is AdminCommandView:
+            return self.to_dict() == other.to_dict()
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self):
+        return _repr("AdminCommand", self.to_dict())
+
+    def __reduce__(self):
+        return (_rebuild, (AdminCommand, self.to_dict()))
+
+
+def _from_dict_field_AdminCommand(str k, v):
+    if k == "args":
+        return [e if type(e) is AdminCommandArgs else AdminCommandArgs.from_dict(e) for e in v]
+    return v
+
+
+
+# ---- AdminReply ----
+
+
+cdef object _AdminReply_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of AdminReply at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    q = p + at + 0
+    v_command_sequence = _ld_u64(q)
+    q = p + at + 8
+    v_request_id = _ld_u64(q)
+    q = p + at + 16
+    v_requester = _ld_char(q, 8, "AdminReply", "requester", base + at + 16)
+    q = p + at + 24
+    v_status = _rd_AdminStatus(q, "AdminReply", "status", base + at + 24)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "AdminReply", "", base)
+    if nv > 0:
+        start = pos
+        pos = _skip_var(p, n, pos, "AdminReply", "name", base)
+        v_name = _ld_string(p + start + 4, pos - start - 4, "AdminReply", "name", base + start + 4)
+    else:
+        v_name = ""
+    if nv > 1:
+        start = pos
+        pos = _skip_var(p, n, pos, "AdminReply", "text", base)
+        v_text = _ld_string(p + start + 4, pos - start - 4, "AdminReply", "text", base + start + 4)
+    else:
+        v_text = ""
+    for k in range(2, nv):
+        pos = _skip_var(p, n, pos, "AdminReply", "", base)
+    end[0] = pos
+    return {
+        "command_sequence": v_command_sequence,
+        "request_id": v_request_id,
+        "requester": v_requester,
+        "status": v_status,
+        "name": v_name,
+        "text": v_text,
+    }
+
+
+cdef object _AdminReply_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of AdminReply at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef AdminReply r = AdminReply.__new__(AdminReply)
+    q = p + at + 0
+    r.command_sequence = _ld_u64(q)
+    q = p + at + 8
+    r.request_id = _ld_u64(q)
+    q = p + at + 16
+    r.requester = _ld_char(q, 8, "AdminReply", "requester", base + at + 16)
+    q = p + at + 24
+    r.status = _rd_AdminStatus(q, "AdminReply", "status", base + at + 24)
+    for k in range(0, ng):
+        pos = _skip_group(p, n, pos, 1, "AdminReply", "", base)
+    if nv > 0:
+        start = pos
+        pos = _skip_var(p, n, pos, "AdminReply", "name", base)
+        v_name = _ld_string(p + start + 4, pos - start - 4, "AdminReply", "name", base + start + 4)
+    else:
+        v_name = ""
+    if nv > 1:
+        start = pos
+        pos = _skip_var(p, n, pos, "AdminReply", "text", base)
+        v_text = _ld_string(p + start + 4, pos - start - 4, "AdminReply", "text", base + start + 4)
+    else:
+        v_text = ""
+    for k in range(2, nv):
+        pos = _skip_var(p, n, pos, "AdminReply", "", base)
+    end[0] = pos
+    r.name = v_name
+    r.text = v_text
+    return r
+
+@cython.final
+@cython.freelist(16)
+@cython.no_gc_clear
+cdef class AdminReplyView:
+    """A node's answer to an AdminCommand, sent as a command of the node's account: hot-hot
+    instances send the same reply under the same command sequence and the sequencer keeps one.
+
+    Zero-copy view of a AdminReply message: wraps bytes, bytearray, memoryview or mmap and reads a field only when asked. Truncated or corrupt input raises seqbus.errors.DecodeError.
+    """
+    cdef object _obj
+    cdef object _keep
+    cdef Py_buffer _pybuf
+    cdef bint _held
+    cdef const uint8_t* _p
+    cdef Py_ssize_t _n
+    cdef Py_ssize_t _base
+    cdef Py_ssize_t _at
+    cdef Py_ssize_t _bl
+    cdef int _ng
+    cdef int _nv
+    cdef Py_ssize_t _tail
+    cdef Py_ssize_t _end
+    cdef Py_ssize_t _gat[1]
+    cdef Py_ssize_t _vat[2]
+
+    TEMPLATE_ID = 5
+    BLOCK_LENGTH = 25
+
+    def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
+        _AdminReplyView_init(self, buf, offset, length)
+
+    def __dealloc__(self):
+        if self._held:
+            PyBuffer_Release(&self._pybuf)
+
+    @property
+    def wire_version(self):
+        """The schema version the writer used."""
+        return _ld_u16(self._p + 6)
+
+    @property
+    def wire_size(self):
+        """Bytes the message takes, header and every group and variable-length field included."""
+        if self._end < 0:
+            self._scan()
+        return self._end
+
+    cdef int _scan(self) except -1:
+        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+                               0, self._vat, 2, 0, "AdminReply",
+                               "", self._base)
+        return 0
+
+    @property
+    def command_sequence(self):
+        """Command sequence.
+
+        ``u64``.
+        """
+        return self._get_command_sequence()
+
+    @property
+    def request_id(self):
+        """Request id.
+
+        ``u64``.
+        """
+        return self._get_request_id()
+
+    @property
+    def requester(self):
+        """Requester.
+
+        ``char[8]``.
+        """
+        return self._get_requester()
+
+    @property
+    def status(self):
+        """Status.
+
+        ``AdminStatus``.
+        """
+        return self._get_status()
+
+    @property
+    def name(self):
+        """Name.
+
+        ``string``.
+        """
+        return self._get_name()
+
+    @property
+    def text(self):
+        """Text.
+
+        ``string``.
+        """
+        return self._get_text()
+
+    cdef inline uint64_t _get_command_sequence(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _ld_u64(q)
+
+    cdef inline uint64_t _get_request_id(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 8
+        return _ld_u64(q)
+
+    cdef inline object _get_requester(self):
+        cdef const uint8_t* q = self._p + self._at + 16
+        return _ld_char(q, 8, "AdminReply", "requester", self._base + self._at + 16)
+
+    cdef inline object _get_status(self):
+        cdef const uint8_t* q = self._p + self._at + 24
+        return _rd_AdminStatus(q, "AdminReply", "status", self._base + self._at + 24)
+
+    cdef inline Py_ssize_t _pos_name(self) except -2:
+        if self._end < 0:
+            self._scan()
+        return self._vat[0]
+
+    cdef object _get_name(self):
+        cdef Py_ssize_t pos = self._pos_name()
+        cdef uint32_t size
+        if pos < 0:
+            return ""
+        size = _ld_u32(self._p + pos)
+        return _ld_string(self._p + pos + 4, size, "AdminReply", "name", self._base + pos + 4)
+
+    cdef inline Py_ssize_t _pos_text(self) except -2:
+        if self._end < 0:
+            self._scan()
+        return self._vat[1]
+
+    cdef object _get_text(self):
+        cdef Py_ssize_t pos = self._pos_text()
+        cdef uint32_t size
+        if pos < 0:
+            return ""
+        size = _ld_u32(self._p + pos)
+        return _ld_string(self._p + pos + 4, size, "AdminReply", "text", self._base + pos + 4)
+
+    cdef object _dict_end(self, Py_ssize_t* end):
+        return _AdminReply_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        return _AdminReply_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef AdminReply _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`AdminReply` holding a copy of every field (the full decode)."""
+        return self._value()
+
+    def to_dict(self):
+        """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
+        return self._dict()
+
+    def __eq__(self, other):
+        if type(other) is AdminReplyView or type(other) is AdminReply:
+            return self.to_dict() == other.to_dict()
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self):
+        return _repr("AdminReplyView", self.to_dict())
+
+
+cdef int _AdminReplyView_init(AdminReplyView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
+    cdef const uint8_t* ptr
+    cdef Py_ssize_t size
+    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._obj = buf
+    v._n = _window(size, offset, length, "AdminReply")
+    v._p = ptr + offset
+    v._base = offset
+    v._at = _HEADER
+    v._bl = _check_header(v._p, v._n, offset, 5, 25, "AdminReply")
+    v._ng = v._p[_HEADER + v._bl]
+    v._nv = v._p[_HEADER + v._bl + 1]
+    v._tail = _HEADER + v._bl + 2
+    v._end = -1
+    return 0
+
+
+cdef AdminReplyView _AdminReplyView_wrap(object buf, Py_ssize_t offset, Py_ssize_t length):
+    cdef AdminReplyView v = AdminReplyView.__new__(AdminReplyView)
+    _AdminReplyView_init(v, buf, offset, length)
+    return v
+
+
+@cython.final
+cdef class AdminReplyBuilder(_Writer):
+    """Writes a AdminReply straight into a caller's writable buffer.
+
+    Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
+    """
+
+    def __init__(self, buf, Py_ssize_t offset=0):
+        cdef uint8_t* q
+        self._c = _cursor(buf, offset)
+        q = self._c.reserve(_HEADER + 25 + 2, "AdminReply")
+        _st_u16(q, 25)
+        _st_u16(q + 2, 5)
+        _st_u16(q + 4, 1)
+        _st_u16(q + 6, 1)
+        memset(q + _HEADER, 0, 25)
+        q[_HEADER + 25] = 0
+        q[_HEADER + 25 + 1] = 2
+        self._at = offset + _HEADER
+        self._stage = 0
+        self._path = "AdminReply"
+
+    def finish(self):
+        """Complete the message (absent groups and variable-length fields written empty);
+        returns its length in bytes."""
+        if not self._closed:
+            self._close()
+            self._closed = True
+        return self._c.pos - self._c.start
+
+    cdef int _close(self) except -1:
+        self._advance(2)
+        return 0
+
+    cdef int _advance(self, int stage) except -1:
+        """Write every group and variable-length field before ``stage`` not yet written."""
+        if self._child is not None:
+            self._child._done()
+            self._child = None
+        while self._stage < stage:
+            _empty_var(self._c, "AdminReply")
+            self._stage += 1
+        return 0
+
+    cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
+        if self._stage > stage:
+            raise ValueError(f"AdminReply.{name} is written already (groups and "
+                             "variable-length fields go in declaration order)")
+        self._advance(stage)
+        return 0
+
+    property command_sequence:
+        def __set__(self, value):
+            cdef uint8_t* q = self._c.p + self._at + 0
+            _st_u64(q, value)
+
+    property request_id:
+        def __set__(self, value):
+            cdef uint8_t* q = self._c.p + self._at + 8
+            _st_u64(q, value)
+
+    property requester:
+        def __set__(self, value):
+            cdef uint8_t* q = self._c.p + self._at + 16
+            _st_char(q, 8, value, "AdminReply.requester")
+
+    property status:
+        def __set__(self, value):
+            cdef uint8_t* q = self._c.p + self._at + 24
+            _wr_AdminStatus(q, value, "AdminReply.status")
+
+    property name:
+        def __set__(self, value):
+            cdef Py_ssize_t size
+            cdef uint8_t* q
+            self._enter(0, "name")
+            size = _var_size(value, "AdminReply.name")
+            q = self._c.reserve(size, "AdminReply.name")
+            _st_string(q, q + size, value)
+            self._stage = 1
+
+    property text:
+        def __set__(self, value):
+            cdef Py_ssize_t size
+            cdef uint8_t* q
+            self._enter(1, "text")
+            size = _var_size(value, "AdminReply.text")
+            q = self._c.reserve(size, "AdminReply.text")
+            _st_string(q, q + size, value)
+            self._stage = 2
+
+
+@cython.final
+@cython.freelist(16)
+cdef class AdminReply:
+    """A node's answer to an AdminCommand, sent as a command of the node's account: hot-hot
+    instances send the same reply under the same command sequence and the sequencer keeps one.
+
+    A plain value: construct it with keyword arguments, ``encode()`` it, or ``AdminReply.decode(buf)`` to get a AdminReplyView.
+    """
+    cdef public uint64_t command_sequence
+    cdef public uint64_t request_id
+    cdef public object requester
+    cdef public object status
+    cdef public object name
+    cdef public object text
+
+    TEMPLATE_ID = 5
+    SCHEMA_ID = 1
+    BLOCK_LENGTH = 25
+
+    def __init__(self, *, uint64_t command_sequence, uint64_t request_id, requester, status, name="", text=""):
+        self.command_sequence = command_sequence
+        self.request_id = request_id
+        self.requester = requester
+        self.status = (status if type(status) is AdminStatus else AdminStatus(status))
+        self.name = name
+        self.text = text
+
+    @staticmethod
+    def from_dict(dict d):
+        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
+        return AdminReply(**{
+            k: _from_dict_field_AdminReply(k, v) for k, v in d.items()
+        })
+
+    @staticmethod
+    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
+        """A zero-copy :class:`AdminReplyView` over ``buf`` at ``offset`` (header included)."""
+        return _AdminReplyView_wrap(buf, offset, length)
+
+    def encode(self):
+        """The message as bytes: 8-byte header, block, groups, variable-length data."""
+        cdef Py_ssize_t n = _HEADER + 25 + 2 + self._tail_size()
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+        _st_u16(q, 25)
+        _st_u16(q + 2, 5)
+        _st_u16(q + 4, 1)
+        _st_u16(q + 6, 1)
+        self._write_block(q + _HEADER)
+        q[_HEADER + 25] = 0
+        q[_HEADER + 25 + 1] = 2
+        self._write_tail(q + _HEADER + 25 + 2, q + n)
+        return out
+
+    def encode_into(self, buf, Py_ssize_t offset=0):
+        """Write the message into a writable buffer at ``offset``; returns its length."""
+        cdef Py_ssize_t n = _HEADER + 25 + 2 + self._tail_size()
+        cdef _Cursor c = _cursor(buf, offset)
+        cdef uint8_t* q = c.reserve(n, "AdminReply")
+        _st_u16(q, 25)
+        _st_u16(q + 2, 5)
+        _st_u16(q + 4, 1)
+        _st_u16(q + 6, 1)
+        self._write_block(q + _HEADER)
+        q[_HEADER + 25] = 0
+        q[_HEADER + 25 + 1] = 2
+        self._write_tail(q + _HEADER + 25 + 2, q + n)
+        return n
+
+    cdef int _write_block(self, uint8_t* q) except -1:
+        _st_u64(q + 0, self.command_sequence)
+        _st_u64(q + 8, self.request_id)
+        _st_char(q + 16, 8, self.requester, "AdminReply.requester")
+        _wr_AdminStatus(q + 24, self.status, "AdminReply.status")
+        return 0
+
+    cdef Py_ssize_t _tail_size(self) except -1:
+        cdef Py_ssize_t n = 0
+        n += _var_size(self.name, "AdminReply.name")
+        n += _var_size(self.text, "AdminReply.text")
+        return n
+
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+        q = _st_string(q, end, self.name)
+        q = _st_string(q, end, self.text)
+        return q
+
+    def to_dict(self):
+        """Every field as plain Python values (groups as lists of dicts)."""
+        return {
+            "command_sequence": self.command_sequence,
+            "request_id": self.request_id,
+            "requester": self.requester.rstrip('\0 '),
+            "status": self.status,
+            "name": self.name,
+            "text": self.text,
+        }
+
+    def __eq__(self, other):
+        if type(other) is AdminReply or type(other) is AdminReplyView:
+            return self.to_dict() == other.to_dict()
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self):
+        return _repr("AdminReply", self.to_dict())
+
+    def __reduce__(self):
+        return (_rebuild, (AdminReply, self.to_dict()))
+
+
+def _from_dict_field_AdminReply(str k, v):
+    return v
+
+
+
 def _seqbus_dispatch_(node, int template_id, buf, Py_ssize_t offset, Py_ssize_t length, bint mine):
     """Wrap a body in its view and call the node's handler; False for an unknown template id."""
     if template_id == 1:
@@ -1642,6 +3066,12 @@ def _seqbus_dispatch_(node, int template_id, buf, Py_ssize_t offset, Py_ssize_t 
     elif template_id == 3:
         node.on_sender_state(_SenderStateView_wrap(buf, offset, length), mine)
         return True
+    elif template_id == 4:
+        node.on_admin_command(_AdminCommandView_wrap(buf, offset, length), mine)
+        return True
+    elif template_id == 5:
+        node.on_admin_reply(_AdminReplyView_wrap(buf, offset, length), mine)
+        return True
     return False
 
 
@@ -1650,6 +3080,8 @@ MESSAGES = {
     1: ClockTick,
     2: SessionStart,
     3: SenderState,
+    4: AdminCommand,
+    5: AdminReply,
 }
 
 

@@ -11,6 +11,8 @@ from ._codec import (
     ClockTickView,
     SessionStartView,
     SenderStateView,
+    AdminCommandView,
+    AdminReplyView,
     _seqbus_dispatch_,
 )
 
@@ -28,6 +30,8 @@ class BusNode(Node):
         1: "on_clock_tick",
         2: "on_session_start",
         3: "on_sender_state",
+        4: "on_admin_command",
+        5: "on_admin_reply",
     }
     _seqbus_dispatch_ = staticmethod(_seqbus_dispatch_)
 
@@ -39,3 +43,9 @@ class BusNode(Node):
 
     def on_sender_state(self, msg: SenderStateView, mine: bool) -> None:
         """Handle a SenderState (template 3); ``mine``: sent by this node's account."""
+
+    def on_admin_command(self, msg: AdminCommandView, mine: bool) -> None:
+        """Handle a AdminCommand (template 4); ``mine``: sent by this node's account."""
+
+    def on_admin_reply(self, msg: AdminReplyView, mine: bool) -> None:
+        """Handle a AdminReply (template 5); ``mine``: sent by this node's account."""
