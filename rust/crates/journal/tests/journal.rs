@@ -176,14 +176,10 @@ fn reader_follows_the_writer() {
     assert_eq!(n, 4000);
 }
 
-/// Cases per property: `SEQBUS_FUZZ_INPUTS` (`make fuzz` sets 1,000,000), or `default`.
-fn fuzz_config(default: u32) -> ProptestConfig {
-    let cases = std::env::var("SEQBUS_FUZZ_INPUTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
+/// Cases per property: `SEQBUS_FUZZ_INPUTS`, or `default`.
+fn fuzz_config(default: u64) -> ProptestConfig {
     ProptestConfig {
-        cases,
+        cases: seqbus_wire::fuzz_inputs(default) as u32,
         failure_persistence: None,
         ..ProptestConfig::default()
     }

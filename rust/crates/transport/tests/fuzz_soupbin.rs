@@ -92,10 +92,7 @@ fn mutate(rng: &mut Rng, mut b: Vec<u8>) -> Vec<u8> {
 
 #[test]
 fn a_million_inputs_through_parser_and_sessions() {
-    let inputs: u64 = std::env::var("SEQBUS_FUZZ_INPUTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000);
+    let inputs = seqbus_wire::fuzz_inputs(1_000_000);
     let seed: u64 = std::env::var("SEQBUS_FUZZ_SEED")
         .ok()
         .and_then(|v| v.parse().ok())

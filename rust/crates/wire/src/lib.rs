@@ -17,6 +17,15 @@ pub use envelope::{Envelope, ENVELOPE_LEN};
 pub use mold::{MoldPacket, MoldWriter, Request, MOLD_HEADER_LEN, REQUEST_LEN};
 pub use upstream::{UpstreamPacket, UpstreamWriter};
 
+/// How many inputs a fuzz target of the workspace runs: `SEQBUS_FUZZ_INPUTS` when set (`make
+/// fuzz` sets 1,000,000; docs/fuzzing.md), else `default`.
+pub fn fuzz_inputs(default: u64) -> u64 {
+    std::env::var("SEQBUS_FUZZ_INPUTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// A datagram or buffer that is not what it claims to be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {

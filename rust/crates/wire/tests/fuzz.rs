@@ -22,13 +22,9 @@ fn walk_mold(p: &MoldPacket<'_>, len: usize) -> usize {
 }
 
 /// Cases per property: `SEQBUS_FUZZ_INPUTS`, or `default`.
-fn fuzz_config(default: u32) -> ProptestConfig {
-    let cases = std::env::var("SEQBUS_FUZZ_INPUTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
+fn fuzz_config(default: u64) -> ProptestConfig {
     ProptestConfig {
-        cases,
+        cases: seqbus_wire::fuzz_inputs(default) as u32,
         failure_persistence: None,
         ..ProptestConfig::default()
     }
