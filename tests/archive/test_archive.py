@@ -237,3 +237,17 @@ def test_fragmented_message_is_reassembled(tmp_path: Path, schemas: list[tuple[i
                       if k not in {"sequence", "timestamp_ns", "instance", "command_seq", "version", "envelope_account"}})
     assert got == next(sess.expected_rows([sess.Msg(4, 0, "GW", 1, 9, "exchange.NewOrder", body)], "exchange.NewOrder"))
     assert a.problems == []
+
+
+def test_schemas_are_given_as_idl_or_as_ir(tmp_path: Path) -> None:
+    from seqbus.archive import load_ir
+
+    idl = sess.ROOT / "schemas" / "exchange.idl"
+    ir_file = tmp_path / "exchange.json"
+    ir_file.write_text(sess.ir_json("exchange"))
+    assert load_ir([idl]) == load_ir([ir_file])
+    assert load_ir([idl])[0][:2] == (json.loads(ir_file.read_text())["schema_id"], "exchange")
+    bad = tmp_path / "bad.idl"
+    bad.write_text("package bad;\nschema 9 version 1;\nmessage M = 1 { x: nosuchtype; }\n")
+    with pytest.raises(ArchiveError, match=r"bad\.idl:3:\d+"):
+        load_ir([bad])

@@ -199,8 +199,8 @@ def _schemas(paths: list[str] | None) -> list[tuple[int, str, str]]:
     from seqbus.archive import load_ir
 
     if not paths:
-        raise ArchiveError("give the schema IR of every package the session carries: "
-                           "--schema FILE (written by `seqc ir --json SCHEMA.idl > FILE`)")
+        raise ArchiveError("give the schema of every package the session carries: --schema "
+                           "SCHEMA.idl, or its IR (written by `seqc ir --json SCHEMA.idl`)")
     return load_ir(paths)
 
 
@@ -302,8 +302,9 @@ def add_commands(sub: Any) -> None:
         q = asub.add_parser(name, help=helptext)
         q.add_argument("journal", help="the sequencer's journal directory")
         q.add_argument("out", help="the archive directory to create")
-        q.add_argument("--schema", action="append", metavar="IR_JSON",
-                       help="schema IR of a package the session carries (seqc ir --json); repeatable")
+        q.add_argument("--schema", action="append", metavar="IDL_OR_IR",
+                       help="a package the session carries: its .idl, or its IR JSON (seqc ir "
+                       "--json); repeatable")
         q.add_argument("--segment-mb", type=int, default=64, help="archive segment size (MiB)")
         if name == "follow":
             q.add_argument("--interval", type=float, default=0.05, help="poll interval (s)")

@@ -15,9 +15,13 @@ DEFAULT_SEGMENT_BYTES = 64 << 20
 
 
 def load_ir(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[int, str, str]]:
-    """(schema id, package, IR JSON) of IR files written by ``seqc ir --json``."""
+    """(schema id, package, IR JSON) of IR files written by ``seqc ir --json``, or of ``.idl``
+    schemas (compiled here with seqc)."""
     out = []
     for p in paths:
+        if str(p).endswith(".idl"):
+            out.append(_compile_idl(p))
+            continue
         text = Path(p).read_text()
         try:
             ir = json.loads(text)
@@ -25,6 +29,21 @@ def load_ir(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[int, str, str
         except (ValueError, KeyError) as exc:
             raise ArchiveError(f"{p}: not seqc IR JSON ({exc})") from None
     return out
+
+
+def _compile_idl(path: str | os.PathLike[str]) -> tuple[int, str, str]:
+    try:
+        from seqc import compile_files
+        from seqc.diagnostics import CompileError
+        from seqc.ir import to_json
+    except ImportError:
+        raise ArchiveError(f"{path}: compiling .idl needs seqc; give its IR JSON instead "
+                           "(seqc ir --json SCHEMA.idl > FILE)") from None
+    try:
+        (schema,) = compile_files([str(path)])
+    except (CompileError, OSError) as exc:
+        raise ArchiveError(f"{path}: {exc}") from None
+    return schema.schema_id, schema.package, to_json(schema)
 
 
 class ArchiveWriter:
