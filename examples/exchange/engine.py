@@ -5,6 +5,11 @@ order and their sequencer timestamps. It never reads the machine's clock; orders
 ``expire_at`` are cancelled by a deterministic timer, which fires at the same stream point in
 every replay. Everything it sends goes through ``post`` so its commands keep their order under
 back-pressure; a hot backup sends the same commands and the sequencer keeps the first copy.
+
+Admin commands (``seqbus admin command ME halt AAPL "news pending"``): ``halt`` and ``resume``
+trading of one symbol or the whole market (``*``), ``book`` shows a symbol's top of book. They
+are sequenced like orders, so every instance halts at the same point of the stream; while
+halted, new orders are rejected with ``MarketClosed`` and the reason (cancels still work).
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import struct
 from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass
+
+from seqbus import AdminError, admin_command
 
 from exchange import (
     CancelOrderView,
@@ -29,12 +36,14 @@ from exchange import (
     Trade,
 )
 
-__all__ = ["PRICE_EXPONENT", "SYMBOLS", "Book", "MatchingEngine", "Order"]
+__all__ = ["ALL_SYMBOLS", "PRICE_EXPONENT", "SYMBOLS", "Book", "MatchingEngine", "Order"]
 
 #: Instruments the engine trades.
 SYMBOLS = ("AAPL", "MSFT", "GOOG", "AMZN")
 #: Prices are integers of 10**PRICE_EXPONENT (cents).
 PRICE_EXPONENT = -2
+#: What ``halt``/``resume`` take for the whole market.
+ALL_SYMBOLS = "*"
 
 _STATE = struct.Struct("<QIBqI")
 
@@ -98,6 +107,8 @@ class MatchingEngine(ExchangeNode):
         self.next_trade_id = 1
         self.trades = 0
         self.handled = 0
+        #: Halted trading: symbol (or ALL_SYMBOLS) -> reason. Part of the state hash.
+        self.halted: dict[str, str] = {}
 
     # -- handlers --------------------------------------------------------------------------
 
@@ -109,6 +120,14 @@ class MatchingEngine(ExchangeNode):
         reason = self._check(msg, symbol)
         if reason is not None:
             self.post(OrderRejected(order_id=order_id, at=now, reason=reason, text=reason.name))
+            return
+        halt = self.halted.get(ALL_SYMBOLS, self.halted.get(symbol))
+        if halt is not None:
+            self.post(
+                OrderRejected(
+                    order_id=order_id, at=now, reason=RejectReason.MarketClosed, text=halt
+                )
+            )
             return
         self.seen_ids.add(order_id)
         order = Order(order_id, msg.client_id, msg.side, msg.price.mantissa, msg.quantity)
@@ -145,6 +164,58 @@ class MatchingEngine(ExchangeNode):
             return
         self._cancel(msg.order_id, now)
 
+    # -- admin commands (seqbus admin command ME NAME ARGS...) ------------------------------
+
+    @admin_command(help="stop accepting new orders for SYMBOL, or for every symbol with *")
+    def halt(self, symbol: str = ALL_SYMBOLS, reason: str = "halted by the operator") -> str:
+        symbol = self._admin_symbol(symbol)
+        if not reason.strip():
+            raise AdminError("the reason must not be empty")
+        self.halted[symbol] = reason
+        what = "every symbol" if symbol == ALL_SYMBOLS else symbol
+        return f"halted {what} at #{self.sequence()}: {reason}"
+
+    @admin_command(help="accept new orders again for SYMBOL, or lift every halt with *")
+    def resume(self, symbol: str = ALL_SYMBOLS) -> str:
+        symbol = self._admin_symbol(symbol)
+        if symbol == ALL_SYMBOLS:
+            lifted = sorted(self.halted)
+            self.halted.clear()
+        else:
+            lifted = [symbol] if self.halted.pop(symbol, None) is not None else []
+        if not lifted:
+            return f"{symbol} was not halted"
+        still = f" ({ALL_SYMBOLS} still halted)" if ALL_SYMBOLS in self.halted else ""
+        return f"resumed {', '.join(lifted)} at #{self.sequence()}{still}"
+
+    @admin_command(help="top of SYMBOL's book: best bid and ask, levels and resting orders")
+    def book(self, symbol: str) -> str:
+        symbol = self._admin_symbol(symbol)
+        if symbol == ALL_SYMBOLS:
+            raise AdminError("book takes one symbol")
+        book = self.books[symbol]
+        parts = [symbol]
+        for side in (Side.Buy, Side.Sell):
+            best = book.best(side)
+            if best is None:
+                parts.append(f"{side.name.lower()} -")
+                continue
+            level = book.levels[side][best]
+            qty = sum(o.remaining for o in level)
+            parts.append(
+                f"{side.name.lower()} {qty}@{best / 10**-PRICE_EXPONENT:.2f} "
+                f"({len(book.prices[side])} levels)"
+            )
+        if symbol in self.halted or ALL_SYMBOLS in self.halted:
+            parts.append("HALTED")
+        return " | ".join(parts)
+
+    def _admin_symbol(self, symbol: str) -> str:
+        symbol = symbol.strip().upper()
+        if symbol != ALL_SYMBOLS and symbol not in self.books:
+            raise AdminError(f"unknown symbol {symbol!r}; known: {', '.join(SYMBOLS)}")
+        return symbol
+
     # -- state -----------------------------------------------------------------------------
 
     def state_hash(self) -> str:
@@ -158,6 +229,8 @@ class MatchingEngine(ExchangeNode):
                     for o in book.levels[side][price]:
                         h.update(_STATE.pack(o.order_id, o.client_id, o.side, o.price, o.remaining))
         h.update(struct.pack("<QQ", self.next_trade_id, len(self.seen_ids)))
+        for symbol, reason in sorted(self.halted.items()):
+            h.update(b"halt\0" + symbol.encode() + b"\0" + reason.encode() + b"\0")
         return h.hexdigest()
 
     # -- internals -------------------------------------------------------------------------

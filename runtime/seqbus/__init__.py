@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from seqbus.admin import AdminError, admin_command
 from seqbus.errors import (
     BackPressureError,
     ConfigError,
@@ -18,6 +19,7 @@ from seqbus.node import Node, NodeStats, Timer
 from seqbus.runner import NodeSpec, run, run_many
 
 __all__ = [
+    "AdminError",
     "BackPressureError",
     "ConfigError",
     "DecodeError",
@@ -32,6 +34,7 @@ __all__ = [
     "Timer",
     "TransportError",
     "UnknownMessageError",
+    "admin_command",
     "run",
     "run_many",
 ]

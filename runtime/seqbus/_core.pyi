@@ -129,3 +129,10 @@ class SimBus:
     def is_ready(self, id: int) -> bool: ...
     def node_stats(self, id: int) -> dict[str, int]: ...
     def net_stats(self) -> dict[str, int]: ...
+
+#: Schema id of the bus's own messages (schemas/bus.idl).
+BUS_SCHEMA_ID: int
+#: Template ids of bus.AdminCommand and bus.AdminReply: the topic filter hands a node the
+#: AdminCommands of its own account whatever its topics.
+ADMIN_COMMAND_TEMPLATE_ID: int
+ADMIN_REPLY_TEMPLATE_ID: int

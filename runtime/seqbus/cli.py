@@ -1,8 +1,9 @@
-"""The ``seqbus`` command: ``sequencer``, ``replayer``, ``node`` and ``demo``."""
+"""The ``seqbus`` command: ``sequencer``, ``replayer``, ``node``, ``admin`` and ``demo``."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import sys
 import threading
@@ -78,6 +79,87 @@ def _cmd_node(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Exit status of ``seqbus admin command`` when no answer came in time.
+EXIT_ADMIN_TIMEOUT = 3
+
+
+def _cmd_admin_command(args: argparse.Namespace) -> int:
+    import json
+
+    from seqbus.admin import HELP, AdminTimeoutError, send_admin_command
+
+    name = HELP if args.admin == "commands" else args.name
+    argv: list[str] = [] if args.admin == "commands" else args.args
+    try:
+        result = send_admin_command(
+            args.config,
+            args.target,
+            name,
+            argv,
+            sender=args.sender,
+            sender_instance=args.sender_instance,
+            timeout=args.timeout,
+            listen=args.listen,
+        )
+    except AdminTimeoutError as exc:
+        print(f"seqbus admin {args.admin}: timeout: {exc}", file=sys.stderr)
+        return EXIT_ADMIN_TIMEOUT
+    if args.json:
+        print(json.dumps(dataclasses.asdict(result)))
+    elif result.ok:
+        if result.text:
+            print(result.text)
+    else:
+        print(
+            f"seqbus admin {args.admin}: {result.target} answered {result.status}: {result.text}",
+            file=sys.stderr,
+        )
+    return 0 if result.ok else 1
+
+
+def _add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    admin = sub.add_parser(
+        "admin",
+        help="operate running nodes: send an admin command to an account's nodes",
+        description="Admin commands are sequenced: every instance of the target account "
+        "(primary, hot backup, late joiners, replays) runs them at the same point of the stream.",
+    )
+    admin_sub = admin.add_subparsers(dest="admin", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("target", metavar="ACCOUNT", help="the account whose nodes run it")
+        p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
+        p.add_argument(
+            "--sender",
+            default="ADMIN",
+            help="the account to send under (default ADMIN); concurrent operators should "
+            "use different ones",
+        )
+        p.add_argument("--sender-instance", type=int, default=1, help="instance to send as")
+        p.add_argument(
+            "--timeout", type=float, default=10.0, help="give up after this many s (default 10)"
+        )
+        p.add_argument("--listen", metavar="HOST:PORT", help="udp-unicast receive address")
+        p.add_argument("--json", action="store_true", help="print the reply as one JSON object")
+        p.set_defaults(func=_cmd_admin_command)
+
+    p = admin_sub.add_parser(
+        "command",
+        help="send NAME ARGS... to every node of ACCOUNT and print the reply",
+        epilog="Exit status: 0 the node answered Ok, 1 it answered with an error (or bad "
+        f"input), {EXIT_ADMIN_TIMEOUT} no answer in time. Put -- before arguments that start "
+        "with '-'.",
+    )
+    common(p)
+    p.add_argument("name", metavar="NAME", help="the command (help lists them)")
+    p.add_argument("args", metavar="ARGS", nargs="*", help="its arguments, as text")
+
+    p = admin_sub.add_parser(
+        "commands", help="list the admin commands the nodes of ACCOUNT registered (help)"
+    )
+    common(p)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from seqbus.demo import main as demo_main
 
@@ -107,6 +189,8 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("--rewind", action="store_true", help="replay the stream from the start")
     start.add_argument("--from", dest="from_seq", type=int, metavar="SEQ", help="replay from SEQ")
     p.set_defaults(func=_cmd_node)
+
+    _add_admin_commands(sub)
 
     p = sub.add_parser(
         "demo",

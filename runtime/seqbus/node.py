@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 from seqbus import _core
+from seqbus.admin import AdminCommandSpec, bus_dispatch, collect_admin_commands, run_admin_command
 from seqbus.batch import (
     MESSAGE_HEADER,
     RECORD_HEADER,
@@ -66,6 +67,10 @@ class NodeStats:
     unknown: int = 0
     timers_fired: int = 0
     sent: int = 0
+    #: Admin commands of this node's account it ran (``help`` and refused ones included).
+    admin_commands: int = 0
+    #: Admin commands whose handler raised (other than ``AdminError``) or that were corrupt.
+    admin_errors: int = 0
 
 
 @dataclass(order=True)
@@ -125,6 +130,19 @@ class Node:
     #: What to do with a message no class of this node can decode: "skip" counts it in
     #: ``stats.unknown``; "raise" raises :class:`UnknownMessageError` from the loop.
     ON_UNKNOWN: ClassVar[Literal["skip", "raise"]] = "skip"
+    #: Sender accounts allowed to send this node admin commands; None: any (seqbus.admin).
+    ADMIN_SENDERS: ClassVar[frozenset[str] | None] = None
+    #: The admin commands the class registered with ``@admin_command`` (set per class).
+    _seqbus_admin_commands_: ClassVar[dict[str, AdminCommandSpec]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._seqbus_admin_commands_ = collect_admin_commands(cls)
+
+    @classmethod
+    def admin_commands(cls) -> dict[str, AdminCommandSpec]:
+        """The admin commands this class registered (``help``, built in, is not listed)."""
+        return dict(cls._seqbus_admin_commands_)
 
     def __init__(self) -> None:
         self.account = ""
@@ -275,7 +293,12 @@ class Node:
         for base in reversed(cls.__mro__):
             if "_seqbus_dispatch_" in base.__dict__ and "SCHEMA_ID" in base.__dict__:
                 found[base.__dict__["SCHEMA_ID"]] = getattr(base, "_seqbus_dispatch_")
+        # every node runs the admin commands of its account (schema bus, seqbus.admin)
+        found[_core.BUS_SCHEMA_ID] = bus_dispatch(found.get(_core.BUS_SCHEMA_ID))
         return found
+
+    def _run_admin_command(self, buf: Buffer, offset: int, length: int) -> None:
+        run_admin_command(self, buf, offset, length)
 
     def attach(
         self, client: Client, account: str, instance: int, *, rewinding: bool = False

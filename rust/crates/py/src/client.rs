@@ -93,7 +93,7 @@ impl NodeClient {
         let mut opts = NodeOptions::new(account, instance, start);
         // the core delivers everything; `Filter` drops what the node does not handle before it
         // reaches Python and keeps time moving deterministically (filter.rs)
-        let filter = Filter::new(topics, TIME_GRID_NS);
+        let filter = Filter::new(topics, TIME_GRID_NS, account.as_bytes());
         opts.window = window;
         opts.listen = listen;
         let client = py

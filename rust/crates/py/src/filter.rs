@@ -7,6 +7,11 @@
 //! header-only "time advanced" record (type 3). Which records those are depends only on the
 //! stream and the topics — never on batch boundaries or on when the node set its timers — so a
 //! timer fires at the same stream point live, in a hot backup and in every replay.
+//!
+//! Admin commands (`bus.AdminCommand`, schemas/bus.idl) are routed by their target account,
+//! not by topic: one for the node's own account always crosses into Python, whatever the
+//! node's topics; one for another account is dropped here like any filtered message (unless
+//! the node asked for every admin command by listing its topic, as `seqbus admin` does).
 
 use std::collections::HashSet;
 
@@ -15,9 +20,30 @@ use seqbus_net::{RECORD_HEADER_LEN, RECORD_MESSAGE, RECORD_TIME};
 /// Default slot of stream time for time records: 1 ms.
 pub const TIME_GRID_NS: u64 = 1_000_000;
 const KIND_APPLICATION: u8 = 1;
+/// Schema id of the bus's own messages (schemas/bus.idl, `schema 1`).
+pub const BUS_SCHEMA_ID: u16 = 1;
+/// Template id of `bus.AdminCommand` (schemas/bus.idl); its block starts with the target
+/// account, `char[8]`.
+pub const ADMIN_COMMAND_TEMPLATE_ID: u16 = 4;
+/// Template id of `bus.AdminReply` (schemas/bus.idl).
+pub const ADMIN_REPLY_TEMPLATE_ID: u16 = 5;
+/// The IDL message header before every body's block.
+const MESSAGE_HEADER_LEN: usize = 8;
+const ACCOUNT_LEN: usize = 8;
+
+/// An 8-byte account field without its padding (trailing NUL or space bytes).
+fn unpadded(account: &[u8]) -> &[u8] {
+    let end = account
+        .iter()
+        .rposition(|&b| b != 0 && b != b' ')
+        .map_or(0, |i| i + 1);
+    &account[..end]
+}
 
 pub struct Filter {
     topics: Option<HashSet<(u16, u16)>>,
+    /// The node's account, unpadded: admin commands targeting it always pass.
+    account: Vec<u8>,
     grid_ns: u64,
     last_slot: Option<u64>,
     /// Messages dropped.
@@ -27,9 +53,11 @@ pub struct Filter {
 }
 
 impl Filter {
-    pub fn new(topics: Option<Vec<(u16, u16)>>, grid_ns: u64) -> Filter {
+    /// `account` is the node's own (its admin commands pass whatever `topics` says).
+    pub fn new(topics: Option<Vec<(u16, u16)>>, grid_ns: u64, account: &[u8]) -> Filter {
         Filter {
             topics: topics.map(|t| t.into_iter().collect()),
+            account: unpadded(account).to_vec(),
             grid_ns: grid_ns.max(1),
             last_slot: None,
             filtered: 0,
@@ -41,15 +69,28 @@ impl Filter {
         if record[16 + 26] != KIND_APPLICATION || record.len() < RECORD_HEADER_LEN + 8 {
             return false;
         }
-        match &self.topics {
-            None => true,
-            Some(t) => {
-                let body = &record[RECORD_HEADER_LEN..];
-                let template = u16::from_le_bytes([body[2], body[3]]);
-                let schema = u16::from_le_bytes([body[4], body[5]]);
-                t.contains(&(schema, template))
-            }
+        let body = &record[RECORD_HEADER_LEN..];
+        let template = u16::from_le_bytes([body[2], body[3]]);
+        let schema = u16::from_le_bytes([body[4], body[5]]);
+        let listed = self
+            .topics
+            .as_ref()
+            .is_none_or(|t| t.contains(&(schema, template)));
+        if schema == BUS_SCHEMA_ID && template == ADMIN_COMMAND_TEMPLATE_ID {
+            return listed || self.targets_me(body);
         }
+        listed
+    }
+
+    /// True when the AdminCommand `body` targets this node's account.
+    fn targets_me(&self, body: &[u8]) -> bool {
+        let block_length = u16::from_le_bytes([body[0], body[1]]) as usize;
+        let end = MESSAGE_HEADER_LEN + ACCOUNT_LEN;
+        // a block too short to hold the target is corrupt: no node's, so nobody's business
+        if block_length < ACCOUNT_LEN || body.len() < end || self.account.is_empty() {
+            return false;
+        }
+        unpadded(&body[MESSAGE_HEADER_LEN..end]) == self.account.as_slice()
     }
 
     /// Appends to `out` what Python must see of the records in `raw`; returns how many.
@@ -88,5 +129,78 @@ impl Filter {
             }
         }
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(kind: u8, schema: u16, template: u16, block: &[u8], time_ns: u64) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&(block.len() as u16).to_le_bytes());
+        body.extend_from_slice(&template.to_le_bytes());
+        body.extend_from_slice(&schema.to_le_bytes());
+        body.extend_from_slice(&1u16.to_le_bytes());
+        body.extend_from_slice(block);
+        let mut r = vec![0u8; RECORD_HEADER_LEN];
+        r[0..4].copy_from_slice(&((RECORD_HEADER_LEN + body.len()) as u32).to_le_bytes());
+        r[4..6].copy_from_slice(&RECORD_MESSAGE.to_le_bytes());
+        r[16..24].copy_from_slice(&time_ns.to_le_bytes());
+        r[16 + 26] = kind;
+        r[44..48].copy_from_slice(&(body.len() as u32).to_le_bytes());
+        r.extend_from_slice(&body);
+        r
+    }
+
+    fn admin(target: &[u8; 8], time_ns: u64) -> Vec<u8> {
+        let mut block = target.to_vec();
+        block.extend_from_slice(&7u64.to_le_bytes());
+        record(
+            KIND_APPLICATION,
+            BUS_SCHEMA_ID,
+            ADMIN_COMMAND_TEMPLATE_ID,
+            &block,
+            time_ns,
+        )
+    }
+
+    #[test]
+    fn admin_commands_follow_the_target_account_not_the_topics() {
+        let mut f = Filter::new(Some(vec![(7, 1)]), TIME_GRID_NS, b"ME\0\0\0\0\0\0");
+        let mine = admin(b"ME\0\0\0\0\0\0", 1);
+        let spaced = admin(b"ME      ", 2);
+        let other = admin(b"MD\0\0\0\0\0\0", 3);
+        let prefix = admin(b"MEX\0\0\0\0\0", 4);
+        let unlisted = record(KIND_APPLICATION, 7, 2, &[0; 8], 5);
+        let mut raw = Vec::new();
+        for r in [&mine, &spaced, &other, &prefix, &unlisted] {
+            raw.extend_from_slice(r);
+        }
+        let mut out = Vec::new();
+        f.apply(&raw, &mut out);
+        let mut expected = mine.clone();
+        expected.extend_from_slice(&spaced);
+        assert_eq!(&out[..expected.len()], &expected[..]);
+        assert_eq!(f.filtered, 3);
+    }
+
+    #[test]
+    fn listing_the_admin_topic_passes_every_account() {
+        let topics = vec![(BUS_SCHEMA_ID, ADMIN_COMMAND_TEMPLATE_ID)];
+        let mut f = Filter::new(Some(topics), TIME_GRID_NS, b"ADMIN");
+        let mut out = Vec::new();
+        f.apply(&admin(b"ME\0\0\0\0\0\0", 1), &mut out);
+        assert_eq!(f.filtered, 0);
+    }
+
+    #[test]
+    fn a_control_message_never_passes_even_as_an_admin_command() {
+        let mut f = Filter::new(Some(vec![]), TIME_GRID_NS, b"ME");
+        let mut r = admin(b"ME\0\0\0\0\0\0", 1);
+        r[16 + 26] = 2;
+        let mut out = Vec::new();
+        f.apply(&r, &mut out);
+        assert_eq!(f.filtered, 1);
     }
 }

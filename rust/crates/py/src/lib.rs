@@ -20,6 +20,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::check_config, m)?)?;
     m.add_function(wrap_pyfunction!(batch::walk_batch, m)?)?;
     m.add("TIME_GRID_NS", filter::TIME_GRID_NS)?;
+    m.add("BUS_SCHEMA_ID", filter::BUS_SCHEMA_ID)?;
+    m.add(
+        "ADMIN_COMMAND_TEMPLATE_ID",
+        filter::ADMIN_COMMAND_TEMPLATE_ID,
+    )?;
+    m.add("ADMIN_REPLY_TEMPLATE_ID", filter::ADMIN_REPLY_TEMPLATE_ID)?;
     m.add("STOP_END", batch::STOP_END)?;
     m.add("STOP_RECORD", batch::STOP_RECORD)?;
     m.add("STOP_TIMER", batch::STOP_TIMER)?;

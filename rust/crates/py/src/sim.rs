@@ -231,7 +231,7 @@ impl SimBus {
         };
         self.nodes.push(Some(SimNode {
             node: Node::new(params, self.now),
-            filter: Filter::new(topics, TIME_GRID_NS),
+            filter: Filter::new(topics, TIME_GRID_NS, account.as_bytes()),
             loss_pct: 0.0,
             drop_next: 0,
         }));
