@@ -188,6 +188,8 @@ pub struct Node {
     /// long but moving queue is not sent twice.
     last_progress_ns: u64,
     suppressed: VecDeque<Pending>,
+    /// Buffers of confirmed fragments, reused by `send`.
+    pool: Vec<Vec<u8>>,
     hello_due: u64,
     upw: UpstreamWriter,
     // delivery
@@ -233,6 +235,7 @@ impl Node {
             progressed: false,
             last_progress_ns: now_ns,
             suppressed: VecDeque::new(),
+            pool: Vec::new(),
             hello_due: now_ns,
             upw: UpstreamWriter::new(p.max_packet),
             deadline: None,
@@ -293,6 +296,11 @@ impl Node {
 
     fn note_head(&mut self, end: u64) {
         self.head = self.head.max(end);
+    }
+
+    /// Counts a datagram the I/O layer dropped as malformed (e.g. truncated).
+    pub fn note_malformed(&mut self) {
+        self.stats.malformed += 1;
     }
 
     /// Handles one downstream datagram (a live packet or a replayer's answer). Malformed and
@@ -581,12 +589,22 @@ impl Node {
     fn confirm(&mut self, cmd: u64) {
         self.confirmed = self.confirmed.max(cmd);
         while self.in_flight.front().is_some_and(|c| c.seq <= cmd) {
-            self.in_flight.pop_front();
+            let c = self.in_flight.pop_front().expect("present");
+            self.recycle(c.fragment);
             self.progressed = true;
         }
         self.unsent = self.unsent.min(self.in_flight.len());
         while self.suppressed.front().is_some_and(|c| c.seq <= cmd) {
-            self.suppressed.pop_front();
+            let c = self.suppressed.pop_front().expect("present");
+            self.recycle(c.fragment);
+        }
+    }
+
+    /// Keeps a confirmed fragment's buffer for the next command (no allocation per command).
+    fn recycle(&mut self, mut fragment: Vec<u8>) {
+        if self.pool.len() < self.p.window && fragment.capacity() <= 4096 {
+            fragment.clear();
+            self.pool.push(fragment);
         }
     }
 
@@ -625,11 +643,13 @@ impl Node {
                 continue; // already in the stream (a hot-hot twin sent it first)
             }
             let frag = &body[i * max_frag..((i + 1) * max_frag).min(body.len())];
+            let mut fragment = self.pool.pop().unwrap_or_default();
+            fragment.extend_from_slice(frag);
             let c = Pending {
                 seq,
                 flags,
                 body_length: body.len() as u32,
-                fragment: frag.to_vec(),
+                fragment,
                 sent_ns: 0,
             };
             if self.rewinding {

@@ -210,28 +210,32 @@ impl Sequencer {
             }
             TYPE_COMMANDS => {
                 let mut n = 0;
+                let max_fragment = self.max_fragment();
+                // one look-up per packet, written back at the end
+                let mut expected = *self.expected.get(&account).unwrap_or(&1);
+                let instance = p.instance();
+                // every command of a packet gets the same time (stamped if any is taken)
+                let ts = self.last_ts.max(now_ns);
                 for c in p.commands() {
-                    if c.fragment.len() > self.max_fragment() {
+                    if c.fragment.len() > max_fragment {
                         // cannot be published in one downstream packet
                         self.stats.malformed += 1;
                         break;
                     }
-                    let expected = self.expected.entry(account).or_insert(1);
-                    if c.command_seq < *expected {
+                    if c.command_seq < expected {
                         self.stats.duplicates += 1;
                         continue;
                     }
-                    if c.command_seq > *expected {
+                    if c.command_seq > expected {
                         self.stats.out_of_order += 1;
                         continue;
                     }
-                    *expected += 1;
-                    let ts = self.stamp(now_ns);
+                    expected += 1;
                     let env = Envelope {
                         timestamp_ns: ts,
                         command_seq: c.command_seq,
                         account,
-                        instance: p.instance(),
+                        instance,
                         kind: KIND_APPLICATION,
                         flags: c.flags,
                         body_length: c.body_length,
@@ -239,10 +243,20 @@ impl Sequencer {
                     self.push_message(&env, c.fragment);
                     n += 1;
                 }
+                if n > 0 {
+                    self.stamp(now_ns);
+                    self.expected.insert(account, expected);
+                }
                 n
             }
             _ => unreachable!("parse accepts only known packet types"),
         }
+    }
+
+    /// Counts an upstream datagram the I/O layer dropped as malformed (e.g. truncated).
+    pub fn note_malformed(&mut self) {
+        self.stats.datagrams += 1;
+        self.stats.malformed += 1;
     }
 
     /// Sequences a clock tick when no message has been sequenced for `clock_tick_ns`.

@@ -9,7 +9,12 @@ use socket2::{SockAddr, Socket};
 
 use crate::config::{Config, Transport};
 use crate::idle::{IdleStrategy, Idler};
-use crate::udp;
+use crate::udp::{self, Outbox};
+
+/// Datagrams one `recvmmsg` takes from the downstream socket.
+const DOWN_SLOTS: usize = 32;
+/// Datagrams one `recvmmsg` takes from the request socket (replayer answers).
+const REPLAY_SLOTS: usize = 16;
 use crate::{io_error, now_ns, Error};
 
 /// How a node joins the bus.
@@ -59,7 +64,17 @@ pub struct NodeClient {
     sequencer: SockAddr,
     replayers: Vec<SockAddr>,
     idler: Idler,
-    buf: Vec<u8>,
+    /// Downstream datagrams received by one `recvmmsg`, handed to the protocol one by one.
+    rx_down: udp::RecvBatch,
+    down_at: usize,
+    /// Replayer answers likewise.
+    rx_rep: udp::RecvBatch,
+    rep_at: usize,
+    /// When the batches were received.
+    rx_now: u64,
+    rep_now: u64,
+    /// Upstream datagrams of one flush, sent with one `sendmmsg`.
+    upbox: Outbox,
     fds: Vec<RawFd>,
     reads: u32,
 }
@@ -150,7 +165,13 @@ impl NodeClient {
             sequencer: cfg.sequencer.upstream.into(),
             replayers: nc.replayers.iter().map(|&a| a.into()).collect(),
             idler: Idler::new(opts.idle.unwrap_or(nc.idle)),
-            buf: vec![0u8; 65_536],
+            rx_down: udp::RecvBatch::new(DOWN_SLOTS, 65_536),
+            down_at: 0,
+            rx_rep: udp::RecvBatch::new(REPLAY_SLOTS, 65_536),
+            rep_at: 0,
+            rx_now: 0,
+            rep_now: 0,
+            upbox: Outbox::default(),
             fds,
             reads: 0,
         };
@@ -161,45 +182,68 @@ impl NodeClient {
     /// Sends whatever the protocol has due: queued commands, retries, hellos, gap requests.
     pub fn flush(&mut self) -> Result<(), Error> {
         let mut err = None;
-        let (req, seq, reps) = (&self.req, &self.sequencer, &self.replayers);
+        let (req, reps) = (&self.req, &self.replayers);
         let feed = &mut self.feed;
+        let upbox = &mut self.upbox;
         let now = now_ns();
-        self.node.poll_transmit(now, &mut |dest, d| {
-            let to = match dest {
-                // Over TCP or in-process, commands travel with the stream.
-                Dest::Sequencer if feed.as_mut().is_some_and(|f| f.send_upstream(now, d)) => return,
-                Dest::Sequencer => seq,
-                Dest::Replayer(i) => &reps[i],
-            };
-            // a send buffer full for longer, or an unreachable peer: the protocol retries
-            if let Err(e) = udp::send_patiently(req, d, to, Duration::from_millis(20)) {
-                err = Some(e);
+        self.node.poll_transmit(now, &mut |dest, d| match dest {
+            // Over TCP or in-process, commands travel with the stream.
+            Dest::Sequencer if feed.as_mut().is_some_and(|f| f.send_upstream(now, d)) => {}
+            Dest::Sequencer => upbox.push(d),
+            Dest::Replayer(i) => {
+                // a send buffer full for longer, or an unreachable peer: the protocol retries
+                if let Err(e) = udp::send_patiently(req, d, &reps[i], Duration::from_millis(20)) {
+                    err = Some(e);
+                }
             }
         });
+        if !self.upbox.is_empty() {
+            // what cannot be sent within the patience is retried by the protocol
+            let sent = udp::send_all_patiently(
+                &self.req,
+                &self.upbox,
+                &self.sequencer,
+                Duration::from_millis(20),
+            );
+            self.upbox.clear();
+            if let Err(e) = sent {
+                err = Some(e);
+            }
+        }
         match err {
             Some(e) => Err(io_error("node: send")(e)),
             None => Ok(()),
         }
     }
 
-    /// Reads one waiting datagram into the protocol; false when none was waiting.
+    /// Hands one received datagram to the protocol; false when none was waiting.
     fn read_one(&mut self) -> Result<bool, Error> {
         // the replayer socket is looked at while an answer is expected, and now and then
-        // (a late answer is still useful), so the live path costs one recv per packet
-        self.reads = self.reads.wrapping_add(1);
-        let look = self.node.awaits_replay() || self.reads.is_multiple_of(64);
-        if let Some((n, from)) = if look {
-            udp::try_recv(&self.req, &mut self.buf).map_err(io_error("node: recv (replayer)"))?
-        } else {
-            None
-        } {
-            let i = self
-                .replayers
-                .iter()
-                .position(|r| r.as_socket() == from.as_socket())
-                .unwrap_or(usize::MAX);
-            let src = Source::Replayer(i);
-            self.node.handle_datagram(now_ns(), src, &self.buf[..n]);
+        // (a late answer is still useful), so the live path costs one recvmmsg per batch
+        if self.rep_at >= self.rx_rep.len() {
+            self.reads = self.reads.wrapping_add(1);
+            if self.node.awaits_replay() || self.reads.is_multiple_of(64) {
+                self.rx_rep
+                    .recv(&self.req)
+                    .map_err(io_error("node: recv (replayer)"))?;
+                self.rep_at = 0;
+                self.rep_now = now_ns();
+            }
+        }
+        if self.rep_at < self.rx_rep.len() {
+            let i = self.rep_at;
+            self.rep_at += 1;
+            let from = self.rx_rep.from(i);
+            let src = Source::Replayer(
+                self.replayers
+                    .iter()
+                    .position(|r| r.as_socket() == from.as_socket())
+                    .unwrap_or(usize::MAX),
+            );
+            match self.rx_rep.get(i) {
+                Some(d) => self.node.handle_datagram(self.rep_now, src, d),
+                None => self.node.note_malformed(),
+            }
             return Ok(true);
         }
         if let Some(f) = self.feed.as_mut() {
@@ -208,13 +252,26 @@ impl NodeClient {
             return f.read(now, &mut |p| node.handle_datagram(now, Source::Live, p));
         }
         let Some(down) = &self.down else { return Ok(false) };
-        if let Some((n, _)) =
-            udp::try_recv(down, &mut self.buf).map_err(io_error("node: recv (downstream)"))?
-        {
-            self.node.handle_datagram(now_ns(), Source::Live, &self.buf[..n]);
-            return Ok(true);
+        if self.down_at >= self.rx_down.len() {
+            self.down_at = 0;
+            if self
+                .rx_down
+                .recv(down)
+                .map_err(io_error("node: recv (downstream)"))?
+                == 0
+            {
+                return Ok(false);
+            }
+            self.rx_now = now_ns();
         }
-        Ok(false)
+        let i = self.down_at;
+        self.down_at += 1;
+        match self.rx_down.get(i) {
+            // the node reads no clock for live packets
+            Some(d) => self.node.handle_datagram(0, Source::Live, d),
+            None => self.node.note_malformed(),
+        }
+        Ok(true)
     }
 
     /// Appends up to `max_records` records to `out` (layout: docs/architecture.md, "Batches

@@ -16,6 +16,9 @@ use crate::idle::{IdleStrategy, Idler};
 use crate::udp::{self, Outbox};
 use crate::{io_error, Error};
 
+/// Requests one `recvmmsg` takes.
+const REQUEST_SLOTS: usize = 16;
+
 /// A bound replayer, ready to serve.
 pub(crate) struct Serving {
     socket: Socket,
@@ -39,25 +42,27 @@ impl Serving {
     }
 
     pub(crate) fn run(mut self, stop: &AtomicBool) -> Result<(), Error> {
-        let mut buf = vec![0u8; 65_536];
+        let mut rx = udp::RecvBatch::new(REQUEST_SLOTS, 2048);
         let mut outbox = Outbox::default();
         let mut idler = Idler::new(IdleStrategy::Block);
         let fds = [self.socket.as_raw_fd()];
         while !stop.load(Ordering::Relaxed) {
-            match udp::try_recv(&self.socket, &mut buf).map_err(io_error("replayer: recv"))? {
-                Some((n, from)) => {
-                    self.replayer.handle_request(&buf[..n], &mut self.journal, &mut |p| {
-                        outbox.push(p)
-                    })?;
-                    if !outbox.is_empty() {
-                        // the requester may be gone; that is its problem, not the replayer's
-                        if let Err(e) = outbox.send_to(&self.socket, &from) {
-                            outbox.clear();
-                            let _ = e;
-                        }
+            let n = rx.recv(&self.socket).map_err(io_error("replayer: recv"))?;
+            if n == 0 {
+                idler.idle(&fds, Instant::now() + Duration::from_millis(50));
+                continue;
+            }
+            for i in 0..n {
+                let Some(d) = rx.get(i) else { continue };
+                self.replayer
+                    .handle_request(d, &mut self.journal, &mut |p| outbox.push(p))?;
+                if !outbox.is_empty() {
+                    // the requester may be gone; that is its problem, not the replayer's
+                    if let Err(e) = outbox.send_to(&self.socket, &rx.from(i)) {
+                        outbox.clear();
+                        let _ = e;
                     }
                 }
-                None => idler.idle(&fds, Instant::now() + Duration::from_millis(50)),
             }
         }
         Ok(())

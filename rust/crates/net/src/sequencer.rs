@@ -148,19 +148,31 @@ fn sequence(
     let mut seq = Sequencer::new(params, recovered, now_ns());
     let mut idler = Idler::new(sc.idle);
     let mut outbox = Outbox::default();
-    let mut buf = vec![0u8; 65_536];
+    let rx_slots = 64;
+    let mut rx = udp::RecvBatch::new(rx_slots, 65_536);
     let mut last_sync = Instant::now();
     let fsync_interval = Duration::from_millis(sc.fsync_interval_ms);
     let fds = [upstream.as_raw_fd()];
     while !stop.load(Ordering::Relaxed) {
         let mut got = 0;
         while got < MAX_DATAGRAMS_PER_BATCH {
-            match udp::try_recv(upstream, &mut buf).map_err(io_error("sequencer.upstream: recv"))? {
-                Some((n, _from)) => {
-                    seq.handle_upstream(now_ns(), &buf[..n]);
-                    got += 1;
+            let n = rx.recv(upstream).map_err(io_error("sequencer.upstream: recv"))?;
+            if n == 0 {
+                break;
+            }
+            // one clock read per batch of datagrams: they arrived together
+            let now = now_ns();
+            for i in 0..n {
+                match rx.get(i) {
+                    Some(d) => {
+                        seq.handle_upstream(now, d);
+                    }
+                    None => seq.note_malformed(),
                 }
-                None => break,
+            }
+            got += n;
+            if n < rx_slots {
+                break;
             }
         }
         if let Some(p) = down.other.as_mut() {

@@ -224,3 +224,188 @@ impl Outbox {
         Ok(())
     }
 }
+
+/// Datagrams received with one `recvmmsg` call: `slots` buffers of `slot_len` bytes.
+/// A datagram longer than its slot is dropped (counted in [`RecvBatch::truncated`]).
+pub struct RecvBatch {
+    buf: Vec<u8>,
+    slot_len: usize,
+    addrs: Vec<libc::sockaddr_storage>,
+    iov: Vec<libc::iovec>,
+    /// Headers pointing into `buf`, `addrs` and `iov` (heap memory: stable when moved).
+    msgs: Vec<libc::mmsghdr>,
+    count: usize,
+    /// Datagrams dropped because they did not fit their slot.
+    pub truncated: u64,
+}
+
+impl std::fmt::Debug for RecvBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBatch")
+            .field("slots", &self.msgs.len())
+            .field("slot_len", &self.slot_len)
+            .field("count", &self.count)
+            .finish()
+    }
+}
+
+// SAFETY: the raw pointers point into heap buffers owned by the batch itself.
+unsafe impl Send for RecvBatch {}
+// SAFETY: shared access only reads.
+unsafe impl Sync for RecvBatch {}
+
+impl RecvBatch {
+    pub fn new(slots: usize, slot_len: usize) -> RecvBatch {
+        let slots = slots.max(1);
+        let mut b = RecvBatch {
+            buf: vec![0u8; slots * slot_len],
+            slot_len,
+            // SAFETY: an all-zero sockaddr_storage is a valid (unspecified) address.
+            addrs: vec![unsafe { std::mem::zeroed() }; slots],
+            iov: Vec::with_capacity(slots),
+            msgs: Vec::with_capacity(slots),
+            count: 0,
+            truncated: 0,
+        };
+        for i in 0..slots {
+            b.iov.push(libc::iovec {
+                iov_base: b.buf[i * slot_len..].as_mut_ptr() as *mut libc::c_void,
+                iov_len: slot_len,
+            });
+        }
+        for i in 0..slots {
+            // SAFETY: an all-zero mmsghdr is a valid empty header.
+            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_name = &mut b.addrs[i] as *mut _ as *mut libc::c_void;
+            h.msg_hdr.msg_iov = &mut b.iov[i] as *mut libc::iovec;
+            h.msg_hdr.msg_iovlen = 1;
+            b.msgs.push(h);
+        }
+        b
+    }
+
+    /// Receives what is waiting (at most one slot each) without blocking; returns how many
+    /// datagrams the batch now holds (0: none was waiting). Replaces what it held.
+    pub fn recv(&mut self, s: &Socket) -> io::Result<usize> {
+        for h in &mut self.msgs {
+            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as _;
+            h.msg_hdr.msg_flags = 0;
+        }
+        self.count = 0;
+        // SAFETY: msgs holds valid headers pointing at live buffers of the batch.
+        let n = unsafe {
+            libc::recvmmsg(
+                s.as_raw_fd(),
+                self.msgs.as_mut_ptr(),
+                self.msgs.len() as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock
+                | io::ErrorKind::Interrupted
+                // an ICMP port unreachable from an earlier send to a closed port
+                | io::ErrorKind::ConnectionRefused => Ok(0),
+                _ => Err(e),
+            };
+        }
+        self.count = n as usize;
+        self.truncated += self.msgs[..self.count]
+            .iter()
+            .filter(|m| m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0)
+            .count() as u64;
+        Ok(self.count)
+    }
+
+    /// Datagrams held.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Datagram `i` (`i < len()`), or None when it was truncated.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        let m = &self.msgs[i];
+        if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+            return None;
+        }
+        let at = i * self.slot_len;
+        Some(&self.buf[at..at + (m.msg_len as usize).min(self.slot_len)])
+    }
+
+    /// The sender of datagram `i`.
+    pub fn from(&self, i: usize) -> SockAddr {
+        // SAFETY: the kernel wrote a socket address of `msg_namelen` bytes into the storage.
+        unsafe { SockAddr::new(self.addrs[i], self.msgs[i].msg_hdr.msg_namelen) }
+    }
+}
+
+/// Sends `datagrams` to `to` with `sendmmsg`, waiting (at most `patience` in all) while the
+/// send buffer is full. Returns how many were sent: the rest could not be sent in time or the
+/// peer is unreachable (the protocol above retries).
+pub fn send_all_patiently(
+    s: &Socket,
+    datagrams: &Outbox,
+    to: &SockAddr,
+    patience: std::time::Duration,
+) -> io::Result<usize> {
+    let mut iov: Vec<libc::iovec> = datagrams
+        .datagrams()
+        .map(|d| libc::iovec {
+            iov_base: d.as_ptr() as *mut libc::c_void,
+            iov_len: d.len(),
+        })
+        .collect();
+    let mut msgs: Vec<libc::mmsghdr> = iov
+        .iter_mut()
+        .map(|v| {
+            // SAFETY: an all-zero mmsghdr is a valid empty header.
+            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_name = to.as_ptr() as *mut libc::c_void;
+            h.msg_hdr.msg_namelen = to.len();
+            h.msg_hdr.msg_iov = v as *mut libc::iovec;
+            h.msg_hdr.msg_iovlen = 1;
+            h
+        })
+        .collect();
+    let mut end: Option<std::time::Instant> = None;
+    let mut done = 0;
+    while done < msgs.len() {
+        let batch = (msgs.len() - done).min(1024);
+        // SAFETY: msgs[done..done+batch] are valid headers pointing at live buffers.
+        let n = unsafe {
+            libc::sendmmsg(s.as_raw_fd(), msgs[done..].as_mut_ptr(), batch as libc::c_uint, 0)
+        };
+        if n > 0 {
+            done += n as usize;
+            continue;
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => {}
+            // one datagram refused (ICMP from an earlier send): skip it, the protocol retries
+            io::ErrorKind::ConnectionRefused => done += 1,
+            io::ErrorKind::WouldBlock => {
+                let end = *end.get_or_insert_with(|| std::time::Instant::now() + patience);
+                if std::time::Instant::now() >= end {
+                    return Ok(done);
+                }
+                let mut p = libc::pollfd {
+                    fd: s.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd for the duration of the call.
+                unsafe { libc::poll(&mut p, 1, 1) };
+            }
+            _ => return Err(e),
+        }
+    }
+    Ok(done)
+}
