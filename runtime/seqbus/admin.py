@@ -313,8 +313,13 @@ def run_admin_command(node: Node, buf: Buffer, offset: int, length: int) -> None
         args = [a.value for a in view.args]
     except DecodeError as exc:
         node.stats.admin_errors += 1
-        log.error("%s/%d: corrupt AdminCommand at #%d: %s", node.account, node.instance,
-                  node.sequence(), exc)
+        log.error(
+            "%s/%d: corrupt AdminCommand at #%d: %s",
+            node.account,
+            node.instance,
+            node.sequence(),
+            exc,
+        )
         return
     if target != node.account:
         return  # the class listed the admin topic: every account's commands come here
@@ -361,7 +366,10 @@ def _execute(node: Node, sender: str, name: str, args: list[str]) -> tuple[Any, 
     except Exception as exc:
         node.stats.admin_errors += 1
         log.exception(
-            "%s/%d: admin command %r failed at #%d", node.account, node.instance, name,
+            "%s/%d: admin command %r failed at #%d",
+            node.account,
+            node.instance,
+            name,
             node.sequence(),
         )
         return AdminStatus.Failed, f"{type(exc).__name__}: {exc}"

@@ -155,9 +155,7 @@ def test_the_core_and_the_schema_agree_on_the_admin_ids() -> None:
     assert _core.ADMIN_REPLY_TEMPLATE_ID == bus.AdminReply.TEMPLATE_ID
 
 
-def test_an_admin_command_runs_at_the_same_stream_point_on_primary_backup_and_late_joiner() -> (
-    None
-):
+def test_an_admin_command_runs_at_the_same_stream_point_on_primary_backup_and_late_joiner() -> None:
     h = Harness(seed=5)
     primary = h.add(Counter, "CTR", 1, start="rewind")
     backup = h.add(Counter, "CTR", 2, start="rewind")
@@ -319,7 +317,9 @@ def test_halting_the_exchange_rejects_orders_the_same_way_on_every_instance() ->
     assert primary.state_hash() == backup.state_hash()
 
     late = h.add(MatchingEngine, "ME", 3, start="rewind")
-    h.run(until=lambda: late.handled == primary.handled and not late.is_rewinding, for_ns=10 * SECOND)
+    h.run(
+        until=lambda: late.handled == primary.handled and not late.is_rewinding, for_ns=10 * SECOND
+    )
     assert late.state_hash() == primary.state_hash()
     assert late.stats.admin_commands == primary.stats.admin_commands == 4
 
@@ -334,7 +334,10 @@ def test_the_halt_is_part_of_the_state_hash() -> None:
 @pytest.mark.parametrize(
     ("body", "error"),
     [
-        ("def f(self, x: list[int]) -> str: return ''", "must be annotated str, int, float or bool"),
+        (
+            "def f(self, x: list[int]) -> str: return ''",
+            "must be annotated str, int, float or bool",
+        ),
         ("def f(self, x) -> str: return ''", "must be annotated"),
         ("def f(self, *, x: str) -> str: return ''", "no keyword-only"),
         ("def f(self, x: str = '', *, y: int = 1) -> str: return ''", "no keyword-only"),

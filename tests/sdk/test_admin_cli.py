@@ -90,6 +90,19 @@ def test_admin_command_halts_primary_and_backup_and_reports_errors_and_timeouts(
     assert reply["replied_by"] == survivor
     assert reply["text"] == "AAPL | buy - | sell - | HALTED"
 
+    # both gone; a late joiner rewinds the journal, replays the halt (its replies to the old
+    # commands numbered, not sent again) and answers as they would have
+    processes.kill(engines[survivor - 1])
+    processes.start(
+        "engine3",
+        [*seqbus_cli(), "node", "examples.exchange.engine:MatchingEngine", "-c", str(config)]
+        + ["--account", "ME", "--instance", "3", "--rewind", "--path", str(ROOT)],
+    )
+    late = _admin(config, "command", "ME", "book", "AAPL", "--json", timeout=STARTUP_S)
+    assert late.returncode == 0, f"{late.stderr}\n{processes.logs()}"
+    reply = json.loads(late.stdout)
+    assert (reply["replied_by"], reply["text"]) == (3, "AAPL | buy - | sell - | HALTED")
+
 
 def test_admin_command_without_a_sequencer_times_out_clearly(tmp_path: Path) -> None:
     listen = f"127.0.0.1:{free_udp_port()}"
