@@ -491,11 +491,13 @@ def send_admin_command(
             if left <= 0:
                 if not sequence:
                     raise AdminTimeoutError(
-                        f"the command did not appear in the stream within {timeout:g} s"
+                        f"the command did not appear in the stream within {timeout:g} s "
+                        "(it is not sent again; a datagram still on its way may yet deliver it)"
                     )
                 raise AdminTimeoutError(
                     f"{name} was sequenced as #{sequence} but no node of account {target} "
-                    f"answered within {timeout:g} s (is one running?)"
+                    f"answered within {timeout:g} s (is one running? the command stays in the "
+                    "stream: a node of that account rewinding it later will run it)"
                 )
             batch = client.poll(4096, min(0.05, left))
             at = 0

@@ -230,6 +230,28 @@ def test_unknown_commands_bad_arguments_and_failing_handlers_get_error_replies()
     assert primary.stats.admin_commands == len(cases)
 
 
+def test_a_failing_handler_is_logged_and_a_corrupt_command_does_not_stop_the_node(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    h = Harness(seed=11)
+    node = h.add(Counter, "CTR", 1)
+    op = h.add(Operator, "ADMIN", 1)
+    h.run(for_ns=20 * MS)
+    with caplog.at_level("ERROR", logger="seqbus.admin"):
+        assert _wait(h, op, op.command("CTR", "boom")).status == AdminStatus.Failed
+    assert "CTR/1: admin command 'boom' failed at #" in caplog.text
+    assert "RuntimeError: kaboom" in caplog.text  # with its traceback
+
+    corrupt = bytearray(AdminCommand(target="CTR", request_id=99, name="mark").encode())
+    assert corrupt[-4:] == b"mark"
+    corrupt[-4] = 0xFF  # the name is no longer UTF-8
+    op.send(bytes(corrupt))
+    after = op.command("CTR", "mark", "after")
+    assert _wait(h, op, after).status == AdminStatus.Ok  # still running, in order
+    assert 99 not in op.replies  # nothing to answer: the command cannot be read
+    assert node.stats.admin_errors == 2 and [m[2] for m in node.marks] == ["after"]
+
+
 def test_help_lists_what_the_class_registered() -> None:
     h = Harness(seed=7)
     h.add(Counter, "CTR", 1)
