@@ -377,7 +377,7 @@ def test_the_halt_is_part_of_the_state_hash() -> None:
 def test_a_bad_signature_is_a_type_error_when_the_class_is_defined(body: str, error: str) -> None:
     namespace: dict[str, object] = {}
     exec(body, namespace)
-    func = admin_command(namespace["f"])  # type: ignore[arg-type]
+    func = admin_command(namespace["f"])  # type: ignore[call-overload]
     with pytest.raises(TypeError, match=error):
         type("Bad", (Node,), {"f": func})
 
