@@ -57,6 +57,7 @@ typecheck: setup ## mypy --strict on the SDK, the compiler and the examples
 
 test-rust: ## cargo test of every crate
 	cd rust && $(CARGO) test --workspace --exclude seqbus-py -q
+	cd rust && $(CARGO) test -p seqbus-py --lib -q
 
 test-python: setup system-deps ## pytest (inside a private network namespace, for multicast)
 	bash scripts/in-netns.sh $(PY) -m pytest -q

@@ -202,3 +202,25 @@ def test_topic_filter_keeps_the_clock_moving() -> None:
     assert stats["filtered"] >= 20  # no Pong was ever sent: no message crossed into Python
     assert watcher.stats.messages == 0
     assert len(watcher.fired_at) == 1 and watcher.fired_at[0] > 0  # the timer still fired
+
+
+def test_timers_fire_on_clock_ticks_while_the_stream_is_idle() -> None:
+    # After the traffic stops, only the sequencer's ClockTick control messages move stream
+    # time. A deterministic timer due then must fire at a tick, at the same point in a replay.
+    bus = Harness(seed=3, clock_tick_ns=10_000_000)
+    engine = bus.add(Engine, "ENGINE", 1, start="rewind")
+    client = bus.add(Client(10), "CLIENT", 1)
+    bus.run(until=lambda: len(client.acks) == 10, for_ns=5_000_000_000)
+    busy_until = engine.sequencer_time()
+    fired = len(engine.timer_points)
+    sequenced = bus.sequenced
+    bus.run(for_ns=200_000_000)
+    assert bus.sequenced >= sequenced + 15  # ticks only: nothing else was sent
+    assert engine.sequencer_time() >= busy_until + 150_000_000  # stream time moved on
+    idle_points = engine.timer_points[fired:]
+    assert len(idle_points) >= 15  # a 1 ms timer re-armed at every tick
+    assert all(seq > sequenced for seq, _ in idle_points)
+    late = bus.add(Engine, "ENGINE", 2, start="rewind")
+    bus.run(until=lambda: not late.is_rewinding and late.sequence() >= engine.sequence(),
+            for_ns=1_000_000_000)
+    assert late.timer_points[: len(engine.timer_points)] == engine.timer_points

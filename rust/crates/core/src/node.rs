@@ -166,7 +166,8 @@ pub struct Node {
     cur_at: usize,
     cur_seq: u64,
     cur_end: u64,
-    reorder: BTreeMap<u64, Vec<u8>>,
+    /// Packets ahead of `next` by first sequence: (message count, datagram).
+    reorder: BTreeMap<u64, (u64, Vec<u8>)>,
     reorder_msgs: usize,
     // gap fill
     replayer: usize,
@@ -175,6 +176,7 @@ pub struct Node {
     request_deadline: u64,
     requested_from: u64,
     requested_upto: u64,
+    replay_depth: usize,
     // upstream
     ready: bool,
     next_cmd: u64,
@@ -227,6 +229,7 @@ impl Node {
             request_deadline: 0,
             requested_from: 0,
             requested_upto: 0,
+            replay_depth: 1,
             ready,
             next_cmd: 1,
             confirmed: 0,
@@ -277,6 +280,13 @@ impl Node {
         if raw {
             self.hello_due = u64::MAX;
         }
+    }
+
+    /// How many requests of `max_request` messages a rewind or gap fill keeps outstanding
+    /// (at least 1, the default): the next chunk is asked for once less than half a chunk
+    /// beyond `depth - 1` whole chunks is left to arrive.
+    pub fn set_replay_depth(&mut self, depth: usize) {
+        self.replay_depth = depth.max(1);
     }
 
     /// True while a gap-fill or rewind request is outstanding (answers may be waiting).
@@ -365,16 +375,14 @@ impl Node {
                     return;
                 }
                 match self.reorder.get(&first) {
-                    Some(old)
-                        if MoldPacket::parse(old).map_or(0, |o| o.message_count()) as u64
-                            >= count =>
-                    {
+                    Some(&(old, _)) if old >= count => {
                         self.stats.duplicates += count;
                     }
                     _ => {
-                        if let Some(old) = self.reorder.insert(first, datagram.to_vec()) {
-                            self.reorder_msgs -=
-                                MoldPacket::parse(&old).map_or(0, |o| o.message_count());
+                        if let Some((old, _)) =
+                            self.reorder.insert(first, (count, datagram.to_vec()))
+                        {
+                            self.reorder_msgs -= old as usize;
                         }
                         self.reorder_msgs += count as usize;
                     }
@@ -399,9 +407,7 @@ impl Node {
 
     /// Takes the packet covering `next` out of the reorder buffer, if there is one.
     fn fill_current(&mut self) -> bool {
-        while let Some((&first, _)) = self.reorder.first_key_value() {
-            let pk = &self.reorder[&first];
-            let count = MoldPacket::parse(pk).map_or(0, |p| p.message_count()) as u64;
+        while let Some((&first, &(count, _))) = self.reorder.first_key_value() {
             if first + count > self.next {
                 break;
             }
@@ -409,14 +415,13 @@ impl Node {
             self.stats.duplicates += count;
             self.reorder.remove(&first);
         }
-        let Some((&first, pk)) = self.reorder.range(..=self.next).next_back() else {
+        let Some((&first, &(count, _))) = self.reorder.range(..=self.next).next_back() else {
             return false;
         };
-        let count = MoldPacket::parse(pk).map_or(0, |p| p.message_count()) as u64;
         if first + count <= self.next {
             return false;
         }
-        let pk = self.reorder.remove(&first).expect("present");
+        let (_, pk) = self.reorder.remove(&first).expect("present");
         self.reorder_msgs -= count as usize;
         self.cur = pk;
         self.set_current(first, first + count);
@@ -486,8 +491,8 @@ impl Node {
         } else {
             self.next
         };
-        while let Some((&first, pk)) = self.reorder.range(..=have).next_back() {
-            let end = first + MoldPacket::parse(pk).map_or(0, |p| p.message_count()) as u64;
+        while let Some((&first, &(count, _))) = self.reorder.range(..=have).next_back() {
+            let end = first + count;
             if end <= have {
                 break;
             }
@@ -500,8 +505,9 @@ impl Node {
         if to > have {
             Some((have, to))
         } else if self.rewinding && !self.head_known {
-            // rewinding before the end of the stream is known: ask on from where we are
-            Some((have, have + self.p.max_request as u64))
+            // rewinding before the end of the stream is known: ask on from where we are, as
+            // far as the requests kept outstanding reach (the replayer answers what it has)
+            Some((have, have + self.p.max_request as u64 * self.replay_depth as u64))
         } else {
             None
         }
@@ -573,16 +579,22 @@ impl Node {
         1
     }
 
-    /// A message the node does not see; a type-3 record when its time reached the timer
-    /// deadline.
+    /// A message the node does not see (a control message, a fragment before the last, a
+    /// type outside its topics); a type-3 record when its time reached the timer deadline,
+    /// or always when the node has no topics of its own: whoever filters after it (the Python
+    /// layer's topic filter) then still sees every step of stream time, idle clock ticks
+    /// included, and its deterministic timers fire at the same stream point in every run.
     fn filtered(&mut self, seq: u64, env: &Envelope, out: &mut Vec<u8>) -> usize {
         self.stats.filtered += 1;
-        match self.deadline {
-            Some(d) if env.timestamp_ns >= d => {
-                write_record(out, RECORD_TIME, seq, &env.encode(), &[]);
-                1
-            }
-            _ => 0,
+        let due = match self.deadline {
+            Some(d) => env.timestamp_ns >= d,
+            None => self.topics.is_none(),
+        };
+        if due {
+            write_record(out, RECORD_TIME, seq, &env.encode(), &[]);
+            1
+        } else {
+            0
         }
     }
 
@@ -736,10 +748,12 @@ impl Node {
         };
         let outstanding = self.requested_upto > from && self.requested_from <= from;
         if outstanding && now_ns < self.request_deadline {
-            // pipelining: ask for the next chunk once less than half of this one is left,
-            // so a rewind never waits a round trip between chunks
-            let left = self.requested_upto - from;
-            if left <= self.p.max_request as u64 / 2 && to > self.requested_upto {
+            // pipelining: ask for the next chunk once less than half a chunk beyond
+            // `replay_depth - 1` whole chunks is left, so a rewind never waits a round trip
+            // between chunks (depth 1: the next chunk when half of this one is left)
+            let max = self.p.max_request as u64;
+            let ahead = max * (self.replay_depth as u64 - 1) + max / 2;
+            while self.requested_upto - from <= ahead && to > self.requested_upto {
                 let start = self.requested_upto;
                 let count = (to - start).min(self.p.max_request as u64) as u16;
                 let r = Request {

@@ -384,8 +384,12 @@ fn a_twin_catches_up_only_once_the_application_handled_every_record() {
     while at < out.len() {
         let len = u32::from_le_bytes(out[at..at + 4].try_into().unwrap()) as usize;
         let ty = u16::from_le_bytes(out[at + 4..at + 6].try_into().unwrap());
-        let env = seqbus_wire::envelope::Envelope::parse(&out[at + 16..at + len]).unwrap();
-        if ty == RECORD_MESSAGE && env.account == seqbus_wire::account("E").unwrap() {
+        let mine = ty == RECORD_MESSAGE
+            && seqbus_wire::envelope::Envelope::parse(&out[at + 16..at + len])
+                .unwrap()
+                .account
+                == seqbus_wire::account("E").unwrap();
+        if mine {
             let i = out[at + RECORD_HEADER_LEN + 8];
             replayed.push(backup.send(&body(9, 1, &[i])).unwrap());
         }

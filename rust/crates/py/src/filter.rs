@@ -1,8 +1,9 @@
 //! The topic filter between the core's records and Python, with deterministic time records.
 //!
-//! The core delivers every message (its own filter is not used); this keeps the application
-//! messages of the node's topics and drops the rest (control messages, other types) before
-//! they cross into Python. So that deterministic timers still see time pass, a dropped
+//! The core has no topics of its own here: it delivers every application message and a
+//! header-only type-3 record for each message it keeps to itself (control messages such as
+//! idle clock ticks, fragments before the last). This keeps the application messages of the
+//! node's topics and drops the rest before they cross into Python. So that deterministic timers still see time pass, a dropped
 //! message whose stream time enters a new `grid_ns` slot since the previous record becomes a
 //! header-only "time advanced" record (type 3). Which records those are depends only on the
 //! stream and the topics — never on batch boundaries or on when the node set its timers — so a
@@ -102,10 +103,10 @@ impl Filter {
             let record = &raw[at..at + len];
             at += len;
             let kind = u16::from_le_bytes([record[4], record[5]]);
-            if kind == RECORD_TIME {
-                continue; // the core's own time records (never asked for)
-            }
-            if kind != RECORD_MESSAGE {
+            // the core hands out a type-3 record for each message it does not deliver itself
+            // (control messages such as idle clock ticks, fragments before the last): dropped
+            // here like any filtered message, but stream time moves on with it
+            if kind != RECORD_MESSAGE && kind != RECORD_TIME {
                 out.extend_from_slice(record);
                 n += 1;
                 continue;
@@ -114,7 +115,7 @@ impl Filter {
             let slot = time_ns / self.grid_ns;
             let new_slot = self.last_slot.is_none_or(|s| slot > s);
             self.last_slot = Some(self.last_slot.map_or(slot, |s| s.max(slot)));
-            if self.wanted(record) {
+            if kind == RECORD_MESSAGE && self.wanted(record) {
                 out.extend_from_slice(record);
                 n += 1;
                 continue;
@@ -163,6 +164,35 @@ mod tests {
             &block,
             time_ns,
         )
+    }
+
+    /// A type-3 record of the core: a message it did not deliver (a control message).
+    fn core_time(time_ns: u64) -> Vec<u8> {
+        let mut r = vec![0u8; RECORD_HEADER_LEN];
+        r[0..4].copy_from_slice(&(RECORD_HEADER_LEN as u32).to_le_bytes());
+        r[4..6].copy_from_slice(&RECORD_TIME.to_le_bytes());
+        r[16..24].copy_from_slice(&time_ns.to_le_bytes());
+        r[16 + 26] = 2; // control
+        r
+    }
+
+    #[test]
+    fn control_messages_move_time_once_per_slot() {
+        // idle clock ticks (control messages the core keeps to itself) are the only thing
+        // that moves stream time when nothing else is sequenced
+        let mut f = Filter::new(Some(vec![(7, 1)]), TIME_GRID_NS, b"ME");
+        let mut raw = Vec::new();
+        for t in [5_000_000, 5_000_001, 15_000_000, 25_000_000] {
+            raw.extend_from_slice(&core_time(t));
+        }
+        let mut out = Vec::new();
+        assert_eq!(f.apply(&raw, &mut out), 3);
+        let times: Vec<u64> = out
+            .chunks(RECORD_HEADER_LEN)
+            .map(|r| u64::from_le_bytes(r[16..24].try_into().unwrap()))
+            .collect();
+        assert_eq!(times, [5_000_000, 15_000_000, 25_000_000]);
+        assert_eq!((f.filtered, f.time_records), (4, 3));
     }
 
     #[test]
