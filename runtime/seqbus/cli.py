@@ -1,4 +1,5 @@
-"""The ``seqbus`` command: ``sequencer``, ``replayer``, ``node``, ``admin`` and ``demo``."""
+"""The ``seqbus`` command: ``sequencer``, ``replayer``, ``dispatcher``, ``node``, ``admin`` and
+``demo``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import dataclasses
 import importlib
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from seqbus.errors import SeqbusError
@@ -55,17 +56,16 @@ def _serve(service: _Service) -> None:
                 return
 
 
-def _cmd_sequencer(args: argparse.Namespace) -> int:
+def _cmd_service(args: argparse.Namespace) -> int:
+    """``seqbus sequencer|replayer|dispatcher``: that service of the Rust core until a signal."""
     from seqbus import _core
 
-    _serve(_core.Sequencer(args.config))
-    return 0
-
-
-def _cmd_replayer(args: argparse.Namespace) -> int:
-    from seqbus import _core
-
-    _serve(_core.Replayer(args.config))
+    services: dict[str, Callable[[str], _Service]] = {
+        "sequencer": _core.Sequencer,
+        "replayer": _core.Replayer,
+        "dispatcher": _core.Dispatcher,
+    }
+    _serve(services[args.command](args.config))
     return 0
 
 
@@ -172,11 +172,19 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sequencer", help="run the sequencer of a bus")
     p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
-    p.set_defaults(func=_cmd_sequencer)
+    p.set_defaults(func=_cmd_service)
 
     p = sub.add_parser("replayer", help="run a replayer serving gap fills and rewinds")
     p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
-    p.set_defaults(func=_cmd_replayer)
+    p.set_defaults(func=_cmd_service)
+
+    p = sub.add_parser(
+        "dispatcher",
+        help="run this host's dispatcher: the one downstream reader, feeding the shared-memory "
+        "ring local nodes read (docs/transports.md)",
+    )
+    p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
+    p.set_defaults(func=_cmd_service)
 
     p = sub.add_parser("node", help="run one application node, MODULE:CLASS")
     p.add_argument("target", help="the node class, e.g. examples.exchange.engine:MatchingEngine")

@@ -42,7 +42,7 @@ def test_python_nodes_see_the_same_stream(
 
     assert wait_for(ready, 30) and seq.poll() is None, processes.logs()
     if transport == "shm-via-tcp":
-        processes.start("dispatcher", [str(transport_bus), "dispatcher", str(bus.path)])
+        processes.start("dispatcher", [*cli, "dispatcher", "-c", str(bus.path)])
     if transport.startswith("shm"):
         assert wait_for(bus.ring.exists, 20), processes.logs()
 

@@ -252,54 +252,52 @@ impl Drop for Background {
     }
 }
 
-/// The sequencer (and, when configured, its in-process replayer) on a Rust thread.
-#[pyclass(module = "seqbus._core")]
-pub struct Sequencer(Background);
+/// A Python class running one service loop of seqbus-net on a Rust thread: `stop()`, and
+/// `join(timeout)`, True once stopped, raising the error the service stopped with.
+macro_rules! service {
+    ($(#[$doc:meta])* $name:ident, $thread:literal, $run:path) => {
+        $(#[$doc])*
+        #[pyclass(module = "seqbus._core")]
+        pub struct $name(Background);
 
-#[pymethods]
-impl Sequencer {
-    #[new]
-    fn new(py: Python<'_>, config: &str) -> PyResult<Self> {
-        Ok(Sequencer(Background::spawn(
-            "seqbus-sequencer",
-            load(py, config)?,
-            seqbus_net::run_sequencer,
-        )?))
-    }
+        #[pymethods]
+        impl $name {
+            #[new]
+            fn new(py: Python<'_>, config: &str) -> PyResult<Self> {
+                Ok($name(Background::spawn($thread, load(py, config)?, $run)?))
+            }
 
-    fn stop(&self) {
-        self.0.stop.store(true, Ordering::Relaxed);
-    }
+            fn stop(&self) {
+                self.0.stop.store(true, Ordering::Relaxed);
+            }
 
-    /// True once stopped; raises the error the sequencer stopped with.
-    fn join(&mut self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
-        self.0.join(py, timeout)
-    }
+            /// True once stopped; raises the error the service stopped with.
+            fn join(&mut self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+                self.0.join(py, timeout)
+            }
+        }
+    };
 }
 
-/// A standalone replayer on a Rust thread.
-#[pyclass(module = "seqbus._core")]
-pub struct Replayer(Background);
-
-#[pymethods]
-impl Replayer {
-    #[new]
-    fn new(py: Python<'_>, config: &str) -> PyResult<Self> {
-        Ok(Replayer(Background::spawn(
-            "seqbus-replayer",
-            load(py, config)?,
-            seqbus_net::run_replayer,
-        )?))
-    }
-
-    fn stop(&self) {
-        self.0.stop.store(true, Ordering::Relaxed);
-    }
-
-    fn join(&mut self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
-        self.0.join(py, timeout)
-    }
-}
+service!(
+    /// The sequencer (and, when configured, its in-process replayer) on a Rust thread.
+    Sequencer,
+    "seqbus-sequencer",
+    seqbus_net::run_sequencer
+);
+service!(
+    /// A standalone replayer on a Rust thread.
+    Replayer,
+    "seqbus-replayer",
+    seqbus_net::run_replayer
+);
+service!(
+    /// This host's dispatcher (the one downstream reader, writing the shared-memory ring that
+    /// local nodes read; docs/transports.md) on a Rust thread.
+    Dispatcher,
+    "seqbus-dispatcher",
+    seqbus_net::run_dispatcher
+);
 
 /// Parse and validate a configuration file; ConfigError naming the key when invalid.
 #[pyfunction]

@@ -16,6 +16,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::NodeClient>()?;
     m.add_class::<client::Sequencer>()?;
     m.add_class::<client::Replayer>()?;
+    m.add_class::<client::Dispatcher>()?;
     m.add_class::<sim::SimBus>()?;
     m.add_function(wrap_pyfunction!(client::check_config, m)?)?;
     m.add_function(wrap_pyfunction!(batch::walk_batch, m)?)?;
