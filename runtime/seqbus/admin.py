@@ -455,6 +455,11 @@ def send_admin_command(
 
     target_key = _account_key(target)
     sender_key = _account_key(sender)
+    if sender_key == target_key:
+        raise SeqbusError(
+            f"the sender account must not be the target's ({target}): its commands would take "
+            "command sequence numbers of that account's nodes"
+        )
     if not _NAME.match(name) and name != HELP:
         raise SeqbusError(f"admin command name {name!r} is not a command name")
     if not 0 < sender_instance < 65536:

@@ -118,6 +118,7 @@ def test_admin_command_without_a_sequencer_times_out_clearly(tmp_path: Path) -> 
     [
         (["command", "ME", "bad name"], "is not a command name"),
         (["command", "ME", "help", "--timeout", "0"], "timeout must be more than 0 s"),
+        (["command", "ME", "help", "--sender", "ME"], "must not be the target's (ME)"),
     ],
 )
 def test_admin_command_rejects_bad_input(tmp_path: Path, argv: list[str], error: str) -> None:
