@@ -160,7 +160,8 @@ struct Outcome {
     virtual_ms: u64,
 }
 
-fn run(seed: u64, faults: Faults, total: u64) -> Outcome {
+/// `depth`: replay requests every node keeps outstanding (`Node::set_replay_depth`).
+fn run(seed: u64, faults: Faults, total: u64, depth: usize) -> Outcome {
     const NODES: usize = 5;
     const SENDERS: usize = 3;
     let mut net = Net {
@@ -186,7 +187,11 @@ fn run(seed: u64, faults: Faults, total: u64) -> Outcome {
     let mut store = MemoryStore::default();
     let mut replayer = Replayer::new(session, 60_000, 2000);
     let mk = |name: String, start: Start, quota: u64, now: u64| SimNode {
-        node: Node::new(params(&name, start), now),
+        node: {
+            let mut n = Node::new(params(&name, start), now);
+            n.set_replay_depth(depth);
+            n
+        },
         quota,
         sent: 0,
         hash: DefaultHasher::new(),
@@ -364,8 +369,12 @@ fn total() -> u64 {
 }
 
 fn check(name: &str, seed: u64, faults: Faults) {
+    check_depth(name, seed, faults, 1);
+}
+
+fn check_depth(name: &str, seed: u64, faults: Faults, depth: usize) {
     let total = total();
-    let o = run(seed, faults, total);
+    let o = run(seed, faults, total, depth);
     eprintln!(
         "{name}: {total} messages, {} datagrams dropped, {} virtual ms",
         o.dropped, o.virtual_ms
@@ -432,5 +441,77 @@ fn loss_20pct_with_dup_and_reorder() {
             dup_pct: 5.0,
             delay: REORDER,
         },
+    );
+}
+
+// Pipelined replay: several requests outstanding at once (the late joiner and every gap fill),
+// answers lost, duplicated and reordered; the streams must still be identical and complete.
+
+#[test]
+fn pipelined_replay_clean_network() {
+    check_depth(
+        "clean, replay depth 4",
+        5,
+        Faults {
+            loss_pct: 0.0,
+            dup_pct: 0.0,
+            delay: (20_000, 20_000),
+        },
+        4,
+    );
+}
+
+#[test]
+fn pipelined_replay_loss_5pct_with_dup_and_reorder() {
+    check_depth(
+        "5%, replay depth 4",
+        6,
+        Faults {
+            loss_pct: 5.0,
+            dup_pct: 2.0,
+            delay: REORDER,
+        },
+        4,
+    );
+}
+
+#[test]
+fn pipelined_replay_loss_20pct_with_dup_and_reorder() {
+    check_depth(
+        "20%, replay depth 8",
+        7,
+        Faults {
+            loss_pct: 20.0,
+            dup_pct: 5.0,
+            delay: REORDER,
+        },
+        8,
+    );
+}
+
+#[test]
+fn a_rewind_keeps_replay_depth_requests_outstanding() {
+    use seqbus_wire::mold::Request;
+    let now = 1_000_000_000;
+    let requests = |depth: usize| {
+        let mut n = Node::new(params("R", Start::From(1)), now);
+        n.set_replay_depth(depth);
+        let mut asked = Vec::new();
+        for t in 0..3 {
+            n.poll_transmit(now + t, &mut |d, data| {
+                if let Dest::Replayer(_) = d {
+                    let r = Request::parse(data).unwrap();
+                    asked.push((r.sequence, r.count));
+                }
+            });
+        }
+        asked
+    };
+    // depth 1: one request of max_request (2000) until half of it has arrived
+    assert_eq!(requests(1), vec![(1, 2000)]);
+    // depth 4: four back to back, without waiting for an answer
+    assert_eq!(
+        requests(4),
+        vec![(1, 2000), (2001, 2000), (4001, 2000), (6001, 2000)]
     );
 }

@@ -200,6 +200,9 @@ pub struct NodeConfig {
     /// Most out-of-order messages held while a gap is filled.
     #[serde(default = "default_reorder")]
     pub reorder_buffer: usize,
+    /// Requests of `replayer.max_messages_per_request` messages a rewind keeps outstanding.
+    #[serde(default = "default_replay_depth")]
+    pub replay_depth: usize,
 }
 
 fn default_max_packet() -> usize {
@@ -266,6 +269,9 @@ fn default_request_backoff_max() -> u64 {
     500
 }
 fn default_failover() -> u32 {
+    4
+}
+fn default_replay_depth() -> usize {
     4
 }
 fn default_reorder() -> usize {
@@ -377,6 +383,9 @@ impl Config {
         }
         if self.node.request_timeout_ms == 0 {
             return Err(("node.request_timeout_ms", "must be at least 1".into()));
+        }
+        if !(1..=64).contains(&self.node.replay_depth) {
+            return Err(("node.replay_depth", "must be between 1 and 64".into()));
         }
         if self.node.retry_ms == 0 {
             return Err(("node.retry_ms", "must be at least 1".into()));

@@ -154,6 +154,8 @@ impl NodeClient {
             },
             now,
         );
+        let mut node = node;
+        node.set_replay_depth(nc.replay_depth);
         let fds: Vec<RawFd> = down.iter().map(|d| d.as_raw_fd()).chain([req.as_raw_fd()]).collect();
         let block = opts.idle.unwrap_or(nc.idle) == IdleStrategy::Block;
         let mut c = NodeClient {

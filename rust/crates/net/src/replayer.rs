@@ -49,6 +49,10 @@ impl Serving {
         while !stop.load(Ordering::Relaxed) {
             let n = rx.recv(&self.socket).map_err(io_error("replayer: recv"))?;
             if n == 0 {
+                // keep the index up with the journal while idle, so the first request after
+                // a burst of writes does not wait for the new records to be scanned (an
+                // error shows again on the next read)
+                let _ = self.journal.refresh();
                 idler.idle(&fds, Instant::now() + Duration::from_millis(50));
                 continue;
             }
