@@ -331,6 +331,12 @@ impl Node {
             if i == self.replayer {
                 self.failures = 0;
                 self.timeout_ns = self.p.request_timeout_ns;
+                // the replayer is answering: outstanding requests time out only once it has
+                // been silent for a whole timeout (answers to pipelined requests may take
+                // longer than one timeout in all)
+                if self.requested_upto > self.requested_from {
+                    self.request_deadline = self.request_deadline.max(now_ns + self.timeout_ns);
+                }
             }
         }
         let first = p.sequence();
@@ -359,7 +365,6 @@ impl Node {
                 if self.next == 0 {
                     self.next = first;
                 }
-                let _ = now_ns;
                 if end <= self.next {
                     self.stats.duplicates += count;
                     return;
@@ -788,8 +793,14 @@ impl Node {
         };
         emit(Dest::Replayer(self.replayer), &r.encode());
         self.stats.requests += 1;
+        // after a timeout, requests pipelined beyond this one stay outstanding: a late
+        // answer (a busy replayer) then costs one chunk twice, not every chunk in flight;
+        // if they were lost, each is asked again when the gap reaches it and times out
+        if !outstanding {
+            self.requested_upto = from + count as u64;
+        }
+        self.requested_upto = self.requested_upto.max(from + count as u64);
         self.requested_from = from;
-        self.requested_upto = from + count as u64;
         self.request_deadline = now_ns + self.timeout_ns;
     }
 

@@ -288,6 +288,11 @@ impl NodeClient {
         let deadline = Instant::now() + timeout;
         let mut n = 0;
         loop {
+            if self.node.awaits_replay() && !self.node.has_deliverable() {
+                // an answer that arrived while this thread was away counts before a request
+                // can time out in the flush below
+                self.read_one()?;
+            }
             self.flush()?;
             n += self.node.deliver(out, max_records - n)?;
             if n >= max_records {
