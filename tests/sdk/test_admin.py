@@ -298,6 +298,19 @@ def test_another_accounts_commands_never_cross_into_python() -> None:
     assert len(other.marks) == 3 and other.stats.admin_commands == 3
 
 
+def test_a_node_that_raises_on_unknown_messages_takes_admin_commands() -> None:
+    class Strict(Counter):
+        ON_UNKNOWN = "raise"
+
+    h = Harness(seed=13)
+    node = h.add(Strict, "S", 1)
+    op = h.add(Operator, "ADMIN", 1)
+    h.run(for_ns=20 * MS)
+    assert _wait(h, op, op.command("S", "mark")).status == AdminStatus.Ok
+    assert _wait(h, op, op.command("S", "nope")).status == AdminStatus.UnknownCommand
+    assert len(node.marks) == 1 and node.stats.unknown == 0
+
+
 def test_a_node_may_restrict_who_commands_it() -> None:
     class Guarded(Counter):
         ADMIN_SENDERS = frozenset({"OPS"})
