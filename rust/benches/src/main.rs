@@ -46,6 +46,20 @@ fn main() {
         println!("throughput {:.2} M msg/s, catch-up {:.2} M msg/s", t / 1e6, c / 1e6);
         return;
     }
+    if args.iter().any(|a| a == "--rtt-only") {
+        let raw = raw_ping_pong(samples);
+        let bus = bus_round_trip(samples);
+        println!(
+            "rtt p50 raw {:.1} bus {:.1} ({:.2}x), p99 raw {:.1} bus {:.1} ({:.2}x) µs",
+            raw.0,
+            bus.0,
+            bus.0 / raw.0,
+            raw.1,
+            bus.1,
+            bus.1 / raw.1
+        );
+        return;
+    }
     println!("| benchmark | raw UDP floor (same run) | seqbus | ratio | target |");
     println!("|---|---|---|---|---|");
     let raw = raw_ping_pong(samples);

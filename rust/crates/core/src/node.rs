@@ -573,13 +573,9 @@ impl Node {
         if !wanted(&self.topics, body) {
             return self.filtered(seq, &env, out);
         }
-        write_record(
-            out,
-            RECORD_MESSAGE,
-            seq,
-            &self.cur[at..at + ENVELOPE_LEN],
-            body,
-        );
+        // envelope and body lie back to back in the packet: one copy
+        write_header(out, RECORD_MESSAGE, seq, len - ENVELOPE_LEN);
+        out.extend_from_slice(&self.cur[at..at + len]);
         self.stats.delivered += 1;
         1
     }
@@ -838,11 +834,19 @@ fn wanted(topics: &Option<HashSet<(u16, u16)>>, body: &[u8]) -> bool {
 
 /// Appends one record in the "Batches from Rust to Python" layout.
 pub fn write_record(out: &mut Vec<u8>, ty: u16, seq: u64, envelope: &[u8], body: &[u8]) {
-    let len = (RECORD_HEADER_LEN + body.len()) as u32;
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&ty.to_le_bytes());
-    out.extend_from_slice(&[0, 0]);
-    out.extend_from_slice(&seq.to_le_bytes());
+    write_header(out, ty, seq, body.len());
     out.extend_from_slice(&envelope[..ENVELOPE_LEN]);
     out.extend_from_slice(body);
+}
+
+/// Appends the first 16 bytes of a record (length, type, reserved, sequence), reserving room
+/// for the envelope and a body of `body_len` bytes.
+fn write_header(out: &mut Vec<u8>, ty: u16, seq: u64, body_len: usize) {
+    let len = RECORD_HEADER_LEN + body_len;
+    let mut h = [0u8; 16];
+    h[0..4].copy_from_slice(&(len as u32).to_le_bytes());
+    h[4..6].copy_from_slice(&ty.to_le_bytes());
+    h[8..16].copy_from_slice(&seq.to_le_bytes());
+    out.reserve(len);
+    out.extend_from_slice(&h);
 }

@@ -156,6 +156,26 @@ impl Outbox {
     /// Sends every datagram to `dest` with as few `sendmmsg` calls as possible, then clears.
     /// A full socket buffer is waited out; other errors are returned.
     pub fn send_to(&mut self, s: &Socket, dest: &SockAddr) -> io::Result<()> {
+        if self.ends.len() == 1 {
+            // one datagram (the latency case): a plain sendto, no header arrays to build
+            loop {
+                match s.send_to(&self.buf, dest) {
+                    Ok(_) => break,
+                    Err(e) => match e.kind() {
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => {
+                            std::thread::yield_now()
+                        }
+                        io::ErrorKind::ConnectionRefused => {}
+                        _ => {
+                            self.clear();
+                            return Err(e);
+                        }
+                    },
+                }
+            }
+            self.clear();
+            return Ok(());
+        }
         let mut iov: Vec<libc::iovec> = Vec::with_capacity(self.ends.len());
         let mut start = 0;
         for &end in &self.ends {
@@ -355,6 +375,10 @@ pub fn send_all_patiently(
     to: &SockAddr,
     patience: std::time::Duration,
 ) -> io::Result<usize> {
+    if datagrams.len() == 1 {
+        let d = datagrams.datagrams().next().expect("one");
+        return send_patiently(s, d, to, patience).map(usize::from);
+    }
     let mut iov: Vec<libc::iovec> = datagrams
         .datagrams()
         .map(|d| libc::iovec {
