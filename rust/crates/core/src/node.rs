@@ -346,6 +346,11 @@ impl Node {
         match p.kind() {
             PacketKind::Heartbeat => {
                 self.note_head(first);
+                if matches!(src, Source::Replayer(_)) {
+                    // the replayer holds nothing from `first` on: requests that reach past it
+                    // (a rewind asks ahead of the end) have no more answers coming
+                    self.requested_upto = self.requested_upto.min(first);
+                }
                 if self.next == 0 && src == Source::Live {
                     self.next = first;
                 }
@@ -459,6 +464,8 @@ impl Node {
         // otherwise number later commands past its twin's, and the sequencer would take them).
         if out.is_empty() && self.rewinding && self.head_known && self.next >= self.head {
             self.rewinding = false;
+            // nothing more to come from requests that reached past the end
+            self.requested_upto = self.requested_upto.min(self.next);
             let env = [0u8; ENVELOPE_LEN];
             write_record(out, RECORD_CAUGHT_UP, self.next - 1, &env, &[]);
             n += 1;

@@ -515,3 +515,52 @@ fn a_rewind_keeps_replay_depth_requests_outstanding() {
         vec![(1, 2000), (2001, 2000), (4001, 2000), (6001, 2000)]
     );
 }
+
+#[test]
+fn a_finished_rewind_awaits_no_more_answers() {
+    // a rewind asks past the end of the stream; once the replayer said where it ends (and the
+    // node caught up), the node must not keep looking for answers (a busy-spinning node would
+    // poll its request socket on every turn)
+    let session = Session::new(SESSION).unwrap();
+    let now = 1_000_000_000;
+    let mut seq = Sequencer::new(
+        SequencerParams {
+            session,
+            max_packet: 1472,
+            heartbeat_ns: 1_000_000,
+            clock_tick_ns: 0,
+        },
+        Recovered::new_session(),
+        now,
+    );
+    let mut store = MemoryStore::default();
+    for (_, m) in seq.pending() {
+        store.push(m);
+    }
+    seq.published(now);
+    let mut replayer = Replayer::new(session, 60_000, 2000);
+    let mut n = Node::new(params("R", Start::From(1)), now);
+    n.set_replay_depth(4);
+    let mut out = Vec::new();
+    for t in 0..10 {
+        let mut asked = Vec::new();
+        n.poll_transmit(now + t, &mut |d, data| {
+            if let Dest::Replayer(_) = d {
+                asked.push(data.to_vec());
+            }
+        });
+        for r in asked {
+            let mut answers = Vec::new();
+            replayer
+                .handle_request(&r, &mut store, &mut |p| answers.push(p.to_vec()))
+                .unwrap();
+            for a in answers {
+                n.handle_datagram(now + t, Source::Replayer(0), &a);
+            }
+        }
+        out.clear();
+        n.deliver(&mut out, usize::MAX).unwrap();
+    }
+    assert!(!n.is_rewinding());
+    assert!(!n.awaits_replay());
+}

@@ -255,6 +255,11 @@ pub struct RecvBatch {
     /// Headers pointing into `buf`, `addrs` and `iov` (heap memory: stable when moved).
     msgs: Vec<libc::mmsghdr>,
     count: usize,
+    /// Datagrams came back to back: `recvmmsg`; otherwise one `recvmsg`, which costs less
+    /// when datagrams arrive one at a time (a `recvmmsg` that got one tries for a second).
+    batching: bool,
+    /// The previous call received something.
+    busy: bool,
     /// Datagrams dropped because they did not fit their slot.
     pub truncated: u64,
 }
@@ -285,6 +290,8 @@ impl RecvBatch {
             iov: Vec::with_capacity(slots),
             msgs: Vec::with_capacity(slots),
             count: 0,
+            batching: false,
+            busy: false,
             truncated: 0,
         };
         for i in 0..slots {
@@ -312,16 +319,32 @@ impl RecvBatch {
             h.msg_hdr.msg_flags = 0;
         }
         self.count = 0;
-        // SAFETY: msgs holds valid headers pointing at live buffers of the batch.
-        let n = unsafe {
-            libc::recvmmsg(
-                s.as_raw_fd(),
-                self.msgs.as_mut_ptr(),
-                self.msgs.len() as libc::c_uint,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
+        let n = if self.batching {
+            // SAFETY: msgs holds valid headers pointing at live buffers of the batch.
+            unsafe {
+                libc::recvmmsg(
+                    s.as_raw_fd(),
+                    self.msgs.as_mut_ptr(),
+                    self.msgs.len() as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                )
+            }
+        } else {
+            // SAFETY: msgs[0] is a valid header pointing at live buffers of the batch.
+            let len = unsafe {
+                libc::recvmsg(s.as_raw_fd(), &mut self.msgs[0].msg_hdr, libc::MSG_DONTWAIT)
+            };
+            if len >= 0 {
+                self.msgs[0].msg_len = len as libc::c_uint;
+                1
+            } else {
+                -1
+            }
         };
+        // batch while datagrams keep coming back to back
+        self.batching = if self.batching { n > 1 } else { n > 0 && self.busy };
+        self.busy = n > 0;
         if n < 0 {
             let e = io::Error::last_os_error();
             return match e.kind() {
