@@ -220,9 +220,6 @@ fn sequence(
     }
     journal.flush()?;
     journal.sync()?;
-    if std::env::var_os("SEQBUS_DEBUG_STATS").is_some() {
-        eprintln!("sequencer: {:?}", seq.stats());
-    }
     if sc.end_session_on_stop {
         // sent a few times, spaced: there is no retransmission of an end of session
         for _ in 0..3 {
