@@ -53,6 +53,15 @@ class Replayer:
     def join(self, timeout: float) -> bool: ...
 
 @final
+class TopicFilter:
+    """The live topic filter, for batches built elsewhere (the offline replay): what a node of
+    ``topics`` and ``account`` sees of records as the core delivers them."""
+
+    def __new__(cls, topics: list[tuple[int, int]] | None, account: str) -> TopicFilter: ...
+    def apply(self, records: bytes) -> bytes:
+        """DecodeError when a record's length is wrong."""
+
+@final
 class Dispatcher:
     """This host's dispatcher (reads the downstream, writes the shared-memory ring local nodes
     read) running on its own Rust thread until ``stop()``."""

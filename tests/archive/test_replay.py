@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +38,22 @@ def test_replay_runs_handlers_clock_and_timers(archive_path: Path, messages: lis
     orders = [m for m in messages if m.type == "exchange.NewOrder"]
     assert [(s, t) for s, t, _, _ in node.seen] == [(m.sequence, m.timestamp_ns) for m in orders]
     assert [mine for *_, mine in node.seen] == [True] * len(orders)  # GW sent them all
-    times = [m.timestamp_ns for m in messages]
+    # What a live node of this class sees (docs/sdk.md, "Topic filtering"): the messages it
+    # handles, and of the others each one whose time enters a new millisecond since the
+    # previous message — its timers fire before the first of those at or past their deadline.
+    seen: list[int] = []
+    last_ms = -1
+    for m in messages:
+        ms = m.timestamp_ns // 1_000_000
+        if m.type in ("exchange.NewOrder", "exchange.OrderAccepted") or ms > last_ms:
+            seen.append(m.timestamp_ns)
+        last_ms = max(last_ms, ms)
     accepts = [m for m in messages if m.type == "exchange.OrderAccepted"]
-    due = [m.timestamp_ns + 5000 for m in accepts if m.timestamp_ns + 5000 <= times[-1]]
+    due = [m.timestamp_ns + 5000 for m in accepts if m.timestamp_ns + 5000 <= seen[-1]]
     assert len(due) == len(accepts) - 1  # the stream ends before the last one is due
     assert [d for d, _ in node.fired] == due
     for due, at in node.fired:
-        # fired at the first message of the stream at or past its deadline, whatever its type
-        assert at == min(t for t in times if t >= due)
+        assert at == min(t for t in seen if t >= due)
     assert node.rewound_at == len(orders)
 
 
@@ -75,3 +84,52 @@ def test_cli_cat_verify_export(archive_path: Path, capsys: Any, tmp_path: Path) 
     assert pq.read_table(tmp_path / "pq" / "exchange.NewOrder.parquet").num_rows == 200
     assert main(["archive", "ls", str(archive_path.parent)]) == 0
     assert "sealed" in capsys.readouterr().out
+
+
+def test_replay_routes_admin_commands_as_live(tmp_path: Path) -> None:
+    """An engine replayed under its account runs the operator's halt at its stream point (its
+    topics do not list AdminCommand: it is routed by account, as live); another account's
+    command never reaches it."""
+    import bus
+    import exchange as x
+
+    from examples.exchange.engine import MatchingEngine
+
+    msgs: list[sess.Msg] = []
+
+    def add(account: str, typ: str, body: bytes) -> None:
+        n = len(msgs) + 1
+        msgs.append(sess.Msg(n, sess.T0 + n * 1000, account, 1, n, typ, body))
+
+    def order(i: int) -> bytes:
+        return x.NewOrder(order_id=i, client_id=1, symbol="AAPL", side=x.Side.Buy,
+                          price=x.Price(mantissa=100, exponent=-2), quantity=1,
+                          inst=x.ExecInst(0), account="a").encode()
+
+    def admin(target: str, name: str, *args: str) -> bytes:
+        return bus.AdminCommand(target=target, request_id=len(msgs), name=name,
+                                args=[bus.AdminCommandArgs(value=a) for a in args]).encode()
+
+    add("GW", "exchange.NewOrder", order(1))
+    add("OPS", "bus.AdminCommand", admin("MD", "halt"))  # another account's: not for it
+    add("GW", "exchange.NewOrder", order(2))
+    add("OPS", "bus.AdminCommand", admin("ME", "halt", "AAPL", "news pending"))
+    add("GW", "exchange.NewOrder", order(3))
+    path = tmp_path / "admin.archive"
+    from seqbus.archive import ArchiveWriter
+
+    with ArchiveWriter(path, "TEST", sess.schemas()) as w:
+        for m in msgs:
+            envelope = sess.envelope(m.timestamp_ns, m.command_seq, m.account, 1, m.body, 1)
+            w.append(m.sequence, envelope + m.body)
+    engine = replay(MatchingEngine, Archive(path), account="ME", instance=1)
+    assert engine.halted == {"AAPL": "news pending"}
+    assert engine.stats.admin_commands == 1
+    sent = engine._client.sent  # type: ignore[union-attr]
+    ids = [struct.unpack_from("<HH", b, 2) for b in sent]  # (template, schema)
+    reply = (bus.AdminReply.TEMPLATE_ID, 1)
+    accepted = (x.OrderAccepted.TEMPLATE_ID, x.OrderAccepted.SCHEMA_ID)
+    rejected = (x.OrderRejected.TEMPLATE_ID, x.OrderRejected.SCHEMA_ID)
+    # orders 1 and 2 accepted, the halt answered, order 3 rejected: market closed
+    assert ids == [accepted, accepted, reply, rejected]
+    assert x.decode(sent[3]).reason == x.RejectReason.MarketClosed

@@ -1,12 +1,15 @@
 """Offline replay: a node class run over an archive with the same handlers, clock and
 deterministic timers as live.
 
-The archive's messages become the batches the Rust ``NodeClient`` would have delivered
-(docs/architecture.md, "Batches from Rust to Python"): messages of the node's topics as
-message records (fragments reassembled per sender account, delivered at the last fragment, as
-seqbus-core does), every other message as a time-advanced record, so sequencer time moves and
-deterministic timers fire at the same stream point as live. ``send`` during a replay records the
-command instead of sending it. Local (wall-clock) timers do not run.
+The archive's messages become the records the Rust core hands out (docs/architecture.md,
+"Batches from Rust to Python"): application messages as message records (fragments
+reassembled per sender account, delivered at the last fragment, as seqbus-core does), control
+messages and early fragments as time records. They then go through the live topic filter
+itself (``seqbus._core.TopicFilter``: topics, admin commands routed by account, one time
+record per new millisecond of stream time), so the node sees exactly the batches a live node
+of the same class and account sees, and its deterministic timers fire at the same stream
+points. ``send`` during a replay records the command instead of sending it. Local
+(wall-clock) timers do not run.
 """
 
 from __future__ import annotations
@@ -45,42 +48,48 @@ class ReplayClient:
 
 
 def batches(
-    archive: Archive, topics: set[tuple[int, int]], *, records: int = 4096, **bounds: Any
+    archive: Archive,
+    topics: set[tuple[int, int]],
+    *,
+    account: str = "REPLAY",
+    records: int = 4096,
+    **bounds: Any,
 ) -> Iterator[bytes]:
-    """The archive's messages as node batches for a node handling ``topics``."""
+    """The archive's messages as the batches a live node handling ``topics`` under
+    ``account`` is given."""
+    from seqbus import _core
+
+    live = _core.TopicFilter(sorted(topics), account)
     frags: dict[bytes, bytearray] = {}
     out = bytearray()
     n = 0
     for seq, msg in archive.records(**bounds):
-        ts, cmd, account, instance, kind, flags, body_len = _ENV.unpack_from(msg)
-        body = msg[32:]
+        ts, cmd, sender, instance, kind, flags, body_len = _ENV.unpack_from(msg)
         if flags:
-            buf = frags.setdefault(account, bytearray())
-            buf += body
-            if flags & 1:  # more fragments follow
+            buf = frags.setdefault(sender, bytearray())
+            buf += msg[32:]
+            if flags & 1 or len(buf) != body_len:  # more to come, or a broken sequence
+                if not flags & 1:
+                    del frags[sender]
                 out += _HEAD.pack(48, RECORD_TIME, seq) + msg[:32]
                 n += 1
-                continue
-            whole = bytes(frags.pop(account))
-            if len(whole) != body_len:
-                out += _HEAD.pack(48, RECORD_TIME, seq) + msg[:32]
+            else:
+                whole = bytes(frags.pop(sender))
+                msg = _ENV.pack(ts, cmd, sender, instance, kind, 0, body_len) + whole
+                out += _HEAD.pack(16 + len(msg), RECORD_MESSAGE, seq) + msg
                 n += 1
-                continue
-            msg = _ENV.pack(ts, cmd, account, instance, kind, 0, body_len) + whole
-            body = whole
-        wanted = kind == 1 and len(body) >= 8 and (
-            struct.unpack_from("<H", body, 4)[0], struct.unpack_from("<H", body, 2)[0]) in topics
-        if wanted:
+        elif kind == 1:
             out += _HEAD.pack(16 + len(msg), RECORD_MESSAGE, seq) + msg
+            n += 1
         else:
             out += _HEAD.pack(48, RECORD_TIME, seq) + msg[:32]
-        n += 1
+            n += 1
         if n >= records:
-            yield bytes(out)
+            yield live.apply(bytes(out))
             out.clear()
             n = 0
     if out:
-        yield bytes(out)
+        yield live.apply(bytes(out))
 
 
 def replay(
@@ -103,7 +112,7 @@ def replay(
     topics = set(obj.topics())
     if not topics:
         raise ArchiveError(f"{type(obj).__name__} handles no message type: nothing to replay")
-    for batch in batches(a, topics, **bounds):
+    for batch in batches(a, topics, account=account, **bounds):
         obj.handle_batch(batch)
         if obj.stopped:
             return obj

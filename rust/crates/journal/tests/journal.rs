@@ -81,7 +81,7 @@ fn one_read_spans_many_chunks_of_a_large_segment() {
         })
         .unwrap();
     assert_eq!((n as u64, next), (total, total + 1));
-    let mut r = JournalReader::open(d.path(), S).unwrap();
+    let r = JournalReader::open(d.path(), S).unwrap();
     let mut seen = 0u64;
     r.read(123_457, usize::MAX, &mut |q, _| {
         assert_eq!(q, 123_457 + seen);

@@ -16,6 +16,11 @@
 
 use std::collections::HashSet;
 
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::errors::decode_error;
+
 use seqbus_net::{RECORD_HEADER_LEN, RECORD_MESSAGE, RECORD_TIME};
 
 /// Default slot of stream time for time records: 1 ms.
@@ -130,6 +135,45 @@ impl Filter {
             }
         }
         n
+    }
+}
+
+/// The live topic filter for batches built elsewhere (`seqbus._core.TopicFilter`): the
+/// offline replay passes an archive through it, so a replayed node sees exactly the records a
+/// live node of the same class and account sees (topics, admin routing, time records).
+#[pyclass(module = "seqbus._core", name = "TopicFilter")]
+pub struct PyTopicFilter(Filter);
+
+#[pymethods]
+impl PyTopicFilter {
+    #[new]
+    #[pyo3(signature = (topics, account))]
+    fn new(topics: Option<Vec<(u16, u16)>>, account: &str) -> Self {
+        PyTopicFilter(Filter::new(topics, TIME_GRID_NS, account.as_bytes()))
+    }
+
+    /// What a node sees of `records` (records as the core delivers them: type 1 for an
+    /// application message, type 3 for one it keeps to itself). DecodeError on bad framing.
+    fn apply<'py>(&mut self, py: Python<'py>, records: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+        let mut at = 0;
+        while at < records.len() {
+            let len = records
+                .get(at..at + 4)
+                .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize);
+            if len < RECORD_HEADER_LEN || at + len > records.len() {
+                return Err(decode_error(
+                    py,
+                    "Record",
+                    "length",
+                    at,
+                    format!("{len} at offset {at} of a {}-byte batch", records.len()),
+                ));
+            }
+            at += len;
+        }
+        let mut out = Vec::with_capacity(records.len());
+        self.0.apply(records, &mut out);
+        Ok(PyBytes::new(py, &out))
     }
 }
 

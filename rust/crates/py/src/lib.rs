@@ -18,6 +18,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Replayer>()?;
     m.add_class::<client::Dispatcher>()?;
     m.add_class::<sim::SimBus>()?;
+    m.add_class::<filter::PyTopicFilter>()?;
     m.add_function(wrap_pyfunction!(client::check_config, m)?)?;
     m.add_function(wrap_pyfunction!(batch::walk_batch, m)?)?;
     m.add("TIME_GRID_NS", filter::TIME_GRID_NS)?;
