@@ -117,6 +117,12 @@ def _cmd_admin_command(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def _cmd_admin_status(args: argparse.Namespace) -> int:
+    from seqbus.status import main as status_main
+
+    return status_main(args.config, args.json, args.metrics)
+
+
 def _add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     admin = sub.add_parser(
         "admin",
@@ -158,6 +164,16 @@ def _add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         "commands", help="list the admin commands the nodes of ACCOUNT registered (help)"
     )
     common(p)
+
+    p = admin_sub.add_parser(
+        "status",
+        help="the sequencer's counters, from its status endpoint ([sequencer] status)",
+    )
+    p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--json", action="store_true", help="print the /status JSON as it is")
+    group.add_argument("--metrics", action="store_true", help="print the Prometheus /metrics")
+    p.set_defaults(func=_cmd_admin_status)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

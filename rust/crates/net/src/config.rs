@@ -107,6 +107,14 @@ pub struct SequencerConfig {
     /// session and nodes simply wait.
     #[serde(default)]
     pub end_session_on_stop: bool,
+    /// Address of the HTTP status endpoint (`GET /status` JSON, `GET /metrics` Prometheus);
+    /// none by default.
+    #[serde(default)]
+    pub status: Option<SocketAddr>,
+    /// Token the status endpoint requires (`Authorization: Bearer TOKEN`); required when
+    /// `status` is not a loopback address.
+    #[serde(default)]
+    pub status_token: Option<String>,
 }
 
 /// How sequenced packets reach the nodes.
@@ -422,6 +430,17 @@ impl Config {
                 "downstream.interface",
                 format!("{} is not a unicast interface address", self.downstream.interface),
             ));
+        }
+        if let Some(addr) = self.sequencer.status {
+            if !addr.ip().is_loopback() && self.sequencer.status_token.is_none() {
+                return Err((
+                    "sequencer.status_token",
+                    format!("required when sequencer.status ({addr}) is not a loopback address"),
+                ));
+            }
+        }
+        if self.sequencer.status_token.as_ref().is_some_and(|t| t.len() < 16) {
+            return Err(("sequencer.status_token", "must be at least 16 characters".into()));
         }
         if let IpAddr::V4(ip) = self.sequencer.upstream.ip() {
             if ip.is_multicast() {

@@ -24,6 +24,7 @@ pub mod idle;
 mod node;
 mod replayer;
 mod sequencer;
+pub mod status;
 pub mod transports;
 pub mod udp;
 
