@@ -72,14 +72,23 @@ impl Idler {
                     return;
                 }
                 let ms = (until - now).as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-                let mut pfds: Vec<libc::pollfd> = fds
-                    .iter()
-                    .map(|&fd| libc::pollfd {
-                        fd,
-                        events: libc::POLLIN,
-                        revents: 0,
-                    })
-                    .collect();
+                let pfd = |fd| libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // no allocation for the usual few sockets (this runs on every wait)
+                let mut few = [pfd(-1); 8];
+                let mut many = Vec::new();
+                let pfds: &mut [libc::pollfd] = if fds.len() <= few.len() {
+                    for (p, &fd) in few.iter_mut().zip(fds) {
+                        *p = pfd(fd);
+                    }
+                    &mut few[..fds.len()]
+                } else {
+                    many.extend(fds.iter().map(|&fd| pfd(fd)));
+                    &mut many
+                };
                 // SAFETY: pfds is a valid array of pollfd for the duration of the call.
                 unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
             }
