@@ -175,6 +175,13 @@ class Harness:
         self.sim.advance(limit_ns)
         self.steps += 1
 
+    def settle(self, *nodes: Node, for_ns: int = 1_000_000_000) -> None:
+        """Run until ``nodes`` stand at the same point of the stream (the same last record),
+        e.g. before comparing their states: a node that lost a packet is briefly behind its
+        peers while the replayer fills the gap, and idle clock ticks keep the stream moving.
+        Meant for nodes of one class (the records a node sees depend on its topics)."""
+        self.run(until=lambda: len({n.sequence() for n in nodes}) == 1, for_ns=for_ns)
+
     def run(
         self,
         *,

@@ -346,6 +346,7 @@ def test_halting_the_exchange_rejects_orders_the_same_way_on_every_instance() ->
     h.run(until=lambda: len(gateway.answers) >= 100, for_ns=30 * SECOND)
     halt = _wait(h, op, op.command("ME", "halt", "*", "news pending"))
     assert halt.status == AdminStatus.Ok and halt.text.startswith("halted every symbol at #")
+    h.settle(primary, backup)
     assert primary.halted == backup.halted == {"*": "news pending"}
     assert primary.state_hash() == backup.state_hash()
     h.run(until=lambda: gateway.closed >= 50, for_ns=30 * SECOND)
@@ -358,12 +359,14 @@ def test_halting_the_exchange_rejects_orders_the_same_way_on_every_instance() ->
     assert gateway.lost() == []
     assert primary.halted == backup.halted == {}
     assert gateway.accepted > 0 and gateway.closed >= 50
+    h.settle(primary, backup)
     assert primary.state_hash() == backup.state_hash()
 
     late = h.add(MatchingEngine, "ME", 3, start="rewind")
     h.run(
         until=lambda: late.handled == primary.handled and not late.is_rewinding, for_ns=10 * SECOND
     )
+    h.settle(late, primary)
     assert late.state_hash() == primary.state_hash()
     assert late.stats.admin_commands == primary.stats.admin_commands == 4
 

@@ -28,7 +28,8 @@ def test_hot_backup_takes_over_with_zero_lost_orders_and_a_late_joiner_agrees() 
     late = bus.add(MatchingEngine, "ME", 3, start="rewind")
     late_md = bus.add(MarketDataPublisher, "MD", 2, start="rewind")
     bus.run(until=lambda: late.handled == backup.handled, for_ns=10 * SECOND)
-    bus.run(for_ns=200_000_000)
+    bus.settle(late, backup)
+    bus.settle(late_md, market_data)
     assert not late.is_rewinding
     assert late.state_hash() == backup.state_hash()
     assert late.trades == backup.trades > 0

@@ -99,7 +99,7 @@ def test_hot_backup_takes_over_with_no_lost_order() -> None:
     backup = bus.add(Engine, "ENGINE", 2, start="rewind")
     client = bus.add(Client(400), "CLIENT", 1, window=16)
     bus.run(until=lambda: len(client.acks) >= 150, for_ns=10_000_000_000)
-    bus.run(until=lambda: primary.handled == backup.handled, for_ns=1_000_000_000)
+    bus.settle(primary, backup)
     assert primary.state_hash() == backup.state_hash()
     bus.kill(primary)
     bus.run(until=lambda: len(client.acks) == 400, for_ns=10_000_000_000)
@@ -119,7 +119,7 @@ def test_late_joiner_rewinds_to_the_primarys_state() -> None:
     assert late.handled == 0
     bus.run(until=lambda: len(client.acks) == 300, for_ns=10_000_000_000)
     bus.run(until=lambda: late.handled == 300 and not late.is_rewinding, for_ns=1_000_000_000)
-    bus.run(for_ns=20_000_000)
+    bus.settle(late, engine)
     assert late.state_hash() == engine.state_hash()
     # the deterministic timers fired at the same stream points, live and in replay
     assert late.timer_points == engine.timer_points
@@ -146,7 +146,7 @@ def test_lost_packets_are_filled_and_state_agrees() -> None:
     bus.set_downstream_loss(lossy, 20.0)
     bus.run(until=lambda: len(client.acks) == 300, for_ns=20_000_000_000)
     bus.run(until=lambda: lossy.handled == 300, for_ns=5_000_000_000)
-    bus.run(for_ns=20_000_000)
+    bus.settle(lossy, engine)
     assert bus.client(lossy).stats()["gaps"] > 0
     assert lossy.state_hash() == engine.state_hash()
 
