@@ -425,16 +425,34 @@ impl Store for FlatStore {
     }
 }
 
+/// `read_exact` on a non-blocking socket, spinning while nothing has arrived; an error at the
+/// peer's end of stream.
+fn spin_read_exact(s: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        match s.read(&mut buf[at..]) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 fn bench_tcp(opts: &Opts) {
     let n_rt: u64 = if opts.quick { 5_000 } else { 50_000 };
-    // Raw echo.
+    // Raw echo, both sides busy-polling non-blocking sockets like the SoupBinTCP run below
+    // (a blocking read would pay the scheduler's wake-up and flatter our side).
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let echo = std::thread::spawn(move || {
         let (mut s, _) = l.accept().unwrap();
         s.set_nodelay(true).unwrap();
+        s.set_nonblocking(true).unwrap();
         let mut b = [0u8; MSG];
-        while s.read_exact(&mut b).is_ok() {
+        while spin_read_exact(&mut s, &mut b).is_ok() {
             if s.write_all(&b).is_err() {
                 break;
             }
@@ -442,13 +460,14 @@ fn bench_tcp(opts: &Opts) {
     });
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_nodelay(true).unwrap();
+    s.set_nonblocking(true).unwrap();
     let msg = [9u8; MSG];
     let mut b = [0u8; MSG];
     let mut raw = Vec::with_capacity(n_rt as usize);
     for _ in 0..n_rt {
         let t = Instant::now();
         s.write_all(&msg).unwrap();
-        s.read_exact(&mut b).unwrap();
+        spin_read_exact(&mut s, &mut b).unwrap();
         raw.push(t.elapsed().as_nanos() as u64);
     }
     drop(s);
