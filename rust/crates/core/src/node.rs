@@ -4,7 +4,8 @@
 //!
 //! * Gap detection: a packet ahead of the next expected sequence is held in a reorder buffer
 //!   and the missing range is requested from a replayer, again with doubling back-off while
-//!   it stays unanswered, failing over to the next replayer after `failover_after` misses.
+//!   the replayer stays silent, failing over to the next replayer after `failover_after`
+//!   misses. A rewind keeps `replay_depth` requests outstanding ([`Node::set_replay_depth`]).
 //! * Exactly-once, in-order delivery: anything below the next expected sequence is a
 //!   duplicate and dropped.
 //! * Rewind: `Start::From(s)` requests history from `s` and reports when it has caught up
