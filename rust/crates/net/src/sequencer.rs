@@ -99,16 +99,17 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     let upstream = udp::bind(sc.upstream, sc.recv_buffer)
         .map_err(io_error(format!("sequencer.upstream {}: bind", sc.upstream)))?;
     let mut down = Downstream::open(cfg, recovered.next_seq)?;
-    let board = Arc::new(crate::status::Board::default());
-    let status = match sc.status {
-        Some(listen) => Some(crate::status::serve(
+    // the loop publishes its counters only when someone can read them
+    let board = sc.status.map(|_| Arc::new(crate::status::Board::default()));
+    let status = match (sc.status, &board) {
+        (Some(listen), Some(board)) => Some(crate::status::serve(
             listen,
             sc.status_token.clone(),
             cfg.bus.session.clone(),
             board.clone(),
             stop.clone(),
         )?),
-        None => None,
+        _ => None,
     };
     let replayer = if sc.replayer_in_process {
         let r = crate::replayer::Serving::bind(cfg, &cfg.journal_dir())?;
@@ -122,7 +123,15 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     } else {
         None
     };
-    let result = sequence(cfg, &stop, &mut journal, recovered, &upstream, &mut down, &board);
+    let result = sequence(
+        cfg,
+        &stop,
+        &mut journal,
+        recovered,
+        &upstream,
+        &mut down,
+        board.as_deref(),
+    );
     if result.is_err() {
         stop.store(true, Ordering::SeqCst);
     }
@@ -152,7 +161,7 @@ fn sequence(
     recovered: Recovered,
     upstream: &Socket,
     down: &mut Downstream,
-    board: &crate::status::Board,
+    board: Option<&crate::status::Board>,
 ) -> Result<(), Error> {
     let sc = &cfg.sequencer;
     let params = SequencerParams {
@@ -219,7 +228,9 @@ fn sequence(
             outbox.push(&hb);
             down.send(&mut outbox, now)?;
         }
-        board.update(&seq.stats(), seq.next_seq(), now);
+        if let Some(board) = board {
+            board.update(&seq.stats(), seq.next_seq(), now);
+        }
         if got == 0 {
             let wake = seq.next_timeout().saturating_sub(now_ns());
             let wake = Duration::from_nanos(wake).min(Duration::from_millis(50));

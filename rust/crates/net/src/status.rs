@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use seqbus_core::SequencerStats;
+use seqbus_transport::soupbin::frame::constant_time_eq;
 
 use crate::Error;
 
@@ -147,13 +148,6 @@ fn now_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// The status server: bound at once (a bad or busy address fails the sequencer's start, naming
 /// `sequencer.status`), then served on its own thread until `stop` is set.
 pub fn serve(
@@ -249,12 +243,5 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&b.status_json("S1", 1)).unwrap();
         assert_eq!(json["counters"]["messages_sequenced"], 42);
         assert_eq!(json["session"], "S1");
-    }
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(constant_time_eq(b"Bearer abc", b"Bearer abc"));
-        assert!(!constant_time_eq(b"Bearer abc", b"Bearer abd"));
-        assert!(!constant_time_eq(b"Bearer ab", b"Bearer abc"));
     }
 }
