@@ -9,7 +9,8 @@ files named by the environment.
 * The gateway also writes ``progress`` (answers so far) every 100 answers, and its report
   (with order → answer latencies from its own clock) once every order is answered.
 * When every order is answered the gateway sends an end-of-run marker (a cancel of order 0);
-  engines and market data write their report when they handle it, then stop.
+  engines write their report when they handle it, then stop. Market data publishes the whole
+  book at the marker and writes its report once every update it published is in the stream.
 """
 
 from __future__ import annotations
@@ -84,6 +85,10 @@ class DemoMarketData(MarketDataPublisher):
         super().__init__()
         self.seen: dict[str, int] = {}
         self.digests: dict[str, Any] = {}
+        #: BookUpdates of this node's account seen in the stream; after the end marker it
+        #: reports once they number what it published.
+        self.own_updates = 0
+        self.ending = False
 
     def _saw(self, name: str, key: int) -> None:
         self.seen[name] = self.seen.get(name, 0) + 1
@@ -114,22 +119,34 @@ class DemoMarketData(MarketDataPublisher):
 
     def on_book_update(self, msg: BookUpdateView, mine: bool) -> None:
         self._saw("exchange.BookUpdate", sum(level.quantity for level in msg.levels))
+        if mine:
+            self.own_updates += 1
+            self._maybe_finish()
 
     def on_cancel_order(self, msg: CancelOrderView, mine: bool) -> None:
         self._saw("exchange.CancelOrder", msg.order_id)
         if msg.order_id == END_MARKER:
-            _write(
-                f"{self.account}-{self.instance}.json",
-                {
-                    "updates": self.published,
-                    "last_sequence": self.sequence(),
-                    "seen": {
-                        name: {"count": n, "digest": self.digests[name].hexdigest()}
-                        for name, n in self.seen.items()
-                    },
+            # the final book, then the report once every update this node published is back
+            # in the stream: the run always holds BookUpdates, however short it was
+            self.ending = True
+            self.publish_book()
+            self._maybe_finish()
+
+    def _maybe_finish(self) -> None:
+        if not self.ending or self.own_updates < self.published:
+            return
+        _write(
+            f"{self.account}-{self.instance}.json",
+            {
+                "updates": self.published,
+                "last_sequence": self.sequence(),
+                "seen": {
+                    name: {"count": n, "digest": self.digests[name].hexdigest()}
+                    for name, n in self.seen.items()
                 },
-            )
-            self.stop()
+            },
+        )
+        self.stop()
 
 
 class DemoGateway(OrderGateway):

@@ -24,7 +24,7 @@ from exchange import (
     TradeView,
 )
 
-from examples.exchange.engine import PRICE_EXPONENT
+from examples.exchange.engine import PRICE_EXPONENT, SYMBOLS
 
 __all__ = ["MarketDataPublisher"]
 
@@ -108,6 +108,24 @@ class MarketDataPublisher(ExchangeNode):
             self.post(BookUpdate(symbol=symbol, at=now, levels=levels))
             self.published += 1
         self.set_timer(now + PUBLISH_NS, self._publish)
+
+    def publish_book(self) -> None:
+        """Publish the whole book now, one ``BookUpdate`` per symbol with every level it has
+        (none for an empty book): a snapshot a late reader can start from."""
+        now = self.sequencer_time()
+        for symbol in SYMBOLS:
+            levels = [
+                BookUpdateLevels(
+                    side=side,
+                    price=Price(mantissa=price, exponent=PRICE_EXPONENT),
+                    quantity=qty,
+                    orders=orders,
+                )
+                for (sym, side, price), (qty, orders) in sorted(self.levels.items())
+                if sym == symbol and orders > 0
+            ]
+            self.post(BookUpdate(symbol=symbol, at=now, levels=levels))
+            self.published += 1
 
     def state_hash(self) -> str:
         h = hashlib.blake2b(digest_size=16)
