@@ -30,15 +30,18 @@ $(VENV)/.deps-stamp: requirements-dev.txt compiler/pyproject.toml
 ext: venv ## build the Rust core into the venv (seqbus._core)
 	cd $(CURDIR) && $(VENV)/bin/maturin develop --release -q
 
-generate: venv ## regenerate generated/ from schemas/
-	$(VENV)/bin/seqc generate schemas/*.idl -o generated --lang python --lang rust --no-build
+generate: venv ## regenerate every generated file (table in scripts/generate.py): seqbus.bus, the examples' messages, generated/rust
+	$(PY) scripts/generate.py
 
-generated-build: venv ## compile the committed generated Cython in place and put it on the venv's path
-	$(VENV)/bin/seqc build generated/python
-	@echo "$(CURDIR)/generated/python" > "$(SITE)/seqbus-generated.pth"
+# Cython modules compiled in place: the codec support and bus schema inside seqbus, the examples'
+CYTHON_DIRS := runtime/seqbus examples
 
-check-generated: venv ## fail if generated/ differs from what seqc makes from schemas/ today
-	$(PY) scripts/check_generated.py
+generated-build: venv ## compile the committed Cython (seqbus.bus, examples/*/messages) in place
+	$(VENV)/bin/seqc build $(CYTHON_DIRS)
+	@rm -f "$(SITE)/seqbus-generated.pth"  # older checkouts put generated/python on the path
+
+check-generated: venv ## fail if any generated file differs from what seqc makes today
+	$(PY) scripts/generate.py --check
 
 system-deps: ## Debian packages the tests use (tshark, nftables), when missing and we are root
 	@bash scripts/system-deps.sh

@@ -27,7 +27,7 @@ from typing import Any
 
 import zmq
 
-from pingpong import Ping, PingpongNode, PingView
+from examples.pingpong.messages import Ping, PingpongNode, PingView
 
 from seqbus.batch import RECORD_MESSAGE, pack_record
 from seqbus.demo import bus_config, free_udp_port
@@ -178,14 +178,14 @@ def bus_round_trip_ns(kind: str, count: int) -> list[int]:
                 node = [*cli, "node", "-c", str(config)]
                 procs.append(
                     subprocess.Popen(
-                        [*node, "seqbus.demo_nodes:Ponger", "--account", "PONGER", "--rewind"]
+                        [*node, "examples.pingpong.nodes:Ponger", "--account", "PONGER", "--rewind"]
                         + extra(0, True),
                         env=env,
                         stdout=subprocess.DEVNULL,
                     )
                 )
                 pinger = subprocess.Popen(
-                    [*node, "seqbus.demo_nodes:Pinger", "--account", "PINGER"] + extra(1, True),
+                    [*node, "examples.pingpong.nodes:Pinger", "--account", "PINGER"] + extra(1, True),
                     env=env,
                     stdout=subprocess.DEVNULL,
                 )

@@ -27,17 +27,19 @@ T0 = 1_763_780_000_000_000_000
 def _ir(name: str) -> str:
     import subprocess
 
+    from scripts.generate import idl
+
     root = Path(__file__).resolve().parents[2]
     seqc = Path(sys.executable).parent / "seqc"
-    return subprocess.run([str(seqc), "ir", "--json", str(root / "schemas" / f"{name}.idl")],
+    return subprocess.run([str(seqc), "ir", "--json", str(idl(name))],
                           check=True, capture_output=True, text=True, cwd=root).stdout
 
 
 def build(path: Path, n: int) -> None:
     """``n`` messages: Pings (small bodies, like most of a real stream) with every 10th a
     NewOrder of the SPEC §3 example (legs, fills, optionals, strings)."""
-    import exchange as x
-    import pingpong
+    import examples.exchange.messages as x
+    import examples.pingpong.messages as pingpong
 
     from seqbus.archive import ArchiveWriter
 

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT / "generated" / "python"))
+sys.path.insert(0, str(ROOT))
 
 import msgspec  # noqa: E402
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: E402
 
-import exchange as x  # noqa: E402
+import examples.exchange.messages as x  # noqa: E402
 
 Op = Callable[[], object]
 

@@ -1,58 +1,92 @@
-"""``seqc build DIR``: compile every generated Cython module under DIR in place."""
+"""``seqc build DIR...``: compile every Cython module under each DIR in place."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import sys
-import tempfile
 import sysconfig
+import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 
-def find_modules(root: str) -> list[Path]:
-    return sorted(Path(root).glob("**/_codec.pyx"))
+def find_modules(roots: str | Iterable[str]) -> list[Path]:
+    """Every ``.pyx`` under ``roots`` (a directory or several)."""
+    dirs = [roots] if isinstance(roots, str) else list(roots)
+    return sorted({p.resolve() for d in dirs for p in Path(d).glob("**/*.pyx")})
+
+
+def module_name(pyx: Path) -> tuple[Path, str]:
+    """The directory that must be on ``sys.path`` for ``pyx`` and its dotted module name: the
+    enclosing folders that hold an ``__init__.py`` are its packages."""
+    parts = [pyx.stem]
+    d = pyx.parent
+    while (d / "__init__.py").exists():
+        parts.append(d.name)
+        d = d.parent
+    return d, ".".join(reversed(parts))
 
 
 def _up_to_date(pyx: Path) -> bool:
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     so = pyx.with_name(pyx.stem + suffix)
-    return so.exists() and so.stat().st_mtime >= pyx.stat().st_mtime
+    if not so.exists():
+        return False
+    built = so.stat().st_mtime
+    pxds = [pyx.with_suffix(".pxd")] + sorted(pyx.parent.glob("*.pxd"))
+    return all(p.stat().st_mtime <= built for p in [pyx, *pxds] if p.exists())
 
 
-def build(root: str, *, force: bool = False, quiet: bool = True, optimize: str = "-O2") -> list[Path]:
-    """Cythonize and compile each ``<pkg>/_codec.pyx`` under ``root`` that is out of date.
+def build(roots: str | Iterable[str], *, force: bool = False, quiet: bool = True,
+          optimize: str = "-O2") -> list[Path]:
+    """Cythonize and compile each ``.pyx`` under ``roots`` that is out of date.
 
-    Returns the modules built. The extension lands next to its source, so ``root`` is
-    importable right after.
+    Returns the modules built. Each extension lands next to its source, so the directory
+    above its outermost package is importable right after.
     """
+    todo = [p for p in find_modules(roots) if force or not _up_to_date(p)]
+    by_root: dict[Path, list[tuple[str, Path]]] = {}
+    for pyx in todo:
+        root, name = module_name(pyx)
+        by_root.setdefault(root, []).append((name, pyx))
+    for root, modules in sorted(by_root.items()):
+        _build_in(root, modules, force=force, quiet=quiet, optimize=optimize)
+    return todo
+
+
+def _include_path() -> list[str]:
+    """Where Cython finds the ``.pxd`` of the codec support module (``seqbus``), without
+    importing the runtime."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("seqbus")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return [str(Path(next(iter(spec.submodule_search_locations))).parent)]
+
+
+def _build_in(root: Path, modules: list[tuple[str, Path]], *, force: bool, quiet: bool,
+              optimize: str) -> None:
     from Cython.Build import cythonize
     from setuptools import Distribution, Extension  # type: ignore[import-untyped]
     from setuptools.command.build_ext import build_ext  # type: ignore[import-untyped]
 
-    todo = [p for p in find_modules(root) if force or not _up_to_date(p)]
-    if not todo:
-        return []
-    root_path = Path(root).resolve()
-    exts = []
-    for pyx in todo:
-        rel = pyx.resolve().relative_to(root_path).with_suffix("")
-        name = ".".join(rel.parts)
-        exts.append(Extension(name, [str(pyx.resolve())],
-                              extra_compile_args=[optimize, "-g0", "-Wno-unused-function",
-                                                  "-Wno-unreachable-code"]))
+    exts = [Extension(name, [str(pyx)], extra_compile_args=[
+        optimize, "-g0", "-Wno-unused-function", "-Wno-unreachable-code"])
+        for name, pyx in modules]
     cwd = os.getcwd()
-    os.chdir(root_path)
+    os.chdir(root)
     tmp = tempfile.mkdtemp(prefix="seqc-build-")
     try:
-        modules = cythonize(  # type: ignore[no-untyped-call]
-            exts, quiet=quiet, force=force, language_level=3,
-                            nthreads=0)
-        dist = Distribution({"ext_modules": modules, "script_name": "seqc-build"})
+        compiled = cythonize(  # type: ignore[no-untyped-call]
+            exts, quiet=quiet, force=force, language_level=3, nthreads=0,
+            include_path=[str(root), *_include_path()])
+        dist = Distribution({"ext_modules": compiled, "script_name": "seqc-build"})
         cmd = build_ext(dist)
         cmd.inplace = True
         cmd.force = force
-        cmd.parallel = min(len(modules), os.cpu_count() or 1)
+        cmd.parallel = min(len(compiled), os.cpu_count() or 1)
         cmd.build_temp = tmp
         cmd.build_lib = tmp
         cmd.ensure_finalized()
@@ -60,8 +94,7 @@ def build(root: str, *, force: bool = False, quiet: bool = True, optimize: str =
     finally:
         os.chdir(cwd)
         shutil.rmtree(tmp, ignore_errors=True)
-    return todo
 
 
 if __name__ == "__main__":  # pragma: no cover
-    build(sys.argv[1])
+    build(sys.argv[1:])

@@ -6,19 +6,37 @@ import argparse
 import sys
 from pathlib import Path
 
-from seqc import compile_files, gen_python
+from seqc import compile_files, gen_python, naming
 from seqc.diagnostics import CompileError
+from seqc.ir import Schema
+
+
+def _python_packages(pairs: list[str], schemas: list[Schema]) -> dict[str, str]:
+    """``--python-package IDL=DOTTED`` options as a dict, checked against the schemas."""
+    known = {s.package for s in schemas}
+    out = {}
+    for pair in pairs:
+        idl, sep, dotted = pair.partition("=")
+        if not sep or not naming.is_python_package(dotted):
+            raise SystemExit(f"seqc: --python-package takes IDL_PACKAGE=python.package, "
+                             f"not {pair!r}")
+        if idl not in known:
+            raise SystemExit(f"seqc: --python-package {pair}: no schema given has package "
+                             f"{idl!r} (given: {', '.join(sorted(known))})")
+        out[idl] = dotted
+    return out
 
 
 def _generate(args: argparse.Namespace) -> int:
     schemas = compile_files(args.schemas)
     langs = args.lang or ["python"]
     out = Path(args.output)
+    packages = _python_packages(args.python_package or [], schemas)
     for lang in langs:
         if lang == "python":
             for schema in schemas:
-                gen_python.write(gen_python.generate(schema), str(out / "python"
-                                 if args.layout == "tree" else out))
+                files = gen_python.generate(schema, packages.get(schema.package))
+                gen_python.write(files, str(out / "python" if args.layout == "tree" else out))
         elif lang == "rust":
             from seqc import gen_rust
 
@@ -79,11 +97,15 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--lang", action="append", choices=["python", "rust"],
                    help="target language (repeatable; default python)")
     g.add_argument("--no-build", action="store_true", help="do not compile the Cython")
+    g.add_argument("--python-package", action="append", metavar="IDL=DOTTED",
+                   help="import the Python package of IDL package IDL as DOTTED (e.g. "
+                   "exchange=myapp.messages: written to myapp/messages/); repeatable; "
+                   "default: the IDL package name")
     g.add_argument("--layout", choices=["tree", "flat"], default="tree",
                    help="tree: DIR/python/<pkg>, DIR/rust/<pkg>.rs (default); flat: DIR/<pkg>")
     g.set_defaults(func=_generate)
     b = sub.add_parser("build", help="compile generated Cython packages under DIR in place")
-    b.add_argument("dir", metavar="DIR")
+    b.add_argument("dir", metavar="DIR", nargs="+")
     b.add_argument("--force", action="store_true")
     b.add_argument("-v", "--verbose", action="store_true")
     b.set_defaults(func=_build)

@@ -272,10 +272,17 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def generate(schema: ir.Schema) -> dict[str, str]:
-    """Relative path → text of every file of the Python package of ``schema``."""
+def generate(schema: ir.Schema, python_package: str | None = None) -> dict[str, str]:
+    """Relative path → text of every file of the Python package of ``schema``.
+
+    ``python_package`` is the dotted import path of the package (``seqbus.bus``); by default
+    the IDL package name (:func:`seqc.naming.python_package`). The paths follow it
+    (``seqbus/bus/_codec.pyx``), relative to the directory that is on ``sys.path``.
+    """
     env = environment()
-    pkg = naming.python_package(schema.package)
+    pkg = python_package or naming.python_package(schema.package)
+    if not naming.is_python_package(pkg):
+        raise ValueError(f"{pkg!r} is not a dotted Python package name")
     ctx = {"schema": schema, "pkg": pkg, "all_blocks": _all_blocks(schema)}
     out = {}
     for name, template in (
@@ -287,7 +294,7 @@ def generate(schema: ir.Schema) -> dict[str, str]:
     ):
         if name == "node.py" and not schema.messages:
             continue  # a types-only file: no node base
-        path = f"{pkg}/{name}"
+        path = f"{pkg.replace('.', '/')}/{name}"
         out[path] = env.get_template(template).render(ctx) if template else ""
     return out
 

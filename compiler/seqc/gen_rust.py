@@ -1,4 +1,4 @@
-"""Rust target: one self-contained module per schema (``generated/rust/<pkg>.rs``) with owned
+"""Rust target: one self-contained module per schema (``<pkg>.rs``) with owned
 message types that encode byte-identically to the Python codecs and decode with the same
 evolution rules, plus ``mod.rs`` naming every module of one run.
 

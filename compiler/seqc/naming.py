@@ -77,6 +77,12 @@ def python_package(package: str) -> str:
     return package.replace(".", "_")
 
 
+def is_python_package(dotted: str) -> bool:
+    """True for a dotted import path of identifiers that are not keywords (``seqbus.bus``)."""
+    return all(part.isidentifier() and not keyword.iskeyword(part)
+               for part in dotted.split("."))
+
+
 def node_class(package: str) -> str:
     """``exchange`` → ``ExchangeNode`` (docs/architecture.md)."""
     return camel(python_package(package)) + "Node"

@@ -1,4 +1,5 @@
-"""A small exchange on seqbus (messages: schemas/exchange.idl).
+"""A small exchange on seqbus (messages: ``exchange.idl``, which imports ``common.idl``,
+generated into :mod:`examples.exchange.messages`).
 
 * :mod:`.gateway` — ``OrderGateway``: sends a seeded flow of orders and cancels, and checks that
   every order gets exactly one answer.

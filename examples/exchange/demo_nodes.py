@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from exchange import (
+from examples.exchange.messages import (
     BookUpdateView,
     CancelOrder,
     CancelOrderView,

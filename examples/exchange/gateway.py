@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import random
 
-from exchange import (
+from examples.exchange.messages import (
     CancelOrder,
     ExchangeNode,
     ExecInst,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import struct
 
-from exchange import (
+from examples.exchange.messages import (
     BookSide,
     BookUpdate,
     BookUpdateLevels,

@@ -321,7 +321,7 @@ def _sender_of(buf: Buffer, offset: int) -> str:
 
 def run_admin_command(node: Node, buf: Buffer, offset: int, length: int) -> None:
     """Decode, check and run one AdminCommand for ``node`` and post its AdminReply."""
-    import bus
+    from seqbus import bus
 
     try:
         view = bus.AdminCommand.decode(buf, offset, length)
@@ -359,7 +359,7 @@ def run_admin_command(node: Node, buf: Buffer, offset: int, length: int) -> None
 
 
 def _execute(node: Node, sender: str, name: str, args: list[str]) -> tuple[Any, str]:
-    from bus import AdminStatus
+    from seqbus.bus import AdminStatus
 
     allowed = type(node).ADMIN_SENDERS
     if allowed is not None and sender not in allowed:
@@ -447,7 +447,7 @@ def send_admin_command(
     import secrets
     import time
 
-    import bus
+    from seqbus import bus
 
     from seqbus import _core
     from seqbus.batch import MESSAGE_HEADER, RECORD_MESSAGE

@@ -388,6 +388,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"seqbus demo: {note}", file=sys.stderr)
     if args.exchange:
         return exchange(args, multicast, notes)
+    root = _examples_root()  # the ping-pong nodes are examples/pingpong/nodes.py
+    if root is None:
+        print("seqbus demo: examples/pingpong not found (run it from the repository root)",
+              file=sys.stderr)
+        return 1
 
     with _workdir(args, "seqbus-demo-") as workdir:
         config = workdir / "bus.toml"
@@ -396,7 +401,8 @@ def main(args: argparse.Namespace) -> int:
         config.write_text(bus_config(workdir, multicast, list(listen.values()), args.idle))
 
         def node(target: str, account: str, *extra: str) -> list[str]:
-            args = [*cli, "node", target, "-c", str(config), "--account", account, *extra]
+            args = [*cli, "node", target, "-c", str(config), "--account", account,
+                    "--path", str(root), *extra]
             return args if multicast else [*args, "--listen", listen[account]]
 
         out = workdir / "summary.json"
@@ -410,11 +416,11 @@ def main(args: argparse.Namespace) -> int:
             )
             procs.append(
                 subprocess.Popen(
-                    node("seqbus.demo_nodes:Ponger", "PONGER", "--rewind"), env=env, stdout=out_to
+                    node("examples.pingpong.nodes:Ponger", "PONGER", "--rewind"), env=env, stdout=out_to
                 )
             )
             pinger = subprocess.Popen(
-                node("seqbus.demo_nodes:Pinger", "PINGER"), env=env, stdout=out_to
+                node("examples.pingpong.nodes:Pinger", "PINGER"), env=env, stdout=out_to
             )
             procs.append(pinger)
             deadline = time.monotonic() + args.timeout

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scripts.generate import idl, python_module
+
 ROOT = Path(__file__).resolve().parents[2]
 SEQC = Path(sys.executable).parent / "seqc"
 T0 = 1_763_780_000_000_000_000  # ns since the epoch
@@ -22,7 +24,7 @@ ENVELOPE = struct.Struct("<QQ8sHBBI")
 
 def ir_json(schema: str) -> str:
     return subprocess.run(
-        [str(SEQC), "ir", "--json", str(ROOT / "schemas" / f"{schema}.idl")],
+        [str(SEQC), "ir", "--json", str(idl(schema))],
         check=True, capture_output=True, text=True, cwd=ROOT, timeout=60,
     ).stdout
 
@@ -57,7 +59,7 @@ class Msg:
 
 
 def new_order(i: int) -> Any:
-    import exchange as x
+    import examples.exchange.messages as x
 
     legs = [
         x.NewOrderLegs(symbol=f"L{i % 7}", ratio=(i * 7 + k) % 65536, side=x.Side.Buy if k % 2 else x.Side.Sell,
@@ -83,8 +85,8 @@ def new_order(i: int) -> Any:
 
 def build(n_orders: int = 200) -> list[Msg]:
     """The session's messages in sequence order, starting at sequence 1."""
-    import bus
-    import exchange as x
+    from seqbus import bus
+    import examples.exchange.messages as x
 
     out: list[Msg] = []
     ts = T0
@@ -155,7 +157,7 @@ def expected_rows(msgs: list[Msg], typ: str) -> Iterator[dict[str, Any]]:
     import importlib
 
     pkg, name = typ.split(".")
-    mod = importlib.import_module(pkg)
+    mod = importlib.import_module(python_module(pkg))
     cls = getattr(mod, name)
     for m in msgs:
         if m.type == typ:

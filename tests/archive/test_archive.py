@@ -82,7 +82,7 @@ def test_older_writer_version_reads_absent_fields_as_null(tmp_path: Path, schema
     with ArchiveWriter(tmp_path / "a", "V1", schemas) as w:
         w.append(1, msg)
     row = Archive(tmp_path / "a").table("exchange.NewOrder").to_pylist()[0]
-    want = sess.plain(__import__("exchange").NewOrder.decode(body).to_dict())
+    want = sess.plain(__import__("examples.exchange.messages", fromlist=["NewOrder"]).NewOrder.decode(body).to_dict())
     assert row["expire_at"] is None and want["expire_at"] is not None
     assert row["version"] == 1
     assert sess.plain(row["legs"]) == want["legs"] and row["memo"] == want["memo"]
@@ -242,7 +242,7 @@ def test_fragmented_message_is_reassembled(tmp_path: Path, schemas: list[tuple[i
 def test_schemas_are_given_as_idl_or_as_ir(tmp_path: Path) -> None:
     from seqbus.archive import load_ir
 
-    idl = sess.ROOT / "schemas" / "exchange.idl"
+    idl = sess.idl("exchange")
     ir_file = tmp_path / "exchange.json"
     ir_file.write_text(sess.ir_json("exchange"))
     assert load_ir([idl]) == load_ir([ir_file])

@@ -6,7 +6,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from exchange import ExchangeNode, NewOrderView, OrderAcceptedView
+from examples.exchange.messages import ExchangeNode, NewOrderView, OrderAcceptedView
 
 from seqbus.archive import Archive, replay
 from tests.archive import session as sess
@@ -90,8 +90,8 @@ def test_replay_routes_admin_commands_as_live(tmp_path: Path) -> None:
     """An engine replayed under its account runs the operator's halt at its stream point (its
     topics do not list AdminCommand: it is routed by account, as live); another account's
     command never reaches it."""
-    import bus
-    import exchange as x
+    from seqbus import bus
+    import examples.exchange.messages as x
 
     from examples.exchange.engine import MatchingEngine
 

@@ -60,17 +60,17 @@ def test_packages() -> Path:
 
 @pytest.fixture(scope="session")
 def generated_packages() -> Path:
-    """generated/python, compiled in place (a no-op when `make setup` did it)."""
-    path = ROOT / "generated" / "python"
-    build(str(path))
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-    return path
+    """The repository's generated packages (seqbus.bus, examples.*.messages), compiled in
+    place (a no-op when `make setup` did it); returns the repository root."""
+    build([str(ROOT / "runtime" / "seqbus"), str(ROOT / "examples")])
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    return ROOT
 
 
 @pytest.fixture(scope="session")
 def exchange(generated_packages: Path) -> ModuleType:
-    return importlib.import_module("exchange")
+    return importlib.import_module("examples.exchange.messages")
 
 
 @pytest.fixture(scope="session")

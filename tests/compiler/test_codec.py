@@ -205,7 +205,7 @@ def test_repr_to_dict_pickle(exchange: ModuleType) -> None:
 
 
 def test_struct_codec(generated_packages: object) -> None:
-    import bus
+    from seqbus import bus
 
     env = bus.Envelope(timestamp_ns=1, command_seq=2, account="ME", instance=3,
                        kind=bus.MessageKind.Control, flags=bus.EnvelopeFlags.LastFragment,

@@ -14,7 +14,7 @@ ROOT = HERE.parent.parent.parent
 
 
 def run_mypy(path: Path) -> list[tuple[int, str, str]]:
-    env_path = os.pathsep.join([str(ROOT / "generated" / "python"), str(ROOT / "runtime")])
+    env_path = os.pathsep.join([str(ROOT), str(ROOT / "runtime")])
     old = os.environ.get("MYPYPATH")
     os.environ["MYPYPATH"] = env_path
     try:

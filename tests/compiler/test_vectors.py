@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.generate import python_module
 from tests.compiler.vectors import VECTORS, canonical_json, render
 
 FILES = sorted(VECTORS.glob("*/*.bin"))
@@ -26,7 +27,7 @@ def test_committed_vectors_match_what_the_codecs_make(generated_packages: Path) 
 
 @pytest.mark.parametrize("path", FILES, ids=[f"{p.parent.name}/{p.stem}" for p in FILES])
 def test_vector_decodes_to_its_json_and_back(path: Path, generated_packages: Path) -> None:
-    module = importlib.import_module(path.parent.name)
+    module = importlib.import_module(python_module(path.parent.name))
     data = path.read_bytes()
     view = module.decode(data)
     assert type(view).__name__ == path.stem.split(".")[0] + "View"

@@ -42,9 +42,9 @@ def canonical_json(d: dict[str, Any]) -> str:
 
 def samples() -> dict[str, list[Any]]:
     """package → messages, in the order their files are numbered."""
-    import bus
-    import exchange as x
-    import pingpong
+    from seqbus import bus
+    import examples.exchange.messages as x
+    import examples.pingpong.messages as pingpong
 
     px = x.Price
     return {

@@ -14,7 +14,7 @@ import json
 import os
 import struct
 
-from pingpong import Ping, PingpongNode, PingView
+from examples.pingpong.messages import Ping, PingpongNode, PingView
 
 from seqbus.errors import BackPressureError
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import bus
+from seqbus import bus
 import pytest
-from bus import AdminCommand, AdminCommandArgs, AdminCommandView, AdminReplyView, AdminStatus
-from exchange import OrderRejectedView, RejectReason
-from pingpong import Ping, PingpongNode, PingView, PongView
+from seqbus.bus import AdminCommand, AdminCommandArgs, AdminCommandView, AdminReplyView, AdminStatus
+from examples.exchange.messages import OrderRejectedView, RejectReason
+from examples.pingpong.messages import Ping, PingpongNode, PingView, PongView
 
 from examples.exchange.engine import MatchingEngine
 from examples.exchange.gateway import OrderGateway

@@ -119,7 +119,7 @@ def test_run_many_runs_a_pinger_and_a_ponger_in_one_process(tmp_path: Path) -> N
 
     from seqbus import NodeSpec, run_many
     from seqbus.demo import bus_config, free_udp_port
-    from seqbus.demo_nodes import Pinger, Ponger
+    from examples.pingpong.nodes import Pinger, Ponger
 
     listen = [f"127.0.0.1:{free_udp_port()}" for _ in range(2)]
     config = tmp_path / "bus.toml"

@@ -8,7 +8,7 @@ import struct
 import time
 
 import pytest
-from pingpong import Ping, PingpongNode, PingView, Pong, PongView
+from examples.pingpong.messages import Ping, PingpongNode, PingView, Pong, PongView
 
 from seqbus import BackPressureError
 from seqbus.testing import Harness

@@ -19,13 +19,17 @@ from pathlib import Path
 ReportSpec = tuple[tuple[str, ...], tuple[str, str, str]]
 
 
-def _schema_dir() -> Path:
-    return Path(__file__).resolve().parents[3] / "schemas"
+def _idl(package: str) -> Path:
+    """The schema of ``package`` in the checkout: the bus's in schemas/, an example's with
+    its example (examples/<package>/)."""
+    root = Path(__file__).resolve().parents[3]
+    own = root / "schemas" / f"{package}.idl"
+    return own if own.exists() else root / "examples" / package / f"{package}.idl"
 
 
 def _ir(package: str) -> tuple[int, str, str]:
     seqc = shutil.which("seqc") or str(Path(sys.executable).parent / "seqc")
-    idl = _schema_dir() / f"{package}.idl"
+    idl = _idl(package)
     text = subprocess.run([seqc, "ir", "--json", str(idl)], check=True, capture_output=True,
                           text=True, timeout=60).stdout
     return int(json.loads(text)["schema_id"]), package, text

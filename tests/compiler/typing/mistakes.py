@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from exchange import ExchangeNode, NewOrder, NewOrderView, Side
+from examples.exchange.messages import ExchangeNode, NewOrder, NewOrderView, Side
 
 
 class Engine(ExchangeNode):

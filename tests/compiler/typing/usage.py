@@ -8,8 +8,8 @@ from __future__ import annotations
 import mmap
 from typing import reveal_type
 
-import exchange
-from exchange import (
+import examples.exchange.messages as exchange
+from examples.exchange.messages import (
     ExchangeNode,
     ExecInst,
     NewOrder,
@@ -27,13 +27,13 @@ class Engine(ExchangeNode):
         reveal_type(msg.order_id)  # revealed: builtins.int
         reveal_type(msg.symbol)  # revealed: builtins.str
         reveal_type(msg.stop_price)  # revealed: builtins.int | None
-        reveal_type(msg.side)  # revealed: exchange._codec.Side
-        reveal_type(msg.price)  # revealed: exchange._codec.Price
-        reveal_type(msg.inst)  # revealed: exchange._codec.ExecInst
+        reveal_type(msg.side)  # revealed: examples.exchange.messages._codec.Side
+        reveal_type(msg.price)  # revealed: examples.exchange.messages._codec.Price
+        reveal_type(msg.inst)  # revealed: examples.exchange.messages._codec.ExecInst
         reveal_type(msg.memo)  # revealed: builtins.memoryview[builtins.int]
-        reveal_type(msg.legs)  # revealed: exchange._codec.NewOrderLegsGroup
+        reveal_type(msg.legs)  # revealed: examples.exchange.messages._codec.NewOrderLegsGroup
         for leg in msg.legs:
-            reveal_type(leg)  # revealed: exchange._codec.NewOrderLegsView
+            reveal_type(leg)  # revealed: examples.exchange.messages._codec.NewOrderLegsView
             reveal_type(leg.fills[0].price)  # revealed: builtins.int
         self.send(exchange.OrderAccepted(order_id=msg.order_id, at=self.sequencer_time()))
 
@@ -49,14 +49,14 @@ order = NewOrder(
 )
 data = order.encode()
 reveal_type(data)  # revealed: builtins.bytes
-reveal_type(NewOrder.decode(data))  # revealed: exchange._codec.NewOrderView
-reveal_type(NewOrder.decode(bytearray(data), 0, len(data)).legs[0])  # revealed: exchange._codec.NewOrderLegsView
+reveal_type(NewOrder.decode(data))  # revealed: examples.exchange.messages._codec.NewOrderView
+reveal_type(NewOrder.decode(bytearray(data), 0, len(data)).legs[0])  # revealed: examples.exchange.messages._codec.NewOrderLegsView
 with mmap.mmap(-1, 4096) as mm:
     builder = NewOrderBuilder(mm)
     builder.order_id = 5
     builder.side = Side.Sell
     legs = builder.legs(1)
-    reveal_type(legs.next())  # revealed: exchange._codec.NewOrderLegsBuilder
+    reveal_type(legs.next())  # revealed: examples.exchange.messages._codec.NewOrderLegsBuilder
     legs.symbol = "Y"
     reveal_type(builder.finish())  # revealed: builtins.int
-reveal_type(exchange.decode(data))  # revealed: exchange._codec.NewOrderView | exchange._codec.OrderAcceptedView | exchange._codec.OrderRejectedView | exchange._codec.CancelOrderView | exchange._codec.OrderCancelledView | exchange._codec.TradeView | exchange._codec.BookUpdateView
+reveal_type(exchange.decode(data))  # revealed: examples.exchange.messages._codec.NewOrderView | examples.exchange.messages._codec.OrderAcceptedView | examples.exchange.messages._codec.OrderRejectedView | examples.exchange.messages._codec.CancelOrderView | examples.exchange.messages._codec.OrderCancelledView | examples.exchange.messages._codec.TradeView | examples.exchange.messages._codec.BookUpdateView

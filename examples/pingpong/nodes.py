@@ -1,4 +1,4 @@
-"""The nodes of ``seqbus demo``: a pinger and a ponger bouncing ``pingpong`` messages.
+"""The nodes of ``seqbus demo --pingpong``: a pinger and a ponger bouncing ``pingpong`` messages.
 
 The pinger keeps one Ping in flight, times each round trip on its own clock (the only
 non-deterministic use of time here, and it changes no state), and when ``SEQBUS_DEMO_COUNT``
@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from pingpong import Ping, PingpongNode, PingView, Pong, PongView
+from examples.pingpong.messages import Ping, PingpongNode, PingView, Pong, PongView
 
 __all__ = ["Pinger", "Ponger"]
 
