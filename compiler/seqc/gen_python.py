@@ -66,10 +66,10 @@ def init_value(f: ir.Field) -> str:
 def read_expr(t: ir.Type, q: str, msg: str, field: str, off: str) -> str:
     if t.kind == "primitive":
         if t.primitive == "bool":
-            return f"(_ld_bool({q}, {msg}, {field}, {off}) == 1)"
-        return f"_ld_{t.primitive}({q})"
+            return f"(_s.ld_bool({q}, {msg}, {field}, {off}) == 1)"
+        return f"_s.ld_{t.primitive}({q})"
     if t.kind == "char":
-        return f"_ld_char({q}, {t.length}, {msg}, {field}, {off})"
+        return f"_s.ld_char({q}, {t.length}, {msg}, {field}, {off})"
     if t.kind == "byte":
         return f"PyBytes_FromStringAndSize(<const char*>({q}), {t.length})"
     if t.kind == "flags":
@@ -80,12 +80,12 @@ def read_expr(t: ir.Type, q: str, msg: str, field: str, off: str) -> str:
 def write_stmt(t: ir.Type, q: str, v: str, where: str) -> str:
     if t.kind == "primitive":
         if t.primitive == "bool":
-            return f"_st_u8({q}, 1 if {v} else 0)"
-        return f"_st_{t.primitive}({q}, {v})"
+            return f"_s.st_u8({q}, 1 if {v} else 0)"
+        return f"_s.st_{t.primitive}({q}, {v})"
     if t.kind == "char":
-        return f"_st_char({q}, {t.length}, {v}, {where})"
+        return f"_s.st_char({q}, {t.length}, {v}, {where})"
     if t.kind == "byte":
-        return f"_st_byte({q}, {t.length}, {v}, {where})"
+        return f"_s.st_byte({q}, {t.length}, {v}, {where})"
     return f"_wr_{t.name}({q}, {v}, {where})"
 
 
@@ -272,6 +272,11 @@ def environment() -> jinja2.Environment:
     return env
 
 
+#: The ABI of ``seqbus._codec_support`` the generated modules are written for; the runtime's
+#: ``seqbus._codec_support.ABI`` must equal it (each generated module checks at import).
+SUPPORT_ABI = 1
+
+
 def generate(schema: ir.Schema, python_package: str | None = None) -> dict[str, str]:
     """Relative path → text of every file of the Python package of ``schema``.
 
@@ -283,7 +288,8 @@ def generate(schema: ir.Schema, python_package: str | None = None) -> dict[str, 
     pkg = python_package or naming.python_package(schema.package)
     if not naming.is_python_package(pkg):
         raise ValueError(f"{pkg!r} is not a dotted Python package name")
-    ctx = {"schema": schema, "pkg": pkg, "all_blocks": _all_blocks(schema)}
+    ctx = {"schema": schema, "pkg": pkg, "all_blocks": _all_blocks(schema),
+           "support_abi": SUPPORT_ABI}
     out = {}
     for name, template in (
         ("_codec.pyx", "python/codec.pyx.j2"),

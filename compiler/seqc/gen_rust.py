@@ -1,6 +1,6 @@
-"""Rust target: one self-contained module per schema (``<pkg>.rs``) with owned
-message types that encode byte-identically to the Python codecs and decode with the same
-evolution rules, plus ``mod.rs`` naming every module of one run.
+"""Rust target: one module per schema (``<pkg>.rs``) with owned message types that encode
+byte-identically to the Python codecs and decode with the same evolution rules, plus
+``mod.rs`` naming every module of one run and ``seqc_rt.rs``, the support they share.
 
 Reads only the IR; the template lays out what the small functions here decide.
 """
@@ -130,8 +130,9 @@ def generate(schema: ir.Schema) -> dict[str, str]:
 
 
 def generate_index(schemas: list[ir.Schema]) -> dict[str, str]:
-    """``mod.rs`` declaring every module generated in one run."""
+    """``mod.rs`` declaring every module generated in one run, and ``seqc_rt.rs``."""
     env = environment()
     mods = sorted(naming.rust_module(s.package) for s in schemas)
     sources = sorted(s.source for s in schemas)
-    return {"mod.rs": env.get_template("rust/mod.rs.j2").render(mods=mods, sources=sources)}
+    return {"mod.rs": env.get_template("rust/mod.rs.j2").render(mods=mods, sources=sources),
+            "seqc_rt.rs": env.get_template("rust/runtime.rs.j2").render()}

@@ -47,6 +47,7 @@ def test_packages() -> Path:
     for rel in sorted(files):
         digest.update(rel.encode() + b"\0" + files[rel].encode() + b"\0")
     digest.update(sys.version.encode())
+    digest.update((ROOT / "runtime" / "seqbus" / "_codec_support.pxd").read_bytes())
     out = Path(tempfile.gettempdir()) / "seqc-test-packages" / digest.hexdigest()[:16]
     gen_python.write(files, str(out))
     build(str(out), optimize="-O0")  # fast to compile; speed is measured by benchmarks

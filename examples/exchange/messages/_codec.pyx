@@ -5,471 +5,23 @@
 cimport cython
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy, memset
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
-from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_DecodeASCII, PyUnicode_AsUTF8AndSize
-
-cdef extern from "Python.h":
-    bint PyUnicode_IS_ASCII(object o)
+from cpython.buffer cimport PyBuffer_Release
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+# the codec support every generated module shares (runtime/seqbus/_codec_support.pxd)
+from seqbus cimport _codec_support as _s
 
 import enum as _enum
-import sys as _sys
 
+from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
+from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-if _sys.byteorder != "little":
-    raise ImportError("seqbus codecs need a little-endian host")
-
+_require_abi(__name__, 1)
 SCHEMA_ID = 7
 SCHEMA_VERSION = 2
 PACKAGE = "exchange"
 
-cdef enum:
-    _HEADER = 8
-    _MAX_DEPTH = 16
-
-cdef Py_ssize_t _U32_MAX = 4294967295
 cdef uint8_t _ZERO[65536]  # what absent fixed fields read as (fields newer than the writer)
-memset(_ZERO, 0, sizeof(_ZERO))
-
-# -- loads and stores (little-endian host; memcpy compiles to one unaligned move) -----------
-
-cdef inline uint8_t _ld_u8(const uint8_t* q) noexcept nogil:
-    cdef uint8_t v
-    memcpy(&v, q, 1)
-    return v
-
-
-cdef inline void _st_u8(uint8_t* q, uint8_t v) noexcept nogil:
-    memcpy(q, &v, 1)
-
-cdef inline uint16_t _ld_u16(const uint8_t* q) noexcept nogil:
-    cdef uint16_t v
-    memcpy(&v, q, 2)
-    return v
-
-
-cdef inline void _st_u16(uint8_t* q, uint16_t v) noexcept nogil:
-    memcpy(q, &v, 2)
-
-cdef inline uint32_t _ld_u32(const uint8_t* q) noexcept nogil:
-    cdef uint32_t v
-    memcpy(&v, q, 4)
-    return v
-
-
-cdef inline void _st_u32(uint8_t* q, uint32_t v) noexcept nogil:
-    memcpy(q, &v, 4)
-
-cdef inline uint64_t _ld_u64(const uint8_t* q) noexcept nogil:
-    cdef uint64_t v
-    memcpy(&v, q, 8)
-    return v
-
-
-cdef inline void _st_u64(uint8_t* q, uint64_t v) noexcept nogil:
-    memcpy(q, &v, 8)
-
-cdef inline int8_t _ld_i8(const uint8_t* q) noexcept nogil:
-    cdef int8_t v
-    memcpy(&v, q, 1)
-    return v
-
-
-cdef inline void _st_i8(uint8_t* q, int8_t v) noexcept nogil:
-    memcpy(q, &v, 1)
-
-cdef inline int16_t _ld_i16(const uint8_t* q) noexcept nogil:
-    cdef int16_t v
-    memcpy(&v, q, 2)
-    return v
-
-
-cdef inline void _st_i16(uint8_t* q, int16_t v) noexcept nogil:
-    memcpy(q, &v, 2)
-
-cdef inline int32_t _ld_i32(const uint8_t* q) noexcept nogil:
-    cdef int32_t v
-    memcpy(&v, q, 4)
-    return v
-
-
-cdef inline void _st_i32(uint8_t* q, int32_t v) noexcept nogil:
-    memcpy(q, &v, 4)
-
-cdef inline int64_t _ld_i64(const uint8_t* q) noexcept nogil:
-    cdef int64_t v
-    memcpy(&v, q, 8)
-    return v
-
-
-cdef inline void _st_i64(uint8_t* q, int64_t v) noexcept nogil:
-    memcpy(q, &v, 8)
-
-cdef inline float _ld_f32(const uint8_t* q) noexcept nogil:
-    cdef float v
-    memcpy(&v, q, 4)
-    return v
-
-
-cdef inline void _st_f32(uint8_t* q, float v) noexcept nogil:
-    memcpy(q, &v, 4)
-
-cdef inline double _ld_f64(const uint8_t* q) noexcept nogil:
-    cdef double v
-    memcpy(&v, q, 8)
-    return v
-
-
-cdef inline void _st_f64(uint8_t* q, double v) noexcept nogil:
-    memcpy(q, &v, 8)
-
-
-cdef inline uint8_t _ld_bool(const uint8_t* q, str msg, str field, Py_ssize_t off) except? 2:
-    if q[0] > 1:
-        raise DecodeError(msg, field, off, f"bool byte is {q[0]}, not 0 or 1")
-    return q[0]
-
-
-cdef inline int _present(const uint8_t* q, str msg, str field, Py_ssize_t off) except -1:
-    if q[0] > 1:
-        raise DecodeError(msg, field, off, f"presence byte is {q[0]}, not 0 or 1")
-    return q[0]
-
-
-cdef str _ld_char(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off):
-    while n > 0 and (q[n - 1] == 0 or q[n - 1] == 32):
-        n -= 1
-    try:
-        return PyUnicode_DecodeASCII(<const char*>q, n, NULL)
-    except UnicodeDecodeError as exc:
-        raise DecodeError(msg, field, off + exc.start, "char field holds a non-ASCII byte") from None
-
-
-cdef int _st_char(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
-    cdef Py_ssize_t size
-    cdef const char* s
-    if type(v) is not str:
-        raise TypeError(f"{where}: expected str, got {type(v).__name__}")
-    if not PyUnicode_IS_ASCII(v):
-        raise ValueError(f"{where}: {v!r} is not ASCII")
-    s = PyUnicode_AsUTF8AndSize(v, &size)
-    if size > n:
-        raise ValueError(f"{where}: {v!r} is longer than {n} characters")
-    memcpy(q, s, size)
-    memset(q + size, 0, n - size)
-    return 0
-
-
-cdef int _st_byte(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
-    cdef const uint8_t[::1] mv
-    if type(v) is bytes:
-        if PyBytes_GET_SIZE(v) > n:
-            raise ValueError(f"{where}: {len(v)} bytes do not fit byte[{n}]")
-        memcpy(q, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v))
-        memset(q + PyBytes_GET_SIZE(v), 0, n - PyBytes_GET_SIZE(v))
-        return 0
-    try:
-        mv = memoryview(v).cast("B")
-    except TypeError:
-        raise TypeError(f"{where}: expected a bytes-like object, got {type(v).__name__}") from None
-    if mv.shape[0] > n:
-        raise ValueError(f"{where}: {mv.shape[0]} bytes do not fit byte[{n}]")
-    if mv.shape[0]:
-        memcpy(q, &mv[0], mv.shape[0])
-    memset(q + mv.shape[0], 0, n - mv.shape[0])
-    return 0
-
-
-cdef object _var_bytes(object obj, Py_ssize_t start, Py_ssize_t n):
-    """A zero-copy read-only memoryview of ``n`` bytes at ``start`` of ``obj``."""
-    mv = memoryview(obj)
-    if mv.ndim != 1 or mv.itemsize != 1:
-        mv = mv.cast("B")
-    return mv[start:start + n].toreadonly()
-
-
-cdef str _ld_string(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off):
-    try:
-        return PyUnicode_DecodeUTF8(<const char*>q, n, NULL)
-    except UnicodeDecodeError as exc:
-        raise DecodeError(msg, field, off + exc.start, "string is not valid UTF-8") from None
-
-
-cdef Py_ssize_t _var_size(object v, str where) except -1:
-    cdef Py_ssize_t size
-    if type(v) is str:
-        PyUnicode_AsUTF8AndSize(v, &size)
-        return 4 + size
-    raise TypeError(f"{where}: expected str, got {type(v).__name__}")
-
-
-cdef int _changed(str msg) except -1:
-    raise RuntimeError(f"{msg}: a value changed while it was being encoded")
-
-
-cdef uint8_t* _st_string(uint8_t* q, uint8_t* end, object v) except NULL:
-    cdef Py_ssize_t size
-    cdef const char* s
-    if type(v) is not str:
-        raise TypeError(f"expected str, got {type(v).__name__}")
-    s = PyUnicode_AsUTF8AndSize(v, &size)
-    if size > _U32_MAX:
-        raise ValueError("string longer than 4 GiB")
-    if end - q < 4 + size:
-        _changed("string")
-    _st_u32(q, <uint32_t>size)
-    memcpy(q + 4, s, size)
-    return q + 4 + size
-
-
-cdef Py_ssize_t _bytes_size(object v, str where) except -1:
-    if type(v) is bytes or type(v) is bytearray:
-        return 4 + len(v)
-    try:
-        return 4 + memoryview(v).nbytes
-    except TypeError:
-        raise TypeError(f"{where}: expected a bytes-like object, got {type(v).__name__}") from None
-
-
-cdef uint8_t* _st_bytes(uint8_t* q, uint8_t* end, object v) except NULL:
-    cdef const uint8_t[::1] mv
-    cdef Py_ssize_t n
-    if type(v) is bytes:
-        n = PyBytes_GET_SIZE(v)
-        if end - q < 4 + n:
-            _changed("bytes")
-        _st_u32(q, <uint32_t>n)
-        memcpy(q + 4, PyBytes_AS_STRING(v), n)
-        return q + 4 + n
-    mv = memoryview(v).cast("B")
-    n = mv.shape[0]
-    if end - q < 4 + n:
-        _changed("bytes")
-    _st_u32(q, <uint32_t>n)
-    if n:
-        memcpy(q + 4, &mv[0], n)
-    return q + 4 + n
-
-
-# -- walking the tail (groups, then variable-length data) ------------------------------------
-
-cdef int _truncated(str msg, str field, Py_ssize_t off, str what) except -1:
-    raise DecodeError(msg, field, off, f"{what} runs past the end of the buffer")
-
-
-cdef Py_ssize_t _skip_var(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, str msg, str field,
-                          Py_ssize_t base) except -1:
-    cdef uint32_t size
-    if n - pos < 4:
-        _truncated(msg, field, base + pos, "length of variable-length field")
-    size = _ld_u32(p + pos)
-    if <uint64_t>size > <uint64_t>(n - pos - 4):
-        _truncated(msg, field, base + pos, f"variable-length field of {size} bytes")
-    return pos + 4 + size
-
-
-cdef Py_ssize_t _skip_group(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, int depth, str msg,
-                            str field, Py_ssize_t base) except -1:
-    cdef uint16_t bl
-    cdef uint8_t ng, nv
-    cdef uint32_t count, i
-    cdef uint64_t total
-    if n - pos < 8:
-        _truncated(msg, field, base + pos, "group header")
-    bl = _ld_u16(p + pos)
-    ng = p[pos + 2]
-    nv = p[pos + 3]
-    count = _ld_u32(p + pos + 4)
-    pos += 8
-    if ng == 0 and nv == 0:
-        total = <uint64_t>bl * count
-        if total > <uint64_t>(n - pos):
-            _truncated(msg, field, base + pos, f"group of {count} entries")
-        return pos + <Py_ssize_t>total
-    if depth >= _MAX_DEPTH:
-        raise DecodeError(msg, field, base + pos, "groups nested too deep")
-    for i in range(count):
-        pos = _skip_entry(p, n, pos, bl, ng, nv, depth + 1, msg, field, base)
-    return pos
-
-
-cdef Py_ssize_t _skip_entry(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t bl,
-                            int ng, int nv, int depth, str msg, str field,
-                            Py_ssize_t base) except -1:
-    cdef int k
-    if n - pos < bl:
-        _truncated(msg, field, base + pos, "group entry")
-    pos += bl
-    for k in range(ng):
-        pos = _skip_group(p, n, pos, depth, msg, field, base)
-    for k in range(nv):
-        pos = _skip_var(p, n, pos, msg, field, base)
-    return pos
-
-
-cdef Py_ssize_t _MAX_EMPTY_ENTRIES = 65536  # zero-length entries a materialized group may claim
-
-
-cdef Py_ssize_t _group_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos,
-                              Py_ssize_t min_block, str msg, str field, Py_ssize_t base,
-                              Py_ssize_t* bl, int* ng, int* nv, Py_ssize_t* count) except -1:
-    """Read and check a group header at ``pos``; returns the offset of its first entry."""
-    if n - pos < 8:
-        _truncated(msg, field, base + pos, "group header")
-    bl[0] = _ld_u16(p + pos)
-    ng[0] = p[pos + 2]
-    nv[0] = p[pos + 3]
-    count[0] = _ld_u32(p + pos + 4)
-    if count[0] and bl[0] < min_block:
-        raise DecodeError(msg, field, base + pos,
-                          f"entry block length {bl[0]} is shorter than {min_block}")
-    if bl[0] == 0 and ng[0] == 0 and nv[0] == 0 and count[0] > _MAX_EMPTY_ENTRIES:
-        raise DecodeError(msg, field, base + pos, f"{count[0]} zero-length entries")
-    return pos + 8
-
-
-cdef Py_ssize_t _scan_tail(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, int ng, int nv,
-                           Py_ssize_t* gat, int known_ng, Py_ssize_t* vat, int known_nv,
-                           int depth, str msg, str field, Py_ssize_t base) except -1:
-    """Record where each known group and variable-length field starts (-1: the writer has
-    none); return the offset just past the tail, unknown trailing items included."""
-    cdef int k
-    for k in range(known_ng):
-        gat[k] = -1
-    for k in range(known_nv):
-        vat[k] = -1
-    for k in range(ng):
-        if k < known_ng:
-            gat[k] = pos
-        pos = _skip_group(p, n, pos, depth, msg, field, base)
-    for k in range(nv):
-        if k < known_nv:
-            vat[k] = pos
-        pos = _skip_var(p, n, pos, msg, field, base)
-    return pos
-
-
-cdef int _open(object obj, Py_buffer* pybuf, bint writable, const uint8_t** ptr,
-               Py_ssize_t* size) except -1:
-    """Point at the bytes of ``obj``; returns 1 if ``pybuf`` must be released."""
-    if type(obj) is bytes and not writable:
-        ptr[0] = <const uint8_t*>PyBytes_AS_STRING(obj)
-        size[0] = PyBytes_GET_SIZE(obj)
-        return 0
-    PyObject_GetBuffer(obj, pybuf, PyBUF_WRITABLE if writable else PyBUF_SIMPLE)
-    ptr[0] = <const uint8_t*>pybuf.buf
-    size[0] = pybuf.len
-    return 1
-
-
-cdef Py_ssize_t _window(Py_ssize_t size, Py_ssize_t offset, Py_ssize_t length, str msg) except -1:
-    """The number of bytes a view at ``offset`` may read (``length`` < 0: to the end)."""
-    if offset < 0 or offset > size:
-        raise DecodeError(msg, "", offset, f"offset outside a buffer of {size} bytes")
-    if length < 0:
-        return size - offset
-    if length > size - offset:
-        raise DecodeError(msg, "", offset, f"length {length} runs past a buffer of {size} bytes")
-    return length
-
-
-cdef Py_ssize_t _check_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, uint16_t template,
-                              Py_ssize_t min_block, str msg) except -1:
-    cdef uint16_t bl, tid, sid
-    if n < _HEADER:
-        _truncated(msg, "header", base, "message header")
-    bl = _ld_u16(p)
-    tid = _ld_u16(p + 2)
-    sid = _ld_u16(p + 4)
-    if sid != 7:
-        raise DecodeError(msg, "header", base + 4, f"schema id {sid}, expected 7")
-    if tid != template:
-        raise DecodeError(msg, "header", base + 2, f"template id {tid}, expected {template}")
-    if bl < min_block:
-        raise DecodeError(msg, "header", base, f"block length {bl} is shorter than {min_block}")
-    if n - _HEADER - 2 < bl:
-        _truncated(msg, "header", base, f"block of {bl} bytes")
-    return bl
-
-
-@cython.no_gc_clear
-cdef class _Cursor:
-    """Where builders write: a writable buffer and the position of the end of what is written."""
-    cdef object obj
-    cdef Py_buffer pybuf
-    cdef bint held
-    cdef uint8_t* p
-    cdef Py_ssize_t cap
-    cdef Py_ssize_t pos
-    cdef Py_ssize_t start
-
-    def __dealloc__(self):
-        if self.held:
-            PyBuffer_Release(&self.pybuf)
-
-    cdef uint8_t* reserve(self, Py_ssize_t n, str where) except NULL:
-        cdef uint8_t* q
-        if self.cap - self.pos < n:
-            raise ValueError(f"{where}: the buffer is too small ({self.cap} bytes, "
-                             f"{self.pos + n} needed)")
-        q = self.p + self.pos
-        self.pos += n
-        return q
-
-
-cdef _Cursor _cursor(object buf, Py_ssize_t offset):
-    cdef _Cursor c = _Cursor.__new__(_Cursor)
-    cdef const uint8_t* ptr
-    cdef Py_ssize_t size
-    c.held = _open(buf, &c.pybuf, True, &ptr, &size)
-    c.obj = buf
-    if offset < 0 or offset > size:
-        raise ValueError(f"offset {offset} outside a buffer of {size} bytes")
-    c.p = <uint8_t*>ptr
-    c.cap = size
-    c.pos = offset
-    c.start = offset
-    return c
-
-
-cdef uint8_t* _empty_group(_Cursor c, uint16_t bl, uint8_t ng, uint8_t nv, str where) except NULL:
-    cdef uint8_t* q = c.reserve(8, where)
-    _st_u16(q, bl)
-    q[2] = ng
-    q[3] = nv
-    _st_u32(q + 4, 0)
-    return q
-
-
-cdef int _empty_var(_Cursor c, str where) except -1:
-    _st_u32(c.reserve(4, where), 0)
-    return 0
-
-
-cdef class _Writer:
-    """What every builder has: the shared cursor, where its block starts, which group or
-    variable-length field comes next, and the group builder still open."""
-    cdef _Cursor _c
-    cdef Py_ssize_t _at
-    cdef int _stage
-    cdef _Writer _child
-    cdef Py_ssize_t _count
-    cdef Py_ssize_t _i
-    cdef str _path
-    cdef bint _closed
-
-    cdef int _check_open(self) except -1:
-        if self._closed:
-            raise ValueError(f"{self._path}: already complete; its parent moved on or "
-                             "finish() was called")
-        return 0
-
-    cdef int _close(self) except -1:
-        return 0
-
-    cdef int _done(self) except -1:
-        return 0
 
 
 # -- enums and flags --------------------------------------------------------------------------
@@ -498,7 +50,7 @@ cdef object _RejectReason_MarketClosed = RejectReason.MarketClosed
 
 
 cdef object _rd_RejectReason(const uint8_t* q, str msg, str field, Py_ssize_t off):
-    cdef uint8_t v = _ld_u8(q)
+    cdef uint8_t v = _s.ld_u8(q)
     if v == 1:
         return _RejectReason_UnknownSymbol
     elif v == 2:
@@ -520,7 +72,7 @@ cdef int _wr_RejectReason(uint8_t* q, object v, str where) except -1:
             raise TypeError(f"{where}: expected RejectReason, got {type(v).__name__}")
         if v not in _RejectReason_members:
             raise ValueError(f"{where}: {v} is not a value of RejectReason")
-    _st_u8(q, v)
+    _s.st_u8(q, v)
     return 0
 
 
@@ -539,7 +91,7 @@ cdef object _BookSide_Ask = BookSide.Ask
 
 
 cdef object _rd_BookSide(const uint8_t* q, str msg, str field, Py_ssize_t off):
-    cdef uint8_t v = _ld_u8(q)
+    cdef uint8_t v = _s.ld_u8(q)
     if v == 1:
         return _BookSide_Bid
     elif v == 2:
@@ -553,7 +105,7 @@ cdef int _wr_BookSide(uint8_t* q, object v, str where) except -1:
             raise TypeError(f"{where}: expected BookSide, got {type(v).__name__}")
         if v not in _BookSide_members:
             raise ValueError(f"{where}: {v} is not a value of BookSide")
-    _st_u8(q, v)
+    _s.st_u8(q, v)
     return 0
 
 
@@ -572,7 +124,7 @@ cdef object _Side_Sell = Side.Sell
 
 
 cdef object _rd_Side(const uint8_t* q, str msg, str field, Py_ssize_t off):
-    cdef uint8_t v = _ld_u8(q)
+    cdef uint8_t v = _s.ld_u8(q)
     if v == 1:
         return _Side_Buy
     elif v == 2:
@@ -586,7 +138,7 @@ cdef int _wr_Side(uint8_t* q, object v, str where) except -1:
             raise TypeError(f"{where}: expected Side, got {type(v).__name__}")
         if v not in _Side_members:
             raise ValueError(f"{where}: {v} is not a value of Side")
-    _st_u8(q, v)
+    _s.st_u8(q, v)
     return 0
 
 
@@ -600,7 +152,7 @@ cdef dict _ExecInst_cache = {}
 
 
 cdef object _rd_ExecInst(const uint8_t* q):
-    cdef uint16_t v = _ld_u16(q)
+    cdef uint16_t v = _s.ld_u16(q)
     r = _ExecInst_cache.get(v)
     if r is None:
         r = ExecInst(v)
@@ -612,7 +164,7 @@ cdef object _rd_ExecInst(const uint8_t* q):
 cdef int _wr_ExecInst(uint8_t* q, object v, str where) except -1:
     if not isinstance(v, int):
         raise TypeError(f"{where}: expected ExecInst or int, got {type(v).__name__}")
-    _st_u16(q, v)
+    _s.st_u16(q, v)
     return 0
 
 
@@ -646,10 +198,10 @@ cdef class Price:
         cdef const uint8_t* p
         cdef Py_ssize_t size
         cdef Py_buffer pybuf
-        cdef int held = _open(buf, &pybuf, False, &p, &size)
+        cdef int held = _s.open_buffer(buf, &pybuf, False, &p, &size)
         try:
             if offset < 0 or size - offset < 9 or offset > size:
-                _truncated("Price", "", offset, "struct of 9 bytes")
+                _s.truncated("Price", "", offset, "struct of 9 bytes")
             return _rd_Price(p + offset, "Price", "", offset)
         finally:
             if held:
@@ -691,8 +243,8 @@ def _from_dict_field_Price(str k, v):
 
 cdef Price _rd_Price(const uint8_t* q, str msg, str field, Py_ssize_t off):
     cdef Price r = Price.__new__(Price)
-    r.mantissa = _ld_i64(q + 0)
-    r.exponent = _ld_i8(q + 8)
+    r.mantissa = _s.ld_i64(q + 0)
+    r.exponent = _s.ld_i8(q + 8)
     return r
 
 
@@ -701,17 +253,11 @@ cdef int _wr_Price(uint8_t* q, object v, str where) except -1:
     if type(v) is not Price:
         raise TypeError(f"{where}: expected Price, got {type(v).__name__}")
     s = <Price>v
-    _st_i64(q + 0, s.mantissa)
-    _st_i8(q + 8, s.exponent)
+    _s.st_i64(q + 0, s.mantissa)
+    _s.st_i8(q + 8, s.exponent)
     return 0
 
 
-def _repr(str name, dict d):
-    return name + "(" + ", ".join([f"{k}={v!r}" for k, v in d.items()]) + ")"
-
-
-def _rebuild(cls, dict d):
-    return cls.from_dict(d) if hasattr(cls, "from_dict") else cls(**d)
 
 # -- messages ---------------------------------------------------------------------------------
 
@@ -728,15 +274,15 @@ cdef object _NewOrderLegsFills_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t b
     cdef int k, g_ng, g_nv
     cdef list g_out
     if n - at < bl:
-        _truncated("NewOrder", "legs.fills", base + at, "group entry")
+        _s.truncated("NewOrder", "legs.fills", base + at, "group entry")
     q = p + at + 0
-    v_qty = _ld_u32(q)
+    v_qty = _s.ld_u32(q)
     q = p + at + 4
-    v_price = _ld_i64(q)
+    v_price = _s.ld_i64(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 3, "NewOrder", "legs.fills", base)
+        pos = _s.skip_group(p, n, pos, 3, "NewOrder", "legs.fills", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "NewOrder", "legs.fills", base)
+        pos = _s.skip_var(p, n, pos, "NewOrder", "legs.fills", base)
     end[0] = pos
     return {
         "qty": v_qty,
@@ -754,15 +300,15 @@ cdef object _NewOrderLegsFills_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t 
     cdef list g_out
     cdef NewOrderLegsFills r = NewOrderLegsFills.__new__(NewOrderLegsFills)
     if n - at < bl:
-        _truncated("NewOrder", "legs.fills", base + at, "group entry")
+        _s.truncated("NewOrder", "legs.fills", base + at, "group entry")
     q = p + at + 0
-    r.qty = _ld_u32(q)
+    r.qty = _s.ld_u32(q)
     q = p + at + 4
-    r.price = _ld_i64(q)
+    r.price = _s.ld_i64(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 3, "NewOrder", "legs.fills", base)
+        pos = _s.skip_group(p, n, pos, 3, "NewOrder", "legs.fills", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "NewOrder", "legs.fills", base)
+        pos = _s.skip_var(p, n, pos, "NewOrder", "legs.fills", base)
     end[0] = pos
     return r
 
@@ -789,8 +335,8 @@ cdef class NewOrderLegsFillsView:
 
     cdef int _scan(self) except -1:
         if self._n - self._at < self._bl:
-            _truncated("NewOrder", "legs.fills", self._base + self._at, "group entry")
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+            _s.truncated("NewOrder", "legs.fills", self._base + self._at, "group entry")
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                0, self._vat, 0, 2, "NewOrder",
                                "legs.fills", self._base)
         return 0
@@ -813,11 +359,11 @@ cdef class NewOrderLegsFillsView:
 
     cdef inline uint32_t _get_qty(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u32(q)
+        return _s.ld_u32(q)
 
     cdef inline int64_t _get_price(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 4
-        return _ld_i64(q)
+        return _s.ld_i64(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
         return _NewOrderLegsFills_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
@@ -937,7 +483,7 @@ cdef class NewOrderLegsFillsGroup:
     cdef list _dicts_end(self, Py_ssize_t* end):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
             raise DecodeError("NewOrder", "legs.fills", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             out.append(_NewOrderLegsFills_dict(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
@@ -947,7 +493,7 @@ cdef class NewOrderLegsFillsGroup:
     cdef list _values_end(self, Py_ssize_t* end):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
             raise DecodeError("NewOrder", "legs.fills", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             out.append(_NewOrderLegsFills_value(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
@@ -978,11 +524,11 @@ cdef int _NewOrderLegsFillsGroup_at(NewOrderLegsFillsGroup g, object obj, object
         g._nv = 0
     else:
         if n - pos < 8:
-            _truncated("NewOrder", "legs.fills", base + pos, "group header")
-        g._bl = _ld_u16(p + pos)
+            _s.truncated("NewOrder", "legs.fills", base + pos, "group header")
+        g._bl = _s.ld_u16(p + pos)
         g._ng = p[pos + 2]
         g._nv = p[pos + 3]
-        g._count = _ld_u32(p + pos + 4)
+        g._count = _s.ld_u32(p + pos + 4)
         g._start = pos + 8
         if g._count and g._bl < 12:
             raise DecodeError("NewOrder", "legs.fills", base + pos, f"entry block length {g._bl} is shorter than 12")
@@ -991,7 +537,7 @@ cdef int _NewOrderLegsFillsGroup_at(NewOrderLegsFillsGroup g, object obj, object
 
 
 @cython.final
-cdef class NewOrderLegsFillsBuilder(_Writer):
+cdef class NewOrderLegsFillsBuilder(_s.Writer):
     """Writes the entries of group ``NewOrder.legs.fills``: call ``next()`` before each entry, then set its fields."""
 
     def __init__(self):
@@ -1036,7 +582,7 @@ cdef class NewOrderLegsFillsBuilder(_Writer):
             self._child._done()
             self._child = None
         while self._stage < stage:
-            _empty_var(self._c, "NewOrder.legs.fills")
+            _s.empty_var(self._c, "NewOrder.legs.fills")
             self._stage += 1
         return 0
 
@@ -1052,13 +598,13 @@ cdef class NewOrderLegsFillsBuilder(_Writer):
         def __set__(self, value):
             self._need_entry()
             cdef uint8_t* q = self._c.p + self._at + 0
-            _st_u32(q, value)
+            _s.st_u32(q, value)
 
     property price:
         def __set__(self, value):
             self._need_entry()
             cdef uint8_t* q = self._c.p + self._at + 4
-            _st_i64(q, value)
+            _s.st_i64(q, value)
 
 
 @cython.final
@@ -1084,13 +630,13 @@ cdef class NewOrderLegsFills:
 
     cdef uint8_t* _write(self, uint8_t* q, uint8_t* end) except NULL:
         if end - q < 12:
-            _changed("NewOrder")
+            _s.changed("NewOrder")
         self._write_block(q)
         return self._write_tail(q + 12, end)
 
     cdef int _write_block(self, uint8_t* q) except -1:
-        _st_u32(q + 0, self.qty)
-        _st_i64(q + 4, self.price)
+        _s.st_u32(q + 0, self.qty)
+        _s.st_i64(q + 4, self.price)
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
@@ -1138,15 +684,15 @@ cdef object _NewOrderLegs_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, 
     cdef int k, g_ng, g_nv
     cdef list g_out
     if n - at < bl:
-        _truncated("NewOrder", "legs", base + at, "group entry")
+        _s.truncated("NewOrder", "legs", base + at, "group entry")
     q = p + at + 0
-    v_symbol = _ld_char(q, 8, "NewOrder", "legs.symbol", base + at + 0)
+    v_symbol = _s.ld_char(q, 8, "NewOrder", "legs.symbol", base + at + 0)
     q = p + at + 8
-    v_ratio = _ld_u16(q)
+    v_ratio = _s.ld_u16(q)
     q = p + at + 10
     v_side = _rd_Side(q, "NewOrder", "legs.side", base + at + 10)
     if ng > 0:
-        pos = _group_header(p, n, pos, 12, "NewOrder", "legs.fills", base, &g_bl, &g_ng, &g_nv, &g_count)
+        pos = _s.group_header(p, n, pos, 12, "NewOrder", "legs.fills", base, &g_bl, &g_ng, &g_nv, &g_count)
         g_out = []
         for g_i in range(g_count):
             g_out.append(_NewOrderLegsFills_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
@@ -1154,9 +700,9 @@ cdef object _NewOrderLegs_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, 
     else:
         v_fills = []
     for k in range(1, ng):
-        pos = _skip_group(p, n, pos, 2, "NewOrder", "legs", base)
+        pos = _s.skip_group(p, n, pos, 2, "NewOrder", "legs", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "NewOrder", "legs", base)
+        pos = _s.skip_var(p, n, pos, "NewOrder", "legs", base)
     end[0] = pos
     return {
         "symbol": v_symbol,
@@ -1176,15 +722,15 @@ cdef object _NewOrderLegs_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base,
     cdef list g_out
     cdef NewOrderLegs r = NewOrderLegs.__new__(NewOrderLegs)
     if n - at < bl:
-        _truncated("NewOrder", "legs", base + at, "group entry")
+        _s.truncated("NewOrder", "legs", base + at, "group entry")
     q = p + at + 0
-    r.symbol = _ld_char(q, 8, "NewOrder", "legs.symbol", base + at + 0)
+    r.symbol = _s.ld_char(q, 8, "NewOrder", "legs.symbol", base + at + 0)
     q = p + at + 8
-    r.ratio = _ld_u16(q)
+    r.ratio = _s.ld_u16(q)
     q = p + at + 10
     r.side = _rd_Side(q, "NewOrder", "legs.side", base + at + 10)
     if ng > 0:
-        pos = _group_header(p, n, pos, 12, "NewOrder", "legs.fills", base, &g_bl, &g_ng, &g_nv, &g_count)
+        pos = _s.group_header(p, n, pos, 12, "NewOrder", "legs.fills", base, &g_bl, &g_ng, &g_nv, &g_count)
         g_out = []
         for g_i in range(g_count):
             g_out.append(_NewOrderLegsFills_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
@@ -1192,9 +738,9 @@ cdef object _NewOrderLegs_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base,
     else:
         v_fills = []
     for k in range(1, ng):
-        pos = _skip_group(p, n, pos, 2, "NewOrder", "legs", base)
+        pos = _s.skip_group(p, n, pos, 2, "NewOrder", "legs", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "NewOrder", "legs", base)
+        pos = _s.skip_var(p, n, pos, "NewOrder", "legs", base)
     end[0] = pos
     r.fills = v_fills
     return r
@@ -1222,8 +768,8 @@ cdef class NewOrderLegsView:
 
     cdef int _scan(self) except -1:
         if self._n - self._at < self._bl:
-            _truncated("NewOrder", "legs", self._base + self._at, "group entry")
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+            _s.truncated("NewOrder", "legs", self._base + self._at, "group entry")
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                1, self._vat, 0, 1, "NewOrder",
                                "legs", self._base)
         return 0
@@ -1262,11 +808,11 @@ cdef class NewOrderLegsView:
 
     cdef inline object _get_symbol(self):
         cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_char(q, 8, "NewOrder", "legs.symbol", self._base + self._at + 0)
+        return _s.ld_char(q, 8, "NewOrder", "legs.symbol", self._base + self._at + 0)
 
     cdef inline uint16_t _get_ratio(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u16(q)
+        return _s.ld_u16(q)
 
     cdef inline object _get_side(self):
         cdef const uint8_t* q = self._p + self._at + 10
@@ -1397,7 +943,7 @@ cdef class NewOrderLegsGroup:
     cdef list _dicts_end(self, Py_ssize_t* end):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
             raise DecodeError("NewOrder", "legs", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             out.append(_NewOrderLegs_dict(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
@@ -1407,7 +953,7 @@ cdef class NewOrderLegsGroup:
     cdef list _values_end(self, Py_ssize_t* end):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
             raise DecodeError("NewOrder", "legs", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             out.append(_NewOrderLegs_value(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
@@ -1438,11 +984,11 @@ cdef int _NewOrderLegsGroup_at(NewOrderLegsGroup g, object obj, object keep, con
         g._nv = 0
     else:
         if n - pos < 8:
-            _truncated("NewOrder", "legs", base + pos, "group header")
-        g._bl = _ld_u16(p + pos)
+            _s.truncated("NewOrder", "legs", base + pos, "group header")
+        g._bl = _s.ld_u16(p + pos)
         g._ng = p[pos + 2]
         g._nv = p[pos + 3]
-        g._count = _ld_u32(p + pos + 4)
+        g._count = _s.ld_u32(p + pos + 4)
         g._start = pos + 8
         if g._count and g._bl < 11:
             raise DecodeError("NewOrder", "legs", base + pos, f"entry block length {g._bl} is shorter than 11")
@@ -1451,7 +997,7 @@ cdef int _NewOrderLegsGroup_at(NewOrderLegsGroup g, object obj, object keep, con
 
 
 @cython.final
-cdef class NewOrderLegsBuilder(_Writer):
+cdef class NewOrderLegsBuilder(_s.Writer):
     """Writes the entries of group ``NewOrder.legs``: call ``next()`` before each entry, then set its fields."""
 
     def __init__(self):
@@ -1497,9 +1043,9 @@ cdef class NewOrderLegsBuilder(_Writer):
             self._child = None
         while self._stage < stage:
             if self._stage == 0:
-                _empty_group(self._c, 12, 0, 0, "legs.fills")
+                _s.empty_group(self._c, 12, 0, 0, "legs.fills")
             else:
-                _empty_var(self._c, "NewOrder.legs")
+                _s.empty_var(self._c, "NewOrder.legs")
             self._stage += 1
         return 0
 
@@ -1515,13 +1061,13 @@ cdef class NewOrderLegsBuilder(_Writer):
         def __set__(self, value):
             self._need_entry()
             cdef uint8_t* q = self._c.p + self._at + 0
-            _st_char(q, 8, value, "NewOrder.legs.symbol")
+            _s.st_char(q, 8, value, "NewOrder.legs.symbol")
 
     property ratio:
         def __set__(self, value):
             self._need_entry()
             cdef uint8_t* q = self._c.p + self._at + 8
-            _st_u16(q, value)
+            _s.st_u16(q, value)
 
     property side:
         def __set__(self, value):
@@ -1535,11 +1081,11 @@ cdef class NewOrderLegsBuilder(_Writer):
         cdef NewOrderLegsFillsBuilder b
         cdef uint8_t* q
         self._need_entry()
-        if count < 0 or count > _U32_MAX:
+        if count < 0 or count > _s.U32_MAX:
             raise ValueError(f"NewOrder.legs.fills: bad entry count {count}")
         self._enter(0, "fills")
-        q = _empty_group(self._c, 12, 0, 0, "NewOrder.legs.fills")
-        _st_u32(q + 4, <uint32_t>count)
+        q = _s.empty_group(self._c, 12, 0, 0, "NewOrder.legs.fills")
+        _s.st_u32(q + 4, <uint32_t>count)
         b = NewOrderLegsFillsBuilder.__new__(NewOrderLegsFillsBuilder)
         b._c = self._c
         b._count = count
@@ -1577,13 +1123,13 @@ cdef class NewOrderLegs:
 
     cdef uint8_t* _write(self, uint8_t* q, uint8_t* end) except NULL:
         if end - q < 11:
-            _changed("NewOrder")
+            _s.changed("NewOrder")
         self._write_block(q)
         return self._write_tail(q + 11, end)
 
     cdef int _write_block(self, uint8_t* q) except -1:
-        _st_char(q + 0, 8, self.symbol, "NewOrder.legs.symbol")
-        _st_u16(q + 8, self.ratio)
+        _s.st_char(q + 0, 8, self.symbol, "NewOrder.legs.symbol")
+        _s.st_u16(q + 8, self.ratio)
         _wr_Side(q + 10, self.side, "NewOrder.legs.side")
         return 0
 
@@ -1591,7 +1137,7 @@ cdef class NewOrderLegs:
         cdef Py_ssize_t n = 0
         cdef NewOrderLegsFills fills_e
         n += 8
-        if len(self.fills) > _U32_MAX:
+        if len(self.fills) > _s.U32_MAX:
             raise ValueError("NewOrder.legs.fills: too many entries")
         for e in self.fills:
             if type(e) is not NewOrderLegsFills:
@@ -1602,15 +1148,15 @@ cdef class NewOrderLegs:
 
     cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
         if end - q < 8:
-            _changed("NewOrder")
-        _st_u16(q, 12)
+            _s.changed("NewOrder")
+        _s.st_u16(q, 12)
         q[2] = 0
         q[3] = 0
-        _st_u32(q + 4, <uint32_t>len(self.fills))
+        _s.st_u32(q + 4, <uint32_t>len(self.fills))
         q += 8
         for e in self.fills:
             if type(e) is not NewOrderLegsFills:
-                _changed("NewOrder")
+                _s.changed("NewOrder")
             q = (<NewOrderLegsFills>e)._write(q, end)
         return q
 
@@ -1656,31 +1202,31 @@ cdef object _NewOrder_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_s
     cdef int k, g_ng, g_nv
     cdef list g_out
     q = p + at + 0
-    v_order_id = _ld_u64(q)
+    v_order_id = _s.ld_u64(q)
     q = p + at + 8
-    v_client_id = _ld_u32(q)
+    v_client_id = _s.ld_u32(q)
     q = p + at + 12
-    v_symbol = _ld_char(q, 8, "NewOrder", "symbol", base + at + 12)
+    v_symbol = _s.ld_char(q, 8, "NewOrder", "symbol", base + at + 12)
     q = p + at + 20
     v_side = _rd_Side(q, "NewOrder", "side", base + at + 20)
     q = p + at + 21
     v_price = _rd_Price(q, "NewOrder", "price", base + at + 21)._dict()
     q = p + at + 30
-    v_quantity = _ld_u32(q)
+    v_quantity = _s.ld_u32(q)
     q = p + at + 34
-    if _present(q, "NewOrder", "stop_price", base + at + 34):
-        v_stop_price = _ld_i64(q + 1)
+    if _s.present(q, "NewOrder", "stop_price", base + at + 34):
+        v_stop_price = _s.ld_i64(q + 1)
     else:
         v_stop_price = None
     q = p + at + 43
     v_inst = _rd_ExecInst(q)
     q = p + at + 45 if bl >= 54 else _ZERO
-    if _present(q, "NewOrder", "expire_at", base + at + 45):
-        v_expire_at = _ld_u64(q + 1)
+    if _s.present(q, "NewOrder", "expire_at", base + at + 45):
+        v_expire_at = _s.ld_u64(q + 1)
     else:
         v_expire_at = None
     if ng > 0:
-        pos = _group_header(p, n, pos, 11, "NewOrder", "legs", base, &g_bl, &g_ng, &g_nv, &g_count)
+        pos = _s.group_header(p, n, pos, 11, "NewOrder", "legs", base, &g_bl, &g_ng, &g_nv, &g_count)
         g_out = []
         for g_i in range(g_count):
             g_out.append(_NewOrderLegs_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
@@ -1688,21 +1234,21 @@ cdef object _NewOrder_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_s
     else:
         v_legs = []
     for k in range(1, ng):
-        pos = _skip_group(p, n, pos, 1, "NewOrder", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "NewOrder", "", base)
     if nv > 0:
         start = pos
-        pos = _skip_var(p, n, pos, "NewOrder", "account", base)
-        v_account = _ld_string(p + start + 4, pos - start - 4, "NewOrder", "account", base + start + 4)
+        pos = _s.skip_var(p, n, pos, "NewOrder", "account", base)
+        v_account = _s.ld_string(p + start + 4, pos - start - 4, "NewOrder", "account", base + start + 4)
     else:
         v_account = ""
     if nv > 1:
         start = pos
-        pos = _skip_var(p, n, pos, "NewOrder", "memo", base)
+        pos = _s.skip_var(p, n, pos, "NewOrder", "memo", base)
         v_memo = PyBytes_FromStringAndSize(<const char*>(p + start + 4), pos - start - 4)
     else:
         v_memo = b""
     for k in range(2, nv):
-        pos = _skip_var(p, n, pos, "NewOrder", "", base)
+        pos = _s.skip_var(p, n, pos, "NewOrder", "", base)
     end[0] = pos
     return {
         "order_id": v_order_id,
@@ -1730,31 +1276,31 @@ cdef object _NewOrder_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_
     cdef list g_out
     cdef NewOrder r = NewOrder.__new__(NewOrder)
     q = p + at + 0
-    r.order_id = _ld_u64(q)
+    r.order_id = _s.ld_u64(q)
     q = p + at + 8
-    r.client_id = _ld_u32(q)
+    r.client_id = _s.ld_u32(q)
     q = p + at + 12
-    r.symbol = _ld_char(q, 8, "NewOrder", "symbol", base + at + 12)
+    r.symbol = _s.ld_char(q, 8, "NewOrder", "symbol", base + at + 12)
     q = p + at + 20
     r.side = _rd_Side(q, "NewOrder", "side", base + at + 20)
     q = p + at + 21
     r.price = _rd_Price(q, "NewOrder", "price", base + at + 21)
     q = p + at + 30
-    r.quantity = _ld_u32(q)
+    r.quantity = _s.ld_u32(q)
     q = p + at + 34
-    if _present(q, "NewOrder", "stop_price", base + at + 34):
-        r.stop_price = _ld_i64(q + 1)
+    if _s.present(q, "NewOrder", "stop_price", base + at + 34):
+        r.stop_price = _s.ld_i64(q + 1)
     else:
         r.stop_price = None
     q = p + at + 43
     r.inst = _rd_ExecInst(q)
     q = p + at + 45 if bl >= 54 else _ZERO
-    if _present(q, "NewOrder", "expire_at", base + at + 45):
-        r.expire_at = _ld_u64(q + 1)
+    if _s.present(q, "NewOrder", "expire_at", base + at + 45):
+        r.expire_at = _s.ld_u64(q + 1)
     else:
         r.expire_at = None
     if ng > 0:
-        pos = _group_header(p, n, pos, 11, "NewOrder", "legs", base, &g_bl, &g_ng, &g_nv, &g_count)
+        pos = _s.group_header(p, n, pos, 11, "NewOrder", "legs", base, &g_bl, &g_ng, &g_nv, &g_count)
         g_out = []
         for g_i in range(g_count):
             g_out.append(_NewOrderLegs_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
@@ -1762,21 +1308,21 @@ cdef object _NewOrder_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_
     else:
         v_legs = []
     for k in range(1, ng):
-        pos = _skip_group(p, n, pos, 1, "NewOrder", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "NewOrder", "", base)
     if nv > 0:
         start = pos
-        pos = _skip_var(p, n, pos, "NewOrder", "account", base)
-        v_account = _ld_string(p + start + 4, pos - start - 4, "NewOrder", "account", base + start + 4)
+        pos = _s.skip_var(p, n, pos, "NewOrder", "account", base)
+        v_account = _s.ld_string(p + start + 4, pos - start - 4, "NewOrder", "account", base + start + 4)
     else:
         v_account = ""
     if nv > 1:
         start = pos
-        pos = _skip_var(p, n, pos, "NewOrder", "memo", base)
+        pos = _s.skip_var(p, n, pos, "NewOrder", "memo", base)
         v_memo = PyBytes_FromStringAndSize(<const char*>(p + start + 4), pos - start - 4)
     else:
         v_memo = b""
     for k in range(2, nv):
-        pos = _skip_var(p, n, pos, "NewOrder", "", base)
+        pos = _s.skip_var(p, n, pos, "NewOrder", "", base)
     end[0] = pos
     r.legs = v_legs
     r.account = v_account
@@ -1820,7 +1366,7 @@ cdef class NewOrderView:
     @property
     def wire_version(self):
         """The schema version the writer used."""
-        return _ld_u16(self._p + 6)
+        return _s.ld_u16(self._p + 6)
 
     @property
     def wire_size(self):
@@ -1830,7 +1376,7 @@ cdef class NewOrderView:
         return self._end
 
     cdef int _scan(self) except -1:
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                1, self._vat, 2, 0, "NewOrder",
                                "", self._base)
         return 0
@@ -1933,15 +1479,15 @@ cdef class NewOrderView:
 
     cdef inline uint64_t _get_order_id(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline uint32_t _get_client_id(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u32(q)
+        return _s.ld_u32(q)
 
     cdef inline object _get_symbol(self):
         cdef const uint8_t* q = self._p + self._at + 12
-        return _ld_char(q, 8, "NewOrder", "symbol", self._base + self._at + 12)
+        return _s.ld_char(q, 8, "NewOrder", "symbol", self._base + self._at + 12)
 
     cdef inline object _get_side(self):
         cdef const uint8_t* q = self._p + self._at + 20
@@ -1953,13 +1499,13 @@ cdef class NewOrderView:
 
     cdef inline uint32_t _get_quantity(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 30
-        return _ld_u32(q)
+        return _s.ld_u32(q)
 
     cdef inline object _get_stop_price(self):
         cdef const uint8_t* q = self._p + self._at + 34
-        if not _present(q, "NewOrder", "stop_price", self._base + self._at + 34):
+        if not _s.present(q, "NewOrder", "stop_price", self._base + self._at + 34):
             return None
-        return _ld_i64(q + 1)
+        return _s.ld_i64(q + 1)
 
     cdef inline object _get_inst(self):
         cdef const uint8_t* q = self._p + self._at + 43
@@ -1967,9 +1513,9 @@ cdef class NewOrderView:
 
     cdef inline object _get_expire_at(self):
         cdef const uint8_t* q = self._p + self._at + 45 if self._bl >= 54 else _ZERO
-        if not _present(q, "NewOrder", "expire_at", self._base + self._at + 45):
+        if not _s.present(q, "NewOrder", "expire_at", self._base + self._at + 45):
             return None
-        return _ld_u64(q + 1)
+        return _s.ld_u64(q + 1)
 
     cdef NewOrderLegsGroup _get_legs(self):
         cdef NewOrderLegsGroup g = NewOrderLegsGroup.__new__(NewOrderLegsGroup)
@@ -1988,8 +1534,8 @@ cdef class NewOrderView:
         cdef uint32_t size
         if pos < 0:
             return ""
-        size = _ld_u32(self._p + pos)
-        return _ld_string(self._p + pos + 4, size, "NewOrder", "account", self._base + pos + 4)
+        size = _s.ld_u32(self._p + pos)
+        return _s.ld_string(self._p + pos + 4, size, "NewOrder", "account", self._base + pos + 4)
 
     cdef inline Py_ssize_t _pos_memo(self) except -2:
         if self._end < 0:
@@ -2001,8 +1547,8 @@ cdef class NewOrderView:
         cdef uint32_t size
         if pos < 0:
             return b""
-        size = _ld_u32(self._p + pos)
-        return _var_bytes(self._obj, self._base + pos + 4, size)
+        size = _s.ld_u32(self._p + pos)
+        return _s.var_bytes(self._obj, self._base + pos + 4, size)
 
     cdef object _dict_end(self, Py_ssize_t* end):
         return _NewOrder_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
@@ -2040,16 +1586,16 @@ cdef class NewOrderView:
 cdef int _NewOrderView_init(NewOrderView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _window(size, offset, length, "NewOrder")
+    v._n = _s.window(size, offset, length, "NewOrder")
     v._p = ptr + offset
     v._base = offset
-    v._at = _HEADER
-    v._bl = _check_header(v._p, v._n, offset, 1, 45, "NewOrder")
-    v._ng = v._p[_HEADER + v._bl]
-    v._nv = v._p[_HEADER + v._bl + 1]
-    v._tail = _HEADER + v._bl + 2
+    v._at = _s.HEADER
+    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 1, 45, "NewOrder")
+    v._ng = v._p[_s.HEADER + v._bl]
+    v._nv = v._p[_s.HEADER + v._bl + 1]
+    v._tail = _s.HEADER + v._bl + 2
     v._end = -1
     return 0
 
@@ -2061,7 +1607,7 @@ cdef NewOrderView _NewOrderView_wrap(object buf, Py_ssize_t offset, Py_ssize_t l
 
 
 @cython.final
-cdef class NewOrderBuilder(_Writer):
+cdef class NewOrderBuilder(_s.Writer):
     """Writes a NewOrder straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
@@ -2069,16 +1615,16 @@ cdef class NewOrderBuilder(_Writer):
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
-        self._c = _cursor(buf, offset)
-        q = self._c.reserve(_HEADER + 54 + 2, "NewOrder")
-        _st_u16(q, 54)
-        _st_u16(q + 2, 1)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        memset(q + _HEADER, 0, 54)
-        q[_HEADER + 54] = 1
-        q[_HEADER + 54 + 1] = 2
-        self._at = offset + _HEADER
+        self._c = _s.cursor(buf, offset)
+        q = self._c.reserve(_s.HEADER + 54 + 2, "NewOrder")
+        _s.st_u16(q, 54)
+        _s.st_u16(q + 2, 1)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        memset(q + _s.HEADER, 0, 54)
+        q[_s.HEADER + 54] = 1
+        q[_s.HEADER + 54 + 1] = 2
+        self._at = offset + _s.HEADER
         self._stage = 0
         self._path = "NewOrder"
 
@@ -2101,9 +1647,9 @@ cdef class NewOrderBuilder(_Writer):
             self._child = None
         while self._stage < stage:
             if self._stage == 0:
-                _empty_group(self._c, 11, 1, 0, "legs")
+                _s.empty_group(self._c, 11, 1, 0, "legs")
             else:
-                _empty_var(self._c, "NewOrder")
+                _s.empty_var(self._c, "NewOrder")
             self._stage += 1
         return 0
 
@@ -2118,17 +1664,17 @@ cdef class NewOrderBuilder(_Writer):
     property order_id:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 0
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property client_id:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 8
-            _st_u32(q, value)
+            _s.st_u32(q, value)
 
     property symbol:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 12
-            _st_char(q, 8, value, "NewOrder.symbol")
+            _s.st_char(q, 8, value, "NewOrder.symbol")
 
     property side:
         def __set__(self, value):
@@ -2143,7 +1689,7 @@ cdef class NewOrderBuilder(_Writer):
     property quantity:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 30
-            _st_u32(q, value)
+            _s.st_u32(q, value)
 
     property stop_price:
         def __set__(self, value):
@@ -2152,7 +1698,7 @@ cdef class NewOrderBuilder(_Writer):
                 memset(q, 0, 9)
                 return
             q[0] = 1
-            _st_i64(q + 1, value)
+            _s.st_i64(q + 1, value)
 
     property inst:
         def __set__(self, value):
@@ -2166,18 +1712,18 @@ cdef class NewOrderBuilder(_Writer):
                 memset(q, 0, 9)
                 return
             q[0] = 1
-            _st_u64(q + 1, value)
+            _s.st_u64(q + 1, value)
 
     def legs(self, Py_ssize_t count):
         """Start group ``legs`` with ``count`` entries; returns its builder (call
         ``next()`` on it before each entry)."""
         cdef NewOrderLegsBuilder b
         cdef uint8_t* q
-        if count < 0 or count > _U32_MAX:
+        if count < 0 or count > _s.U32_MAX:
             raise ValueError(f"NewOrder.legs: bad entry count {count}")
         self._enter(0, "legs")
-        q = _empty_group(self._c, 11, 1, 0, "NewOrder.legs")
-        _st_u32(q + 4, <uint32_t>count)
+        q = _s.empty_group(self._c, 11, 1, 0, "NewOrder.legs")
+        _s.st_u32(q + 4, <uint32_t>count)
         b = NewOrderLegsBuilder.__new__(NewOrderLegsBuilder)
         b._c = self._c
         b._count = count
@@ -2192,9 +1738,9 @@ cdef class NewOrderBuilder(_Writer):
             cdef Py_ssize_t size
             cdef uint8_t* q
             self._enter(1, "account")
-            size = _var_size(value, "NewOrder.account")
+            size = _s.var_size(value, "NewOrder.account")
             q = self._c.reserve(size, "NewOrder.account")
-            _st_string(q, q + size, value)
+            _s.st_string(q, q + size, value)
             self._stage = 2
 
     property memo:
@@ -2202,9 +1748,9 @@ cdef class NewOrderBuilder(_Writer):
             cdef Py_ssize_t size
             cdef uint8_t* q
             self._enter(2, "memo")
-            size = _bytes_size(value, "NewOrder.memo")
+            size = _s.bytes_size(value, "NewOrder.memo")
             q = self._c.reserve(size, "NewOrder.memo")
-            _st_bytes(q, q + size, value)
+            _s.st_bytes(q, q + size, value)
             self._stage = 3
 
 
@@ -2260,83 +1806,83 @@ cdef class NewOrder:
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _HEADER + 54 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 54 + 2 + self._tail_size()
         cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _st_u16(q, 54)
-        _st_u16(q + 2, 1)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 54] = 1
-        q[_HEADER + 54 + 1] = 2
-        self._write_tail(q + _HEADER + 54 + 2, q + n)
+        _s.st_u16(q, 54)
+        _s.st_u16(q + 2, 1)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 54] = 1
+        q[_s.HEADER + 54 + 1] = 2
+        self._write_tail(q + _s.HEADER + 54 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
         """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _HEADER + 54 + 2 + self._tail_size()
-        cdef _Cursor c = _cursor(buf, offset)
+        cdef Py_ssize_t n = _s.HEADER + 54 + 2 + self._tail_size()
+        cdef _s.Cursor c = _s.cursor(buf, offset)
         cdef uint8_t* q = c.reserve(n, "NewOrder")
-        _st_u16(q, 54)
-        _st_u16(q + 2, 1)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 54] = 1
-        q[_HEADER + 54 + 1] = 2
-        self._write_tail(q + _HEADER + 54 + 2, q + n)
+        _s.st_u16(q, 54)
+        _s.st_u16(q + 2, 1)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 54] = 1
+        q[_s.HEADER + 54 + 1] = 2
+        self._write_tail(q + _s.HEADER + 54 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
-        _st_u64(q + 0, self.order_id)
-        _st_u32(q + 8, self.client_id)
-        _st_char(q + 12, 8, self.symbol, "NewOrder.symbol")
+        _s.st_u64(q + 0, self.order_id)
+        _s.st_u32(q + 8, self.client_id)
+        _s.st_char(q + 12, 8, self.symbol, "NewOrder.symbol")
         _wr_Side(q + 20, self.side, "NewOrder.side")
         _wr_Price(q + 21, self.price, "NewOrder.price")
-        _st_u32(q + 30, self.quantity)
+        _s.st_u32(q + 30, self.quantity)
         if self.stop_price is None:
             memset(q + 34, 0, 9)
         else:
             q[34] = 1
-            _st_i64(q + 35, self.stop_price)
+            _s.st_i64(q + 35, self.stop_price)
         _wr_ExecInst(q + 43, self.inst, "NewOrder.inst")
         if self.expire_at is None:
             memset(q + 45, 0, 9)
         else:
             q[45] = 1
-            _st_u64(q + 46, self.expire_at)
+            _s.st_u64(q + 46, self.expire_at)
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
         cdef Py_ssize_t n = 0
         cdef NewOrderLegs legs_e
         n += 8
-        if len(self.legs) > _U32_MAX:
+        if len(self.legs) > _s.U32_MAX:
             raise ValueError("NewOrder.legs: too many entries")
         for e in self.legs:
             if type(e) is not NewOrderLegs:
                 raise TypeError(f"NewOrder.legs: expected NewOrderLegs entries, got {type(e).__name__}")
             legs_e = <NewOrderLegs>e
             n += legs_e._size()
-        n += _var_size(self.account, "NewOrder.account")
-        n += _bytes_size(self.memo, "NewOrder.memo")
+        n += _s.var_size(self.account, "NewOrder.account")
+        n += _s.bytes_size(self.memo, "NewOrder.memo")
         return n
 
     cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
         if end - q < 8:
-            _changed("NewOrder")
-        _st_u16(q, 11)
+            _s.changed("NewOrder")
+        _s.st_u16(q, 11)
         q[2] = 1
         q[3] = 0
-        _st_u32(q + 4, <uint32_t>len(self.legs))
+        _s.st_u32(q + 4, <uint32_t>len(self.legs))
         q += 8
         for e in self.legs:
             if type(e) is not NewOrderLegs:
-                _changed("NewOrder")
+                _s.changed("NewOrder")
             q = (<NewOrderLegs>e)._write(q, end)
-        q = _st_string(q, end, self.account)
-        q = _st_bytes(q, end, self.memo)
+        q = _s.st_string(q, end, self.account)
+        q = _s.st_bytes(q, end, self.memo)
         return q
 
     def to_dict(self):
@@ -2391,13 +1937,13 @@ cdef object _OrderAccepted_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base,
     cdef int k, g_ng, g_nv
     cdef list g_out
     q = p + at + 0
-    v_order_id = _ld_u64(q)
+    v_order_id = _s.ld_u64(q)
     q = p + at + 8
-    v_at = _ld_u64(q)
+    v_at = _s.ld_u64(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "OrderAccepted", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "OrderAccepted", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "OrderAccepted", "", base)
+        pos = _s.skip_var(p, n, pos, "OrderAccepted", "", base)
     end[0] = pos
     return {
         "order_id": v_order_id,
@@ -2415,13 +1961,13 @@ cdef object _OrderAccepted_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base
     cdef list g_out
     cdef OrderAccepted r = OrderAccepted.__new__(OrderAccepted)
     q = p + at + 0
-    r.order_id = _ld_u64(q)
+    r.order_id = _s.ld_u64(q)
     q = p + at + 8
-    r.at = _ld_u64(q)
+    r.at = _s.ld_u64(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "OrderAccepted", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "OrderAccepted", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "OrderAccepted", "", base)
+        pos = _s.skip_var(p, n, pos, "OrderAccepted", "", base)
     end[0] = pos
     return r
 
@@ -2462,7 +2008,7 @@ cdef class OrderAcceptedView:
     @property
     def wire_version(self):
         """The schema version the writer used."""
-        return _ld_u16(self._p + 6)
+        return _s.ld_u16(self._p + 6)
 
     @property
     def wire_size(self):
@@ -2472,7 +2018,7 @@ cdef class OrderAcceptedView:
         return self._end
 
     cdef int _scan(self) except -1:
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                0, self._vat, 0, 0, "OrderAccepted",
                                "", self._base)
         return 0
@@ -2495,11 +2041,11 @@ cdef class OrderAcceptedView:
 
     cdef inline uint64_t _get_order_id(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline uint64_t _get_at(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
         return _OrderAccepted_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
@@ -2537,16 +2083,16 @@ cdef class OrderAcceptedView:
 cdef int _OrderAcceptedView_init(OrderAcceptedView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _window(size, offset, length, "OrderAccepted")
+    v._n = _s.window(size, offset, length, "OrderAccepted")
     v._p = ptr + offset
     v._base = offset
-    v._at = _HEADER
-    v._bl = _check_header(v._p, v._n, offset, 2, 16, "OrderAccepted")
-    v._ng = v._p[_HEADER + v._bl]
-    v._nv = v._p[_HEADER + v._bl + 1]
-    v._tail = _HEADER + v._bl + 2
+    v._at = _s.HEADER
+    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 2, 16, "OrderAccepted")
+    v._ng = v._p[_s.HEADER + v._bl]
+    v._nv = v._p[_s.HEADER + v._bl + 1]
+    v._tail = _s.HEADER + v._bl + 2
     v._end = -1
     return 0
 
@@ -2558,7 +2104,7 @@ cdef OrderAcceptedView _OrderAcceptedView_wrap(object buf, Py_ssize_t offset, Py
 
 
 @cython.final
-cdef class OrderAcceptedBuilder(_Writer):
+cdef class OrderAcceptedBuilder(_s.Writer):
     """Writes a OrderAccepted straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
@@ -2566,16 +2112,16 @@ cdef class OrderAcceptedBuilder(_Writer):
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
-        self._c = _cursor(buf, offset)
-        q = self._c.reserve(_HEADER + 16 + 2, "OrderAccepted")
-        _st_u16(q, 16)
-        _st_u16(q + 2, 2)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        memset(q + _HEADER, 0, 16)
-        q[_HEADER + 16] = 0
-        q[_HEADER + 16 + 1] = 0
-        self._at = offset + _HEADER
+        self._c = _s.cursor(buf, offset)
+        q = self._c.reserve(_s.HEADER + 16 + 2, "OrderAccepted")
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 2)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        memset(q + _s.HEADER, 0, 16)
+        q[_s.HEADER + 16] = 0
+        q[_s.HEADER + 16 + 1] = 0
+        self._at = offset + _s.HEADER
         self._stage = 0
         self._path = "OrderAccepted"
 
@@ -2597,7 +2143,7 @@ cdef class OrderAcceptedBuilder(_Writer):
             self._child._done()
             self._child = None
         while self._stage < stage:
-            _empty_var(self._c, "OrderAccepted")
+            _s.empty_var(self._c, "OrderAccepted")
             self._stage += 1
         return 0
 
@@ -2612,12 +2158,12 @@ cdef class OrderAcceptedBuilder(_Writer):
     property order_id:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 0
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property at:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 8
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
 
 @cython.final
@@ -2652,37 +2198,37 @@ cdef class OrderAccepted:
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _HEADER + 16 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
         cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _st_u16(q, 16)
-        _st_u16(q + 2, 2)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 16] = 0
-        q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2, q + n)
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 2)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 16] = 0
+        q[_s.HEADER + 16 + 1] = 0
+        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
         """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _HEADER + 16 + 2 + self._tail_size()
-        cdef _Cursor c = _cursor(buf, offset)
+        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
+        cdef _s.Cursor c = _s.cursor(buf, offset)
         cdef uint8_t* q = c.reserve(n, "OrderAccepted")
-        _st_u16(q, 16)
-        _st_u16(q + 2, 2)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 16] = 0
-        q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2, q + n)
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 2)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 16] = 0
+        q[_s.HEADER + 16 + 1] = 0
+        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
-        _st_u64(q + 0, self.order_id)
-        _st_u64(q + 8, self.at)
+        _s.st_u64(q + 0, self.order_id)
+        _s.st_u64(q + 8, self.at)
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
@@ -2730,21 +2276,21 @@ cdef object _OrderRejected_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base,
     cdef int k, g_ng, g_nv
     cdef list g_out
     q = p + at + 0
-    v_order_id = _ld_u64(q)
+    v_order_id = _s.ld_u64(q)
     q = p + at + 8
-    v_at = _ld_u64(q)
+    v_at = _s.ld_u64(q)
     q = p + at + 16
     v_reason = _rd_RejectReason(q, "OrderRejected", "reason", base + at + 16)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "OrderRejected", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "OrderRejected", "", base)
     if nv > 0:
         start = pos
-        pos = _skip_var(p, n, pos, "OrderRejected", "text", base)
-        v_text = _ld_string(p + start + 4, pos - start - 4, "OrderRejected", "text", base + start + 4)
+        pos = _s.skip_var(p, n, pos, "OrderRejected", "text", base)
+        v_text = _s.ld_string(p + start + 4, pos - start - 4, "OrderRejected", "text", base + start + 4)
     else:
         v_text = ""
     for k in range(1, nv):
-        pos = _skip_var(p, n, pos, "OrderRejected", "", base)
+        pos = _s.skip_var(p, n, pos, "OrderRejected", "", base)
     end[0] = pos
     return {
         "order_id": v_order_id,
@@ -2764,21 +2310,21 @@ cdef object _OrderRejected_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base
     cdef list g_out
     cdef OrderRejected r = OrderRejected.__new__(OrderRejected)
     q = p + at + 0
-    r.order_id = _ld_u64(q)
+    r.order_id = _s.ld_u64(q)
     q = p + at + 8
-    r.at = _ld_u64(q)
+    r.at = _s.ld_u64(q)
     q = p + at + 16
     r.reason = _rd_RejectReason(q, "OrderRejected", "reason", base + at + 16)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "OrderRejected", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "OrderRejected", "", base)
     if nv > 0:
         start = pos
-        pos = _skip_var(p, n, pos, "OrderRejected", "text", base)
-        v_text = _ld_string(p + start + 4, pos - start - 4, "OrderRejected", "text", base + start + 4)
+        pos = _s.skip_var(p, n, pos, "OrderRejected", "text", base)
+        v_text = _s.ld_string(p + start + 4, pos - start - 4, "OrderRejected", "text", base + start + 4)
     else:
         v_text = ""
     for k in range(1, nv):
-        pos = _skip_var(p, n, pos, "OrderRejected", "", base)
+        pos = _s.skip_var(p, n, pos, "OrderRejected", "", base)
     end[0] = pos
     r.text = v_text
     return r
@@ -2820,7 +2366,7 @@ cdef class OrderRejectedView:
     @property
     def wire_version(self):
         """The schema version the writer used."""
-        return _ld_u16(self._p + 6)
+        return _s.ld_u16(self._p + 6)
 
     @property
     def wire_size(self):
@@ -2830,7 +2376,7 @@ cdef class OrderRejectedView:
         return self._end
 
     cdef int _scan(self) except -1:
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                0, self._vat, 1, 0, "OrderRejected",
                                "", self._base)
         return 0
@@ -2869,11 +2415,11 @@ cdef class OrderRejectedView:
 
     cdef inline uint64_t _get_order_id(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline uint64_t _get_at(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline object _get_reason(self):
         cdef const uint8_t* q = self._p + self._at + 16
@@ -2889,8 +2435,8 @@ cdef class OrderRejectedView:
         cdef uint32_t size
         if pos < 0:
             return ""
-        size = _ld_u32(self._p + pos)
-        return _ld_string(self._p + pos + 4, size, "OrderRejected", "text", self._base + pos + 4)
+        size = _s.ld_u32(self._p + pos)
+        return _s.ld_string(self._p + pos + 4, size, "OrderRejected", "text", self._base + pos + 4)
 
     cdef object _dict_end(self, Py_ssize_t* end):
         return _OrderRejected_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
@@ -2928,16 +2474,16 @@ cdef class OrderRejectedView:
 cdef int _OrderRejectedView_init(OrderRejectedView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _window(size, offset, length, "OrderRejected")
+    v._n = _s.window(size, offset, length, "OrderRejected")
     v._p = ptr + offset
     v._base = offset
-    v._at = _HEADER
-    v._bl = _check_header(v._p, v._n, offset, 3, 17, "OrderRejected")
-    v._ng = v._p[_HEADER + v._bl]
-    v._nv = v._p[_HEADER + v._bl + 1]
-    v._tail = _HEADER + v._bl + 2
+    v._at = _s.HEADER
+    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 3, 17, "OrderRejected")
+    v._ng = v._p[_s.HEADER + v._bl]
+    v._nv = v._p[_s.HEADER + v._bl + 1]
+    v._tail = _s.HEADER + v._bl + 2
     v._end = -1
     return 0
 
@@ -2949,7 +2495,7 @@ cdef OrderRejectedView _OrderRejectedView_wrap(object buf, Py_ssize_t offset, Py
 
 
 @cython.final
-cdef class OrderRejectedBuilder(_Writer):
+cdef class OrderRejectedBuilder(_s.Writer):
     """Writes a OrderRejected straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
@@ -2957,16 +2503,16 @@ cdef class OrderRejectedBuilder(_Writer):
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
-        self._c = _cursor(buf, offset)
-        q = self._c.reserve(_HEADER + 17 + 2, "OrderRejected")
-        _st_u16(q, 17)
-        _st_u16(q + 2, 3)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        memset(q + _HEADER, 0, 17)
-        q[_HEADER + 17] = 0
-        q[_HEADER + 17 + 1] = 1
-        self._at = offset + _HEADER
+        self._c = _s.cursor(buf, offset)
+        q = self._c.reserve(_s.HEADER + 17 + 2, "OrderRejected")
+        _s.st_u16(q, 17)
+        _s.st_u16(q + 2, 3)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        memset(q + _s.HEADER, 0, 17)
+        q[_s.HEADER + 17] = 0
+        q[_s.HEADER + 17 + 1] = 1
+        self._at = offset + _s.HEADER
         self._stage = 0
         self._path = "OrderRejected"
 
@@ -2988,7 +2534,7 @@ cdef class OrderRejectedBuilder(_Writer):
             self._child._done()
             self._child = None
         while self._stage < stage:
-            _empty_var(self._c, "OrderRejected")
+            _s.empty_var(self._c, "OrderRejected")
             self._stage += 1
         return 0
 
@@ -3003,12 +2549,12 @@ cdef class OrderRejectedBuilder(_Writer):
     property order_id:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 0
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property at:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 8
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property reason:
         def __set__(self, value):
@@ -3020,9 +2566,9 @@ cdef class OrderRejectedBuilder(_Writer):
             cdef Py_ssize_t size
             cdef uint8_t* q
             self._enter(0, "text")
-            size = _var_size(value, "OrderRejected.text")
+            size = _s.var_size(value, "OrderRejected.text")
             q = self._c.reserve(size, "OrderRejected.text")
-            _st_string(q, q + size, value)
+            _s.st_string(q, q + size, value)
             self._stage = 1
 
 
@@ -3062,47 +2608,47 @@ cdef class OrderRejected:
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _HEADER + 17 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 17 + 2 + self._tail_size()
         cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _st_u16(q, 17)
-        _st_u16(q + 2, 3)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 17] = 0
-        q[_HEADER + 17 + 1] = 1
-        self._write_tail(q + _HEADER + 17 + 2, q + n)
+        _s.st_u16(q, 17)
+        _s.st_u16(q + 2, 3)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 17] = 0
+        q[_s.HEADER + 17 + 1] = 1
+        self._write_tail(q + _s.HEADER + 17 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
         """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _HEADER + 17 + 2 + self._tail_size()
-        cdef _Cursor c = _cursor(buf, offset)
+        cdef Py_ssize_t n = _s.HEADER + 17 + 2 + self._tail_size()
+        cdef _s.Cursor c = _s.cursor(buf, offset)
         cdef uint8_t* q = c.reserve(n, "OrderRejected")
-        _st_u16(q, 17)
-        _st_u16(q + 2, 3)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 17] = 0
-        q[_HEADER + 17 + 1] = 1
-        self._write_tail(q + _HEADER + 17 + 2, q + n)
+        _s.st_u16(q, 17)
+        _s.st_u16(q + 2, 3)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 17] = 0
+        q[_s.HEADER + 17 + 1] = 1
+        self._write_tail(q + _s.HEADER + 17 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
-        _st_u64(q + 0, self.order_id)
-        _st_u64(q + 8, self.at)
+        _s.st_u64(q + 0, self.order_id)
+        _s.st_u64(q + 8, self.at)
         _wr_RejectReason(q + 16, self.reason, "OrderRejected.reason")
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
         cdef Py_ssize_t n = 0
-        n += _var_size(self.text, "OrderRejected.text")
+        n += _s.var_size(self.text, "OrderRejected.text")
         return n
 
     cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
-        q = _st_string(q, end, self.text)
+        q = _s.st_string(q, end, self.text)
         return q
 
     def to_dict(self):
@@ -3145,13 +2691,13 @@ cdef object _CancelOrder_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, P
     cdef int k, g_ng, g_nv
     cdef list g_out
     q = p + at + 0
-    v_order_id = _ld_u64(q)
+    v_order_id = _s.ld_u64(q)
     q = p + at + 8
-    v_client_id = _ld_u32(q)
+    v_client_id = _s.ld_u32(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "CancelOrder", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "CancelOrder", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "CancelOrder", "", base)
+        pos = _s.skip_var(p, n, pos, "CancelOrder", "", base)
     end[0] = pos
     return {
         "order_id": v_order_id,
@@ -3169,13 +2715,13 @@ cdef object _CancelOrder_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, 
     cdef list g_out
     cdef CancelOrder r = CancelOrder.__new__(CancelOrder)
     q = p + at + 0
-    r.order_id = _ld_u64(q)
+    r.order_id = _s.ld_u64(q)
     q = p + at + 8
-    r.client_id = _ld_u32(q)
+    r.client_id = _s.ld_u32(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "CancelOrder", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "CancelOrder", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "CancelOrder", "", base)
+        pos = _s.skip_var(p, n, pos, "CancelOrder", "", base)
     end[0] = pos
     return r
 
@@ -3216,7 +2762,7 @@ cdef class CancelOrderView:
     @property
     def wire_version(self):
         """The schema version the writer used."""
-        return _ld_u16(self._p + 6)
+        return _s.ld_u16(self._p + 6)
 
     @property
     def wire_size(self):
@@ -3226,7 +2772,7 @@ cdef class CancelOrderView:
         return self._end
 
     cdef int _scan(self) except -1:
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                0, self._vat, 0, 0, "CancelOrder",
                                "", self._base)
         return 0
@@ -3249,11 +2795,11 @@ cdef class CancelOrderView:
 
     cdef inline uint64_t _get_order_id(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline uint32_t _get_client_id(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u32(q)
+        return _s.ld_u32(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
         return _CancelOrder_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
@@ -3291,16 +2837,16 @@ cdef class CancelOrderView:
 cdef int _CancelOrderView_init(CancelOrderView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _window(size, offset, length, "CancelOrder")
+    v._n = _s.window(size, offset, length, "CancelOrder")
     v._p = ptr + offset
     v._base = offset
-    v._at = _HEADER
-    v._bl = _check_header(v._p, v._n, offset, 4, 12, "CancelOrder")
-    v._ng = v._p[_HEADER + v._bl]
-    v._nv = v._p[_HEADER + v._bl + 1]
-    v._tail = _HEADER + v._bl + 2
+    v._at = _s.HEADER
+    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 4, 12, "CancelOrder")
+    v._ng = v._p[_s.HEADER + v._bl]
+    v._nv = v._p[_s.HEADER + v._bl + 1]
+    v._tail = _s.HEADER + v._bl + 2
     v._end = -1
     return 0
 
@@ -3312,7 +2858,7 @@ cdef CancelOrderView _CancelOrderView_wrap(object buf, Py_ssize_t offset, Py_ssi
 
 
 @cython.final
-cdef class CancelOrderBuilder(_Writer):
+cdef class CancelOrderBuilder(_s.Writer):
     """Writes a CancelOrder straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
@@ -3320,16 +2866,16 @@ cdef class CancelOrderBuilder(_Writer):
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
-        self._c = _cursor(buf, offset)
-        q = self._c.reserve(_HEADER + 12 + 2, "CancelOrder")
-        _st_u16(q, 12)
-        _st_u16(q + 2, 4)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        memset(q + _HEADER, 0, 12)
-        q[_HEADER + 12] = 0
-        q[_HEADER + 12 + 1] = 0
-        self._at = offset + _HEADER
+        self._c = _s.cursor(buf, offset)
+        q = self._c.reserve(_s.HEADER + 12 + 2, "CancelOrder")
+        _s.st_u16(q, 12)
+        _s.st_u16(q + 2, 4)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        memset(q + _s.HEADER, 0, 12)
+        q[_s.HEADER + 12] = 0
+        q[_s.HEADER + 12 + 1] = 0
+        self._at = offset + _s.HEADER
         self._stage = 0
         self._path = "CancelOrder"
 
@@ -3351,7 +2897,7 @@ cdef class CancelOrderBuilder(_Writer):
             self._child._done()
             self._child = None
         while self._stage < stage:
-            _empty_var(self._c, "CancelOrder")
+            _s.empty_var(self._c, "CancelOrder")
             self._stage += 1
         return 0
 
@@ -3366,12 +2912,12 @@ cdef class CancelOrderBuilder(_Writer):
     property order_id:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 0
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property client_id:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 8
-            _st_u32(q, value)
+            _s.st_u32(q, value)
 
 
 @cython.final
@@ -3406,37 +2952,37 @@ cdef class CancelOrder:
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _HEADER + 12 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 12 + 2 + self._tail_size()
         cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _st_u16(q, 12)
-        _st_u16(q + 2, 4)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 12] = 0
-        q[_HEADER + 12 + 1] = 0
-        self._write_tail(q + _HEADER + 12 + 2, q + n)
+        _s.st_u16(q, 12)
+        _s.st_u16(q + 2, 4)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 12] = 0
+        q[_s.HEADER + 12 + 1] = 0
+        self._write_tail(q + _s.HEADER + 12 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
         """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _HEADER + 12 + 2 + self._tail_size()
-        cdef _Cursor c = _cursor(buf, offset)
+        cdef Py_ssize_t n = _s.HEADER + 12 + 2 + self._tail_size()
+        cdef _s.Cursor c = _s.cursor(buf, offset)
         cdef uint8_t* q = c.reserve(n, "CancelOrder")
-        _st_u16(q, 12)
-        _st_u16(q + 2, 4)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 12] = 0
-        q[_HEADER + 12 + 1] = 0
-        self._write_tail(q + _HEADER + 12 + 2, q + n)
+        _s.st_u16(q, 12)
+        _s.st_u16(q + 2, 4)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 12] = 0
+        q[_s.HEADER + 12 + 1] = 0
+        self._write_tail(q + _s.HEADER + 12 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
-        _st_u64(q + 0, self.order_id)
-        _st_u32(q + 8, self.client_id)
+        _s.st_u64(q + 0, self.order_id)
+        _s.st_u32(q + 8, self.client_id)
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
@@ -3484,15 +3030,15 @@ cdef object _OrderCancelled_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base
     cdef int k, g_ng, g_nv
     cdef list g_out
     q = p + at + 0
-    v_order_id = _ld_u64(q)
+    v_order_id = _s.ld_u64(q)
     q = p + at + 8
-    v_at = _ld_u64(q)
+    v_at = _s.ld_u64(q)
     q = p + at + 16
-    v_cancelled_quantity = _ld_u32(q)
+    v_cancelled_quantity = _s.ld_u32(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "OrderCancelled", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "OrderCancelled", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "OrderCancelled", "", base)
+        pos = _s.skip_var(p, n, pos, "OrderCancelled", "", base)
     end[0] = pos
     return {
         "order_id": v_order_id,
@@ -3511,15 +3057,15 @@ cdef object _OrderCancelled_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t bas
     cdef list g_out
     cdef OrderCancelled r = OrderCancelled.__new__(OrderCancelled)
     q = p + at + 0
-    r.order_id = _ld_u64(q)
+    r.order_id = _s.ld_u64(q)
     q = p + at + 8
-    r.at = _ld_u64(q)
+    r.at = _s.ld_u64(q)
     q = p + at + 16
-    r.cancelled_quantity = _ld_u32(q)
+    r.cancelled_quantity = _s.ld_u32(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "OrderCancelled", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "OrderCancelled", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "OrderCancelled", "", base)
+        pos = _s.skip_var(p, n, pos, "OrderCancelled", "", base)
     end[0] = pos
     return r
 
@@ -3560,7 +3106,7 @@ cdef class OrderCancelledView:
     @property
     def wire_version(self):
         """The schema version the writer used."""
-        return _ld_u16(self._p + 6)
+        return _s.ld_u16(self._p + 6)
 
     @property
     def wire_size(self):
@@ -3570,7 +3116,7 @@ cdef class OrderCancelledView:
         return self._end
 
     cdef int _scan(self) except -1:
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                0, self._vat, 0, 0, "OrderCancelled",
                                "", self._base)
         return 0
@@ -3601,15 +3147,15 @@ cdef class OrderCancelledView:
 
     cdef inline uint64_t _get_order_id(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline uint64_t _get_at(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline uint32_t _get_cancelled_quantity(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 16
-        return _ld_u32(q)
+        return _s.ld_u32(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
         return _OrderCancelled_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
@@ -3647,16 +3193,16 @@ cdef class OrderCancelledView:
 cdef int _OrderCancelledView_init(OrderCancelledView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _window(size, offset, length, "OrderCancelled")
+    v._n = _s.window(size, offset, length, "OrderCancelled")
     v._p = ptr + offset
     v._base = offset
-    v._at = _HEADER
-    v._bl = _check_header(v._p, v._n, offset, 5, 20, "OrderCancelled")
-    v._ng = v._p[_HEADER + v._bl]
-    v._nv = v._p[_HEADER + v._bl + 1]
-    v._tail = _HEADER + v._bl + 2
+    v._at = _s.HEADER
+    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 5, 20, "OrderCancelled")
+    v._ng = v._p[_s.HEADER + v._bl]
+    v._nv = v._p[_s.HEADER + v._bl + 1]
+    v._tail = _s.HEADER + v._bl + 2
     v._end = -1
     return 0
 
@@ -3668,7 +3214,7 @@ cdef OrderCancelledView _OrderCancelledView_wrap(object buf, Py_ssize_t offset, 
 
 
 @cython.final
-cdef class OrderCancelledBuilder(_Writer):
+cdef class OrderCancelledBuilder(_s.Writer):
     """Writes a OrderCancelled straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
@@ -3676,16 +3222,16 @@ cdef class OrderCancelledBuilder(_Writer):
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
-        self._c = _cursor(buf, offset)
-        q = self._c.reserve(_HEADER + 20 + 2, "OrderCancelled")
-        _st_u16(q, 20)
-        _st_u16(q + 2, 5)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        memset(q + _HEADER, 0, 20)
-        q[_HEADER + 20] = 0
-        q[_HEADER + 20 + 1] = 0
-        self._at = offset + _HEADER
+        self._c = _s.cursor(buf, offset)
+        q = self._c.reserve(_s.HEADER + 20 + 2, "OrderCancelled")
+        _s.st_u16(q, 20)
+        _s.st_u16(q + 2, 5)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        memset(q + _s.HEADER, 0, 20)
+        q[_s.HEADER + 20] = 0
+        q[_s.HEADER + 20 + 1] = 0
+        self._at = offset + _s.HEADER
         self._stage = 0
         self._path = "OrderCancelled"
 
@@ -3707,7 +3253,7 @@ cdef class OrderCancelledBuilder(_Writer):
             self._child._done()
             self._child = None
         while self._stage < stage:
-            _empty_var(self._c, "OrderCancelled")
+            _s.empty_var(self._c, "OrderCancelled")
             self._stage += 1
         return 0
 
@@ -3722,17 +3268,17 @@ cdef class OrderCancelledBuilder(_Writer):
     property order_id:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 0
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property at:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 8
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property cancelled_quantity:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 16
-            _st_u32(q, value)
+            _s.st_u32(q, value)
 
 
 @cython.final
@@ -3769,38 +3315,38 @@ cdef class OrderCancelled:
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _HEADER + 20 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 20 + 2 + self._tail_size()
         cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _st_u16(q, 20)
-        _st_u16(q + 2, 5)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 20] = 0
-        q[_HEADER + 20 + 1] = 0
-        self._write_tail(q + _HEADER + 20 + 2, q + n)
+        _s.st_u16(q, 20)
+        _s.st_u16(q + 2, 5)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 20] = 0
+        q[_s.HEADER + 20 + 1] = 0
+        self._write_tail(q + _s.HEADER + 20 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
         """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _HEADER + 20 + 2 + self._tail_size()
-        cdef _Cursor c = _cursor(buf, offset)
+        cdef Py_ssize_t n = _s.HEADER + 20 + 2 + self._tail_size()
+        cdef _s.Cursor c = _s.cursor(buf, offset)
         cdef uint8_t* q = c.reserve(n, "OrderCancelled")
-        _st_u16(q, 20)
-        _st_u16(q + 2, 5)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 20] = 0
-        q[_HEADER + 20 + 1] = 0
-        self._write_tail(q + _HEADER + 20 + 2, q + n)
+        _s.st_u16(q, 20)
+        _s.st_u16(q + 2, 5)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 20] = 0
+        q[_s.HEADER + 20 + 1] = 0
+        self._write_tail(q + _s.HEADER + 20 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
-        _st_u64(q + 0, self.order_id)
-        _st_u64(q + 8, self.at)
-        _st_u32(q + 16, self.cancelled_quantity)
+        _s.st_u64(q + 0, self.order_id)
+        _s.st_u64(q + 8, self.at)
+        _s.st_u32(q + 16, self.cancelled_quantity)
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
@@ -3849,25 +3395,25 @@ cdef object _Trade_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssiz
     cdef int k, g_ng, g_nv
     cdef list g_out
     q = p + at + 0
-    v_trade_id = _ld_u64(q)
+    v_trade_id = _s.ld_u64(q)
     q = p + at + 8
-    v_symbol = _ld_char(q, 8, "Trade", "symbol", base + at + 8)
+    v_symbol = _s.ld_char(q, 8, "Trade", "symbol", base + at + 8)
     q = p + at + 16
     v_price = _rd_Price(q, "Trade", "price", base + at + 16)._dict()
     q = p + at + 25
-    v_quantity = _ld_u32(q)
+    v_quantity = _s.ld_u32(q)
     q = p + at + 29
-    v_buy_order_id = _ld_u64(q)
+    v_buy_order_id = _s.ld_u64(q)
     q = p + at + 37
-    v_sell_order_id = _ld_u64(q)
+    v_sell_order_id = _s.ld_u64(q)
     q = p + at + 45
     v_aggressor = _rd_Side(q, "Trade", "aggressor", base + at + 45)
     q = p + at + 46
-    v_at = _ld_u64(q)
+    v_at = _s.ld_u64(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "Trade", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "Trade", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "Trade", "", base)
+        pos = _s.skip_var(p, n, pos, "Trade", "", base)
     end[0] = pos
     return {
         "trade_id": v_trade_id,
@@ -3891,25 +3437,25 @@ cdef object _Trade_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssi
     cdef list g_out
     cdef Trade r = Trade.__new__(Trade)
     q = p + at + 0
-    r.trade_id = _ld_u64(q)
+    r.trade_id = _s.ld_u64(q)
     q = p + at + 8
-    r.symbol = _ld_char(q, 8, "Trade", "symbol", base + at + 8)
+    r.symbol = _s.ld_char(q, 8, "Trade", "symbol", base + at + 8)
     q = p + at + 16
     r.price = _rd_Price(q, "Trade", "price", base + at + 16)
     q = p + at + 25
-    r.quantity = _ld_u32(q)
+    r.quantity = _s.ld_u32(q)
     q = p + at + 29
-    r.buy_order_id = _ld_u64(q)
+    r.buy_order_id = _s.ld_u64(q)
     q = p + at + 37
-    r.sell_order_id = _ld_u64(q)
+    r.sell_order_id = _s.ld_u64(q)
     q = p + at + 45
     r.aggressor = _rd_Side(q, "Trade", "aggressor", base + at + 45)
     q = p + at + 46
-    r.at = _ld_u64(q)
+    r.at = _s.ld_u64(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "Trade", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "Trade", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "Trade", "", base)
+        pos = _s.skip_var(p, n, pos, "Trade", "", base)
     end[0] = pos
     return r
 
@@ -3950,7 +3496,7 @@ cdef class TradeView:
     @property
     def wire_version(self):
         """The schema version the writer used."""
-        return _ld_u16(self._p + 6)
+        return _s.ld_u16(self._p + 6)
 
     @property
     def wire_size(self):
@@ -3960,7 +3506,7 @@ cdef class TradeView:
         return self._end
 
     cdef int _scan(self) except -1:
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                0, self._vat, 0, 0, "Trade",
                                "", self._base)
         return 0
@@ -4031,11 +3577,11 @@ cdef class TradeView:
 
     cdef inline uint64_t _get_trade_id(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline object _get_symbol(self):
         cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_char(q, 8, "Trade", "symbol", self._base + self._at + 8)
+        return _s.ld_char(q, 8, "Trade", "symbol", self._base + self._at + 8)
 
     cdef inline object _get_price(self):
         cdef const uint8_t* q = self._p + self._at + 16
@@ -4043,15 +3589,15 @@ cdef class TradeView:
 
     cdef inline uint32_t _get_quantity(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 25
-        return _ld_u32(q)
+        return _s.ld_u32(q)
 
     cdef inline uint64_t _get_buy_order_id(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 29
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline uint64_t _get_sell_order_id(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 37
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline object _get_aggressor(self):
         cdef const uint8_t* q = self._p + self._at + 45
@@ -4059,7 +3605,7 @@ cdef class TradeView:
 
     cdef inline uint64_t _get_at(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 46
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
         return _Trade_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
@@ -4097,16 +3643,16 @@ cdef class TradeView:
 cdef int _TradeView_init(TradeView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _window(size, offset, length, "Trade")
+    v._n = _s.window(size, offset, length, "Trade")
     v._p = ptr + offset
     v._base = offset
-    v._at = _HEADER
-    v._bl = _check_header(v._p, v._n, offset, 6, 54, "Trade")
-    v._ng = v._p[_HEADER + v._bl]
-    v._nv = v._p[_HEADER + v._bl + 1]
-    v._tail = _HEADER + v._bl + 2
+    v._at = _s.HEADER
+    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 6, 54, "Trade")
+    v._ng = v._p[_s.HEADER + v._bl]
+    v._nv = v._p[_s.HEADER + v._bl + 1]
+    v._tail = _s.HEADER + v._bl + 2
     v._end = -1
     return 0
 
@@ -4118,7 +3664,7 @@ cdef TradeView _TradeView_wrap(object buf, Py_ssize_t offset, Py_ssize_t length)
 
 
 @cython.final
-cdef class TradeBuilder(_Writer):
+cdef class TradeBuilder(_s.Writer):
     """Writes a Trade straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
@@ -4126,16 +3672,16 @@ cdef class TradeBuilder(_Writer):
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
-        self._c = _cursor(buf, offset)
-        q = self._c.reserve(_HEADER + 54 + 2, "Trade")
-        _st_u16(q, 54)
-        _st_u16(q + 2, 6)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        memset(q + _HEADER, 0, 54)
-        q[_HEADER + 54] = 0
-        q[_HEADER + 54 + 1] = 0
-        self._at = offset + _HEADER
+        self._c = _s.cursor(buf, offset)
+        q = self._c.reserve(_s.HEADER + 54 + 2, "Trade")
+        _s.st_u16(q, 54)
+        _s.st_u16(q + 2, 6)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        memset(q + _s.HEADER, 0, 54)
+        q[_s.HEADER + 54] = 0
+        q[_s.HEADER + 54 + 1] = 0
+        self._at = offset + _s.HEADER
         self._stage = 0
         self._path = "Trade"
 
@@ -4157,7 +3703,7 @@ cdef class TradeBuilder(_Writer):
             self._child._done()
             self._child = None
         while self._stage < stage:
-            _empty_var(self._c, "Trade")
+            _s.empty_var(self._c, "Trade")
             self._stage += 1
         return 0
 
@@ -4172,12 +3718,12 @@ cdef class TradeBuilder(_Writer):
     property trade_id:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 0
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property symbol:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 8
-            _st_char(q, 8, value, "Trade.symbol")
+            _s.st_char(q, 8, value, "Trade.symbol")
 
     property price:
         def __set__(self, value):
@@ -4187,17 +3733,17 @@ cdef class TradeBuilder(_Writer):
     property quantity:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 25
-            _st_u32(q, value)
+            _s.st_u32(q, value)
 
     property buy_order_id:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 29
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property sell_order_id:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 37
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property aggressor:
         def __set__(self, value):
@@ -4207,7 +3753,7 @@ cdef class TradeBuilder(_Writer):
     property at:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 46
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
 
 @cython.final
@@ -4254,43 +3800,43 @@ cdef class Trade:
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _HEADER + 54 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 54 + 2 + self._tail_size()
         cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _st_u16(q, 54)
-        _st_u16(q + 2, 6)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 54] = 0
-        q[_HEADER + 54 + 1] = 0
-        self._write_tail(q + _HEADER + 54 + 2, q + n)
+        _s.st_u16(q, 54)
+        _s.st_u16(q + 2, 6)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 54] = 0
+        q[_s.HEADER + 54 + 1] = 0
+        self._write_tail(q + _s.HEADER + 54 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
         """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _HEADER + 54 + 2 + self._tail_size()
-        cdef _Cursor c = _cursor(buf, offset)
+        cdef Py_ssize_t n = _s.HEADER + 54 + 2 + self._tail_size()
+        cdef _s.Cursor c = _s.cursor(buf, offset)
         cdef uint8_t* q = c.reserve(n, "Trade")
-        _st_u16(q, 54)
-        _st_u16(q + 2, 6)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 54] = 0
-        q[_HEADER + 54 + 1] = 0
-        self._write_tail(q + _HEADER + 54 + 2, q + n)
+        _s.st_u16(q, 54)
+        _s.st_u16(q + 2, 6)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 54] = 0
+        q[_s.HEADER + 54 + 1] = 0
+        self._write_tail(q + _s.HEADER + 54 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
-        _st_u64(q + 0, self.trade_id)
-        _st_char(q + 8, 8, self.symbol, "Trade.symbol")
+        _s.st_u64(q + 0, self.trade_id)
+        _s.st_char(q + 8, 8, self.symbol, "Trade.symbol")
         _wr_Price(q + 16, self.price, "Trade.price")
-        _st_u32(q + 25, self.quantity)
-        _st_u64(q + 29, self.buy_order_id)
-        _st_u64(q + 37, self.sell_order_id)
+        _s.st_u32(q + 25, self.quantity)
+        _s.st_u64(q + 29, self.buy_order_id)
+        _s.st_u64(q + 37, self.sell_order_id)
         _wr_Side(q + 45, self.aggressor, "Trade.aggressor")
-        _st_u64(q + 46, self.at)
+        _s.st_u64(q + 46, self.at)
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
@@ -4346,19 +3892,19 @@ cdef object _BookUpdateLevels_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t ba
     cdef int k, g_ng, g_nv
     cdef list g_out
     if n - at < bl:
-        _truncated("BookUpdate", "levels", base + at, "group entry")
+        _s.truncated("BookUpdate", "levels", base + at, "group entry")
     q = p + at + 0
     v_side = _rd_BookSide(q, "BookUpdate", "levels.side", base + at + 0)
     q = p + at + 1
     v_price = _rd_Price(q, "BookUpdate", "levels.price", base + at + 1)._dict()
     q = p + at + 10
-    v_quantity = _ld_u64(q)
+    v_quantity = _s.ld_u64(q)
     q = p + at + 18
-    v_orders = _ld_u32(q)
+    v_orders = _s.ld_u32(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 2, "BookUpdate", "levels", base)
+        pos = _s.skip_group(p, n, pos, 2, "BookUpdate", "levels", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "BookUpdate", "levels", base)
+        pos = _s.skip_var(p, n, pos, "BookUpdate", "levels", base)
     end[0] = pos
     return {
         "side": v_side,
@@ -4378,19 +3924,19 @@ cdef object _BookUpdateLevels_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t b
     cdef list g_out
     cdef BookUpdateLevels r = BookUpdateLevels.__new__(BookUpdateLevels)
     if n - at < bl:
-        _truncated("BookUpdate", "levels", base + at, "group entry")
+        _s.truncated("BookUpdate", "levels", base + at, "group entry")
     q = p + at + 0
     r.side = _rd_BookSide(q, "BookUpdate", "levels.side", base + at + 0)
     q = p + at + 1
     r.price = _rd_Price(q, "BookUpdate", "levels.price", base + at + 1)
     q = p + at + 10
-    r.quantity = _ld_u64(q)
+    r.quantity = _s.ld_u64(q)
     q = p + at + 18
-    r.orders = _ld_u32(q)
+    r.orders = _s.ld_u32(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 2, "BookUpdate", "levels", base)
+        pos = _s.skip_group(p, n, pos, 2, "BookUpdate", "levels", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "BookUpdate", "levels", base)
+        pos = _s.skip_var(p, n, pos, "BookUpdate", "levels", base)
     end[0] = pos
     return r
 
@@ -4417,8 +3963,8 @@ cdef class BookUpdateLevelsView:
 
     cdef int _scan(self) except -1:
         if self._n - self._at < self._bl:
-            _truncated("BookUpdate", "levels", self._base + self._at, "group entry")
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+            _s.truncated("BookUpdate", "levels", self._base + self._at, "group entry")
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                0, self._vat, 0, 1, "BookUpdate",
                                "levels", self._base)
         return 0
@@ -4465,11 +4011,11 @@ cdef class BookUpdateLevelsView:
 
     cdef inline uint64_t _get_quantity(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 10
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline uint32_t _get_orders(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 18
-        return _ld_u32(q)
+        return _s.ld_u32(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
         return _BookUpdateLevels_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
@@ -4589,7 +4135,7 @@ cdef class BookUpdateLevelsGroup:
     cdef list _dicts_end(self, Py_ssize_t* end):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
             raise DecodeError("BookUpdate", "levels", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             out.append(_BookUpdateLevels_dict(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
@@ -4599,7 +4145,7 @@ cdef class BookUpdateLevelsGroup:
     cdef list _values_end(self, Py_ssize_t* end):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
             raise DecodeError("BookUpdate", "levels", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             out.append(_BookUpdateLevels_value(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
@@ -4630,11 +4176,11 @@ cdef int _BookUpdateLevelsGroup_at(BookUpdateLevelsGroup g, object obj, object k
         g._nv = 0
     else:
         if n - pos < 8:
-            _truncated("BookUpdate", "levels", base + pos, "group header")
-        g._bl = _ld_u16(p + pos)
+            _s.truncated("BookUpdate", "levels", base + pos, "group header")
+        g._bl = _s.ld_u16(p + pos)
         g._ng = p[pos + 2]
         g._nv = p[pos + 3]
-        g._count = _ld_u32(p + pos + 4)
+        g._count = _s.ld_u32(p + pos + 4)
         g._start = pos + 8
         if g._count and g._bl < 22:
             raise DecodeError("BookUpdate", "levels", base + pos, f"entry block length {g._bl} is shorter than 22")
@@ -4643,7 +4189,7 @@ cdef int _BookUpdateLevelsGroup_at(BookUpdateLevelsGroup g, object obj, object k
 
 
 @cython.final
-cdef class BookUpdateLevelsBuilder(_Writer):
+cdef class BookUpdateLevelsBuilder(_s.Writer):
     """Writes the entries of group ``BookUpdate.levels``: call ``next()`` before each entry, then set its fields."""
 
     def __init__(self):
@@ -4688,7 +4234,7 @@ cdef class BookUpdateLevelsBuilder(_Writer):
             self._child._done()
             self._child = None
         while self._stage < stage:
-            _empty_var(self._c, "BookUpdate.levels")
+            _s.empty_var(self._c, "BookUpdate.levels")
             self._stage += 1
         return 0
 
@@ -4716,13 +4262,13 @@ cdef class BookUpdateLevelsBuilder(_Writer):
         def __set__(self, value):
             self._need_entry()
             cdef uint8_t* q = self._c.p + self._at + 10
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property orders:
         def __set__(self, value):
             self._need_entry()
             cdef uint8_t* q = self._c.p + self._at + 18
-            _st_u32(q, value)
+            _s.st_u32(q, value)
 
 
 @cython.final
@@ -4752,15 +4298,15 @@ cdef class BookUpdateLevels:
 
     cdef uint8_t* _write(self, uint8_t* q, uint8_t* end) except NULL:
         if end - q < 22:
-            _changed("BookUpdate")
+            _s.changed("BookUpdate")
         self._write_block(q)
         return self._write_tail(q + 22, end)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _wr_BookSide(q + 0, self.side, "BookUpdate.levels.side")
         _wr_Price(q + 1, self.price, "BookUpdate.levels.price")
-        _st_u64(q + 10, self.quantity)
-        _st_u32(q + 18, self.orders)
+        _s.st_u64(q + 10, self.quantity)
+        _s.st_u32(q + 18, self.orders)
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
@@ -4812,11 +4358,11 @@ cdef object _BookUpdate_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py
     cdef int k, g_ng, g_nv
     cdef list g_out
     q = p + at + 0
-    v_symbol = _ld_char(q, 8, "BookUpdate", "symbol", base + at + 0)
+    v_symbol = _s.ld_char(q, 8, "BookUpdate", "symbol", base + at + 0)
     q = p + at + 8
-    v_at = _ld_u64(q)
+    v_at = _s.ld_u64(q)
     if ng > 0:
-        pos = _group_header(p, n, pos, 22, "BookUpdate", "levels", base, &g_bl, &g_ng, &g_nv, &g_count)
+        pos = _s.group_header(p, n, pos, 22, "BookUpdate", "levels", base, &g_bl, &g_ng, &g_nv, &g_count)
         g_out = []
         for g_i in range(g_count):
             g_out.append(_BookUpdateLevels_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
@@ -4824,9 +4370,9 @@ cdef object _BookUpdate_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py
     else:
         v_levels = []
     for k in range(1, ng):
-        pos = _skip_group(p, n, pos, 1, "BookUpdate", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "BookUpdate", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "BookUpdate", "", base)
+        pos = _s.skip_var(p, n, pos, "BookUpdate", "", base)
     end[0] = pos
     return {
         "symbol": v_symbol,
@@ -4845,11 +4391,11 @@ cdef object _BookUpdate_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, P
     cdef list g_out
     cdef BookUpdate r = BookUpdate.__new__(BookUpdate)
     q = p + at + 0
-    r.symbol = _ld_char(q, 8, "BookUpdate", "symbol", base + at + 0)
+    r.symbol = _s.ld_char(q, 8, "BookUpdate", "symbol", base + at + 0)
     q = p + at + 8
-    r.at = _ld_u64(q)
+    r.at = _s.ld_u64(q)
     if ng > 0:
-        pos = _group_header(p, n, pos, 22, "BookUpdate", "levels", base, &g_bl, &g_ng, &g_nv, &g_count)
+        pos = _s.group_header(p, n, pos, 22, "BookUpdate", "levels", base, &g_bl, &g_ng, &g_nv, &g_count)
         g_out = []
         for g_i in range(g_count):
             g_out.append(_BookUpdateLevels_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
@@ -4857,9 +4403,9 @@ cdef object _BookUpdate_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, P
     else:
         v_levels = []
     for k in range(1, ng):
-        pos = _skip_group(p, n, pos, 1, "BookUpdate", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "BookUpdate", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "BookUpdate", "", base)
+        pos = _s.skip_var(p, n, pos, "BookUpdate", "", base)
     end[0] = pos
     r.levels = v_levels
     return r
@@ -4901,7 +4447,7 @@ cdef class BookUpdateView:
     @property
     def wire_version(self):
         """The schema version the writer used."""
-        return _ld_u16(self._p + 6)
+        return _s.ld_u16(self._p + 6)
 
     @property
     def wire_size(self):
@@ -4911,7 +4457,7 @@ cdef class BookUpdateView:
         return self._end
 
     cdef int _scan(self) except -1:
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                1, self._vat, 0, 0, "BookUpdate",
                                "", self._base)
         return 0
@@ -4942,11 +4488,11 @@ cdef class BookUpdateView:
 
     cdef inline object _get_symbol(self):
         cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_char(q, 8, "BookUpdate", "symbol", self._base + self._at + 0)
+        return _s.ld_char(q, 8, "BookUpdate", "symbol", self._base + self._at + 0)
 
     cdef inline uint64_t _get_at(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef BookUpdateLevelsGroup _get_levels(self):
         cdef BookUpdateLevelsGroup g = BookUpdateLevelsGroup.__new__(BookUpdateLevelsGroup)
@@ -4991,16 +4537,16 @@ cdef class BookUpdateView:
 cdef int _BookUpdateView_init(BookUpdateView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _window(size, offset, length, "BookUpdate")
+    v._n = _s.window(size, offset, length, "BookUpdate")
     v._p = ptr + offset
     v._base = offset
-    v._at = _HEADER
-    v._bl = _check_header(v._p, v._n, offset, 7, 16, "BookUpdate")
-    v._ng = v._p[_HEADER + v._bl]
-    v._nv = v._p[_HEADER + v._bl + 1]
-    v._tail = _HEADER + v._bl + 2
+    v._at = _s.HEADER
+    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 7, 16, "BookUpdate")
+    v._ng = v._p[_s.HEADER + v._bl]
+    v._nv = v._p[_s.HEADER + v._bl + 1]
+    v._tail = _s.HEADER + v._bl + 2
     v._end = -1
     return 0
 
@@ -5012,7 +4558,7 @@ cdef BookUpdateView _BookUpdateView_wrap(object buf, Py_ssize_t offset, Py_ssize
 
 
 @cython.final
-cdef class BookUpdateBuilder(_Writer):
+cdef class BookUpdateBuilder(_s.Writer):
     """Writes a BookUpdate straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
@@ -5020,16 +4566,16 @@ cdef class BookUpdateBuilder(_Writer):
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
-        self._c = _cursor(buf, offset)
-        q = self._c.reserve(_HEADER + 16 + 2, "BookUpdate")
-        _st_u16(q, 16)
-        _st_u16(q + 2, 7)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        memset(q + _HEADER, 0, 16)
-        q[_HEADER + 16] = 1
-        q[_HEADER + 16 + 1] = 0
-        self._at = offset + _HEADER
+        self._c = _s.cursor(buf, offset)
+        q = self._c.reserve(_s.HEADER + 16 + 2, "BookUpdate")
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 7)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        memset(q + _s.HEADER, 0, 16)
+        q[_s.HEADER + 16] = 1
+        q[_s.HEADER + 16 + 1] = 0
+        self._at = offset + _s.HEADER
         self._stage = 0
         self._path = "BookUpdate"
 
@@ -5052,9 +4598,9 @@ cdef class BookUpdateBuilder(_Writer):
             self._child = None
         while self._stage < stage:
             if self._stage == 0:
-                _empty_group(self._c, 22, 0, 0, "levels")
+                _s.empty_group(self._c, 22, 0, 0, "levels")
             else:
-                _empty_var(self._c, "BookUpdate")
+                _s.empty_var(self._c, "BookUpdate")
             self._stage += 1
         return 0
 
@@ -5069,23 +4615,23 @@ cdef class BookUpdateBuilder(_Writer):
     property symbol:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 0
-            _st_char(q, 8, value, "BookUpdate.symbol")
+            _s.st_char(q, 8, value, "BookUpdate.symbol")
 
     property at:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 8
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     def levels(self, Py_ssize_t count):
         """Start group ``levels`` with ``count`` entries; returns its builder (call
         ``next()`` on it before each entry)."""
         cdef BookUpdateLevelsBuilder b
         cdef uint8_t* q
-        if count < 0 or count > _U32_MAX:
+        if count < 0 or count > _s.U32_MAX:
             raise ValueError(f"BookUpdate.levels: bad entry count {count}")
         self._enter(0, "levels")
-        q = _empty_group(self._c, 22, 0, 0, "BookUpdate.levels")
-        _st_u32(q + 4, <uint32_t>count)
+        q = _s.empty_group(self._c, 22, 0, 0, "BookUpdate.levels")
+        _s.st_u32(q + 4, <uint32_t>count)
         b = BookUpdateLevelsBuilder.__new__(BookUpdateLevelsBuilder)
         b._c = self._c
         b._count = count
@@ -5130,44 +4676,44 @@ cdef class BookUpdate:
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _HEADER + 16 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
         cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _st_u16(q, 16)
-        _st_u16(q + 2, 7)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 16] = 1
-        q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2, q + n)
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 7)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 16] = 1
+        q[_s.HEADER + 16 + 1] = 0
+        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
         """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _HEADER + 16 + 2 + self._tail_size()
-        cdef _Cursor c = _cursor(buf, offset)
+        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
+        cdef _s.Cursor c = _s.cursor(buf, offset)
         cdef uint8_t* q = c.reserve(n, "BookUpdate")
-        _st_u16(q, 16)
-        _st_u16(q + 2, 7)
-        _st_u16(q + 4, 7)
-        _st_u16(q + 6, 2)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 16] = 1
-        q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2, q + n)
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 7)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 16] = 1
+        q[_s.HEADER + 16 + 1] = 0
+        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
-        _st_char(q + 0, 8, self.symbol, "BookUpdate.symbol")
-        _st_u64(q + 8, self.at)
+        _s.st_char(q + 0, 8, self.symbol, "BookUpdate.symbol")
+        _s.st_u64(q + 8, self.at)
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
         cdef Py_ssize_t n = 0
         cdef BookUpdateLevels levels_e
         n += 8
-        if len(self.levels) > _U32_MAX:
+        if len(self.levels) > _s.U32_MAX:
             raise ValueError("BookUpdate.levels: too many entries")
         for e in self.levels:
             if type(e) is not BookUpdateLevels:
@@ -5178,15 +4724,15 @@ cdef class BookUpdate:
 
     cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
         if end - q < 8:
-            _changed("BookUpdate")
-        _st_u16(q, 22)
+            _s.changed("BookUpdate")
+        _s.st_u16(q, 22)
         q[2] = 0
         q[3] = 0
-        _st_u32(q + 4, <uint32_t>len(self.levels))
+        _s.st_u32(q + 4, <uint32_t>len(self.levels))
         q += 8
         for e in self.levels:
             if type(e) is not BookUpdateLevels:
-                _changed("BookUpdate")
+                _s.changed("BookUpdate")
             q = (<BookUpdateLevels>e)._write(q, end)
         return q
 
@@ -5262,13 +4808,13 @@ def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
     cdef const uint8_t* p
     cdef Py_ssize_t size
     cdef Py_buffer pybuf
-    cdef int held = _open(buf, &pybuf, False, &p, &size)
+    cdef int held = _s.open_buffer(buf, &pybuf, False, &p, &size)
     cdef uint16_t tid
     try:
-        n = _window(size, offset, length, "exchange")
-        if n < _HEADER:
-            _truncated("exchange", "header", offset, "message header")
-        tid = _ld_u16(p + offset + 2)
+        n = _s.window(size, offset, length, "exchange")
+        if n < _s.HEADER:
+            _s.truncated("exchange", "header", offset, "message header")
+        tid = _s.ld_u16(p + offset + 2)
     finally:
         if held:
             PyBuffer_Release(&pybuf)

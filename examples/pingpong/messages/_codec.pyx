@@ -5,471 +5,23 @@
 cimport cython
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy, memset
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
-from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_DecodeASCII, PyUnicode_AsUTF8AndSize
-
-cdef extern from "Python.h":
-    bint PyUnicode_IS_ASCII(object o)
+from cpython.buffer cimport PyBuffer_Release
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+# the codec support every generated module shares (runtime/seqbus/_codec_support.pxd)
+from seqbus cimport _codec_support as _s
 
 import enum as _enum
-import sys as _sys
 
+from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
+from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-if _sys.byteorder != "little":
-    raise ImportError("seqbus codecs need a little-endian host")
-
+_require_abi(__name__, 1)
 SCHEMA_ID = 2
 SCHEMA_VERSION = 1
 PACKAGE = "pingpong"
 
-cdef enum:
-    _HEADER = 8
-    _MAX_DEPTH = 16
-
-cdef Py_ssize_t _U32_MAX = 4294967295
 cdef uint8_t _ZERO[65536]  # what absent fixed fields read as (fields newer than the writer)
-memset(_ZERO, 0, sizeof(_ZERO))
-
-# -- loads and stores (little-endian host; memcpy compiles to one unaligned move) -----------
-
-cdef inline uint8_t _ld_u8(const uint8_t* q) noexcept nogil:
-    cdef uint8_t v
-    memcpy(&v, q, 1)
-    return v
-
-
-cdef inline void _st_u8(uint8_t* q, uint8_t v) noexcept nogil:
-    memcpy(q, &v, 1)
-
-cdef inline uint16_t _ld_u16(const uint8_t* q) noexcept nogil:
-    cdef uint16_t v
-    memcpy(&v, q, 2)
-    return v
-
-
-cdef inline void _st_u16(uint8_t* q, uint16_t v) noexcept nogil:
-    memcpy(q, &v, 2)
-
-cdef inline uint32_t _ld_u32(const uint8_t* q) noexcept nogil:
-    cdef uint32_t v
-    memcpy(&v, q, 4)
-    return v
-
-
-cdef inline void _st_u32(uint8_t* q, uint32_t v) noexcept nogil:
-    memcpy(q, &v, 4)
-
-cdef inline uint64_t _ld_u64(const uint8_t* q) noexcept nogil:
-    cdef uint64_t v
-    memcpy(&v, q, 8)
-    return v
-
-
-cdef inline void _st_u64(uint8_t* q, uint64_t v) noexcept nogil:
-    memcpy(q, &v, 8)
-
-cdef inline int8_t _ld_i8(const uint8_t* q) noexcept nogil:
-    cdef int8_t v
-    memcpy(&v, q, 1)
-    return v
-
-
-cdef inline void _st_i8(uint8_t* q, int8_t v) noexcept nogil:
-    memcpy(q, &v, 1)
-
-cdef inline int16_t _ld_i16(const uint8_t* q) noexcept nogil:
-    cdef int16_t v
-    memcpy(&v, q, 2)
-    return v
-
-
-cdef inline void _st_i16(uint8_t* q, int16_t v) noexcept nogil:
-    memcpy(q, &v, 2)
-
-cdef inline int32_t _ld_i32(const uint8_t* q) noexcept nogil:
-    cdef int32_t v
-    memcpy(&v, q, 4)
-    return v
-
-
-cdef inline void _st_i32(uint8_t* q, int32_t v) noexcept nogil:
-    memcpy(q, &v, 4)
-
-cdef inline int64_t _ld_i64(const uint8_t* q) noexcept nogil:
-    cdef int64_t v
-    memcpy(&v, q, 8)
-    return v
-
-
-cdef inline void _st_i64(uint8_t* q, int64_t v) noexcept nogil:
-    memcpy(q, &v, 8)
-
-cdef inline float _ld_f32(const uint8_t* q) noexcept nogil:
-    cdef float v
-    memcpy(&v, q, 4)
-    return v
-
-
-cdef inline void _st_f32(uint8_t* q, float v) noexcept nogil:
-    memcpy(q, &v, 4)
-
-cdef inline double _ld_f64(const uint8_t* q) noexcept nogil:
-    cdef double v
-    memcpy(&v, q, 8)
-    return v
-
-
-cdef inline void _st_f64(uint8_t* q, double v) noexcept nogil:
-    memcpy(q, &v, 8)
-
-
-cdef inline uint8_t _ld_bool(const uint8_t* q, str msg, str field, Py_ssize_t off) except? 2:
-    if q[0] > 1:
-        raise DecodeError(msg, field, off, f"bool byte is {q[0]}, not 0 or 1")
-    return q[0]
-
-
-cdef inline int _present(const uint8_t* q, str msg, str field, Py_ssize_t off) except -1:
-    if q[0] > 1:
-        raise DecodeError(msg, field, off, f"presence byte is {q[0]}, not 0 or 1")
-    return q[0]
-
-
-cdef str _ld_char(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off):
-    while n > 0 and (q[n - 1] == 0 or q[n - 1] == 32):
-        n -= 1
-    try:
-        return PyUnicode_DecodeASCII(<const char*>q, n, NULL)
-    except UnicodeDecodeError as exc:
-        raise DecodeError(msg, field, off + exc.start, "char field holds a non-ASCII byte") from None
-
-
-cdef int _st_char(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
-    cdef Py_ssize_t size
-    cdef const char* s
-    if type(v) is not str:
-        raise TypeError(f"{where}: expected str, got {type(v).__name__}")
-    if not PyUnicode_IS_ASCII(v):
-        raise ValueError(f"{where}: {v!r} is not ASCII")
-    s = PyUnicode_AsUTF8AndSize(v, &size)
-    if size > n:
-        raise ValueError(f"{where}: {v!r} is longer than {n} characters")
-    memcpy(q, s, size)
-    memset(q + size, 0, n - size)
-    return 0
-
-
-cdef int _st_byte(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
-    cdef const uint8_t[::1] mv
-    if type(v) is bytes:
-        if PyBytes_GET_SIZE(v) > n:
-            raise ValueError(f"{where}: {len(v)} bytes do not fit byte[{n}]")
-        memcpy(q, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v))
-        memset(q + PyBytes_GET_SIZE(v), 0, n - PyBytes_GET_SIZE(v))
-        return 0
-    try:
-        mv = memoryview(v).cast("B")
-    except TypeError:
-        raise TypeError(f"{where}: expected a bytes-like object, got {type(v).__name__}") from None
-    if mv.shape[0] > n:
-        raise ValueError(f"{where}: {mv.shape[0]} bytes do not fit byte[{n}]")
-    if mv.shape[0]:
-        memcpy(q, &mv[0], mv.shape[0])
-    memset(q + mv.shape[0], 0, n - mv.shape[0])
-    return 0
-
-
-cdef object _var_bytes(object obj, Py_ssize_t start, Py_ssize_t n):
-    """A zero-copy read-only memoryview of ``n`` bytes at ``start`` of ``obj``."""
-    mv = memoryview(obj)
-    if mv.ndim != 1 or mv.itemsize != 1:
-        mv = mv.cast("B")
-    return mv[start:start + n].toreadonly()
-
-
-cdef str _ld_string(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off):
-    try:
-        return PyUnicode_DecodeUTF8(<const char*>q, n, NULL)
-    except UnicodeDecodeError as exc:
-        raise DecodeError(msg, field, off + exc.start, "string is not valid UTF-8") from None
-
-
-cdef Py_ssize_t _var_size(object v, str where) except -1:
-    cdef Py_ssize_t size
-    if type(v) is str:
-        PyUnicode_AsUTF8AndSize(v, &size)
-        return 4 + size
-    raise TypeError(f"{where}: expected str, got {type(v).__name__}")
-
-
-cdef int _changed(str msg) except -1:
-    raise RuntimeError(f"{msg}: a value changed while it was being encoded")
-
-
-cdef uint8_t* _st_string(uint8_t* q, uint8_t* end, object v) except NULL:
-    cdef Py_ssize_t size
-    cdef const char* s
-    if type(v) is not str:
-        raise TypeError(f"expected str, got {type(v).__name__}")
-    s = PyUnicode_AsUTF8AndSize(v, &size)
-    if size > _U32_MAX:
-        raise ValueError("string longer than 4 GiB")
-    if end - q < 4 + size:
-        _changed("string")
-    _st_u32(q, <uint32_t>size)
-    memcpy(q + 4, s, size)
-    return q + 4 + size
-
-
-cdef Py_ssize_t _bytes_size(object v, str where) except -1:
-    if type(v) is bytes or type(v) is bytearray:
-        return 4 + len(v)
-    try:
-        return 4 + memoryview(v).nbytes
-    except TypeError:
-        raise TypeError(f"{where}: expected a bytes-like object, got {type(v).__name__}") from None
-
-
-cdef uint8_t* _st_bytes(uint8_t* q, uint8_t* end, object v) except NULL:
-    cdef const uint8_t[::1] mv
-    cdef Py_ssize_t n
-    if type(v) is bytes:
-        n = PyBytes_GET_SIZE(v)
-        if end - q < 4 + n:
-            _changed("bytes")
-        _st_u32(q, <uint32_t>n)
-        memcpy(q + 4, PyBytes_AS_STRING(v), n)
-        return q + 4 + n
-    mv = memoryview(v).cast("B")
-    n = mv.shape[0]
-    if end - q < 4 + n:
-        _changed("bytes")
-    _st_u32(q, <uint32_t>n)
-    if n:
-        memcpy(q + 4, &mv[0], n)
-    return q + 4 + n
-
-
-# -- walking the tail (groups, then variable-length data) ------------------------------------
-
-cdef int _truncated(str msg, str field, Py_ssize_t off, str what) except -1:
-    raise DecodeError(msg, field, off, f"{what} runs past the end of the buffer")
-
-
-cdef Py_ssize_t _skip_var(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, str msg, str field,
-                          Py_ssize_t base) except -1:
-    cdef uint32_t size
-    if n - pos < 4:
-        _truncated(msg, field, base + pos, "length of variable-length field")
-    size = _ld_u32(p + pos)
-    if <uint64_t>size > <uint64_t>(n - pos - 4):
-        _truncated(msg, field, base + pos, f"variable-length field of {size} bytes")
-    return pos + 4 + size
-
-
-cdef Py_ssize_t _skip_group(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, int depth, str msg,
-                            str field, Py_ssize_t base) except -1:
-    cdef uint16_t bl
-    cdef uint8_t ng, nv
-    cdef uint32_t count, i
-    cdef uint64_t total
-    if n - pos < 8:
-        _truncated(msg, field, base + pos, "group header")
-    bl = _ld_u16(p + pos)
-    ng = p[pos + 2]
-    nv = p[pos + 3]
-    count = _ld_u32(p + pos + 4)
-    pos += 8
-    if ng == 0 and nv == 0:
-        total = <uint64_t>bl * count
-        if total > <uint64_t>(n - pos):
-            _truncated(msg, field, base + pos, f"group of {count} entries")
-        return pos + <Py_ssize_t>total
-    if depth >= _MAX_DEPTH:
-        raise DecodeError(msg, field, base + pos, "groups nested too deep")
-    for i in range(count):
-        pos = _skip_entry(p, n, pos, bl, ng, nv, depth + 1, msg, field, base)
-    return pos
-
-
-cdef Py_ssize_t _skip_entry(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t bl,
-                            int ng, int nv, int depth, str msg, str field,
-                            Py_ssize_t base) except -1:
-    cdef int k
-    if n - pos < bl:
-        _truncated(msg, field, base + pos, "group entry")
-    pos += bl
-    for k in range(ng):
-        pos = _skip_group(p, n, pos, depth, msg, field, base)
-    for k in range(nv):
-        pos = _skip_var(p, n, pos, msg, field, base)
-    return pos
-
-
-cdef Py_ssize_t _MAX_EMPTY_ENTRIES = 65536  # zero-length entries a materialized group may claim
-
-
-cdef Py_ssize_t _group_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos,
-                              Py_ssize_t min_block, str msg, str field, Py_ssize_t base,
-                              Py_ssize_t* bl, int* ng, int* nv, Py_ssize_t* count) except -1:
-    """Read and check a group header at ``pos``; returns the offset of its first entry."""
-    if n - pos < 8:
-        _truncated(msg, field, base + pos, "group header")
-    bl[0] = _ld_u16(p + pos)
-    ng[0] = p[pos + 2]
-    nv[0] = p[pos + 3]
-    count[0] = _ld_u32(p + pos + 4)
-    if count[0] and bl[0] < min_block:
-        raise DecodeError(msg, field, base + pos,
-                          f"entry block length {bl[0]} is shorter than {min_block}")
-    if bl[0] == 0 and ng[0] == 0 and nv[0] == 0 and count[0] > _MAX_EMPTY_ENTRIES:
-        raise DecodeError(msg, field, base + pos, f"{count[0]} zero-length entries")
-    return pos + 8
-
-
-cdef Py_ssize_t _scan_tail(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, int ng, int nv,
-                           Py_ssize_t* gat, int known_ng, Py_ssize_t* vat, int known_nv,
-                           int depth, str msg, str field, Py_ssize_t base) except -1:
-    """Record where each known group and variable-length field starts (-1: the writer has
-    none); return the offset just past the tail, unknown trailing items included."""
-    cdef int k
-    for k in range(known_ng):
-        gat[k] = -1
-    for k in range(known_nv):
-        vat[k] = -1
-    for k in range(ng):
-        if k < known_ng:
-            gat[k] = pos
-        pos = _skip_group(p, n, pos, depth, msg, field, base)
-    for k in range(nv):
-        if k < known_nv:
-            vat[k] = pos
-        pos = _skip_var(p, n, pos, msg, field, base)
-    return pos
-
-
-cdef int _open(object obj, Py_buffer* pybuf, bint writable, const uint8_t** ptr,
-               Py_ssize_t* size) except -1:
-    """Point at the bytes of ``obj``; returns 1 if ``pybuf`` must be released."""
-    if type(obj) is bytes and not writable:
-        ptr[0] = <const uint8_t*>PyBytes_AS_STRING(obj)
-        size[0] = PyBytes_GET_SIZE(obj)
-        return 0
-    PyObject_GetBuffer(obj, pybuf, PyBUF_WRITABLE if writable else PyBUF_SIMPLE)
-    ptr[0] = <const uint8_t*>pybuf.buf
-    size[0] = pybuf.len
-    return 1
-
-
-cdef Py_ssize_t _window(Py_ssize_t size, Py_ssize_t offset, Py_ssize_t length, str msg) except -1:
-    """The number of bytes a view at ``offset`` may read (``length`` < 0: to the end)."""
-    if offset < 0 or offset > size:
-        raise DecodeError(msg, "", offset, f"offset outside a buffer of {size} bytes")
-    if length < 0:
-        return size - offset
-    if length > size - offset:
-        raise DecodeError(msg, "", offset, f"length {length} runs past a buffer of {size} bytes")
-    return length
-
-
-cdef Py_ssize_t _check_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, uint16_t template,
-                              Py_ssize_t min_block, str msg) except -1:
-    cdef uint16_t bl, tid, sid
-    if n < _HEADER:
-        _truncated(msg, "header", base, "message header")
-    bl = _ld_u16(p)
-    tid = _ld_u16(p + 2)
-    sid = _ld_u16(p + 4)
-    if sid != 2:
-        raise DecodeError(msg, "header", base + 4, f"schema id {sid}, expected 2")
-    if tid != template:
-        raise DecodeError(msg, "header", base + 2, f"template id {tid}, expected {template}")
-    if bl < min_block:
-        raise DecodeError(msg, "header", base, f"block length {bl} is shorter than {min_block}")
-    if n - _HEADER - 2 < bl:
-        _truncated(msg, "header", base, f"block of {bl} bytes")
-    return bl
-
-
-@cython.no_gc_clear
-cdef class _Cursor:
-    """Where builders write: a writable buffer and the position of the end of what is written."""
-    cdef object obj
-    cdef Py_buffer pybuf
-    cdef bint held
-    cdef uint8_t* p
-    cdef Py_ssize_t cap
-    cdef Py_ssize_t pos
-    cdef Py_ssize_t start
-
-    def __dealloc__(self):
-        if self.held:
-            PyBuffer_Release(&self.pybuf)
-
-    cdef uint8_t* reserve(self, Py_ssize_t n, str where) except NULL:
-        cdef uint8_t* q
-        if self.cap - self.pos < n:
-            raise ValueError(f"{where}: the buffer is too small ({self.cap} bytes, "
-                             f"{self.pos + n} needed)")
-        q = self.p + self.pos
-        self.pos += n
-        return q
-
-
-cdef _Cursor _cursor(object buf, Py_ssize_t offset):
-    cdef _Cursor c = _Cursor.__new__(_Cursor)
-    cdef const uint8_t* ptr
-    cdef Py_ssize_t size
-    c.held = _open(buf, &c.pybuf, True, &ptr, &size)
-    c.obj = buf
-    if offset < 0 or offset > size:
-        raise ValueError(f"offset {offset} outside a buffer of {size} bytes")
-    c.p = <uint8_t*>ptr
-    c.cap = size
-    c.pos = offset
-    c.start = offset
-    return c
-
-
-cdef uint8_t* _empty_group(_Cursor c, uint16_t bl, uint8_t ng, uint8_t nv, str where) except NULL:
-    cdef uint8_t* q = c.reserve(8, where)
-    _st_u16(q, bl)
-    q[2] = ng
-    q[3] = nv
-    _st_u32(q + 4, 0)
-    return q
-
-
-cdef int _empty_var(_Cursor c, str where) except -1:
-    _st_u32(c.reserve(4, where), 0)
-    return 0
-
-
-cdef class _Writer:
-    """What every builder has: the shared cursor, where its block starts, which group or
-    variable-length field comes next, and the group builder still open."""
-    cdef _Cursor _c
-    cdef Py_ssize_t _at
-    cdef int _stage
-    cdef _Writer _child
-    cdef Py_ssize_t _count
-    cdef Py_ssize_t _i
-    cdef str _path
-    cdef bint _closed
-
-    cdef int _check_open(self) except -1:
-        if self._closed:
-            raise ValueError(f"{self._path}: already complete; its parent moved on or "
-                             "finish() was called")
-        return 0
-
-    cdef int _close(self) except -1:
-        return 0
-
-    cdef int _done(self) except -1:
-        return 0
 
 
 # -- enums and flags --------------------------------------------------------------------------
@@ -478,12 +30,6 @@ cdef class _Writer:
 # -- structs (fixed-size values, decoded into value objects) ----------------------------------
 
 
-def _repr(str name, dict d):
-    return name + "(" + ", ".join([f"{k}={v!r}" for k, v in d.items()]) + ")"
-
-
-def _rebuild(cls, dict d):
-    return cls.from_dict(d) if hasattr(cls, "from_dict") else cls(**d)
 
 # -- messages ---------------------------------------------------------------------------------
 
@@ -500,13 +46,13 @@ cdef object _Ping_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize
     cdef int k, g_ng, g_nv
     cdef list g_out
     q = p + at + 0
-    v_id = _ld_u64(q)
+    v_id = _s.ld_u64(q)
     q = p + at + 8
-    v_sent_at_ns = _ld_u64(q)
+    v_sent_at_ns = _s.ld_u64(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "Ping", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "Ping", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "Ping", "", base)
+        pos = _s.skip_var(p, n, pos, "Ping", "", base)
     end[0] = pos
     return {
         "id": v_id,
@@ -524,13 +70,13 @@ cdef object _Ping_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssiz
     cdef list g_out
     cdef Ping r = Ping.__new__(Ping)
     q = p + at + 0
-    r.id = _ld_u64(q)
+    r.id = _s.ld_u64(q)
     q = p + at + 8
-    r.sent_at_ns = _ld_u64(q)
+    r.sent_at_ns = _s.ld_u64(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "Ping", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "Ping", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "Ping", "", base)
+        pos = _s.skip_var(p, n, pos, "Ping", "", base)
     end[0] = pos
     return r
 
@@ -571,7 +117,7 @@ cdef class PingView:
     @property
     def wire_version(self):
         """The schema version the writer used."""
-        return _ld_u16(self._p + 6)
+        return _s.ld_u16(self._p + 6)
 
     @property
     def wire_size(self):
@@ -581,7 +127,7 @@ cdef class PingView:
         return self._end
 
     cdef int _scan(self) except -1:
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                0, self._vat, 0, 0, "Ping",
                                "", self._base)
         return 0
@@ -604,11 +150,11 @@ cdef class PingView:
 
     cdef inline uint64_t _get_id(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline uint64_t _get_sent_at_ns(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
         return _Ping_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
@@ -646,16 +192,16 @@ cdef class PingView:
 cdef int _PingView_init(PingView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _window(size, offset, length, "Ping")
+    v._n = _s.window(size, offset, length, "Ping")
     v._p = ptr + offset
     v._base = offset
-    v._at = _HEADER
-    v._bl = _check_header(v._p, v._n, offset, 1, 16, "Ping")
-    v._ng = v._p[_HEADER + v._bl]
-    v._nv = v._p[_HEADER + v._bl + 1]
-    v._tail = _HEADER + v._bl + 2
+    v._at = _s.HEADER
+    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 1, 16, "Ping")
+    v._ng = v._p[_s.HEADER + v._bl]
+    v._nv = v._p[_s.HEADER + v._bl + 1]
+    v._tail = _s.HEADER + v._bl + 2
     v._end = -1
     return 0
 
@@ -667,7 +213,7 @@ cdef PingView _PingView_wrap(object buf, Py_ssize_t offset, Py_ssize_t length):
 
 
 @cython.final
-cdef class PingBuilder(_Writer):
+cdef class PingBuilder(_s.Writer):
     """Writes a Ping straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
@@ -675,16 +221,16 @@ cdef class PingBuilder(_Writer):
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
-        self._c = _cursor(buf, offset)
-        q = self._c.reserve(_HEADER + 16 + 2, "Ping")
-        _st_u16(q, 16)
-        _st_u16(q + 2, 1)
-        _st_u16(q + 4, 2)
-        _st_u16(q + 6, 1)
-        memset(q + _HEADER, 0, 16)
-        q[_HEADER + 16] = 0
-        q[_HEADER + 16 + 1] = 0
-        self._at = offset + _HEADER
+        self._c = _s.cursor(buf, offset)
+        q = self._c.reserve(_s.HEADER + 16 + 2, "Ping")
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 1)
+        _s.st_u16(q + 4, 2)
+        _s.st_u16(q + 6, 1)
+        memset(q + _s.HEADER, 0, 16)
+        q[_s.HEADER + 16] = 0
+        q[_s.HEADER + 16 + 1] = 0
+        self._at = offset + _s.HEADER
         self._stage = 0
         self._path = "Ping"
 
@@ -706,7 +252,7 @@ cdef class PingBuilder(_Writer):
             self._child._done()
             self._child = None
         while self._stage < stage:
-            _empty_var(self._c, "Ping")
+            _s.empty_var(self._c, "Ping")
             self._stage += 1
         return 0
 
@@ -721,12 +267,12 @@ cdef class PingBuilder(_Writer):
     property id:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 0
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property sent_at_ns:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 8
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
 
 @cython.final
@@ -761,37 +307,37 @@ cdef class Ping:
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _HEADER + 16 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
         cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _st_u16(q, 16)
-        _st_u16(q + 2, 1)
-        _st_u16(q + 4, 2)
-        _st_u16(q + 6, 1)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 16] = 0
-        q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2, q + n)
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 1)
+        _s.st_u16(q + 4, 2)
+        _s.st_u16(q + 6, 1)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 16] = 0
+        q[_s.HEADER + 16 + 1] = 0
+        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
         """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _HEADER + 16 + 2 + self._tail_size()
-        cdef _Cursor c = _cursor(buf, offset)
+        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
+        cdef _s.Cursor c = _s.cursor(buf, offset)
         cdef uint8_t* q = c.reserve(n, "Ping")
-        _st_u16(q, 16)
-        _st_u16(q + 2, 1)
-        _st_u16(q + 4, 2)
-        _st_u16(q + 6, 1)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 16] = 0
-        q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2, q + n)
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 1)
+        _s.st_u16(q + 4, 2)
+        _s.st_u16(q + 6, 1)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 16] = 0
+        q[_s.HEADER + 16 + 1] = 0
+        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
-        _st_u64(q + 0, self.id)
-        _st_u64(q + 8, self.sent_at_ns)
+        _s.st_u64(q + 0, self.id)
+        _s.st_u64(q + 8, self.sent_at_ns)
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
@@ -839,13 +385,13 @@ cdef object _Pong_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize
     cdef int k, g_ng, g_nv
     cdef list g_out
     q = p + at + 0
-    v_id = _ld_u64(q)
+    v_id = _s.ld_u64(q)
     q = p + at + 8
-    v_ping_sent_at_ns = _ld_u64(q)
+    v_ping_sent_at_ns = _s.ld_u64(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "Pong", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "Pong", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "Pong", "", base)
+        pos = _s.skip_var(p, n, pos, "Pong", "", base)
     end[0] = pos
     return {
         "id": v_id,
@@ -863,13 +409,13 @@ cdef object _Pong_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssiz
     cdef list g_out
     cdef Pong r = Pong.__new__(Pong)
     q = p + at + 0
-    r.id = _ld_u64(q)
+    r.id = _s.ld_u64(q)
     q = p + at + 8
-    r.ping_sent_at_ns = _ld_u64(q)
+    r.ping_sent_at_ns = _s.ld_u64(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "Pong", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "Pong", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "Pong", "", base)
+        pos = _s.skip_var(p, n, pos, "Pong", "", base)
     end[0] = pos
     return r
 
@@ -910,7 +456,7 @@ cdef class PongView:
     @property
     def wire_version(self):
         """The schema version the writer used."""
-        return _ld_u16(self._p + 6)
+        return _s.ld_u16(self._p + 6)
 
     @property
     def wire_size(self):
@@ -920,7 +466,7 @@ cdef class PongView:
         return self._end
 
     cdef int _scan(self) except -1:
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                0, self._vat, 0, 0, "Pong",
                                "", self._base)
         return 0
@@ -943,11 +489,11 @@ cdef class PongView:
 
     cdef inline uint64_t _get_id(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline uint64_t _get_ping_sent_at_ns(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
         return _Pong_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
@@ -985,16 +531,16 @@ cdef class PongView:
 cdef int _PongView_init(PongView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _window(size, offset, length, "Pong")
+    v._n = _s.window(size, offset, length, "Pong")
     v._p = ptr + offset
     v._base = offset
-    v._at = _HEADER
-    v._bl = _check_header(v._p, v._n, offset, 2, 16, "Pong")
-    v._ng = v._p[_HEADER + v._bl]
-    v._nv = v._p[_HEADER + v._bl + 1]
-    v._tail = _HEADER + v._bl + 2
+    v._at = _s.HEADER
+    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 2, 16, "Pong")
+    v._ng = v._p[_s.HEADER + v._bl]
+    v._nv = v._p[_s.HEADER + v._bl + 1]
+    v._tail = _s.HEADER + v._bl + 2
     v._end = -1
     return 0
 
@@ -1006,7 +552,7 @@ cdef PongView _PongView_wrap(object buf, Py_ssize_t offset, Py_ssize_t length):
 
 
 @cython.final
-cdef class PongBuilder(_Writer):
+cdef class PongBuilder(_s.Writer):
     """Writes a Pong straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
@@ -1014,16 +560,16 @@ cdef class PongBuilder(_Writer):
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
-        self._c = _cursor(buf, offset)
-        q = self._c.reserve(_HEADER + 16 + 2, "Pong")
-        _st_u16(q, 16)
-        _st_u16(q + 2, 2)
-        _st_u16(q + 4, 2)
-        _st_u16(q + 6, 1)
-        memset(q + _HEADER, 0, 16)
-        q[_HEADER + 16] = 0
-        q[_HEADER + 16 + 1] = 0
-        self._at = offset + _HEADER
+        self._c = _s.cursor(buf, offset)
+        q = self._c.reserve(_s.HEADER + 16 + 2, "Pong")
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 2)
+        _s.st_u16(q + 4, 2)
+        _s.st_u16(q + 6, 1)
+        memset(q + _s.HEADER, 0, 16)
+        q[_s.HEADER + 16] = 0
+        q[_s.HEADER + 16 + 1] = 0
+        self._at = offset + _s.HEADER
         self._stage = 0
         self._path = "Pong"
 
@@ -1045,7 +591,7 @@ cdef class PongBuilder(_Writer):
             self._child._done()
             self._child = None
         while self._stage < stage:
-            _empty_var(self._c, "Pong")
+            _s.empty_var(self._c, "Pong")
             self._stage += 1
         return 0
 
@@ -1060,12 +606,12 @@ cdef class PongBuilder(_Writer):
     property id:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 0
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property ping_sent_at_ns:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 8
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
 
 @cython.final
@@ -1100,37 +646,37 @@ cdef class Pong:
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _HEADER + 16 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
         cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _st_u16(q, 16)
-        _st_u16(q + 2, 2)
-        _st_u16(q + 4, 2)
-        _st_u16(q + 6, 1)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 16] = 0
-        q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2, q + n)
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 2)
+        _s.st_u16(q + 4, 2)
+        _s.st_u16(q + 6, 1)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 16] = 0
+        q[_s.HEADER + 16 + 1] = 0
+        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
         """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _HEADER + 16 + 2 + self._tail_size()
-        cdef _Cursor c = _cursor(buf, offset)
+        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
+        cdef _s.Cursor c = _s.cursor(buf, offset)
         cdef uint8_t* q = c.reserve(n, "Pong")
-        _st_u16(q, 16)
-        _st_u16(q + 2, 2)
-        _st_u16(q + 4, 2)
-        _st_u16(q + 6, 1)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 16] = 0
-        q[_HEADER + 16 + 1] = 0
-        self._write_tail(q + _HEADER + 16 + 2, q + n)
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 2)
+        _s.st_u16(q + 4, 2)
+        _s.st_u16(q + 6, 1)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 16] = 0
+        q[_s.HEADER + 16 + 1] = 0
+        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
-        _st_u64(q + 0, self.id)
-        _st_u64(q + 8, self.ping_sent_at_ns)
+        _s.st_u64(q + 0, self.id)
+        _s.st_u64(q + 8, self.ping_sent_at_ns)
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
@@ -1189,13 +735,13 @@ def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
     cdef const uint8_t* p
     cdef Py_ssize_t size
     cdef Py_buffer pybuf
-    cdef int held = _open(buf, &pybuf, False, &p, &size)
+    cdef int held = _s.open_buffer(buf, &pybuf, False, &p, &size)
     cdef uint16_t tid
     try:
-        n = _window(size, offset, length, "pingpong")
-        if n < _HEADER:
-            _truncated("pingpong", "header", offset, "message header")
-        tid = _ld_u16(p + offset + 2)
+        n = _s.window(size, offset, length, "pingpong")
+        if n < _s.HEADER:
+            _s.truncated("pingpong", "header", offset, "message header")
+        tid = _s.ld_u16(p + offset + 2)
     finally:
         if held:
             PyBuffer_Release(&pybuf)

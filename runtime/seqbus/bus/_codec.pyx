@@ -7,471 +7,23 @@ messages the sequencer puts into the stream (envelope kind = Control).
 cimport cython
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy, memset
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
-from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_DecodeASCII, PyUnicode_AsUTF8AndSize
-
-cdef extern from "Python.h":
-    bint PyUnicode_IS_ASCII(object o)
+from cpython.buffer cimport PyBuffer_Release
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+# the codec support every generated module shares (runtime/seqbus/_codec_support.pxd)
+from seqbus cimport _codec_support as _s
 
 import enum as _enum
-import sys as _sys
 
+from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
+from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-if _sys.byteorder != "little":
-    raise ImportError("seqbus codecs need a little-endian host")
-
+_require_abi(__name__, 1)
 SCHEMA_ID = 1
 SCHEMA_VERSION = 1
 PACKAGE = "bus"
 
-cdef enum:
-    _HEADER = 8
-    _MAX_DEPTH = 16
-
-cdef Py_ssize_t _U32_MAX = 4294967295
 cdef uint8_t _ZERO[65536]  # what absent fixed fields read as (fields newer than the writer)
-memset(_ZERO, 0, sizeof(_ZERO))
-
-# -- loads and stores (little-endian host; memcpy compiles to one unaligned move) -----------
-
-cdef inline uint8_t _ld_u8(const uint8_t* q) noexcept nogil:
-    cdef uint8_t v
-    memcpy(&v, q, 1)
-    return v
-
-
-cdef inline void _st_u8(uint8_t* q, uint8_t v) noexcept nogil:
-    memcpy(q, &v, 1)
-
-cdef inline uint16_t _ld_u16(const uint8_t* q) noexcept nogil:
-    cdef uint16_t v
-    memcpy(&v, q, 2)
-    return v
-
-
-cdef inline void _st_u16(uint8_t* q, uint16_t v) noexcept nogil:
-    memcpy(q, &v, 2)
-
-cdef inline uint32_t _ld_u32(const uint8_t* q) noexcept nogil:
-    cdef uint32_t v
-    memcpy(&v, q, 4)
-    return v
-
-
-cdef inline void _st_u32(uint8_t* q, uint32_t v) noexcept nogil:
-    memcpy(q, &v, 4)
-
-cdef inline uint64_t _ld_u64(const uint8_t* q) noexcept nogil:
-    cdef uint64_t v
-    memcpy(&v, q, 8)
-    return v
-
-
-cdef inline void _st_u64(uint8_t* q, uint64_t v) noexcept nogil:
-    memcpy(q, &v, 8)
-
-cdef inline int8_t _ld_i8(const uint8_t* q) noexcept nogil:
-    cdef int8_t v
-    memcpy(&v, q, 1)
-    return v
-
-
-cdef inline void _st_i8(uint8_t* q, int8_t v) noexcept nogil:
-    memcpy(q, &v, 1)
-
-cdef inline int16_t _ld_i16(const uint8_t* q) noexcept nogil:
-    cdef int16_t v
-    memcpy(&v, q, 2)
-    return v
-
-
-cdef inline void _st_i16(uint8_t* q, int16_t v) noexcept nogil:
-    memcpy(q, &v, 2)
-
-cdef inline int32_t _ld_i32(const uint8_t* q) noexcept nogil:
-    cdef int32_t v
-    memcpy(&v, q, 4)
-    return v
-
-
-cdef inline void _st_i32(uint8_t* q, int32_t v) noexcept nogil:
-    memcpy(q, &v, 4)
-
-cdef inline int64_t _ld_i64(const uint8_t* q) noexcept nogil:
-    cdef int64_t v
-    memcpy(&v, q, 8)
-    return v
-
-
-cdef inline void _st_i64(uint8_t* q, int64_t v) noexcept nogil:
-    memcpy(q, &v, 8)
-
-cdef inline float _ld_f32(const uint8_t* q) noexcept nogil:
-    cdef float v
-    memcpy(&v, q, 4)
-    return v
-
-
-cdef inline void _st_f32(uint8_t* q, float v) noexcept nogil:
-    memcpy(q, &v, 4)
-
-cdef inline double _ld_f64(const uint8_t* q) noexcept nogil:
-    cdef double v
-    memcpy(&v, q, 8)
-    return v
-
-
-cdef inline void _st_f64(uint8_t* q, double v) noexcept nogil:
-    memcpy(q, &v, 8)
-
-
-cdef inline uint8_t _ld_bool(const uint8_t* q, str msg, str field, Py_ssize_t off) except? 2:
-    if q[0] > 1:
-        raise DecodeError(msg, field, off, f"bool byte is {q[0]}, not 0 or 1")
-    return q[0]
-
-
-cdef inline int _present(const uint8_t* q, str msg, str field, Py_ssize_t off) except -1:
-    if q[0] > 1:
-        raise DecodeError(msg, field, off, f"presence byte is {q[0]}, not 0 or 1")
-    return q[0]
-
-
-cdef str _ld_char(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off):
-    while n > 0 and (q[n - 1] == 0 or q[n - 1] == 32):
-        n -= 1
-    try:
-        return PyUnicode_DecodeASCII(<const char*>q, n, NULL)
-    except UnicodeDecodeError as exc:
-        raise DecodeError(msg, field, off + exc.start, "char field holds a non-ASCII byte") from None
-
-
-cdef int _st_char(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
-    cdef Py_ssize_t size
-    cdef const char* s
-    if type(v) is not str:
-        raise TypeError(f"{where}: expected str, got {type(v).__name__}")
-    if not PyUnicode_IS_ASCII(v):
-        raise ValueError(f"{where}: {v!r} is not ASCII")
-    s = PyUnicode_AsUTF8AndSize(v, &size)
-    if size > n:
-        raise ValueError(f"{where}: {v!r} is longer than {n} characters")
-    memcpy(q, s, size)
-    memset(q + size, 0, n - size)
-    return 0
-
-
-cdef int _st_byte(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
-    cdef const uint8_t[::1] mv
-    if type(v) is bytes:
-        if PyBytes_GET_SIZE(v) > n:
-            raise ValueError(f"{where}: {len(v)} bytes do not fit byte[{n}]")
-        memcpy(q, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v))
-        memset(q + PyBytes_GET_SIZE(v), 0, n - PyBytes_GET_SIZE(v))
-        return 0
-    try:
-        mv = memoryview(v).cast("B")
-    except TypeError:
-        raise TypeError(f"{where}: expected a bytes-like object, got {type(v).__name__}") from None
-    if mv.shape[0] > n:
-        raise ValueError(f"{where}: {mv.shape[0]} bytes do not fit byte[{n}]")
-    if mv.shape[0]:
-        memcpy(q, &mv[0], mv.shape[0])
-    memset(q + mv.shape[0], 0, n - mv.shape[0])
-    return 0
-
-
-cdef object _var_bytes(object obj, Py_ssize_t start, Py_ssize_t n):
-    """A zero-copy read-only memoryview of ``n`` bytes at ``start`` of ``obj``."""
-    mv = memoryview(obj)
-    if mv.ndim != 1 or mv.itemsize != 1:
-        mv = mv.cast("B")
-    return mv[start:start + n].toreadonly()
-
-
-cdef str _ld_string(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off):
-    try:
-        return PyUnicode_DecodeUTF8(<const char*>q, n, NULL)
-    except UnicodeDecodeError as exc:
-        raise DecodeError(msg, field, off + exc.start, "string is not valid UTF-8") from None
-
-
-cdef Py_ssize_t _var_size(object v, str where) except -1:
-    cdef Py_ssize_t size
-    if type(v) is str:
-        PyUnicode_AsUTF8AndSize(v, &size)
-        return 4 + size
-    raise TypeError(f"{where}: expected str, got {type(v).__name__}")
-
-
-cdef int _changed(str msg) except -1:
-    raise RuntimeError(f"{msg}: a value changed while it was being encoded")
-
-
-cdef uint8_t* _st_string(uint8_t* q, uint8_t* end, object v) except NULL:
-    cdef Py_ssize_t size
-    cdef const char* s
-    if type(v) is not str:
-        raise TypeError(f"expected str, got {type(v).__name__}")
-    s = PyUnicode_AsUTF8AndSize(v, &size)
-    if size > _U32_MAX:
-        raise ValueError("string longer than 4 GiB")
-    if end - q < 4 + size:
-        _changed("string")
-    _st_u32(q, <uint32_t>size)
-    memcpy(q + 4, s, size)
-    return q + 4 + size
-
-
-cdef Py_ssize_t _bytes_size(object v, str where) except -1:
-    if type(v) is bytes or type(v) is bytearray:
-        return 4 + len(v)
-    try:
-        return 4 + memoryview(v).nbytes
-    except TypeError:
-        raise TypeError(f"{where}: expected a bytes-like object, got {type(v).__name__}") from None
-
-
-cdef uint8_t* _st_bytes(uint8_t* q, uint8_t* end, object v) except NULL:
-    cdef const uint8_t[::1] mv
-    cdef Py_ssize_t n
-    if type(v) is bytes:
-        n = PyBytes_GET_SIZE(v)
-        if end - q < 4 + n:
-            _changed("bytes")
-        _st_u32(q, <uint32_t>n)
-        memcpy(q + 4, PyBytes_AS_STRING(v), n)
-        return q + 4 + n
-    mv = memoryview(v).cast("B")
-    n = mv.shape[0]
-    if end - q < 4 + n:
-        _changed("bytes")
-    _st_u32(q, <uint32_t>n)
-    if n:
-        memcpy(q + 4, &mv[0], n)
-    return q + 4 + n
-
-
-# -- walking the tail (groups, then variable-length data) ------------------------------------
-
-cdef int _truncated(str msg, str field, Py_ssize_t off, str what) except -1:
-    raise DecodeError(msg, field, off, f"{what} runs past the end of the buffer")
-
-
-cdef Py_ssize_t _skip_var(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, str msg, str field,
-                          Py_ssize_t base) except -1:
-    cdef uint32_t size
-    if n - pos < 4:
-        _truncated(msg, field, base + pos, "length of variable-length field")
-    size = _ld_u32(p + pos)
-    if <uint64_t>size > <uint64_t>(n - pos - 4):
-        _truncated(msg, field, base + pos, f"variable-length field of {size} bytes")
-    return pos + 4 + size
-
-
-cdef Py_ssize_t _skip_group(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, int depth, str msg,
-                            str field, Py_ssize_t base) except -1:
-    cdef uint16_t bl
-    cdef uint8_t ng, nv
-    cdef uint32_t count, i
-    cdef uint64_t total
-    if n - pos < 8:
-        _truncated(msg, field, base + pos, "group header")
-    bl = _ld_u16(p + pos)
-    ng = p[pos + 2]
-    nv = p[pos + 3]
-    count = _ld_u32(p + pos + 4)
-    pos += 8
-    if ng == 0 and nv == 0:
-        total = <uint64_t>bl * count
-        if total > <uint64_t>(n - pos):
-            _truncated(msg, field, base + pos, f"group of {count} entries")
-        return pos + <Py_ssize_t>total
-    if depth >= _MAX_DEPTH:
-        raise DecodeError(msg, field, base + pos, "groups nested too deep")
-    for i in range(count):
-        pos = _skip_entry(p, n, pos, bl, ng, nv, depth + 1, msg, field, base)
-    return pos
-
-
-cdef Py_ssize_t _skip_entry(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t bl,
-                            int ng, int nv, int depth, str msg, str field,
-                            Py_ssize_t base) except -1:
-    cdef int k
-    if n - pos < bl:
-        _truncated(msg, field, base + pos, "group entry")
-    pos += bl
-    for k in range(ng):
-        pos = _skip_group(p, n, pos, depth, msg, field, base)
-    for k in range(nv):
-        pos = _skip_var(p, n, pos, msg, field, base)
-    return pos
-
-
-cdef Py_ssize_t _MAX_EMPTY_ENTRIES = 65536  # zero-length entries a materialized group may claim
-
-
-cdef Py_ssize_t _group_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos,
-                              Py_ssize_t min_block, str msg, str field, Py_ssize_t base,
-                              Py_ssize_t* bl, int* ng, int* nv, Py_ssize_t* count) except -1:
-    """Read and check a group header at ``pos``; returns the offset of its first entry."""
-    if n - pos < 8:
-        _truncated(msg, field, base + pos, "group header")
-    bl[0] = _ld_u16(p + pos)
-    ng[0] = p[pos + 2]
-    nv[0] = p[pos + 3]
-    count[0] = _ld_u32(p + pos + 4)
-    if count[0] and bl[0] < min_block:
-        raise DecodeError(msg, field, base + pos,
-                          f"entry block length {bl[0]} is shorter than {min_block}")
-    if bl[0] == 0 and ng[0] == 0 and nv[0] == 0 and count[0] > _MAX_EMPTY_ENTRIES:
-        raise DecodeError(msg, field, base + pos, f"{count[0]} zero-length entries")
-    return pos + 8
-
-
-cdef Py_ssize_t _scan_tail(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, int ng, int nv,
-                           Py_ssize_t* gat, int known_ng, Py_ssize_t* vat, int known_nv,
-                           int depth, str msg, str field, Py_ssize_t base) except -1:
-    """Record where each known group and variable-length field starts (-1: the writer has
-    none); return the offset just past the tail, unknown trailing items included."""
-    cdef int k
-    for k in range(known_ng):
-        gat[k] = -1
-    for k in range(known_nv):
-        vat[k] = -1
-    for k in range(ng):
-        if k < known_ng:
-            gat[k] = pos
-        pos = _skip_group(p, n, pos, depth, msg, field, base)
-    for k in range(nv):
-        if k < known_nv:
-            vat[k] = pos
-        pos = _skip_var(p, n, pos, msg, field, base)
-    return pos
-
-
-cdef int _open(object obj, Py_buffer* pybuf, bint writable, const uint8_t** ptr,
-               Py_ssize_t* size) except -1:
-    """Point at the bytes of ``obj``; returns 1 if ``pybuf`` must be released."""
-    if type(obj) is bytes and not writable:
-        ptr[0] = <const uint8_t*>PyBytes_AS_STRING(obj)
-        size[0] = PyBytes_GET_SIZE(obj)
-        return 0
-    PyObject_GetBuffer(obj, pybuf, PyBUF_WRITABLE if writable else PyBUF_SIMPLE)
-    ptr[0] = <const uint8_t*>pybuf.buf
-    size[0] = pybuf.len
-    return 1
-
-
-cdef Py_ssize_t _window(Py_ssize_t size, Py_ssize_t offset, Py_ssize_t length, str msg) except -1:
-    """The number of bytes a view at ``offset`` may read (``length`` < 0: to the end)."""
-    if offset < 0 or offset > size:
-        raise DecodeError(msg, "", offset, f"offset outside a buffer of {size} bytes")
-    if length < 0:
-        return size - offset
-    if length > size - offset:
-        raise DecodeError(msg, "", offset, f"length {length} runs past a buffer of {size} bytes")
-    return length
-
-
-cdef Py_ssize_t _check_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, uint16_t template,
-                              Py_ssize_t min_block, str msg) except -1:
-    cdef uint16_t bl, tid, sid
-    if n < _HEADER:
-        _truncated(msg, "header", base, "message header")
-    bl = _ld_u16(p)
-    tid = _ld_u16(p + 2)
-    sid = _ld_u16(p + 4)
-    if sid != 1:
-        raise DecodeError(msg, "header", base + 4, f"schema id {sid}, expected 1")
-    if tid != template:
-        raise DecodeError(msg, "header", base + 2, f"template id {tid}, expected {template}")
-    if bl < min_block:
-        raise DecodeError(msg, "header", base, f"block length {bl} is shorter than {min_block}")
-    if n - _HEADER - 2 < bl:
-        _truncated(msg, "header", base, f"block of {bl} bytes")
-    return bl
-
-
-@cython.no_gc_clear
-cdef class _Cursor:
-    """Where builders write: a writable buffer and the position of the end of what is written."""
-    cdef object obj
-    cdef Py_buffer pybuf
-    cdef bint held
-    cdef uint8_t* p
-    cdef Py_ssize_t cap
-    cdef Py_ssize_t pos
-    cdef Py_ssize_t start
-
-    def __dealloc__(self):
-        if self.held:
-            PyBuffer_Release(&self.pybuf)
-
-    cdef uint8_t* reserve(self, Py_ssize_t n, str where) except NULL:
-        cdef uint8_t* q
-        if self.cap - self.pos < n:
-            raise ValueError(f"{where}: the buffer is too small ({self.cap} bytes, "
-                             f"{self.pos + n} needed)")
-        q = self.p + self.pos
-        self.pos += n
-        return q
-
-
-cdef _Cursor _cursor(object buf, Py_ssize_t offset):
-    cdef _Cursor c = _Cursor.__new__(_Cursor)
-    cdef const uint8_t* ptr
-    cdef Py_ssize_t size
-    c.held = _open(buf, &c.pybuf, True, &ptr, &size)
-    c.obj = buf
-    if offset < 0 or offset > size:
-        raise ValueError(f"offset {offset} outside a buffer of {size} bytes")
-    c.p = <uint8_t*>ptr
-    c.cap = size
-    c.pos = offset
-    c.start = offset
-    return c
-
-
-cdef uint8_t* _empty_group(_Cursor c, uint16_t bl, uint8_t ng, uint8_t nv, str where) except NULL:
-    cdef uint8_t* q = c.reserve(8, where)
-    _st_u16(q, bl)
-    q[2] = ng
-    q[3] = nv
-    _st_u32(q + 4, 0)
-    return q
-
-
-cdef int _empty_var(_Cursor c, str where) except -1:
-    _st_u32(c.reserve(4, where), 0)
-    return 0
-
-
-cdef class _Writer:
-    """What every builder has: the shared cursor, where its block starts, which group or
-    variable-length field comes next, and the group builder still open."""
-    cdef _Cursor _c
-    cdef Py_ssize_t _at
-    cdef int _stage
-    cdef _Writer _child
-    cdef Py_ssize_t _count
-    cdef Py_ssize_t _i
-    cdef str _path
-    cdef bint _closed
-
-    cdef int _check_open(self) except -1:
-        if self._closed:
-            raise ValueError(f"{self._path}: already complete; its parent moved on or "
-                             "finish() was called")
-        return 0
-
-    cdef int _close(self) except -1:
-        return 0
-
-    cdef int _done(self) except -1:
-        return 0
 
 
 # -- enums and flags --------------------------------------------------------------------------
@@ -492,7 +44,7 @@ cdef object _MessageKind_Control = MessageKind.Control
 
 
 cdef object _rd_MessageKind(const uint8_t* q, str msg, str field, Py_ssize_t off):
-    cdef uint8_t v = _ld_u8(q)
+    cdef uint8_t v = _s.ld_u8(q)
     if v == 1:
         return _MessageKind_Application
     elif v == 2:
@@ -506,7 +58,7 @@ cdef int _wr_MessageKind(uint8_t* q, object v, str where) except -1:
             raise TypeError(f"{where}: expected MessageKind, got {type(v).__name__}")
         if v not in _MessageKind_members:
             raise ValueError(f"{where}: {v} is not a value of MessageKind")
-    _st_u8(q, v)
+    _s.st_u8(q, v)
     return 0
 
 
@@ -520,7 +72,7 @@ cdef dict _EnvelopeFlags_cache = {}
 
 
 cdef object _rd_EnvelopeFlags(const uint8_t* q):
-    cdef uint8_t v = _ld_u8(q)
+    cdef uint8_t v = _s.ld_u8(q)
     r = _EnvelopeFlags_cache.get(v)
     if r is None:
         r = EnvelopeFlags(v)
@@ -532,7 +84,7 @@ cdef object _rd_EnvelopeFlags(const uint8_t* q):
 cdef int _wr_EnvelopeFlags(uint8_t* q, object v, str where) except -1:
     if not isinstance(v, int):
         raise TypeError(f"{where}: expected EnvelopeFlags or int, got {type(v).__name__}")
-    _st_u8(q, v)
+    _s.st_u8(q, v)
     return 0
 
 
@@ -557,7 +109,7 @@ cdef object _AdminStatus_Denied = AdminStatus.Denied
 
 
 cdef object _rd_AdminStatus(const uint8_t* q, str msg, str field, Py_ssize_t off):
-    cdef uint8_t v = _ld_u8(q)
+    cdef uint8_t v = _s.ld_u8(q)
     if v == 1:
         return _AdminStatus_Ok
     elif v == 2:
@@ -577,7 +129,7 @@ cdef int _wr_AdminStatus(uint8_t* q, object v, str where) except -1:
             raise TypeError(f"{where}: expected AdminStatus, got {type(v).__name__}")
         if v not in _AdminStatus_members:
             raise ValueError(f"{where}: {v} is not a value of AdminStatus")
-    _st_u8(q, v)
+    _s.st_u8(q, v)
     return 0
 
 
@@ -621,10 +173,10 @@ cdef class Envelope:
         cdef const uint8_t* p
         cdef Py_ssize_t size
         cdef Py_buffer pybuf
-        cdef int held = _open(buf, &pybuf, False, &p, &size)
+        cdef int held = _s.open_buffer(buf, &pybuf, False, &p, &size)
         try:
             if offset < 0 or size - offset < 32 or offset > size:
-                _truncated("Envelope", "", offset, "struct of 32 bytes")
+                _s.truncated("Envelope", "", offset, "struct of 32 bytes")
             return _rd_Envelope(p + offset, "Envelope", "", offset)
         finally:
             if held:
@@ -671,13 +223,13 @@ def _from_dict_field_Envelope(str k, v):
 
 cdef Envelope _rd_Envelope(const uint8_t* q, str msg, str field, Py_ssize_t off):
     cdef Envelope r = Envelope.__new__(Envelope)
-    r.timestamp_ns = _ld_u64(q + 0)
-    r.command_seq = _ld_u64(q + 8)
-    r.account = _ld_char(q + 16, 8, msg, field, off + 16)
-    r.instance = _ld_u16(q + 24)
+    r.timestamp_ns = _s.ld_u64(q + 0)
+    r.command_seq = _s.ld_u64(q + 8)
+    r.account = _s.ld_char(q + 16, 8, msg, field, off + 16)
+    r.instance = _s.ld_u16(q + 24)
     r.kind = _rd_MessageKind(q + 26, msg, field, off + 26)
     r.flags = _rd_EnvelopeFlags(q + 27)
-    r.body_length = _ld_u32(q + 28)
+    r.body_length = _s.ld_u32(q + 28)
     return r
 
 
@@ -686,22 +238,16 @@ cdef int _wr_Envelope(uint8_t* q, object v, str where) except -1:
     if type(v) is not Envelope:
         raise TypeError(f"{where}: expected Envelope, got {type(v).__name__}")
     s = <Envelope>v
-    _st_u64(q + 0, s.timestamp_ns)
-    _st_u64(q + 8, s.command_seq)
-    _st_char(q + 16, 8, s.account, where + '.account')
-    _st_u16(q + 24, s.instance)
+    _s.st_u64(q + 0, s.timestamp_ns)
+    _s.st_u64(q + 8, s.command_seq)
+    _s.st_char(q + 16, 8, s.account, where + '.account')
+    _s.st_u16(q + 24, s.instance)
     _wr_MessageKind(q + 26, s.kind, where + '.kind')
     _wr_EnvelopeFlags(q + 27, s.flags, where + '.flags')
-    _st_u32(q + 28, s.body_length)
+    _s.st_u32(q + 28, s.body_length)
     return 0
 
 
-def _repr(str name, dict d):
-    return name + "(" + ", ".join([f"{k}={v!r}" for k, v in d.items()]) + ")"
-
-
-def _rebuild(cls, dict d):
-    return cls.from_dict(d) if hasattr(cls, "from_dict") else cls(**d)
 
 # -- messages ---------------------------------------------------------------------------------
 
@@ -718,9 +264,9 @@ cdef object _ClockTick_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_
     cdef int k, g_ng, g_nv
     cdef list g_out
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "ClockTick", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "ClockTick", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "ClockTick", "", base)
+        pos = _s.skip_var(p, n, pos, "ClockTick", "", base)
     end[0] = pos
     return {
     }
@@ -736,9 +282,9 @@ cdef object _ClockTick_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py
     cdef list g_out
     cdef ClockTick r = ClockTick.__new__(ClockTick)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "ClockTick", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "ClockTick", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "ClockTick", "", base)
+        pos = _s.skip_var(p, n, pos, "ClockTick", "", base)
     end[0] = pos
     return r
 
@@ -779,7 +325,7 @@ cdef class ClockTickView:
     @property
     def wire_version(self):
         """The schema version the writer used."""
-        return _ld_u16(self._p + 6)
+        return _s.ld_u16(self._p + 6)
 
     @property
     def wire_size(self):
@@ -789,7 +335,7 @@ cdef class ClockTickView:
         return self._end
 
     cdef int _scan(self) except -1:
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                0, self._vat, 0, 0, "ClockTick",
                                "", self._base)
         return 0
@@ -830,16 +376,16 @@ cdef class ClockTickView:
 cdef int _ClockTickView_init(ClockTickView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _window(size, offset, length, "ClockTick")
+    v._n = _s.window(size, offset, length, "ClockTick")
     v._p = ptr + offset
     v._base = offset
-    v._at = _HEADER
-    v._bl = _check_header(v._p, v._n, offset, 1, 0, "ClockTick")
-    v._ng = v._p[_HEADER + v._bl]
-    v._nv = v._p[_HEADER + v._bl + 1]
-    v._tail = _HEADER + v._bl + 2
+    v._at = _s.HEADER
+    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 1, 0, "ClockTick")
+    v._ng = v._p[_s.HEADER + v._bl]
+    v._nv = v._p[_s.HEADER + v._bl + 1]
+    v._tail = _s.HEADER + v._bl + 2
     v._end = -1
     return 0
 
@@ -851,7 +397,7 @@ cdef ClockTickView _ClockTickView_wrap(object buf, Py_ssize_t offset, Py_ssize_t
 
 
 @cython.final
-cdef class ClockTickBuilder(_Writer):
+cdef class ClockTickBuilder(_s.Writer):
     """Writes a ClockTick straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
@@ -859,16 +405,16 @@ cdef class ClockTickBuilder(_Writer):
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
-        self._c = _cursor(buf, offset)
-        q = self._c.reserve(_HEADER + 0 + 2, "ClockTick")
-        _st_u16(q, 0)
-        _st_u16(q + 2, 1)
-        _st_u16(q + 4, 1)
-        _st_u16(q + 6, 1)
-        memset(q + _HEADER, 0, 0)
-        q[_HEADER + 0] = 0
-        q[_HEADER + 0 + 1] = 0
-        self._at = offset + _HEADER
+        self._c = _s.cursor(buf, offset)
+        q = self._c.reserve(_s.HEADER + 0 + 2, "ClockTick")
+        _s.st_u16(q, 0)
+        _s.st_u16(q + 2, 1)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 1)
+        memset(q + _s.HEADER, 0, 0)
+        q[_s.HEADER + 0] = 0
+        q[_s.HEADER + 0 + 1] = 0
+        self._at = offset + _s.HEADER
         self._stage = 0
         self._path = "ClockTick"
 
@@ -890,7 +436,7 @@ cdef class ClockTickBuilder(_Writer):
             self._child._done()
             self._child = None
         while self._stage < stage:
-            _empty_var(self._c, "ClockTick")
+            _s.empty_var(self._c, "ClockTick")
             self._stage += 1
         return 0
 
@@ -932,32 +478,32 @@ cdef class ClockTick:
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _HEADER + 0 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 0 + 2 + self._tail_size()
         cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _st_u16(q, 0)
-        _st_u16(q + 2, 1)
-        _st_u16(q + 4, 1)
-        _st_u16(q + 6, 1)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 0] = 0
-        q[_HEADER + 0 + 1] = 0
-        self._write_tail(q + _HEADER + 0 + 2, q + n)
+        _s.st_u16(q, 0)
+        _s.st_u16(q + 2, 1)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 1)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 0] = 0
+        q[_s.HEADER + 0 + 1] = 0
+        self._write_tail(q + _s.HEADER + 0 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
         """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _HEADER + 0 + 2 + self._tail_size()
-        cdef _Cursor c = _cursor(buf, offset)
+        cdef Py_ssize_t n = _s.HEADER + 0 + 2 + self._tail_size()
+        cdef _s.Cursor c = _s.cursor(buf, offset)
         cdef uint8_t* q = c.reserve(n, "ClockTick")
-        _st_u16(q, 0)
-        _st_u16(q + 2, 1)
-        _st_u16(q + 4, 1)
-        _st_u16(q + 6, 1)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 0] = 0
-        q[_HEADER + 0 + 1] = 0
-        self._write_tail(q + _HEADER + 0 + 2, q + n)
+        _s.st_u16(q, 0)
+        _s.st_u16(q + 2, 1)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 1)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 0] = 0
+        q[_s.HEADER + 0 + 1] = 0
+        self._write_tail(q + _s.HEADER + 0 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
@@ -1006,11 +552,11 @@ cdef object _SessionStart_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, 
     cdef int k, g_ng, g_nv
     cdef list g_out
     q = p + at + 0
-    v_session = _ld_char(q, 10, "SessionStart", "session", base + at + 0)
+    v_session = _s.ld_char(q, 10, "SessionStart", "session", base + at + 0)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "SessionStart", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "SessionStart", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "SessionStart", "", base)
+        pos = _s.skip_var(p, n, pos, "SessionStart", "", base)
     end[0] = pos
     return {
         "session": v_session,
@@ -1027,11 +573,11 @@ cdef object _SessionStart_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base,
     cdef list g_out
     cdef SessionStart r = SessionStart.__new__(SessionStart)
     q = p + at + 0
-    r.session = _ld_char(q, 10, "SessionStart", "session", base + at + 0)
+    r.session = _s.ld_char(q, 10, "SessionStart", "session", base + at + 0)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "SessionStart", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "SessionStart", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "SessionStart", "", base)
+        pos = _s.skip_var(p, n, pos, "SessionStart", "", base)
     end[0] = pos
     return r
 
@@ -1072,7 +618,7 @@ cdef class SessionStartView:
     @property
     def wire_version(self):
         """The schema version the writer used."""
-        return _ld_u16(self._p + 6)
+        return _s.ld_u16(self._p + 6)
 
     @property
     def wire_size(self):
@@ -1082,7 +628,7 @@ cdef class SessionStartView:
         return self._end
 
     cdef int _scan(self) except -1:
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                0, self._vat, 0, 0, "SessionStart",
                                "", self._base)
         return 0
@@ -1097,7 +643,7 @@ cdef class SessionStartView:
 
     cdef inline object _get_session(self):
         cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_char(q, 10, "SessionStart", "session", self._base + self._at + 0)
+        return _s.ld_char(q, 10, "SessionStart", "session", self._base + self._at + 0)
 
     cdef object _dict_end(self, Py_ssize_t* end):
         return _SessionStart_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
@@ -1135,16 +681,16 @@ cdef class SessionStartView:
 cdef int _SessionStartView_init(SessionStartView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _window(size, offset, length, "SessionStart")
+    v._n = _s.window(size, offset, length, "SessionStart")
     v._p = ptr + offset
     v._base = offset
-    v._at = _HEADER
-    v._bl = _check_header(v._p, v._n, offset, 2, 10, "SessionStart")
-    v._ng = v._p[_HEADER + v._bl]
-    v._nv = v._p[_HEADER + v._bl + 1]
-    v._tail = _HEADER + v._bl + 2
+    v._at = _s.HEADER
+    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 2, 10, "SessionStart")
+    v._ng = v._p[_s.HEADER + v._bl]
+    v._nv = v._p[_s.HEADER + v._bl + 1]
+    v._tail = _s.HEADER + v._bl + 2
     v._end = -1
     return 0
 
@@ -1156,7 +702,7 @@ cdef SessionStartView _SessionStartView_wrap(object buf, Py_ssize_t offset, Py_s
 
 
 @cython.final
-cdef class SessionStartBuilder(_Writer):
+cdef class SessionStartBuilder(_s.Writer):
     """Writes a SessionStart straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
@@ -1164,16 +710,16 @@ cdef class SessionStartBuilder(_Writer):
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
-        self._c = _cursor(buf, offset)
-        q = self._c.reserve(_HEADER + 10 + 2, "SessionStart")
-        _st_u16(q, 10)
-        _st_u16(q + 2, 2)
-        _st_u16(q + 4, 1)
-        _st_u16(q + 6, 1)
-        memset(q + _HEADER, 0, 10)
-        q[_HEADER + 10] = 0
-        q[_HEADER + 10 + 1] = 0
-        self._at = offset + _HEADER
+        self._c = _s.cursor(buf, offset)
+        q = self._c.reserve(_s.HEADER + 10 + 2, "SessionStart")
+        _s.st_u16(q, 10)
+        _s.st_u16(q + 2, 2)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 1)
+        memset(q + _s.HEADER, 0, 10)
+        q[_s.HEADER + 10] = 0
+        q[_s.HEADER + 10 + 1] = 0
+        self._at = offset + _s.HEADER
         self._stage = 0
         self._path = "SessionStart"
 
@@ -1195,7 +741,7 @@ cdef class SessionStartBuilder(_Writer):
             self._child._done()
             self._child = None
         while self._stage < stage:
-            _empty_var(self._c, "SessionStart")
+            _s.empty_var(self._c, "SessionStart")
             self._stage += 1
         return 0
 
@@ -1210,7 +756,7 @@ cdef class SessionStartBuilder(_Writer):
     property session:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 0
-            _st_char(q, 10, value, "SessionStart.session")
+            _s.st_char(q, 10, value, "SessionStart.session")
 
 
 @cython.final
@@ -1243,36 +789,36 @@ cdef class SessionStart:
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _HEADER + 10 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 10 + 2 + self._tail_size()
         cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _st_u16(q, 10)
-        _st_u16(q + 2, 2)
-        _st_u16(q + 4, 1)
-        _st_u16(q + 6, 1)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 10] = 0
-        q[_HEADER + 10 + 1] = 0
-        self._write_tail(q + _HEADER + 10 + 2, q + n)
+        _s.st_u16(q, 10)
+        _s.st_u16(q + 2, 2)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 1)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 10] = 0
+        q[_s.HEADER + 10 + 1] = 0
+        self._write_tail(q + _s.HEADER + 10 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
         """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _HEADER + 10 + 2 + self._tail_size()
-        cdef _Cursor c = _cursor(buf, offset)
+        cdef Py_ssize_t n = _s.HEADER + 10 + 2 + self._tail_size()
+        cdef _s.Cursor c = _s.cursor(buf, offset)
         cdef uint8_t* q = c.reserve(n, "SessionStart")
-        _st_u16(q, 10)
-        _st_u16(q + 2, 2)
-        _st_u16(q + 4, 1)
-        _st_u16(q + 6, 1)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 10] = 0
-        q[_HEADER + 10 + 1] = 0
-        self._write_tail(q + _HEADER + 10 + 2, q + n)
+        _s.st_u16(q, 10)
+        _s.st_u16(q + 2, 2)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 1)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 10] = 0
+        q[_s.HEADER + 10 + 1] = 0
+        self._write_tail(q + _s.HEADER + 10 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
-        _st_char(q + 0, 10, self.session, "SessionStart.session")
+        _s.st_char(q + 0, 10, self.session, "SessionStart.session")
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
@@ -1319,15 +865,15 @@ cdef object _SenderState_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, P
     cdef int k, g_ng, g_nv
     cdef list g_out
     q = p + at + 0
-    v_next_command_seq = _ld_u64(q)
+    v_next_command_seq = _s.ld_u64(q)
     q = p + at + 8
-    v_account = _ld_char(q, 8, "SenderState", "account", base + at + 8)
+    v_account = _s.ld_char(q, 8, "SenderState", "account", base + at + 8)
     q = p + at + 16
-    v_instance = _ld_u16(q)
+    v_instance = _s.ld_u16(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "SenderState", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "SenderState", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "SenderState", "", base)
+        pos = _s.skip_var(p, n, pos, "SenderState", "", base)
     end[0] = pos
     return {
         "next_command_seq": v_next_command_seq,
@@ -1346,15 +892,15 @@ cdef object _SenderState_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, 
     cdef list g_out
     cdef SenderState r = SenderState.__new__(SenderState)
     q = p + at + 0
-    r.next_command_seq = _ld_u64(q)
+    r.next_command_seq = _s.ld_u64(q)
     q = p + at + 8
-    r.account = _ld_char(q, 8, "SenderState", "account", base + at + 8)
+    r.account = _s.ld_char(q, 8, "SenderState", "account", base + at + 8)
     q = p + at + 16
-    r.instance = _ld_u16(q)
+    r.instance = _s.ld_u16(q)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "SenderState", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "SenderState", "", base)
     for k in range(0, nv):
-        pos = _skip_var(p, n, pos, "SenderState", "", base)
+        pos = _s.skip_var(p, n, pos, "SenderState", "", base)
     end[0] = pos
     return r
 
@@ -1397,7 +943,7 @@ cdef class SenderStateView:
     @property
     def wire_version(self):
         """The schema version the writer used."""
-        return _ld_u16(self._p + 6)
+        return _s.ld_u16(self._p + 6)
 
     @property
     def wire_size(self):
@@ -1407,7 +953,7 @@ cdef class SenderStateView:
         return self._end
 
     cdef int _scan(self) except -1:
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                0, self._vat, 0, 0, "SenderState",
                                "", self._base)
         return 0
@@ -1438,15 +984,15 @@ cdef class SenderStateView:
 
     cdef inline uint64_t _get_next_command_seq(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline object _get_account(self):
         cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_char(q, 8, "SenderState", "account", self._base + self._at + 8)
+        return _s.ld_char(q, 8, "SenderState", "account", self._base + self._at + 8)
 
     cdef inline uint16_t _get_instance(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 16
-        return _ld_u16(q)
+        return _s.ld_u16(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
         return _SenderState_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
@@ -1484,16 +1030,16 @@ cdef class SenderStateView:
 cdef int _SenderStateView_init(SenderStateView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _window(size, offset, length, "SenderState")
+    v._n = _s.window(size, offset, length, "SenderState")
     v._p = ptr + offset
     v._base = offset
-    v._at = _HEADER
-    v._bl = _check_header(v._p, v._n, offset, 3, 18, "SenderState")
-    v._ng = v._p[_HEADER + v._bl]
-    v._nv = v._p[_HEADER + v._bl + 1]
-    v._tail = _HEADER + v._bl + 2
+    v._at = _s.HEADER
+    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 3, 18, "SenderState")
+    v._ng = v._p[_s.HEADER + v._bl]
+    v._nv = v._p[_s.HEADER + v._bl + 1]
+    v._tail = _s.HEADER + v._bl + 2
     v._end = -1
     return 0
 
@@ -1505,7 +1051,7 @@ cdef SenderStateView _SenderStateView_wrap(object buf, Py_ssize_t offset, Py_ssi
 
 
 @cython.final
-cdef class SenderStateBuilder(_Writer):
+cdef class SenderStateBuilder(_s.Writer):
     """Writes a SenderState straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
@@ -1513,16 +1059,16 @@ cdef class SenderStateBuilder(_Writer):
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
-        self._c = _cursor(buf, offset)
-        q = self._c.reserve(_HEADER + 18 + 2, "SenderState")
-        _st_u16(q, 18)
-        _st_u16(q + 2, 3)
-        _st_u16(q + 4, 1)
-        _st_u16(q + 6, 1)
-        memset(q + _HEADER, 0, 18)
-        q[_HEADER + 18] = 0
-        q[_HEADER + 18 + 1] = 0
-        self._at = offset + _HEADER
+        self._c = _s.cursor(buf, offset)
+        q = self._c.reserve(_s.HEADER + 18 + 2, "SenderState")
+        _s.st_u16(q, 18)
+        _s.st_u16(q + 2, 3)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 1)
+        memset(q + _s.HEADER, 0, 18)
+        q[_s.HEADER + 18] = 0
+        q[_s.HEADER + 18 + 1] = 0
+        self._at = offset + _s.HEADER
         self._stage = 0
         self._path = "SenderState"
 
@@ -1544,7 +1090,7 @@ cdef class SenderStateBuilder(_Writer):
             self._child._done()
             self._child = None
         while self._stage < stage:
-            _empty_var(self._c, "SenderState")
+            _s.empty_var(self._c, "SenderState")
             self._stage += 1
         return 0
 
@@ -1559,17 +1105,17 @@ cdef class SenderStateBuilder(_Writer):
     property next_command_seq:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 0
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property account:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 8
-            _st_char(q, 8, value, "SenderState.account")
+            _s.st_char(q, 8, value, "SenderState.account")
 
     property instance:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 16
-            _st_u16(q, value)
+            _s.st_u16(q, value)
 
 
 @cython.final
@@ -1608,38 +1154,38 @@ cdef class SenderState:
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _HEADER + 18 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 18 + 2 + self._tail_size()
         cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _st_u16(q, 18)
-        _st_u16(q + 2, 3)
-        _st_u16(q + 4, 1)
-        _st_u16(q + 6, 1)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 18] = 0
-        q[_HEADER + 18 + 1] = 0
-        self._write_tail(q + _HEADER + 18 + 2, q + n)
+        _s.st_u16(q, 18)
+        _s.st_u16(q + 2, 3)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 1)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 18] = 0
+        q[_s.HEADER + 18 + 1] = 0
+        self._write_tail(q + _s.HEADER + 18 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
         """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _HEADER + 18 + 2 + self._tail_size()
-        cdef _Cursor c = _cursor(buf, offset)
+        cdef Py_ssize_t n = _s.HEADER + 18 + 2 + self._tail_size()
+        cdef _s.Cursor c = _s.cursor(buf, offset)
         cdef uint8_t* q = c.reserve(n, "SenderState")
-        _st_u16(q, 18)
-        _st_u16(q + 2, 3)
-        _st_u16(q + 4, 1)
-        _st_u16(q + 6, 1)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 18] = 0
-        q[_HEADER + 18 + 1] = 0
-        self._write_tail(q + _HEADER + 18 + 2, q + n)
+        _s.st_u16(q, 18)
+        _s.st_u16(q + 2, 3)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 1)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 18] = 0
+        q[_s.HEADER + 18 + 1] = 0
+        self._write_tail(q + _s.HEADER + 18 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
-        _st_u64(q + 0, self.next_command_seq)
-        _st_char(q + 8, 8, self.account, "SenderState.account")
-        _st_u16(q + 16, self.instance)
+        _s.st_u64(q + 0, self.next_command_seq)
+        _s.st_char(q + 8, 8, self.account, "SenderState.account")
+        _s.st_u16(q + 16, self.instance)
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
@@ -1688,17 +1234,17 @@ cdef object _AdminCommandArgs_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t ba
     cdef int k, g_ng, g_nv
     cdef list g_out
     if n - at < bl:
-        _truncated("AdminCommand", "args", base + at, "group entry")
+        _s.truncated("AdminCommand", "args", base + at, "group entry")
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 2, "AdminCommand", "args", base)
+        pos = _s.skip_group(p, n, pos, 2, "AdminCommand", "args", base)
     if nv > 0:
         start = pos
-        pos = _skip_var(p, n, pos, "AdminCommand", "args.value", base)
-        v_value = _ld_string(p + start + 4, pos - start - 4, "AdminCommand", "args.value", base + start + 4)
+        pos = _s.skip_var(p, n, pos, "AdminCommand", "args.value", base)
+        v_value = _s.ld_string(p + start + 4, pos - start - 4, "AdminCommand", "args.value", base + start + 4)
     else:
         v_value = ""
     for k in range(1, nv):
-        pos = _skip_var(p, n, pos, "AdminCommand", "args", base)
+        pos = _s.skip_var(p, n, pos, "AdminCommand", "args", base)
     end[0] = pos
     return {
         "value": v_value,
@@ -1715,17 +1261,17 @@ cdef object _AdminCommandArgs_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t b
     cdef list g_out
     cdef AdminCommandArgs r = AdminCommandArgs.__new__(AdminCommandArgs)
     if n - at < bl:
-        _truncated("AdminCommand", "args", base + at, "group entry")
+        _s.truncated("AdminCommand", "args", base + at, "group entry")
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 2, "AdminCommand", "args", base)
+        pos = _s.skip_group(p, n, pos, 2, "AdminCommand", "args", base)
     if nv > 0:
         start = pos
-        pos = _skip_var(p, n, pos, "AdminCommand", "args.value", base)
-        v_value = _ld_string(p + start + 4, pos - start - 4, "AdminCommand", "args.value", base + start + 4)
+        pos = _s.skip_var(p, n, pos, "AdminCommand", "args.value", base)
+        v_value = _s.ld_string(p + start + 4, pos - start - 4, "AdminCommand", "args.value", base + start + 4)
     else:
         v_value = ""
     for k in range(1, nv):
-        pos = _skip_var(p, n, pos, "AdminCommand", "args", base)
+        pos = _s.skip_var(p, n, pos, "AdminCommand", "args", base)
     end[0] = pos
     r.value = v_value
     return r
@@ -1753,8 +1299,8 @@ cdef class AdminCommandArgsView:
 
     cdef int _scan(self) except -1:
         if self._n - self._at < self._bl:
-            _truncated("AdminCommand", "args", self._base + self._at, "group entry")
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+            _s.truncated("AdminCommand", "args", self._base + self._at, "group entry")
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                0, self._vat, 1, 1, "AdminCommand",
                                "args", self._base)
         return 0
@@ -1777,8 +1323,8 @@ cdef class AdminCommandArgsView:
         cdef uint32_t size
         if pos < 0:
             return ""
-        size = _ld_u32(self._p + pos)
-        return _ld_string(self._p + pos + 4, size, "AdminCommand", "args.value", self._base + pos + 4)
+        size = _s.ld_u32(self._p + pos)
+        return _s.ld_string(self._p + pos + 4, size, "AdminCommand", "args.value", self._base + pos + 4)
 
     cdef object _dict_end(self, Py_ssize_t* end):
         return _AdminCommandArgs_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
@@ -1898,7 +1444,7 @@ cdef class AdminCommandArgsGroup:
     cdef list _dicts_end(self, Py_ssize_t* end):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
             raise DecodeError("AdminCommand", "args", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             out.append(_AdminCommandArgs_dict(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
@@ -1908,7 +1454,7 @@ cdef class AdminCommandArgsGroup:
     cdef list _values_end(self, Py_ssize_t* end):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _MAX_EMPTY_ENTRIES:
+        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
             raise DecodeError("AdminCommand", "args", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             out.append(_AdminCommandArgs_value(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
@@ -1939,11 +1485,11 @@ cdef int _AdminCommandArgsGroup_at(AdminCommandArgsGroup g, object obj, object k
         g._nv = 0
     else:
         if n - pos < 8:
-            _truncated("AdminCommand", "args", base + pos, "group header")
-        g._bl = _ld_u16(p + pos)
+            _s.truncated("AdminCommand", "args", base + pos, "group header")
+        g._bl = _s.ld_u16(p + pos)
         g._ng = p[pos + 2]
         g._nv = p[pos + 3]
-        g._count = _ld_u32(p + pos + 4)
+        g._count = _s.ld_u32(p + pos + 4)
         g._start = pos + 8
         if g._count and g._bl < 0:
             raise DecodeError("AdminCommand", "args", base + pos, f"entry block length {g._bl} is shorter than 0")
@@ -1952,7 +1498,7 @@ cdef int _AdminCommandArgsGroup_at(AdminCommandArgsGroup g, object obj, object k
 
 
 @cython.final
-cdef class AdminCommandArgsBuilder(_Writer):
+cdef class AdminCommandArgsBuilder(_s.Writer):
     """Writes the entries of group ``AdminCommand.args``: call ``next()`` before each entry, then set its fields."""
 
     def __init__(self):
@@ -1997,7 +1543,7 @@ cdef class AdminCommandArgsBuilder(_Writer):
             self._child._done()
             self._child = None
         while self._stage < stage:
-            _empty_var(self._c, "AdminCommand.args")
+            _s.empty_var(self._c, "AdminCommand.args")
             self._stage += 1
         return 0
 
@@ -2015,9 +1561,9 @@ cdef class AdminCommandArgsBuilder(_Writer):
             cdef uint8_t* q
             self._need_entry()
             self._enter(0, "value")
-            size = _var_size(value, "AdminCommand.args.value")
+            size = _s.var_size(value, "AdminCommand.args.value")
             q = self._c.reserve(size, "AdminCommand.args.value")
-            _st_string(q, q + size, value)
+            _s.st_string(q, q + size, value)
             self._stage = 1
 
 
@@ -2042,7 +1588,7 @@ cdef class AdminCommandArgs:
 
     cdef uint8_t* _write(self, uint8_t* q, uint8_t* end) except NULL:
         if end - q < 0:
-            _changed("AdminCommand")
+            _s.changed("AdminCommand")
         self._write_block(q)
         return self._write_tail(q + 0, end)
 
@@ -2051,11 +1597,11 @@ cdef class AdminCommandArgs:
 
     cdef Py_ssize_t _tail_size(self) except -1:
         cdef Py_ssize_t n = 0
-        n += _var_size(self.value, "AdminCommand.args.value")
+        n += _s.var_size(self.value, "AdminCommand.args.value")
         return n
 
     cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
-        q = _st_string(q, end, self.value)
+        q = _s.st_string(q, end, self.value)
         return q
 
     def to_dict(self):
@@ -2095,11 +1641,11 @@ cdef object _AdminCommand_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, 
     cdef int k, g_ng, g_nv
     cdef list g_out
     q = p + at + 0
-    v_target = _ld_char(q, 8, "AdminCommand", "target", base + at + 0)
+    v_target = _s.ld_char(q, 8, "AdminCommand", "target", base + at + 0)
     q = p + at + 8
-    v_request_id = _ld_u64(q)
+    v_request_id = _s.ld_u64(q)
     if ng > 0:
-        pos = _group_header(p, n, pos, 0, "AdminCommand", "args", base, &g_bl, &g_ng, &g_nv, &g_count)
+        pos = _s.group_header(p, n, pos, 0, "AdminCommand", "args", base, &g_bl, &g_ng, &g_nv, &g_count)
         g_out = []
         for g_i in range(g_count):
             g_out.append(_AdminCommandArgs_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
@@ -2107,15 +1653,15 @@ cdef object _AdminCommand_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, 
     else:
         v_args = []
     for k in range(1, ng):
-        pos = _skip_group(p, n, pos, 1, "AdminCommand", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "AdminCommand", "", base)
     if nv > 0:
         start = pos
-        pos = _skip_var(p, n, pos, "AdminCommand", "name", base)
-        v_name = _ld_string(p + start + 4, pos - start - 4, "AdminCommand", "name", base + start + 4)
+        pos = _s.skip_var(p, n, pos, "AdminCommand", "name", base)
+        v_name = _s.ld_string(p + start + 4, pos - start - 4, "AdminCommand", "name", base + start + 4)
     else:
         v_name = ""
     for k in range(1, nv):
-        pos = _skip_var(p, n, pos, "AdminCommand", "", base)
+        pos = _s.skip_var(p, n, pos, "AdminCommand", "", base)
     end[0] = pos
     return {
         "target": v_target,
@@ -2135,11 +1681,11 @@ cdef object _AdminCommand_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base,
     cdef list g_out
     cdef AdminCommand r = AdminCommand.__new__(AdminCommand)
     q = p + at + 0
-    r.target = _ld_char(q, 8, "AdminCommand", "target", base + at + 0)
+    r.target = _s.ld_char(q, 8, "AdminCommand", "target", base + at + 0)
     q = p + at + 8
-    r.request_id = _ld_u64(q)
+    r.request_id = _s.ld_u64(q)
     if ng > 0:
-        pos = _group_header(p, n, pos, 0, "AdminCommand", "args", base, &g_bl, &g_ng, &g_nv, &g_count)
+        pos = _s.group_header(p, n, pos, 0, "AdminCommand", "args", base, &g_bl, &g_ng, &g_nv, &g_count)
         g_out = []
         for g_i in range(g_count):
             g_out.append(_AdminCommandArgs_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
@@ -2147,15 +1693,15 @@ cdef object _AdminCommand_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base,
     else:
         v_args = []
     for k in range(1, ng):
-        pos = _skip_group(p, n, pos, 1, "AdminCommand", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "AdminCommand", "", base)
     if nv > 0:
         start = pos
-        pos = _skip_var(p, n, pos, "AdminCommand", "name", base)
-        v_name = _ld_string(p + start + 4, pos - start - 4, "AdminCommand", "name", base + start + 4)
+        pos = _s.skip_var(p, n, pos, "AdminCommand", "name", base)
+        v_name = _s.ld_string(p + start + 4, pos - start - 4, "AdminCommand", "name", base + start + 4)
     else:
         v_name = ""
     for k in range(1, nv):
-        pos = _skip_var(p, n, pos, "AdminCommand", "", base)
+        pos = _s.skip_var(p, n, pos, "AdminCommand", "", base)
     end[0] = pos
     r.name = v_name
     r.args = v_args
@@ -2203,7 +1749,7 @@ cdef class AdminCommandView:
     @property
     def wire_version(self):
         """The schema version the writer used."""
-        return _ld_u16(self._p + 6)
+        return _s.ld_u16(self._p + 6)
 
     @property
     def wire_size(self):
@@ -2213,7 +1759,7 @@ cdef class AdminCommandView:
         return self._end
 
     cdef int _scan(self) except -1:
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                1, self._vat, 1, 0, "AdminCommand",
                                "", self._base)
         return 0
@@ -2252,11 +1798,11 @@ cdef class AdminCommandView:
 
     cdef inline object _get_target(self):
         cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_char(q, 8, "AdminCommand", "target", self._base + self._at + 0)
+        return _s.ld_char(q, 8, "AdminCommand", "target", self._base + self._at + 0)
 
     cdef inline uint64_t _get_request_id(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline Py_ssize_t _pos_name(self) except -2:
         if self._end < 0:
@@ -2268,8 +1814,8 @@ cdef class AdminCommandView:
         cdef uint32_t size
         if pos < 0:
             return ""
-        size = _ld_u32(self._p + pos)
-        return _ld_string(self._p + pos + 4, size, "AdminCommand", "name", self._base + pos + 4)
+        size = _s.ld_u32(self._p + pos)
+        return _s.ld_string(self._p + pos + 4, size, "AdminCommand", "name", self._base + pos + 4)
 
     cdef AdminCommandArgsGroup _get_args(self):
         cdef AdminCommandArgsGroup g = AdminCommandArgsGroup.__new__(AdminCommandArgsGroup)
@@ -2314,16 +1860,16 @@ cdef class AdminCommandView:
 cdef int _AdminCommandView_init(AdminCommandView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _window(size, offset, length, "AdminCommand")
+    v._n = _s.window(size, offset, length, "AdminCommand")
     v._p = ptr + offset
     v._base = offset
-    v._at = _HEADER
-    v._bl = _check_header(v._p, v._n, offset, 4, 16, "AdminCommand")
-    v._ng = v._p[_HEADER + v._bl]
-    v._nv = v._p[_HEADER + v._bl + 1]
-    v._tail = _HEADER + v._bl + 2
+    v._at = _s.HEADER
+    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 4, 16, "AdminCommand")
+    v._ng = v._p[_s.HEADER + v._bl]
+    v._nv = v._p[_s.HEADER + v._bl + 1]
+    v._tail = _s.HEADER + v._bl + 2
     v._end = -1
     return 0
 
@@ -2335,7 +1881,7 @@ cdef AdminCommandView _AdminCommandView_wrap(object buf, Py_ssize_t offset, Py_s
 
 
 @cython.final
-cdef class AdminCommandBuilder(_Writer):
+cdef class AdminCommandBuilder(_s.Writer):
     """Writes a AdminCommand straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
@@ -2343,16 +1889,16 @@ cdef class AdminCommandBuilder(_Writer):
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
-        self._c = _cursor(buf, offset)
-        q = self._c.reserve(_HEADER + 16 + 2, "AdminCommand")
-        _st_u16(q, 16)
-        _st_u16(q + 2, 4)
-        _st_u16(q + 4, 1)
-        _st_u16(q + 6, 1)
-        memset(q + _HEADER, 0, 16)
-        q[_HEADER + 16] = 1
-        q[_HEADER + 16 + 1] = 1
-        self._at = offset + _HEADER
+        self._c = _s.cursor(buf, offset)
+        q = self._c.reserve(_s.HEADER + 16 + 2, "AdminCommand")
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 4)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 1)
+        memset(q + _s.HEADER, 0, 16)
+        q[_s.HEADER + 16] = 1
+        q[_s.HEADER + 16 + 1] = 1
+        self._at = offset + _s.HEADER
         self._stage = 0
         self._path = "AdminCommand"
 
@@ -2375,9 +1921,9 @@ cdef class AdminCommandBuilder(_Writer):
             self._child = None
         while self._stage < stage:
             if self._stage == 0:
-                _empty_group(self._c, 0, 0, 1, "args")
+                _s.empty_group(self._c, 0, 0, 1, "args")
             else:
-                _empty_var(self._c, "AdminCommand")
+                _s.empty_var(self._c, "AdminCommand")
             self._stage += 1
         return 0
 
@@ -2392,21 +1938,21 @@ cdef class AdminCommandBuilder(_Writer):
     property target:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 0
-            _st_char(q, 8, value, "AdminCommand.target")
+            _s.st_char(q, 8, value, "AdminCommand.target")
 
     property request_id:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 8
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property name:
         def __set__(self, value):
             cdef Py_ssize_t size
             cdef uint8_t* q
             self._enter(1, "name")
-            size = _var_size(value, "AdminCommand.name")
+            size = _s.var_size(value, "AdminCommand.name")
             q = self._c.reserve(size, "AdminCommand.name")
-            _st_string(q, q + size, value)
+            _s.st_string(q, q + size, value)
             self._stage = 2
 
     def args(self, Py_ssize_t count):
@@ -2414,11 +1960,11 @@ cdef class AdminCommandBuilder(_Writer):
         ``next()`` on it before each entry)."""
         cdef AdminCommandArgsBuilder b
         cdef uint8_t* q
-        if count < 0 or count > _U32_MAX:
+        if count < 0 or count > _s.U32_MAX:
             raise ValueError(f"AdminCommand.args: bad entry count {count}")
         self._enter(0, "args")
-        q = _empty_group(self._c, 0, 0, 1, "AdminCommand.args")
-        _st_u32(q + 4, <uint32_t>count)
+        q = _s.empty_group(self._c, 0, 0, 1, "AdminCommand.args")
+        _s.st_u32(q + 4, <uint32_t>count)
         b = AdminCommandArgsBuilder.__new__(AdminCommandArgsBuilder)
         b._c = self._c
         b._count = count
@@ -2470,66 +2016,66 @@ cdef class AdminCommand:
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _HEADER + 16 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
         cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _st_u16(q, 16)
-        _st_u16(q + 2, 4)
-        _st_u16(q + 4, 1)
-        _st_u16(q + 6, 1)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 16] = 1
-        q[_HEADER + 16 + 1] = 1
-        self._write_tail(q + _HEADER + 16 + 2, q + n)
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 4)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 1)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 16] = 1
+        q[_s.HEADER + 16 + 1] = 1
+        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
         """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _HEADER + 16 + 2 + self._tail_size()
-        cdef _Cursor c = _cursor(buf, offset)
+        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
+        cdef _s.Cursor c = _s.cursor(buf, offset)
         cdef uint8_t* q = c.reserve(n, "AdminCommand")
-        _st_u16(q, 16)
-        _st_u16(q + 2, 4)
-        _st_u16(q + 4, 1)
-        _st_u16(q + 6, 1)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 16] = 1
-        q[_HEADER + 16 + 1] = 1
-        self._write_tail(q + _HEADER + 16 + 2, q + n)
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 4)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 1)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 16] = 1
+        q[_s.HEADER + 16 + 1] = 1
+        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
-        _st_char(q + 0, 8, self.target, "AdminCommand.target")
-        _st_u64(q + 8, self.request_id)
+        _s.st_char(q + 0, 8, self.target, "AdminCommand.target")
+        _s.st_u64(q + 8, self.request_id)
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
         cdef Py_ssize_t n = 0
         cdef AdminCommandArgs args_e
         n += 8
-        if len(self.args) > _U32_MAX:
+        if len(self.args) > _s.U32_MAX:
             raise ValueError("AdminCommand.args: too many entries")
         for e in self.args:
             if type(e) is not AdminCommandArgs:
                 raise TypeError(f"AdminCommand.args: expected AdminCommandArgs entries, got {type(e).__name__}")
             args_e = <AdminCommandArgs>e
             n += args_e._size()
-        n += _var_size(self.name, "AdminCommand.name")
+        n += _s.var_size(self.name, "AdminCommand.name")
         return n
 
     cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
         if end - q < 8:
-            _changed("AdminCommand")
-        _st_u16(q, 0)
+            _s.changed("AdminCommand")
+        _s.st_u16(q, 0)
         q[2] = 0
         q[3] = 1
-        _st_u32(q + 4, <uint32_t>len(self.args))
+        _s.st_u32(q + 4, <uint32_t>len(self.args))
         q += 8
         for e in self.args:
             if type(e) is not AdminCommandArgs:
-                _changed("AdminCommand")
+                _s.changed("AdminCommand")
             q = (<AdminCommandArgs>e)._write(q, end)
-        q = _st_string(q, end, self.name)
+        q = _s.st_string(q, end, self.name)
         return q
 
     def to_dict(self):
@@ -2574,29 +2120,29 @@ cdef object _AdminReply_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py
     cdef int k, g_ng, g_nv
     cdef list g_out
     q = p + at + 0
-    v_command_sequence = _ld_u64(q)
+    v_command_sequence = _s.ld_u64(q)
     q = p + at + 8
-    v_request_id = _ld_u64(q)
+    v_request_id = _s.ld_u64(q)
     q = p + at + 16
-    v_requester = _ld_char(q, 8, "AdminReply", "requester", base + at + 16)
+    v_requester = _s.ld_char(q, 8, "AdminReply", "requester", base + at + 16)
     q = p + at + 24
     v_status = _rd_AdminStatus(q, "AdminReply", "status", base + at + 24)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "AdminReply", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "AdminReply", "", base)
     if nv > 0:
         start = pos
-        pos = _skip_var(p, n, pos, "AdminReply", "name", base)
-        v_name = _ld_string(p + start + 4, pos - start - 4, "AdminReply", "name", base + start + 4)
+        pos = _s.skip_var(p, n, pos, "AdminReply", "name", base)
+        v_name = _s.ld_string(p + start + 4, pos - start - 4, "AdminReply", "name", base + start + 4)
     else:
         v_name = ""
     if nv > 1:
         start = pos
-        pos = _skip_var(p, n, pos, "AdminReply", "text", base)
-        v_text = _ld_string(p + start + 4, pos - start - 4, "AdminReply", "text", base + start + 4)
+        pos = _s.skip_var(p, n, pos, "AdminReply", "text", base)
+        v_text = _s.ld_string(p + start + 4, pos - start - 4, "AdminReply", "text", base + start + 4)
     else:
         v_text = ""
     for k in range(2, nv):
-        pos = _skip_var(p, n, pos, "AdminReply", "", base)
+        pos = _s.skip_var(p, n, pos, "AdminReply", "", base)
     end[0] = pos
     return {
         "command_sequence": v_command_sequence,
@@ -2618,29 +2164,29 @@ cdef object _AdminReply_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, P
     cdef list g_out
     cdef AdminReply r = AdminReply.__new__(AdminReply)
     q = p + at + 0
-    r.command_sequence = _ld_u64(q)
+    r.command_sequence = _s.ld_u64(q)
     q = p + at + 8
-    r.request_id = _ld_u64(q)
+    r.request_id = _s.ld_u64(q)
     q = p + at + 16
-    r.requester = _ld_char(q, 8, "AdminReply", "requester", base + at + 16)
+    r.requester = _s.ld_char(q, 8, "AdminReply", "requester", base + at + 16)
     q = p + at + 24
     r.status = _rd_AdminStatus(q, "AdminReply", "status", base + at + 24)
     for k in range(0, ng):
-        pos = _skip_group(p, n, pos, 1, "AdminReply", "", base)
+        pos = _s.skip_group(p, n, pos, 1, "AdminReply", "", base)
     if nv > 0:
         start = pos
-        pos = _skip_var(p, n, pos, "AdminReply", "name", base)
-        v_name = _ld_string(p + start + 4, pos - start - 4, "AdminReply", "name", base + start + 4)
+        pos = _s.skip_var(p, n, pos, "AdminReply", "name", base)
+        v_name = _s.ld_string(p + start + 4, pos - start - 4, "AdminReply", "name", base + start + 4)
     else:
         v_name = ""
     if nv > 1:
         start = pos
-        pos = _skip_var(p, n, pos, "AdminReply", "text", base)
-        v_text = _ld_string(p + start + 4, pos - start - 4, "AdminReply", "text", base + start + 4)
+        pos = _s.skip_var(p, n, pos, "AdminReply", "text", base)
+        v_text = _s.ld_string(p + start + 4, pos - start - 4, "AdminReply", "text", base + start + 4)
     else:
         v_text = ""
     for k in range(2, nv):
-        pos = _skip_var(p, n, pos, "AdminReply", "", base)
+        pos = _s.skip_var(p, n, pos, "AdminReply", "", base)
     end[0] = pos
     r.name = v_name
     r.text = v_text
@@ -2684,7 +2230,7 @@ cdef class AdminReplyView:
     @property
     def wire_version(self):
         """The schema version the writer used."""
-        return _ld_u16(self._p + 6)
+        return _s.ld_u16(self._p + 6)
 
     @property
     def wire_size(self):
@@ -2694,7 +2240,7 @@ cdef class AdminReplyView:
         return self._end
 
     cdef int _scan(self) except -1:
-        self._end = _scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
                                0, self._vat, 2, 0, "AdminReply",
                                "", self._base)
         return 0
@@ -2749,15 +2295,15 @@ cdef class AdminReplyView:
 
     cdef inline uint64_t _get_command_sequence(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 0
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline uint64_t _get_request_id(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 8
-        return _ld_u64(q)
+        return _s.ld_u64(q)
 
     cdef inline object _get_requester(self):
         cdef const uint8_t* q = self._p + self._at + 16
-        return _ld_char(q, 8, "AdminReply", "requester", self._base + self._at + 16)
+        return _s.ld_char(q, 8, "AdminReply", "requester", self._base + self._at + 16)
 
     cdef inline object _get_status(self):
         cdef const uint8_t* q = self._p + self._at + 24
@@ -2773,8 +2319,8 @@ cdef class AdminReplyView:
         cdef uint32_t size
         if pos < 0:
             return ""
-        size = _ld_u32(self._p + pos)
-        return _ld_string(self._p + pos + 4, size, "AdminReply", "name", self._base + pos + 4)
+        size = _s.ld_u32(self._p + pos)
+        return _s.ld_string(self._p + pos + 4, size, "AdminReply", "name", self._base + pos + 4)
 
     cdef inline Py_ssize_t _pos_text(self) except -2:
         if self._end < 0:
@@ -2786,8 +2332,8 @@ cdef class AdminReplyView:
         cdef uint32_t size
         if pos < 0:
             return ""
-        size = _ld_u32(self._p + pos)
-        return _ld_string(self._p + pos + 4, size, "AdminReply", "text", self._base + pos + 4)
+        size = _s.ld_u32(self._p + pos)
+        return _s.ld_string(self._p + pos + 4, size, "AdminReply", "text", self._base + pos + 4)
 
     cdef object _dict_end(self, Py_ssize_t* end):
         return _AdminReply_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
@@ -2825,16 +2371,16 @@ cdef class AdminReplyView:
 cdef int _AdminReplyView_init(AdminReplyView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _open(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _window(size, offset, length, "AdminReply")
+    v._n = _s.window(size, offset, length, "AdminReply")
     v._p = ptr + offset
     v._base = offset
-    v._at = _HEADER
-    v._bl = _check_header(v._p, v._n, offset, 5, 25, "AdminReply")
-    v._ng = v._p[_HEADER + v._bl]
-    v._nv = v._p[_HEADER + v._bl + 1]
-    v._tail = _HEADER + v._bl + 2
+    v._at = _s.HEADER
+    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 5, 25, "AdminReply")
+    v._ng = v._p[_s.HEADER + v._bl]
+    v._nv = v._p[_s.HEADER + v._bl + 1]
+    v._tail = _s.HEADER + v._bl + 2
     v._end = -1
     return 0
 
@@ -2846,7 +2392,7 @@ cdef AdminReplyView _AdminReplyView_wrap(object buf, Py_ssize_t offset, Py_ssize
 
 
 @cython.final
-cdef class AdminReplyBuilder(_Writer):
+cdef class AdminReplyBuilder(_s.Writer):
     """Writes a AdminReply straight into a caller's writable buffer.
 
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
@@ -2854,16 +2400,16 @@ cdef class AdminReplyBuilder(_Writer):
 
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
-        self._c = _cursor(buf, offset)
-        q = self._c.reserve(_HEADER + 25 + 2, "AdminReply")
-        _st_u16(q, 25)
-        _st_u16(q + 2, 5)
-        _st_u16(q + 4, 1)
-        _st_u16(q + 6, 1)
-        memset(q + _HEADER, 0, 25)
-        q[_HEADER + 25] = 0
-        q[_HEADER + 25 + 1] = 2
-        self._at = offset + _HEADER
+        self._c = _s.cursor(buf, offset)
+        q = self._c.reserve(_s.HEADER + 25 + 2, "AdminReply")
+        _s.st_u16(q, 25)
+        _s.st_u16(q + 2, 5)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 1)
+        memset(q + _s.HEADER, 0, 25)
+        q[_s.HEADER + 25] = 0
+        q[_s.HEADER + 25 + 1] = 2
+        self._at = offset + _s.HEADER
         self._stage = 0
         self._path = "AdminReply"
 
@@ -2885,7 +2431,7 @@ cdef class AdminReplyBuilder(_Writer):
             self._child._done()
             self._child = None
         while self._stage < stage:
-            _empty_var(self._c, "AdminReply")
+            _s.empty_var(self._c, "AdminReply")
             self._stage += 1
         return 0
 
@@ -2900,17 +2446,17 @@ cdef class AdminReplyBuilder(_Writer):
     property command_sequence:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 0
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property request_id:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 8
-            _st_u64(q, value)
+            _s.st_u64(q, value)
 
     property requester:
         def __set__(self, value):
             cdef uint8_t* q = self._c.p + self._at + 16
-            _st_char(q, 8, value, "AdminReply.requester")
+            _s.st_char(q, 8, value, "AdminReply.requester")
 
     property status:
         def __set__(self, value):
@@ -2922,9 +2468,9 @@ cdef class AdminReplyBuilder(_Writer):
             cdef Py_ssize_t size
             cdef uint8_t* q
             self._enter(0, "name")
-            size = _var_size(value, "AdminReply.name")
+            size = _s.var_size(value, "AdminReply.name")
             q = self._c.reserve(size, "AdminReply.name")
-            _st_string(q, q + size, value)
+            _s.st_string(q, q + size, value)
             self._stage = 1
 
     property text:
@@ -2932,9 +2478,9 @@ cdef class AdminReplyBuilder(_Writer):
             cdef Py_ssize_t size
             cdef uint8_t* q
             self._enter(1, "text")
-            size = _var_size(value, "AdminReply.text")
+            size = _s.var_size(value, "AdminReply.text")
             q = self._c.reserve(size, "AdminReply.text")
-            _st_string(q, q + size, value)
+            _s.st_string(q, q + size, value)
             self._stage = 2
 
 
@@ -2979,50 +2525,50 @@ cdef class AdminReply:
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _HEADER + 25 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 25 + 2 + self._tail_size()
         cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _st_u16(q, 25)
-        _st_u16(q + 2, 5)
-        _st_u16(q + 4, 1)
-        _st_u16(q + 6, 1)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 25] = 0
-        q[_HEADER + 25 + 1] = 2
-        self._write_tail(q + _HEADER + 25 + 2, q + n)
+        _s.st_u16(q, 25)
+        _s.st_u16(q + 2, 5)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 1)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 25] = 0
+        q[_s.HEADER + 25 + 1] = 2
+        self._write_tail(q + _s.HEADER + 25 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
         """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _HEADER + 25 + 2 + self._tail_size()
-        cdef _Cursor c = _cursor(buf, offset)
+        cdef Py_ssize_t n = _s.HEADER + 25 + 2 + self._tail_size()
+        cdef _s.Cursor c = _s.cursor(buf, offset)
         cdef uint8_t* q = c.reserve(n, "AdminReply")
-        _st_u16(q, 25)
-        _st_u16(q + 2, 5)
-        _st_u16(q + 4, 1)
-        _st_u16(q + 6, 1)
-        self._write_block(q + _HEADER)
-        q[_HEADER + 25] = 0
-        q[_HEADER + 25 + 1] = 2
-        self._write_tail(q + _HEADER + 25 + 2, q + n)
+        _s.st_u16(q, 25)
+        _s.st_u16(q + 2, 5)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 1)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 25] = 0
+        q[_s.HEADER + 25 + 1] = 2
+        self._write_tail(q + _s.HEADER + 25 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
-        _st_u64(q + 0, self.command_sequence)
-        _st_u64(q + 8, self.request_id)
-        _st_char(q + 16, 8, self.requester, "AdminReply.requester")
+        _s.st_u64(q + 0, self.command_sequence)
+        _s.st_u64(q + 8, self.request_id)
+        _s.st_char(q + 16, 8, self.requester, "AdminReply.requester")
         _wr_AdminStatus(q + 24, self.status, "AdminReply.status")
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
         cdef Py_ssize_t n = 0
-        n += _var_size(self.name, "AdminReply.name")
-        n += _var_size(self.text, "AdminReply.text")
+        n += _s.var_size(self.name, "AdminReply.name")
+        n += _s.var_size(self.text, "AdminReply.text")
         return n
 
     cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
-        q = _st_string(q, end, self.name)
-        q = _st_string(q, end, self.text)
+        q = _s.st_string(q, end, self.name)
+        q = _s.st_string(q, end, self.text)
         return q
 
     def to_dict(self):
@@ -3090,13 +2636,13 @@ def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
     cdef const uint8_t* p
     cdef Py_ssize_t size
     cdef Py_buffer pybuf
-    cdef int held = _open(buf, &pybuf, False, &p, &size)
+    cdef int held = _s.open_buffer(buf, &pybuf, False, &p, &size)
     cdef uint16_t tid
     try:
-        n = _window(size, offset, length, "bus")
-        if n < _HEADER:
-            _truncated("bus", "header", offset, "message header")
-        tid = _ld_u16(p + offset + 2)
+        n = _s.window(size, offset, length, "bus")
+        if n < _s.HEADER:
+            _s.truncated("bus", "header", offset, "message header")
+        tid = _s.ld_u16(p + offset + 2)
     finally:
         if held:
             PyBuffer_Release(&pybuf)

@@ -1,0 +1,174 @@
+# The codec support every seqc-generated Cython module cimports (seqbus._codec_support).
+# Loads and stores are inline here, so they compile into each module; the rest is called
+# across modules. ABI (in the .pyx) changes whenever anything here changes meaning or shape;
+# seqc writes the ABI it targets into each generated module, which checks it at import.
+# cython: language_level=3
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
+from libc.string cimport memcpy
+
+cdef enum:
+    HEADER = 8
+    MAX_DEPTH = 16
+    MAX_EMPTY_ENTRIES = 65536  # zero-length entries a group may claim
+    U32_MAX = 4294967295
+
+# -- loads and stores (little-endian host; memcpy compiles to one unaligned move) -----------
+
+cdef inline uint8_t ld_u8(const uint8_t* q) noexcept nogil:
+    return q[0]
+
+cdef inline uint16_t ld_u16(const uint8_t* q) noexcept nogil:
+    cdef uint16_t v
+    memcpy(&v, q, 2)
+    return v
+
+cdef inline uint32_t ld_u32(const uint8_t* q) noexcept nogil:
+    cdef uint32_t v
+    memcpy(&v, q, 4)
+    return v
+
+cdef inline uint64_t ld_u64(const uint8_t* q) noexcept nogil:
+    cdef uint64_t v
+    memcpy(&v, q, 8)
+    return v
+
+cdef inline int8_t ld_i8(const uint8_t* q) noexcept nogil:
+    return <int8_t>q[0]
+
+cdef inline int16_t ld_i16(const uint8_t* q) noexcept nogil:
+    cdef int16_t v
+    memcpy(&v, q, 2)
+    return v
+
+cdef inline int32_t ld_i32(const uint8_t* q) noexcept nogil:
+    cdef int32_t v
+    memcpy(&v, q, 4)
+    return v
+
+cdef inline int64_t ld_i64(const uint8_t* q) noexcept nogil:
+    cdef int64_t v
+    memcpy(&v, q, 8)
+    return v
+
+cdef inline float ld_f32(const uint8_t* q) noexcept nogil:
+    cdef float v
+    memcpy(&v, q, 4)
+    return v
+
+cdef inline double ld_f64(const uint8_t* q) noexcept nogil:
+    cdef double v
+    memcpy(&v, q, 8)
+    return v
+
+cdef inline void st_u8(uint8_t* q, uint8_t v) noexcept nogil:
+    q[0] = v
+
+cdef inline void st_u16(uint8_t* q, uint16_t v) noexcept nogil:
+    memcpy(q, &v, 2)
+
+cdef inline void st_u32(uint8_t* q, uint32_t v) noexcept nogil:
+    memcpy(q, &v, 4)
+
+cdef inline void st_u64(uint8_t* q, uint64_t v) noexcept nogil:
+    memcpy(q, &v, 8)
+
+cdef inline void st_i8(uint8_t* q, int8_t v) noexcept nogil:
+    q[0] = <uint8_t>v
+
+cdef inline void st_i16(uint8_t* q, int16_t v) noexcept nogil:
+    memcpy(q, &v, 2)
+
+cdef inline void st_i32(uint8_t* q, int32_t v) noexcept nogil:
+    memcpy(q, &v, 4)
+
+cdef inline void st_i64(uint8_t* q, int64_t v) noexcept nogil:
+    memcpy(q, &v, 8)
+
+cdef inline void st_f32(uint8_t* q, float v) noexcept nogil:
+    memcpy(q, &v, 4)
+
+cdef inline void st_f64(uint8_t* q, double v) noexcept nogil:
+    memcpy(q, &v, 8)
+
+cdef int bad_byte(str msg, str field, Py_ssize_t off, str what, uint8_t b) except -1
+
+cdef inline uint8_t ld_bool(const uint8_t* q, str msg, str field, Py_ssize_t off) except? 2:
+    if q[0] > 1:
+        bad_byte(msg, field, off, "bool", q[0])
+    return q[0]
+
+cdef inline int present(const uint8_t* q, str msg, str field, Py_ssize_t off) except -1:
+    if q[0] > 1:
+        bad_byte(msg, field, off, "presence", q[0])
+    return q[0]
+
+# -- fixed and variable-length text and bytes -------------------------------------------------
+
+cdef str ld_char(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off)
+cdef int st_char(uint8_t* q, Py_ssize_t n, object v, str where) except -1
+cdef int st_byte(uint8_t* q, Py_ssize_t n, object v, str where) except -1
+cdef str ld_string(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off)
+cdef Py_ssize_t var_size(object v, str where) except -1
+cdef uint8_t* st_string(uint8_t* q, uint8_t* end, object v) except NULL
+cdef Py_ssize_t bytes_size(object v, str where) except -1
+cdef uint8_t* st_bytes(uint8_t* q, uint8_t* end, object v) except NULL
+cdef int changed(str msg) except -1
+
+# -- walking the tail (groups, then variable-length data) ------------------------------------
+
+cdef int truncated(str msg, str field, Py_ssize_t off, str what) except -1
+cdef Py_ssize_t skip_var(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, str msg, str field,
+                         Py_ssize_t base) except -1
+cdef Py_ssize_t skip_group(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, int depth, str msg,
+                           str field, Py_ssize_t base) except -1
+cdef Py_ssize_t group_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos,
+                             Py_ssize_t min_block, str msg, str field, Py_ssize_t base,
+                             Py_ssize_t* bl, int* ng, int* nv, Py_ssize_t* count) except -1
+cdef Py_ssize_t scan_tail(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, int ng, int nv,
+                          Py_ssize_t* gat, int known_ng, Py_ssize_t* vat, int known_nv,
+                          int depth, str msg, str field, Py_ssize_t base) except -1
+
+# -- buffers --------------------------------------------------------------------------------
+
+cdef int open_buffer(object obj, Py_buffer* pybuf, bint writable, const uint8_t** ptr,
+                     Py_ssize_t* size) except -1
+cdef Py_ssize_t window(Py_ssize_t size, Py_ssize_t offset, Py_ssize_t length,
+                       str msg) except -1
+cdef Py_ssize_t check_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, uint16_t schema,
+                             uint16_t template, Py_ssize_t min_block, str msg) except -1
+cdef object var_bytes(object obj, Py_ssize_t start, Py_ssize_t n)
+
+
+# Where builders write: a writable buffer and the position of the end of what is written.
+cdef class Cursor:
+    cdef object obj
+    cdef Py_buffer pybuf
+    cdef bint held
+    cdef uint8_t* p
+    cdef Py_ssize_t cap
+    cdef Py_ssize_t pos
+    cdef Py_ssize_t start
+
+    cdef uint8_t* reserve(self, Py_ssize_t n, str where) except NULL
+
+
+cdef Cursor cursor(object buf, Py_ssize_t offset)
+cdef uint8_t* empty_group(Cursor c, uint16_t bl, uint8_t ng, uint8_t nv, str where) except NULL
+cdef int empty_var(Cursor c, str where) except -1
+
+
+# What every builder has: the shared cursor, where its block starts, which group or
+# variable-length field comes next, and the group builder still open.
+cdef class Writer:
+    cdef Cursor _c
+    cdef Py_ssize_t _at
+    cdef int _stage
+    cdef Writer _child
+    cdef Py_ssize_t _count
+    cdef Py_ssize_t _i
+    cdef str _path
+    cdef bint _closed
+
+    cdef int _check_open(self) except -1
+    cdef int _close(self) except -1
+    cdef int _done(self) except -1
