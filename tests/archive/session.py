@@ -169,3 +169,127 @@ def row_hash(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         h.update(repr(sorted(r.items())).encode())
     return h.hexdigest()
+
+
+@dataclass
+class Fragmented:
+    """A session whose large messages are sent in fragments, as seqbus-core sends them: the
+    records as stored (sequence, message) and the messages the nodes receive (one per whole
+    message, at its last fragment's sequence and time)."""
+
+    records: list[tuple[int, bytes]]
+    messages: list[Msg]
+    #: fragments per message, by the message's sequence
+    fragments: dict[int, int]
+
+
+def build_fragmented(n: int = 300, max_fragment: int = 96, seed: int = 5) -> Fragmented:
+    """``n`` rounds in which a gateway sends NewOrders (some with a large memo), market data
+    sends BookUpdates (some with many levels) and the engine answers, the fragments of the
+    gateway's and market data's large messages interleaved with each other and with the
+    engine's; a control message now and then. Bodies above ``max_fragment`` bytes go out in
+    fragments of at most that size (envelope flags 1 = more follow, 2 = last; every fragment
+    carries the whole body's length and its own command sequence)."""
+    import random
+
+    import examples.exchange.messages as x
+    from seqbus import bus
+
+    rnd = random.Random(seed)
+    records: list[tuple[int, bytes]] = []
+    messages: list[Msg] = []
+    fragments: dict[int, int] = {}
+    ts = T0
+    cmd = {"GW": 0, "MD": 0, "ME": 0}
+    #: per sender, the records still to send of the message it is sending
+    queue: dict[str, list[tuple[int, bytes, str, bytes, int]]] = {"GW": [], "MD": [], "ME": []}
+
+    def emit(account: str, instance: int, typ: str, body: bytes) -> None:
+        parts = [body[i:i + max_fragment] for i in range(0, len(body), max_fragment)] or [b""]
+        for k, part in enumerate(parts):
+            cmd[account] += 1
+            flags = 0 if len(parts) == 1 else (2 if k == len(parts) - 1 else 1)
+            queue[account].append((flags, part, typ, body, instance))
+
+    def sequence_one(account: str) -> None:
+        nonlocal ts
+        flags, part, typ, body, instance = queue[account].pop(0)
+        ts += 1000 + len(records) % 5
+        seq = len(records) + 1
+        c = cmd[account] - len(queue[account])
+        env = ENVELOPE.pack(ts, c, account.encode().ljust(8, b"\0"), instance, 1, flags, len(body))
+        records.append((seq, env + part))
+        if flags == 1:
+            pending[account] = pending.get(account, 0) + 1
+        else:
+            messages.append(Msg(seq, ts, account, instance, c, typ, body))
+            fragments[seq] = pending.pop(account, 0) + 1
+
+    def control(body: bytes, typ: str) -> None:
+        nonlocal ts
+        ts += 1000
+        seq = len(records) + 1
+        records.append((seq, envelope(ts, 0, "SEQUENCR", 0, body, kind=2) + body))
+        messages.append(Msg(seq, ts, "SEQUENCR", 0, 0, typ, body))
+        fragments[seq] = 1
+
+    pending: dict[str, int] = {}
+    control(bus.SessionStart(session="FRAG").encode(), "bus.SessionStart")
+    for i in range(n):
+        order = new_order(i)
+        if i % 3 == 0:
+            order.memo = bytes(rnd.randrange(256) for _ in range(rnd.randrange(150, 700)))
+        emit("GW", 1, "exchange.NewOrder", order.encode())
+        levels = [x.BookUpdateLevels(side=x.BookSide.Bid if k % 2 else x.BookSide.Ask,
+                                     price=x.Price(mantissa=i * 10 + k, exponent=-2),
+                                     quantity=k + 1, orders=k % 7)
+                  for k in range(rnd.choice([1, 2, 9, 20, 40]))]
+        emit("MD", 1, "exchange.BookUpdate",
+             x.BookUpdate(symbol="AAPL", at=ts, levels=levels).encode())
+        emit("ME", 1, "exchange.OrderAccepted",
+             x.OrderAccepted(order_id=order.order_id, at=ts).encode())
+        # the sequencer interleaves whatever the senders have in flight
+        while any(queue.values()):
+            account = rnd.choice([a for a, q in queue.items() if q])
+            sequence_one(account)
+        if i % 50 == 49:
+            control(bus.ClockTick().encode(), "bus.ClockTick")
+    return Fragmented(records, messages, fragments)
+
+
+def write_records(path: Path, records: list[tuple[int, bytes]], segment_bytes: int,
+                  schemas_: list[tuple[int, str, str]] | None = None) -> Path:
+    from seqbus.archive import ArchiveWriter
+
+    with ArchiveWriter(path, "FRAG", schemas() if schemas_ is None else schemas_,
+                       segment_bytes=segment_bytes) as w:
+        for seq, m in records:
+            w.append(seq, m)
+    return path
+
+
+def crossing(path: Path, records: list[tuple[int, bytes]] | None = None) -> int:
+    """Fragmented messages of the archive at ``path`` whose fragments lie in more than one
+    segment (from ``records`` as written, or from the archive's raw table)."""
+    import bisect
+    import json as _json
+
+    manifest = _json.loads((path / "archive.json").read_text())
+    starts = sorted(s["first_sequence"] for s in manifest["segments"])
+    if records is not None:
+        items = [(seq, m[27], m[16:24]) for seq, m in records]
+    else:
+        from seqbus.archive import Archive
+
+        t = Archive(path).raw_table().select(["sequence", "flags", "account"])
+        items = list(zip(t.column("sequence").to_pylist(), t.column("flags").to_pylist(),
+                         t.column("account").to_pylist(), strict=True))
+    first: dict[Any, int] = {}
+    n = 0
+    for seq, flags, account in items:
+        if flags == 1:
+            first.setdefault(account, seq)
+        elif flags == 2:
+            if bisect.bisect_right(starts, first.pop(account, seq)) != bisect.bisect_right(starts, seq):
+                n += 1
+    return n

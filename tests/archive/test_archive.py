@@ -229,8 +229,12 @@ def test_fragmented_message_is_reassembled(tmp_path: Path, schemas: list[tuple[i
         for i, m in enumerate(msgs, 1):
             w.append(i, m)
     a = Archive(tmp_path / "a")
-    assert a.envelope_table().column("type").to_pylist() == [
-        "(fragment)", "exchange.NewOrder", "(fragment)", "exchange.NewOrder"]
+    env = a.envelope_table()
+    assert env.column("type").to_pylist() == ["exchange.NewOrder", "exchange.NewOrder"]
+    assert env.column("sequence").to_pylist() == [2, 4]
+    assert env.column("fragments").to_pylist() == [1, 3]
+    assert env.column("size").to_pylist() == [32 + len(other), 32 + len(body)]
+    assert a.raw_table().column("flags").to_pylist() == [1, 0, 1, 2]
     t = a.table("NewOrder")
     assert t.column("sequence").to_pylist() == [2, 4]
     got = sess.plain({k: v for k, v in t.to_pylist()[1].items()

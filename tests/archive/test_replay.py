@@ -81,7 +81,7 @@ def test_cli_cat_verify_export(archive_path: Path, capsys: Any, tmp_path: Path) 
     assert main(["archive", "export", str(archive_path), str(tmp_path / "pq")]) == 0
     import pyarrow.parquet as pq
 
-    assert pq.read_table(tmp_path / "pq" / "exchange.NewOrder.parquet").num_rows == 200
+    assert pq.read_table(tmp_path / "pq" / "exchange.NewOrder").num_rows == 200
     assert main(["archive", "ls", str(archive_path.parent)]) == 0
     assert "sealed" in capsys.readouterr().out
 

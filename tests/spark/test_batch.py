@@ -21,8 +21,9 @@ def per_type_hash(rows: list[dict[str, Any]]) -> str:
 
 def test_envelope_counts_and_hash_per_type(spark: Any, session_archive: tuple[Path, list[sess.Msg]]) -> None:
     path, msgs = session_archive
-    df = spark.read.format("seqbus").load(str(path))
-    assert df.rdd.getNumPartitions() == len(Archive(path).segments())
+    # options through Spark, in any case: partitions of at most 100 records
+    df = spark.read.format("seqbus").option("ROWSperPARTITION", "100").load(str(path))
+    assert df.rdd.getNumPartitions() == -(-len(msgs) // 100)
     rows = df.select("sequence", "type", "account", "instance", "command_seq", "timestamp_ns").collect()
     got = Counter(r["type"] for r in rows)
     assert got == Counter(m.type for m in msgs)
@@ -52,9 +53,9 @@ def test_filters_on_sequence_and_time_are_pushed_down(spark: Any, session_archiv
     from pyspark.sql import functions as F
 
     path, msgs = session_archive
-    df = spark.read.format("seqbus").load(str(path))
+    df = spark.read.format("seqbus").option("rowsPerPartition", "50").load(str(path))
     part = df.where((F.col("sequence") >= 5) & (F.col("sequence") < 20))
-    assert part.rdd.getNumPartitions() == 1  # only the first segment is planned
+    assert part.rdd.getNumPartitions() == 1  # only the records in the bounds are planned
     assert [r[0] for r in part.select("sequence").collect()] == list(range(5, 20))
     lo, hi = msgs[99].timestamp_ns, msgs[120].timestamp_ns
     t = df.where((F.col("timestamp_ns") > lo) & (F.col("timestamp_ns") <= hi))
@@ -109,3 +110,30 @@ def test_reports_and_parquet_export(spark: Any, tmp_path: Path, session_archive:
     back = pq.read_table(out / "exchange.NewOrder")
     assert back.num_rows == 200
     assert pq.read_table(out / "envelope").num_rows == len(msgs)
+
+
+def test_unknown_option_is_an_error_naming_the_known_ones(spark: Any, session_archive: tuple[Path, list[sess.Msg]]) -> None:
+    path, _ = session_archive
+    with pytest.raises(Exception, match="unknown option 'rowspartition'.*rowsPerPartition"):
+        spark.read.format("seqbus").option("rowsPartition", "10").load(str(path)).count()
+
+
+def test_fragmented_messages_across_segments_and_partitions(spark: Any, tmp_path: Path) -> None:
+    """Issue 18: a message whose fragments lie in two or three 4 KiB segments, read through
+    partitions of 37 records that cut through fragments and segments alike, is one row of the
+    envelope table and of its typed table, once."""
+    frag = sess.build_fragmented(120)
+    path = sess.write_records(tmp_path / "frag.archive", frag.records, 4096)
+    assert sess.crossing(path, frag.records) > 10
+    env = spark.read.format("seqbus").option("rowsPerPartition", "37").load(str(path))
+    assert env.rdd.getNumPartitions() == -(-len(frag.records) // 37)
+    rows = env.select("sequence", "type", "fragments").orderBy("sequence").collect()
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        (m.sequence, m.type, frag.fragments[m.sequence]) for m in frag.messages]
+    books = (spark.read.format("seqbus").option("message", "BookUpdate")
+             .option("rowsPerPartition", "37").load(str(path)).orderBy("sequence").collect())
+    assert [sess.plain(r.asDict(recursive=True))["levels"] for r in books] == [
+        r["levels"] for r in sess.expected_rows(frag.messages, "exchange.BookUpdate")]
+    raw = spark.read.format("seqbus").option("table", "raw").load(str(path))
+    assert raw.count() == len(frag.records)
+    assert spark.read.format("seqbus").option("table", "problems").load(str(path)).count() == 0

@@ -1,70 +1,164 @@
 """A session archive from a real run of the exchange example (``seqbus demo``: gateway,
 matching engine primary and hot backup, market data, late joiner, separate processes over UDP
-multicast) decodes in Spark to exactly the messages the nodes saw: per message type, the count
-and a digest of (sequence, sequencer time, key field) the market data node recorded live."""
+multicast) reads back through every reader — ``archive export``, ``archive cat``, offline
+replay, Spark's typed and envelope tables — to exactly the messages the nodes saw, fragmented
+ones included, however the archive is cut into segments (issue 18).
+
+What the nodes saw is the market data node's report: per message type, the count and a digest
+of (sequence, sequencer time, key field) in stream order. The archive is sealed twice from the
+run's journal: with ``--segment-mb 1`` and with segments so small that many fragmented
+messages lie across two of them.
+
+``SEQBUS_DEMO_ORDERS`` sets the run's size: 100,000 orders by default (~290,000 messages, ~30
+segments of 1 MiB); ``SEQBUS_DEMO_ORDERS=300000`` is the size issue 18 names (~870,000
+messages, ~90 segments; about three minutes on two busy cores).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
+import subprocess
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from scripts.generate import idl
 from tests.archive import session as sess
 from tests.conftest import run_demo
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("multicast")]
 
 SEEN = struct.Struct("<QQQ")  # examples/exchange/demo_nodes.py: DemoMarketData
+ORDERS = int(os.environ.get("SEQBUS_DEMO_ORDERS", "100000"))
 
 
 def _key(row: Any, name: str) -> int:
     if name == "exchange.Trade":
         return int(row["trade_id"])
     if name == "exchange.BookUpdate":
-        return int(sum(level["quantity"] for level in row["levels"]))
+        return int(sum(int(level["quantity"]) for level in row["levels"]))
     return int(row["order_id"])
 
 
-def test_archive_of_an_exchange_run_decodes_to_what_the_nodes_saw(
-    spark: Any, tmp_path: Path
-) -> None:
-    from seqbus.archive import Archive, JournalArchiver
+def digests(rows: Iterable[Any], name: str, last: int) -> tuple[int, str]:
+    """(count, digest) of a type's rows up to sequence ``last``, as DemoMarketData makes them."""
+    d = hashlib.blake2b(digest_size=16)
+    n = 0
+    for r in rows:
+        seq = r["sequence"] if "envelope_sequence" not in r else r["envelope_sequence"]
+        if seq > last:
+            continue
+        ts = r["timestamp_ns"] if "envelope_timestamp_ns" not in r else r["envelope_timestamp_ns"]
+        d.update(SEEN.pack(seq, ts, _key(r, name)))
+        n += 1
+    return n, d.hexdigest()
 
-    run = tmp_path / "run"
-    proc = run_demo(["--json", "--orders", "2000", "--workdir", str(run)], tmp_path, timeout=200)
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("exchange-run")
+    workdir = tmp / "run"
+    proc = run_demo(["--json", "--orders", str(ORDERS), "--workdir", str(workdir)], tmp,
+                    timeout=240 + ORDERS / 500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["lost_orders"] == 0 and summary["hashes_equal"]
-
-    archive = tmp_path / "exchange.archive"
-    archiver = JournalArchiver(run / "journal", archive, sess.schemas())
-    archiver.catch_up()
-    archiver.seal()
-    assert Archive(archive).verify().ok
-
-    seen = json.loads((run / "reports" / "MD-1.json").read_text())
-    last = int(seen["last_sequence"])
-    recorded = seen["seen"]
+    seen = json.loads((workdir / "reports" / "MD-1.json").read_text())
     # every exchange type the run produced, the rarer ones included
     assert {"exchange.NewOrder", "exchange.OrderAccepted", "exchange.Trade",
-            "exchange.CancelOrder", "exchange.OrderCancelled", "exchange.BookUpdate"} <= set(recorded)
+            "exchange.CancelOrder", "exchange.OrderCancelled", "exchange.BookUpdate"} <= set(seen["seen"])
 
-    envelope = spark.read.format("seqbus").load(str(archive)).where(f"sequence <= {last}")
-    counts = {r["type"]: r["count"] for r in envelope.groupBy("type").count().collect()}
-    for name, want in recorded.items():
-        # the typed table of each type, decoded from the archive by Spark
-        rows = (
-            spark.read.format("seqbus").option("message", name).load(str(archive))
-            .where(f"sequence <= {last}").orderBy("sequence").collect()
-        )
-        digest = hashlib.blake2b(digest_size=16)
-        for r in rows:
-            digest.update(SEEN.pack(r["sequence"], r["timestamp_ns"], _key(r, name)))
-        assert (len(rows), digest.hexdigest()) == (want["count"], want["digest"]), name
-        assert counts[name] == want["count"], name
-    # and nothing of an exchange type the node did not see
-    assert {t for t in counts if t.startswith("exchange.")} == set(recorded)
+    # sealed as a user would, with only the application's schema (control messages are still
+    # named: the bus's schema is always known)
+    mb1 = tmp / "mb1.archive"
+    subprocess.run([sys.executable, "-m", "seqbus.cli", "archive", "seal", str(workdir / "journal"),
+                    str(mb1), "--schema", str(idl("exchange")),
+                    "--segment-mb", "1"], check=True, capture_output=True, timeout=600)
+    from seqbus.archive import JournalArchiver
+
+    small = tmp / "small.archive"
+    a = JournalArchiver(workdir / "journal", small, sess.schemas(),
+                        segment_bytes=(64 << 10) if ORDERS >= 50_000 else 4096)
+    a.catch_up()
+    a.seal()
+    return {"tmp": tmp, "workdir": workdir, "summary": summary, "seen": seen,
+            "archives": {"mb1": mb1, "small": small}}
+
+
+@pytest.mark.parametrize("cut", ["mb1", "small"])
+def test_verify_export_cat_and_replay_see_what_the_nodes_saw(run: dict[str, Any], cut: str, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from seqbus.archive import Archive
+
+    path = run["archives"][cut]
+    seen, last = run["seen"]["seen"], int(run["seen"]["last_sequence"])
+    a = Archive(path)
+    rep = a.verify()
+    assert rep.ok, rep.problems[:5]
+    fragmented = rep.fragmented_messages
+    assert fragmented > 0
+    if cut == "small":
+        assert sess.crossing(path) > 0  # messages whose fragments lie in two segments
+
+    # export (Parquet without Spark)
+    out = tmp_path / "export"
+    p = subprocess.run([sys.executable, "-m", "seqbus.cli", "archive", "export", str(path), str(out)],
+                       capture_output=True, text=True, timeout=900, check=False)
+    assert p.returncode == 0, p.stderr[-3000:]
+    for name, want in seen.items():
+        rows = pq.read_table(out / name).to_pylist()
+        assert digests(rows, name, last) == (want["count"], want["digest"]), (cut, "export", name)
+    env = pq.read_table(out / "envelope", columns=["type", "fragments"])
+    assert env.num_rows == rep.records - sum(n - 1 for n in env.column("fragments").to_pylist())
+    assert "(fragment)" not in set(env.column("type").to_pylist())
+    assert {t for t in env.column("type").to_pylist() if t.startswith("bus.")} >= {"bus.SessionStart"}
+
+    # cat: the fragmented type, decoded line by line
+    p = subprocess.run([sys.executable, "-m", "seqbus.cli", "archive", "cat", str(path), "--json",
+                        "--type", "exchange.BookUpdate", "--type", "exchange.CancelOrder"],
+                       capture_output=True, text=True, timeout=900, check=False)
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    for name in ("exchange.BookUpdate", "exchange.CancelOrder"):
+        rows = [{"sequence": x["sequence"], "timestamp_ns": x["timestamp_ns"], **x["fields"]}
+                for x in lines if x["type"] == name]
+        assert digests(rows, name, last) == (seen[name]["count"], seen[name]["digest"]), (cut, "cat", name)
+
+    # offline replay of the market data node's own class reaches its live report
+    from seqbus.archive import replay
+
+    os.environ["EXCHANGE_REPORT_DIR"] = str(tmp_path)
+    sys.path.insert(0, str(sess.ROOT))
+    try:
+        from examples.exchange.demo_nodes import DemoMarketData
+    finally:
+        sys.path.remove(str(sess.ROOT))
+    replay(DemoMarketData, a, account="MD", instance=1)
+    replayed = json.loads((tmp_path / "MD-1.json").read_text())
+    assert replayed["seen"] == seen and replayed["last_sequence"] == last
+
+
+@pytest.mark.parametrize("cut", ["mb1", "small"])
+def test_spark_typed_and_envelope_tables_see_what_the_nodes_saw(spark: Any, run: dict[str, Any], cut: str) -> None:
+    path = str(run["archives"][cut])
+    seen, last = run["seen"]["seen"], int(run["seen"]["last_sequence"])
+    envelope = spark.read.format("seqbus").option("rowsPerPartition", "200000").load(path)
+    counts = {r["type"]: r["count"] for r in
+              envelope.where(f"sequence <= {last}").groupBy("type").count().collect()}
+    for name, want in seen.items():
+        rows = (spark.read.format("seqbus").option("message", name)
+                .option("rowsPerPartition", "200000").load(path)
+                .where(f"sequence <= {last}").orderBy("sequence").collect())
+        assert digests((r.asDict(recursive=True) for r in rows), name, last) == (
+            want["count"], want["digest"]), (cut, name)
+        assert counts[name] == want["count"], (cut, name)
+    # nothing of an exchange type the node did not see; control messages named
+    assert {t for t in counts if t.startswith("exchange.")} == set(seen)
+    assert not [t for t in counts if not t.startswith(("exchange.", "bus."))]

@@ -157,8 +157,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if rep.ok else 1
 
 
+#: The file each table's directory gets from ``seqbus archive export`` (Spark's export job
+#: writes its own part files into the same directories).
+PART = "part-00000.parquet"
+
+
 def cmd_export(args: argparse.Namespace) -> int:
-    """Parquet files without Spark: envelope.parquet and one file per message type."""
+    """Parquet without Spark: ``OUT/envelope/`` and ``OUT/<package.Message>/`` per type, the
+    layout and schemas of the Spark export job (docs/archive.md)."""
     import pyarrow.parquet as pq
 
     from seqbus.archive import Archive
@@ -169,29 +175,34 @@ def cmd_export(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     bounds = _bounds(args)
     slices = a.slices(**bounds)
-    total = sum(s.end - s.start for s in slices)
+    total = sum(s.records for s in slices)
     present = set()
+    rows = 0
     bar = _progress(total, "envelope", "msg")
-    with pq.ParquetWriter(out / "envelope.parquet", T.ENVELOPE_SCHEMA) as w:
-        for b in a.envelope_batches(slices):
+    (out / "envelope").mkdir(exist_ok=True)
+    with pq.ParquetWriter(out / "envelope" / PART, T.ENVELOPE_SCHEMA, **T.PARQUET) as w:
+        for sl, b in zip(slices, a.envelope_batches(slices), strict=True):
             w.write_batch(b)
             present.update(b.column("type").unique().to_pylist())
-            bar.update(b.num_rows)
+            rows += b.num_rows
+            bar.update(sl.records)
     bar.close()
+    envelope_rows = rows
     wanted = sorted(present & set(a.type_names().values()))
     if args.type:
         wanted = [t for t in wanted if t in {f"{a.ir[s]['package']}.{n}" for s, n in map(a.resolve, args.type)}]
     for typ in wanted:
         bar = _progress(total, typ, "msg")
         rows = 0
-        with pq.ParquetWriter(out / f"{typ}.parquet", a.typed_schema(typ)) as w:
+        (out / typ).mkdir(exist_ok=True)
+        with pq.ParquetWriter(out / typ / PART, a.typed_schema(typ), **T.PARQUET) as w:
             for sl, b in zip(slices, a.typed_batches(typ, slices), strict=True):
                 w.write_batch(b)
                 rows += b.num_rows
-                bar.update(sl.end - sl.start)
+                bar.update(sl.records)
         bar.close()
-        print(f"{out / (typ + '.parquet')}: {rows} rows")
-    print(f"{out / 'envelope.parquet'}: {total - len(a.problems)} rows")
+        print(f"{out / typ}: {rows} rows")
+    print(f"{out / 'envelope'}: {envelope_rows} rows")
     return _report_problems(a)
 
 

@@ -3,8 +3,9 @@ deterministic timers as live.
 
 The archive's messages become the records the Rust core hands out (docs/architecture.md,
 "Batches from Rust to Python"): application messages as message records (fragments
-reassembled per sender account, delivered at the last fragment, as seqbus-core does), control
-messages and early fragments as time records. They then go through the live topic filter
+reassembled per sender account, delivered at the last fragment, as seqbus-core does, wherever
+in the archive the earlier fragments lie), control messages and early fragments as time
+records. They then go through the live topic filter
 itself (``seqbus._core.TopicFilter``: topics, admin commands routed by account, one time
 record per new millisecond of stream time), so the node sees exactly the batches a live node
 of the same class and account sees, and its deterministic timers fire at the same stream
@@ -25,8 +26,8 @@ from seqbus.node import Node
 N = TypeVar("N", bound=Node)
 
 _HEAD = struct.Struct("<IHxxQ")  # record_length, record_type, sequence
-_ENV = struct.Struct("<QQ8sHBBI")
 RECORD_MESSAGE, RECORD_REWOUND, RECORD_TIME = 1, 2, 3
+KIND_APPLICATION = 1
 
 
 class ReplayClient:
@@ -60,30 +61,14 @@ def batches(
     from seqbus import _core
 
     live = _core.TopicFilter(sorted(topics), account)
-    frags: dict[bytes, bytearray] = {}
     out = bytearray()
     n = 0
-    for seq, msg in archive.records(**bounds):
-        ts, cmd, sender, instance, kind, flags, body_len = _ENV.unpack_from(msg)
-        if flags:
-            buf = frags.setdefault(sender, bytearray())
-            buf += msg[32:]
-            if flags & 1 or len(buf) != body_len:  # more to come, or a broken sequence
-                if not flags & 1:
-                    del frags[sender]
-                out += _HEAD.pack(48, RECORD_TIME, seq) + msg[:32]
-                n += 1
-            else:
-                whole = bytes(frags.pop(sender))
-                msg = _ENV.pack(ts, cmd, sender, instance, kind, 0, body_len) + whole
-                out += _HEAD.pack(16 + len(msg), RECORD_MESSAGE, seq) + msg
-                n += 1
-        elif kind == 1:
+    for seq, whole, msg in archive.stream(**bounds):
+        if whole and msg[26] == KIND_APPLICATION:
             out += _HEAD.pack(16 + len(msg), RECORD_MESSAGE, seq) + msg
-            n += 1
-        else:
+        else:  # control messages and fragments before the last advance the clock only
             out += _HEAD.pack(48, RECORD_TIME, seq) + msg[:32]
-            n += 1
+        n += 1
         if n >= records:
             yield live.apply(bytes(out))
             out.clear()

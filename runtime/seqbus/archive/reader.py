@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from seqbus.archive import tables
-from seqbus.archive._native import RawProblem, core
+from seqbus.archive._native import NativeReader, RawProblem, core
 from seqbus.archive.errors import ArchiveError, CorruptRecordError, Problem
 
 log = logging.getLogger("seqbus.archive")
@@ -46,17 +46,20 @@ class SegmentRef:
 
 @dataclass(frozen=True)
 class Slice:
-    """Index positions ``[start, end)`` of one segment: the unit of a batch and of a partition."""
+    """The records with sequence in ``[lo, hi]`` (inclusive): the unit of a batch and of a
+    partition. A message belongs to the slice holding its last record, so slices that cut
+    the archive anywhere, across segments too, hand out every message once."""
 
-    seg: str
-    idx: str
-    start: int
-    end: int
-    first_sequence: int
+    lo: int
+    hi: int
 
     @property
     def sequences(self) -> tuple[int, int]:
-        return self.first_sequence + self.start, self.first_sequence + self.end - 1
+        return self.lo, self.hi
+
+    @property
+    def records(self) -> int:
+        return self.hi - self.lo + 1
 
 
 @dataclass
@@ -64,6 +67,8 @@ class VerifyReport:
     segments: int = 0
     records: int = 0
     good: int = 0
+    #: Messages fragmented over several records (across segments too) that reassembled.
+    fragmented_messages: int = 0
     first_sequence: int | None = None
     last_sequence: int | None = None
     problems: list[Problem] = field(default_factory=list)
@@ -87,7 +92,12 @@ def _native(call: Callable[[], Any]) -> Any:
 
 class Archive:
     """A session archive directory. Reading a live (unsealed) archive sees what its writer has
-    flushed; :meth:`refresh` picks up new segments.
+    flushed; :meth:`refresh` picks up what came since.
+
+    Every reader hands out each message whole and once: a message fragmented across records
+    (and across segments) is one row, at its last fragment; :meth:`raw_table` lists the
+    records themselves. Control messages are decoded with the bus's schema even when the
+    archive does not store it.
 
     ``on_problem``: what a corrupt record does — "report" (kept in :attr:`problems` and logged),
     "collect" (kept only) or "fail" (raises :class:`CorruptRecordError`)."""
@@ -101,27 +111,23 @@ class Archive:
         self.problems: list[Problem] = []
         self._seen: set[Problem] = set()
         self.refresh()
-        self.ir_text: dict[int, str] = {}
-        self.ir: dict[int, dict[str, Any]] = {}
-        for s in self.manifest["schemas"]:
-            p = self.path / s["ir"]
-            try:
-                text = p.read_text()
-            except OSError as exc:
-                raise ArchiveError(f"{p}: schema IR of package {s['package']}: {exc}") from None
-            self.ir_text[s["schema_id"]] = text
-            self.ir[s["schema_id"]] = json.loads(text)
 
     def refresh(self) -> None:
         m = self.path / MANIFEST
+        if not m.exists():
+            raise ArchiveError(f"{self.path}: not a seqbus archive (no {MANIFEST})")
         try:
             self.manifest: dict[str, Any] = json.loads(m.read_text())
-        except FileNotFoundError:
-            raise ArchiveError(f"{self.path}: not a seqbus archive (no {MANIFEST})") from None
         except (OSError, ValueError) as exc:
             raise ArchiveError(f"{m}: {exc}") from None
         if self.manifest.get("format") != "seqbus-archive" or self.manifest.get("version") != 1:
             raise ArchiveError(f"{m}: not a version 1 seqbus archive manifest")
+        self.native: NativeReader = _native(functools.partial(core.ArchiveReader, str(self.path)))
+        self.ir_text: dict[int, str] = {}
+        self.ir: dict[int, dict[str, Any]] = {}
+        for sid, _package, text, _builtin in self.native.schemas():
+            self.ir_text[sid] = text
+            self.ir[sid] = json.loads(text)
 
     @property
     def sealed(self) -> bool:
@@ -143,25 +149,11 @@ class Archive:
             log.warning("corrupt archive record skipped: %s", problem)
 
     def segments(self) -> list[SegmentRef]:
-        out = []
-        segs = self.manifest["segments"]
-        for i, s in enumerate(segs):
-            seg, idx = str(self.path / s["file"]), str(self.path / s["index"])
-            if self.sealed or i < len(segs) - 1:
-                count = int(s["count"])
-            else:  # the active segment: what its index lists now
-                _, count = _native(functools.partial(core.archive_segment_info, seg, idx))
-            out.append(
-                SegmentRef(
-                    s["number"], seg, idx, s["first_sequence"], count,
-                    s["first_timestamp_ns"], s["last_timestamp_ns"],
-                )
-            )
-        return out
+        return [SegmentRef(*s) for s in self.native.segments()]
 
     @property
     def first_sequence(self) -> int | None:
-        segs = self.segments()
+        segs = [s for s in self.segments() if s.count]
         return segs[0].first_sequence if segs else None
 
     @property
@@ -170,12 +162,9 @@ class Archive:
         return segs[-1].last_sequence if segs else None
 
     def type_names(self) -> dict[tuple[int, int], str]:
-        """``(schema id, template id) → "package.Message"`` for every schema in the archive."""
-        return {
-            (sid, m["id"]): f"{ir['package']}.{m['name']}"
-            for sid, ir in self.ir.items()
-            for m in ir["messages"]
-        }
+        """``(schema id, template id) → "package.Message"`` for every schema the archive is
+        decoded with (the bus's included)."""
+        return dict(self.native.type_names())
 
     def resolve(self, message: str) -> tuple[int, str]:
         """(schema id, message name) of ``"package.Message"`` or an unambiguous ``"Message"``."""
@@ -194,6 +183,19 @@ class Archive:
             raise ArchiveError(f"no message {message!r} in this archive's schemas ({known})")
         raise ArchiveError(f"{message!r} is ambiguous; name its package ({known})")
 
+    def bounds(
+        self,
+        *,
+        seq_lo: int | None = None,
+        seq_hi: int | None = None,
+        ts_lo: int | None = None,
+        ts_hi: int | None = None,
+    ) -> tuple[int, int] | None:
+        """The inclusive sequence range of the records within the (inclusive) bounds, or None
+        (sequencer time never decreases, so time bounds are a sequence range too)."""
+        c = _clamp(seq_lo, seq_hi, ts_lo, ts_hi)
+        return None if c is None else self.native.bounds(*c)
+
     def slices(
         self,
         *,
@@ -203,31 +205,29 @@ class Archive:
         ts_hi: int | None = None,
         max_rows: int = DEFAULT_BATCH_ROWS,
     ) -> list[Slice]:
-        """The index ranges holding the records within the (inclusive) bounds, cut into pieces of
-        at most ``max_rows``; segments outside the bounds are not opened."""
-        lo, hi = seq_lo or 0, U64_MAX if seq_hi is None else seq_hi
-        tlo, thi = ts_lo or 0, U64_MAX if ts_hi is None else ts_hi
-        out = []
-        for s in self.segments():
-            if s.count == 0 or s.last_sequence < lo or s.first_sequence > hi:
-                continue
-            if self.sealed and (s.last_timestamp_ns < tlo or s.first_timestamp_ns > thi):
-                continue
-            start, end = _native(functools.partial(
-                core.archive_range, s.seg, s.idx, max(lo, 0), max(hi, 0), tlo, thi))
-            for a in range(start, end, max_rows):
-                out.append(Slice(s.seg, s.idx, a, min(a + max_rows, end), s.first_sequence))
-        return out
+        """The records within the (inclusive) bounds as slices of at most ``max_rows`` records;
+        segments outside the bounds are not opened."""
+        c = _clamp(seq_lo, seq_hi, ts_lo, ts_hi)
+        if c is None:
+            return []
+        return [Slice(lo, hi) for lo, hi in self.native.plan(*c, max(1, max_rows))]
 
     # -- record batches ----------------------------------------------------------------------
 
     def envelope_batches(self, slices: list[Slice] | None = None, **bounds: Any) -> Iterator[pa.RecordBatch]:
-        names = self.type_names()
+        """The envelope table: one row per message (fragmented ones whole, at their last
+        fragment, with their fragment count)."""
         for sl in self.slices(**bounds) if slices is None else slices:
-            rows, cols, raw = _native(functools.partial(
-                core.archive_envelopes, sl.seg, sl.idx, sl.start, sl.end, names))
+            rows, cols, raw = _native(functools.partial(self.native.envelopes, sl.lo, sl.hi))
             _problems(raw, self.report)
             yield tables.envelope_batch(rows, cols)
+
+    def raw_batches(self, slices: list[Slice] | None = None, **bounds: Any) -> Iterator[pa.RecordBatch]:
+        """The raw table: one row per record as stored, fragments included, with its body."""
+        for sl in self.slices(**bounds) if slices is None else slices:
+            rows, cols, raw = _native(functools.partial(self.native.raw, sl.lo, sl.hi))
+            _problems(raw, self.report)
+            yield tables.raw_batch(rows, cols)
 
     def typed_schema(self, message: str) -> pa.Schema:
         sid, name = self.resolve(message)
@@ -238,15 +238,16 @@ class Archive:
     ) -> Iterator[pa.RecordBatch]:
         sid, name = self.resolve(message)
         schema = tables.typed_schema(self.ir[sid], name)
-        text = self.ir_text[sid]
         for sl in self.slices(**bounds) if slices is None else slices:
-            rows, cols, raw = _native(functools.partial(
-                core.archive_typed, sl.seg, sl.idx, sl.start, sl.end, text, name))
+            rows, cols, raw = _native(functools.partial(self.native.typed, sl.lo, sl.hi, sid, name))
             _problems(raw, self.report)
             yield tables.typed_batch(schema, rows, cols)
 
     def envelope_table(self, **bounds: Any) -> pa.Table:
         return pa.Table.from_batches(list(self.envelope_batches(**bounds)), tables.ENVELOPE_SCHEMA)
+
+    def raw_table(self, **bounds: Any) -> pa.Table:
+        return pa.Table.from_batches(list(self.raw_batches(**bounds)), tables.RAW_SCHEMA)
 
     def table(self, message: str, **bounds: Any) -> pa.Table:
         """The typed table of one message type (``"exchange.NewOrder"`` or ``"NewOrder"``)."""
@@ -254,25 +255,29 @@ class Archive:
             list(self.typed_batches(message, **bounds)), self.typed_schema(message)
         )
 
-    def records(self, slices: list[Slice] | None = None, **bounds: Any) -> Iterator[tuple[int, bytes]]:
-        """(sequence, message) of every good record in order; message = envelope + body."""
-        for sl in self.slices(**bounds) if slices is None else slices:
-            recs, raw = _native(functools.partial(
-                core.archive_records, sl.seg, sl.idx, sl.start, sl.end))
+    def stream(self, slices: list[Slice] | None = None, **bounds: Any) -> Iterator[tuple[int, bool, bytes]]:
+        """The records as a live node's core sees them, in order: ``(sequence, True, message)``
+        for a whole message (envelope with flags 0, then the whole body, at its last
+        fragment) and ``(sequence, False, envelope)`` for a record that is not one (a fragment
+        before the last, or one that does not reassemble, which is reported)."""
+        for sl in self.slices(max_rows=1 << 16, **bounds) if slices is None else slices:
+            items, raw = _native(functools.partial(self.native.stream, sl.lo, sl.hi))
             _problems(raw, self.report)
-            for seq, _off, msg in recs:
-                yield seq, msg
+            for seq, kind, msg in items:
+                yield seq, kind == 0, msg
 
     # -- verification ------------------------------------------------------------------------
 
     def verify(self, progress: Callable[[SegmentRef], None] | None = None) -> VerifyReport:
-        """Checks every record (length, sequence, CRC32C), the indexes, timestamps in order and
-        sequence contiguity across segments; problems are listed, never raised."""
+        """Checks every record (length, sequence, CRC32C), the indexes, timestamps in order,
+        sequence contiguity across segments and that every fragmented message reassembles
+        (across segments too); problems are listed, never raised."""
         rep = VerifyReport()
         expect: int | None = None
+        v = core.ArchiveVerifier()
         for s in self.segments():
             n, good, first, _last_ts, raw = _native(functools.partial(
-                core.archive_verify_segment, s.seg, s.idx, expect))
+                v.segment, s.seg, s.idx, expect))
             rep.segments += 1
             rep.records += n
             rep.good += good
@@ -288,6 +293,18 @@ class Archive:
                     f"the manifest lists {s.count} records, the index {n}"))
             if progress is not None:
                 progress(s)
+        rep.problems.extend(Problem(*p) for p in v.finish(self.sealed))
+        rep.fragmented_messages = v.fragmented_messages
         if not self.sealed:
             rep.problems.append(Problem(MANIFEST, 0, expect or 0, "the archive is not sealed"))
         return rep
+
+
+def _clamp(
+    seq_lo: int | None, seq_hi: int | None, ts_lo: int | None, ts_hi: int | None
+) -> tuple[int, int, int, int] | None:
+    lo, hi = max(seq_lo or 0, 0), U64_MAX if seq_hi is None else seq_hi
+    tlo, thi = max(ts_lo or 0, 0), U64_MAX if ts_hi is None else ts_hi
+    if hi < 0 or thi < 0 or lo > hi or tlo > thi:
+        return None
+    return lo, min(hi, U64_MAX), tlo, min(thi, U64_MAX)

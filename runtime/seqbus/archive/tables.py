@@ -15,21 +15,37 @@ from seqbus.archive._native import ColumnTree
 
 UTC = "UTC"
 
+_HEAD = [
+    pa.field("sequence", pa.int64(), nullable=False),
+    pa.field("timestamp_ns", pa.int64(), nullable=False),
+    pa.field("time", pa.timestamp("us", tz=UTC), nullable=False),
+    pa.field("account", pa.string(), nullable=False),
+    pa.field("instance", pa.int32(), nullable=False),
+    pa.field("command_seq", pa.int64(), nullable=False),
+    pa.field("kind", pa.string(), nullable=False),
+]
+
+#: One row per message; a fragmented one whole, at its last fragment (``fragments`` > 1).
 ENVELOPE_SCHEMA = pa.schema(
-    [
-        pa.field("sequence", pa.int64(), nullable=False),
-        pa.field("timestamp_ns", pa.int64(), nullable=False),
-        pa.field("time", pa.timestamp("us", tz=UTC), nullable=False),
-        pa.field("account", pa.string(), nullable=False),
-        pa.field("instance", pa.int32(), nullable=False),
-        pa.field("command_seq", pa.int64(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("flags", pa.int16(), nullable=False),
+    _HEAD
+    + [
         pa.field("schema_id", pa.int32(), nullable=False),
         pa.field("template_id", pa.int32(), nullable=False),
         pa.field("version", pa.int32(), nullable=False),
         pa.field("type", pa.string(), nullable=False),
         pa.field("size", pa.int32(), nullable=False),
+        pa.field("fragments", pa.int32(), nullable=False),
+    ]
+)
+
+#: One row per record as stored, fragments included (envelope flags 1: more follow, 2: last).
+RAW_SCHEMA = pa.schema(
+    _HEAD
+    + [
+        pa.field("flags", pa.int16(), nullable=False),
+        pa.field("body_length", pa.int64(), nullable=False),
+        pa.field("size", pa.int32(), nullable=False),
+        pa.field("body", pa.binary(), nullable=False),
     ]
 )
 
@@ -52,6 +68,11 @@ PROBLEM_SCHEMA = pa.schema(
         pa.field("problem", pa.string(), nullable=False),
     ]
 )
+
+#: How every Parquet export writes (``seqbus archive export`` and the Spark export job):
+#: snappy, timestamps as µs UTC (INT64), lists in the standard three-level layout.
+PARQUET: dict[str, Any] = {"compression": "snappy", "coerce_timestamps": "us",
+                           "use_compliant_nested_type": True}
 
 _PRIMITIVES: dict[str, pa.DataType] = {
     "bool": pa.bool_(),
@@ -147,12 +168,20 @@ def typed_batch(schema: pa.Schema, rows: int, columns: list[ColumnTree]) -> pa.R
 
 
 def envelope_batch(rows: int, cols: dict[str, Any]) -> pa.RecordBatch:
+    return _flat_batch(ENVELOPE_SCHEMA, rows, cols)
+
+
+def raw_batch(rows: int, cols: dict[str, Any]) -> pa.RecordBatch:
+    return _flat_batch(RAW_SCHEMA, rows, cols)
+
+
+def _flat_batch(schema: pa.Schema, rows: int, cols: dict[str, Any]) -> pa.RecordBatch:
     arrays = []
-    for f in ENVELOPE_SCHEMA:
+    for f in schema:
         c = cols[f.name]
         if isinstance(c, tuple):
             bufs = [None, pa.py_buffer(c[0]), pa.py_buffer(c[1])]
         else:
             bufs = [None, pa.py_buffer(c)]
         arrays.append(pa.Array.from_buffers(f.type, rows, bufs, null_count=0))
-    return pa.RecordBatch.from_arrays(arrays, schema=ENVELOPE_SCHEMA)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -1,13 +1,14 @@
 """The data pipeline on Spark (SPEC §7, docs/spark.md): session archives as DataFrames.
 
 >>> from seqbus.spark import session
->>> spark = session()                                   # local[*], the seqbus source registered
+>>> spark = session()                                   # spark-submit's master, or local[*]
 >>> spark.read.format("seqbus").load("run.archive")    # the envelope table
 >>> spark.read.format("seqbus").option("message", "exchange.NewOrder").load("run.archive")
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["java_missing_reason", "register", "session"]
+
+log = logging.getLogger("seqbus.spark")
 
 
 def java_missing_reason() -> str | None:
@@ -40,8 +43,15 @@ def register(spark: SparkSession) -> SparkSession:
 
 
 def session(master: str | None = None, app: str = "seqbus", **conf: str) -> SparkSession:
-    """A SparkSession with the seqbus source registered: ``local[*]`` unless ``master`` (or
-    spark-submit) says otherwise. Python workers run this interpreter."""
+    """A SparkSession with the seqbus source registered, on the master the user chose.
+
+    The master is, in order: an existing SparkContext's (it cannot change); ``master``, when
+    given; else whatever Spark's own configuration names — ``spark-submit --master``,
+    ``spark.master`` in ``spark-defaults.conf``, the ``MASTER`` variable — with ``local[*]``
+    only when nothing does. A ``spark://`` master that does not answer fails here, naming it.
+    The master in use is logged (logger ``seqbus.spark``). ``conf``: further Spark settings,
+    ``spark_ui_enabled="false"`` for ``spark.ui.enabled``. Python workers run this
+    interpreter unless ``spark.pyspark.python`` (or PYSPARK_PYTHON) says otherwise."""
     reason = java_missing_reason()
     if reason is not None:
         from seqbus.archive.errors import ArchiveError
@@ -51,13 +61,65 @@ def session(master: str | None = None, app: str = "seqbus", **conf: str) -> Spar
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    settings = {k.replace("_", "."): v for k, v in conf.items()}
+    chosen, source = _master(master, settings)
     b = SparkSession.builder.appName(app)
-    if master is not None:
-        b = b.master(master)
-    elif "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
-        b = b.config("spark.master", os.environ.get("SEQBUS_SPARK_MASTER", "local[*]"))
-    b = b.config("spark.sql.python.filterPushdown.enabled", "true")
+    if chosen is not None:
+        b = b.master(chosen)
     b = b.config("spark.sql.session.timeZone", "UTC")
-    for k, v in conf.items():
-        b = b.config(k.replace("_", "."), v)
-    return register(b.getOrCreate())
+    for k, v in settings.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    in_use = spark.sparkContext.master
+    log.info("Spark master %s (%s)", in_use, source)
+    return register(spark)
+
+
+def _master(master: str | None, settings: dict[str, str]) -> tuple[str | None, str]:
+    """The master to ask the builder for (None: leave it to Spark's configuration) and where it
+    comes from, for the log."""
+    from pyspark import SparkConf
+    from pyspark.core.context import SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        if master is not None and master != active.master:
+            from seqbus.archive.errors import ArchiveError
+
+            raise ArchiveError(f"a SparkContext already runs on {active.master}; "
+                               f"it cannot move to {master}")
+        return None, "the running SparkContext's"
+    if master is not None:
+        _check_reachable(master)
+        return master, "given to seqbus.spark.session()"
+    # Start the JVM now (under spark-submit: its own) so that its configuration is visible:
+    # spark-submit --master, spark-defaults.conf, MASTER.
+    pre = SparkConf(loadDefaults=False)
+    for k, v in settings.items():
+        pre.set(k, v)
+    SparkContext._ensure_initialized(conf=pre)
+    configured = SparkConf().get("spark.master", None)
+    if configured:
+        _check_reachable(configured)
+        return None, "from Spark's configuration: spark-submit, spark-defaults.conf or MASTER"
+    return "local[*]", "the default: nothing configures one"
+
+
+def _check_reachable(master: str) -> None:
+    """Fails naming a standalone master (``spark://host:port[,host:port]``) none of whose
+    addresses accepts a connection, instead of waiting for executors that never come."""
+    if not master.startswith("spark://"):
+        return
+    import socket
+
+    from seqbus.archive.errors import ArchiveError
+
+    errors = []
+    for hp in master[len("spark://"):].split(","):
+        host, _, port = hp.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=5):
+                return
+        except (OSError, ValueError) as exc:
+            errors.append(f"{hp}: {exc}")
+    raise ArchiveError(f"the Spark master {master} does not answer ({'; '.join(errors)})")

@@ -5,7 +5,8 @@ Options:
 
 * ``message`` — ``"exchange.NewOrder"`` (or an unambiguous ``"NewOrder"``): the typed table of
   that message; without it, the envelope table (one row per sequenced message).
-* ``table`` — ``"problems"``: one row per corrupt record ``verify`` finds (file, offset, sequence).
+* ``table`` — ``"raw"``: one row per record, fragments included; ``"problems"``: one row per
+  problem ``verify`` finds (file, offset, sequence).
 * ``mode`` — ``PERMISSIVE`` (default: a corrupt record is logged with its position and skipped)
   or ``FAILFAST`` (the query fails naming the position).
 * ``rowsPerPartition`` — the finest split of a segment (default 1,048,576 rows).
@@ -21,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,21 +55,16 @@ DEFAULT_ROWS_PER_PARTITION = 1 << 20
 
 @dataclass(frozen=True)
 class SlicePartition(InputPartition):
-    """Index positions ``[start, end)`` of one segment."""
+    """The records with sequence in ``[lo, hi]`` (a message belongs to the partition holding
+    its last fragment, wherever its earlier fragments lie)."""
 
-    seg: str
-    idx: str
-    start: int
-    end: int
-    first_sequence: int
+    lo: int
+    hi: int
 
-    def __init__(self, seg: str, idx: str, start: int, end: int, first_sequence: int) -> None:
-        object.__setattr__(self, "seg", seg)
-        object.__setattr__(self, "idx", idx)
-        object.__setattr__(self, "start", start)
-        object.__setattr__(self, "end", end)
-        object.__setattr__(self, "first_sequence", first_sequence)
-        object.__setattr__(self, "value", (seg, start, end))
+    def __init__(self, lo: int, hi: int) -> None:
+        object.__setattr__(self, "lo", lo)
+        object.__setattr__(self, "hi", hi)
+        object.__setattr__(self, "value", (lo, hi))
 
 
 @dataclass(frozen=True)
@@ -75,39 +72,79 @@ class Plan:
     """What every partition needs to decode, pickled to the executors."""
 
     path: str
-    table: str  # "envelope", "typed" or "problems"
+    table: str  # "envelope", "raw", "typed" or "problems"
     schema: pa.Schema
     message: str = ""
-    ir_text: str = ""
-    names: tuple[tuple[tuple[int, int], str], ...] = ()
+    schema_id: int = 0
     failfast: bool = False
     rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION
 
 
-def _plan(options: dict[str, str]) -> Plan:
-    path = options.get("path")
+#: Every option the source reads (Spark hands them over with lower-cased keys).
+OPTIONS = {
+    "path": "the archive directory",
+    "message": "package.Message: that type's typed table",
+    "table": "envelope (default), raw or problems",
+    "mode": "PERMISSIVE (default) or FAILFAST",
+    "rowsPerPartition": "records per partition",
+    "pushdown": "false to turn filter pushdown off",
+    "startSequence": "streaming: the first sequence to read",
+    "maxRecordsPerTrigger": "streaming: records per micro-batch at most",
+}
+_KNOWN = {k.lower(): k for k in OPTIONS}
+
+
+def options(given: Any) -> dict[str, str]:
+    """The options Spark gave, by their documented names, whatever their case; an unknown one
+    is an error naming the known ones (a misspelt option must not be ignored)."""
+    out: dict[str, str] = {}
+    for k, v in dict(given).items():
+        name = _KNOWN.get(k.lower())
+        if name is None:
+            raise ArchiveError(
+                f"unknown option {k!r} for the seqbus source; it knows: {', '.join(OPTIONS)}")
+        out[name] = v
+    return out
+
+
+def _int_option(opts: dict[str, str], name: str, default: int | None) -> int | None:
+    v = opts.get(name)
+    if v is None:
+        return default
+    try:
+        n = int(v)
+    except ValueError:
+        raise ArchiveError(f"option {name} must be an integer, not {v!r}") from None
+    if n < 1:
+        raise ArchiveError(f"option {name} must be positive, not {n}")
+    return n
+
+
+def _plan(opts: dict[str, str]) -> Plan:
+    path = opts.get("path")
     if not path:
         raise ArchiveError('the seqbus source needs a path: spark.read.format("seqbus").load(PATH)')
+    path = os.path.abspath(path)  # resolved on the driver, not on each executor
     a = Archive(path)
-    mode = options.get("mode", "PERMISSIVE").upper()
+    mode = opts.get("mode", "PERMISSIVE").upper()
     if mode not in ("PERMISSIVE", "FAILFAST"):
         raise ArchiveError(f"mode must be PERMISSIVE or FAILFAST, not {mode!r}")
-    rows = int(options.get("rowsPerPartition", DEFAULT_ROWS_PER_PARTITION))
-    if rows < 1:
-        raise ArchiveError(f"rowsPerPartition must be positive, not {rows}")
+    rows = _int_option(opts, "rowsPerPartition", DEFAULT_ROWS_PER_PARTITION)
+    assert rows is not None
     common: dict[str, Any] = {"path": path, "failfast": mode == "FAILFAST", "rows_per_partition": rows}
-    table = options.get("table", "")
-    message = options.get("message", "")
+    table = opts.get("table", "").lower()
+    message = opts.get("message", "")
     if table == "problems":
         return Plan(table="problems", schema=tables.PROBLEM_SCHEMA, **common)
+    if table == "raw":
+        return Plan(table="raw", schema=tables.RAW_SCHEMA, **common)
     if table not in ("", "envelope"):
-        raise ArchiveError(f"table must be 'envelope' or 'problems', not {table!r}")
+        raise ArchiveError(f"table must be 'envelope', 'raw' or 'problems', not {table!r}")
     if message:
         sid, name = a.resolve(message)
         return Plan(table="typed", schema=tables.typed_schema(a.ir[sid], name), message=name,
-                    ir_text=a.ir_text[sid], **common)
-    return Plan(table="envelope", schema=tables.ENVELOPE_SCHEMA,
-                names=tuple(sorted(a.type_names().items())), **common)
+                    schema_id=sid, **common)
+    return Plan(table="envelope", schema=tables.ENVELOPE_SCHEMA, **common)
 
 
 def _report(raw: list[RawProblem], failfast: bool) -> None:
@@ -120,21 +157,25 @@ def _report(raw: list[RawProblem], failfast: bool) -> None:
 
 def _read(plan: Plan, part: SlicePartition) -> Iterator[pa.RecordBatch]:
     try:
+        if plan.table == "problems":
+            rep = Archive(plan.path).verify()
+            yield pa.RecordBatch.from_pylist(
+                [{"file": p.file, "offset": p.offset, "sequence": p.sequence, "problem": p.message}
+                 for p in rep.problems], schema=plan.schema)
+            return
+        r = core.ArchiveReader(plan.path)
         if plan.table == "envelope":
-            rows, cols, raw = core.archive_envelopes(
-                part.seg, part.idx, part.start, part.end, dict(plan.names))
+            rows, cols, raw = r.envelopes(part.lo, part.hi)
             _report(raw, plan.failfast)
             yield tables.envelope_batch(rows, cols)
-        elif plan.table == "typed":
-            rows, tcols, raw = core.archive_typed(
-                part.seg, part.idx, part.start, part.end, plan.ir_text, plan.message)
+        elif plan.table == "raw":
+            rows, cols, raw = r.raw(part.lo, part.hi)
+            _report(raw, plan.failfast)
+            yield tables.raw_batch(rows, cols)
+        else:
+            rows, tcols, raw = r.typed(part.lo, part.hi, plan.schema_id, plan.message)
             _report(raw, plan.failfast)
             yield tables.typed_batch(plan.schema, rows, tcols)
-        else:
-            _n, _good, _first, _ts, raw = core.archive_verify_segment(part.seg, part.idx)
-            yield pa.RecordBatch.from_pylist(
-                [{"file": f, "offset": o, "sequence": s, "problem": m} for f, o, s, m in raw],
-                schema=plan.schema)
     except (OSError, ValueError) as exc:
         raise ArchiveError(str(exc)) from None
 
@@ -187,15 +228,12 @@ class _Bounds:
 
 
 def _partitions(plan: Plan, bounds: tuple[int, int, int, int]) -> list[SlicePartition]:
-    a = Archive(plan.path)
     if plan.table == "problems":
-        return [SlicePartition(s.seg, s.idx, 0, s.count, s.first_sequence) for s in a.segments()]
+        return [SlicePartition(0, 0)]  # verify follows fragments across every segment: one pass
     seq_lo, seq_hi, ts_lo, ts_hi = bounds
-    if seq_lo > seq_hi or ts_lo > ts_hi:
-        return []
-    slices = a.slices(seq_lo=seq_lo, seq_hi=seq_hi, ts_lo=ts_lo, ts_hi=ts_hi,
-                      max_rows=plan.rows_per_partition)
-    return [SlicePartition(s.seg, s.idx, s.start, s.end, s.first_sequence) for s in slices]
+    slices = Archive(plan.path).slices(seq_lo=seq_lo, seq_hi=seq_hi, ts_lo=ts_lo, ts_hi=ts_hi,
+                                       max_rows=plan.rows_per_partition)
+    return [SlicePartition(s.lo, s.hi) for s in slices]
 
 
 class SeqbusReader(DataSourceReader):
@@ -228,14 +266,10 @@ class SeqbusStreamReader(DataSourceStreamReader):
     """Follows a live archive: offsets are ``{"next": n}``, the next sequence to read, so a query
     restarted from its checkpoint reads on from exactly where its last batch ended."""
 
-    def __init__(self, plan: Plan, options: dict[str, str]) -> None:
+    def __init__(self, plan: Plan, opts: dict[str, str]) -> None:
         self.plan = plan
-        start = options.get("startSequence")
-        self.start = int(start) if start is not None else None
-        mx = options.get("maxRecordsPerTrigger")
-        self.max_records = int(mx) if mx is not None else None
-        if self.max_records is not None and self.max_records < 1:
-            raise ArchiveError(f"maxRecordsPerTrigger must be positive, not {mx}")
+        self.start = _int_option(opts, "startSequence", None)
+        self.max_records = _int_option(opts, "maxRecordsPerTrigger", None)
         self._next: int | None = None
 
     def initialOffset(self) -> dict[str, int]:  # noqa: N802
@@ -276,19 +310,21 @@ class SeqbusDataSource(DataSource):
         return "seqbus"
 
     def schema(self) -> StructType:
-        return from_arrow_schema(_plan(dict(self.options)).schema)
+        return from_arrow_schema(_plan(options(self.options)).schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        plan = _plan(dict(self.options))
-        if self.options.get("pushdown", "true").lower() == "false":
+        opts = options(self.options)
+        plan = _plan(opts)
+        if opts.get("pushdown", "true").lower() == "false":
             return SeqbusReader(plan)
         return SeqbusPushdownReader(plan)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
-        plan = _plan(dict(self.options))
+        opts = options(self.options)
+        plan = _plan(opts)
         if plan.table == "problems":
             raise ArchiveError("the problems table is not a stream")
-        return SeqbusStreamReader(plan, dict(self.options))
+        return SeqbusStreamReader(plan, opts)
 
 
 def describe(options: dict[str, str]) -> str:

@@ -1,15 +1,19 @@
 //! Column buffers in the Arrow layout (values, offsets, validity), built in one forward pass
 //! and handed to pyarrow without conversion, and the envelope table.
 //!
-//! The envelope table (docs/spark.md), one row per sequenced message:
+//! The envelope table (docs/spark.md), one row per message (fragmented messages reassembled):
 //! `sequence i64, timestamp_ns i64, time timestamp[us], account utf8, instance i32,
-//! command_seq i64, kind utf8, flags i16, schema_id i32, template_id i32, version i32,
-//! type utf8, size i32` (unsigned wire fields widened so that every value stays exact).
+//! command_seq i64, kind utf8, schema_id i32, template_id i32, version i32, type utf8,
+//! size i32, fragments i32`; and the raw table, one row per record, fragments included:
+//! `sequence, timestamp_ns, time, account, instance, command_seq, kind, flags i16,
+//! body_length i64, size i32, body binary` (unsigned wire fields widened so that every value
+//! stays exact).
 
 use std::collections::HashMap;
 
-use crate::format::{le_u16, le_u64, ENVELOPE_LEN, MESSAGE_HEADER_LEN};
-use crate::segment::{Problem, Segment};
+use crate::format::{le_u16, le_u32, le_u64};
+use crate::reader::{ArchiveReader, Mode, Msg};
+use crate::segment::Problem;
 
 /// One column (or a child of one) in the Arrow layout. `validity`, when present, holds one
 /// byte per row (packed into a bitmap on export).
@@ -145,28 +149,6 @@ pub fn pack_bits(bytes: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The envelope table's columns, in table order.
-#[derive(Default)]
-pub struct EnvelopeColumns {
-    pub rows: usize,
-    pub sequence: Vec<i64>,
-    pub timestamp_ns: Vec<i64>,
-    pub time_us: Vec<i64>,
-    pub account_offsets: Vec<i32>,
-    pub account: Vec<u8>,
-    pub instance: Vec<i32>,
-    pub command_seq: Vec<i64>,
-    pub kind_offsets: Vec<i32>,
-    pub kind: Vec<u8>,
-    pub flags: Vec<i16>,
-    pub schema_id: Vec<i32>,
-    pub template_id: Vec<i32>,
-    pub version: Vec<i32>,
-    pub type_offsets: Vec<i32>,
-    pub type_name: Vec<u8>,
-    pub size: Vec<i32>,
-}
-
 /// Type names by (schema id, template id), e.g. `exchange.NewOrder`.
 pub type TypeNames = HashMap<(u16, u16), String>;
 
@@ -185,115 +167,181 @@ pub fn account_text(raw: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-impl EnvelopeColumns {
-    pub fn with_capacity(n: usize) -> EnvelopeColumns {
-        let mut c = EnvelopeColumns {
+/// The envelope kind as text.
+pub fn kind_text(kind: u8) -> &'static [u8] {
+    match kind {
+        1 => b"application",
+        2 => b"control",
+        _ => b"unknown",
+    }
+}
+
+/// A utf8 column being built: offsets and bytes.
+#[derive(Debug, Clone)]
+pub struct Utf8 {
+    pub offsets: Vec<i32>,
+    pub bytes: Vec<u8>,
+}
+
+impl Utf8 {
+    pub fn with_capacity(rows: usize, bytes: usize) -> Utf8 {
+        let mut offsets = Vec::with_capacity(rows + 1);
+        offsets.push(0);
+        Utf8 {
+            offsets,
+            bytes: Vec::with_capacity(bytes),
+        }
+    }
+    #[inline]
+    pub fn push(&mut self, b: &[u8]) {
+        self.bytes.extend_from_slice(b);
+        self.end();
+    }
+    /// Ends the value whose bytes were appended to `bytes` since the last one.
+    #[inline]
+    pub fn end(&mut self) {
+        self.offsets.push(self.bytes.len() as i32);
+    }
+}
+
+/// The columns every message table starts with: sequence, timestamps, sender.
+#[derive(Debug, Clone)]
+pub struct EnvelopePrefix {
+    pub sequence: Vec<i64>,
+    pub timestamp_ns: Vec<i64>,
+    pub time_us: Vec<i64>,
+    pub account: Utf8,
+    pub instance: Vec<i32>,
+    pub command_seq: Vec<i64>,
+    pub kind: Utf8,
+}
+
+impl EnvelopePrefix {
+    fn with_capacity(n: usize) -> EnvelopePrefix {
+        EnvelopePrefix {
             sequence: Vec::with_capacity(n),
             timestamp_ns: Vec::with_capacity(n),
             time_us: Vec::with_capacity(n),
-            account_offsets: Vec::with_capacity(n + 1),
-            account: Vec::with_capacity(n * 4),
+            account: Utf8::with_capacity(n, n * 4),
             instance: Vec::with_capacity(n),
             command_seq: Vec::with_capacity(n),
-            kind_offsets: Vec::with_capacity(n + 1),
-            kind: Vec::with_capacity(n * 11),
-            flags: Vec::with_capacity(n),
+            kind: Utf8::with_capacity(n, n * 11),
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, m: &Msg<'_>) {
+        let e = m.envelope;
+        let ts = le_u64(e, 0);
+        self.sequence.push(m.sequence as i64);
+        self.timestamp_ns.push(ts as i64);
+        self.time_us.push((ts / 1000) as i64);
+        account_text(&e[16..24], &mut self.account.bytes);
+        self.account.end();
+        self.instance.push(le_u16(e, 24) as i32);
+        self.command_seq.push(le_u64(e, 8) as i64);
+        self.kind.push(kind_text(e[26]));
+    }
+}
+
+/// The envelope table's columns, in table order.
+#[derive(Debug, Clone)]
+pub struct EnvelopeColumns {
+    pub rows: usize,
+    pub prefix: EnvelopePrefix,
+    pub schema_id: Vec<i32>,
+    pub template_id: Vec<i32>,
+    pub version: Vec<i32>,
+    pub type_name: Utf8,
+    pub size: Vec<i32>,
+    pub fragments: Vec<i32>,
+}
+
+impl EnvelopeColumns {
+    pub fn with_capacity(n: usize) -> EnvelopeColumns {
+        EnvelopeColumns {
+            rows: 0,
+            prefix: EnvelopePrefix::with_capacity(n),
             schema_id: Vec::with_capacity(n),
             template_id: Vec::with_capacity(n),
             version: Vec::with_capacity(n),
-            type_offsets: Vec::with_capacity(n + 1),
-            type_name: Vec::with_capacity(n * 16),
+            type_name: Utf8::with_capacity(n, n * 16),
             size: Vec::with_capacity(n),
-            ..Default::default()
-        };
-        c.account_offsets.push(0);
-        c.kind_offsets.push(0);
-        c.type_offsets.push(0);
-        c
+            fragments: Vec::with_capacity(n),
+        }
     }
 
-    /// Decodes index positions `[start, end)` of `seg`, appending rows; corrupt records are
-    /// returned as problems and skipped.
-    pub fn decode(
-        &mut self,
-        seg: &Segment,
-        start: usize,
-        end: usize,
-        names: &TypeNames,
-        problems: &mut Vec<Problem>,
-    ) {
+    /// Appends one row per message with sequence in `[lo, hi]`; corrupt records and messages
+    /// that cannot be reassembled go to `problems`.
+    pub fn decode(&mut self, a: &ArchiveReader, lo: u64, hi: u64, problems: &mut Vec<Problem>) {
+        let names = &a.names;
         let mut last_key = (u16::MAX, u16::MAX);
-        let mut last_name: &[u8] = b"";
-        for i in start..end {
-            let r = match seg.record(i) {
-                Ok(r) => r,
-                Err(p) => {
-                    problems.push(p);
-                    continue;
-                }
-            };
-            let m = r.message;
-            let ts = le_u64(m, 0);
-            self.sequence.push(r.sequence as i64);
-            self.timestamp_ns.push(ts as i64);
-            self.time_us.push((ts / 1000) as i64);
-            account_text(&m[16..24], &mut self.account);
-            self.account_offsets.push(self.account.len() as i32);
-            self.instance.push(le_u16(m, 24) as i32);
-            self.command_seq.push(le_u64(m, 8) as i64);
-            let kind: &[u8] = match m[26] {
-                1 => b"application",
-                2 => b"control",
-                _ => b"unknown",
-            };
-            self.kind.extend_from_slice(kind);
-            self.kind_offsets.push(self.kind.len() as i32);
-            let flags = m[27];
-            self.flags.push(flags as i16);
-            let whole;
-            let body = if flags == 2 {
-                // the last fragment stands for the reassembled message
-                match seg.reassemble(i) {
-                    Ok(Some(b)) => {
-                        whole = b;
-                        &whole[..]
+        let mut last_name: Option<&String> = None;
+        a.read(lo, hi, Mode::Messages, problems, &mut |m| {
+            self.prefix.push(m);
+            match m.header() {
+                Some((sid, tid, ver)) => {
+                    self.schema_id.push(sid as i32);
+                    self.template_id.push(tid as i32);
+                    self.version.push(ver as i32);
+                    if (sid, tid) != last_key {
+                        last_key = (sid, tid);
+                        last_name = names.get(&(sid, tid));
                     }
-                    _ => &m[..0],
+                    match last_name {
+                        Some(n) => self.type_name.push(n.as_bytes()),
+                        None => self
+                            .type_name
+                            .push(format!("schema{sid}.template{tid}").as_bytes()),
+                    }
                 }
-            } else {
-                &m[ENVELOPE_LEN..]
-            };
-            if (flags == 0 || flags == 2) && body.len() >= MESSAGE_HEADER_LEN {
-                let tid = le_u16(body, 2);
-                let sid = le_u16(body, 4);
-                self.schema_id.push(sid as i32);
-                self.template_id.push(tid as i32);
-                self.version.push(le_u16(body, 6) as i32);
-                if (sid, tid) != last_key {
-                    last_key = (sid, tid);
-                    last_name = names.get(&(sid, tid)).map(|s| s.as_bytes()).unwrap_or(b"");
+                None => {
+                    self.schema_id.push(0);
+                    self.template_id.push(0);
+                    self.version.push(0);
+                    self.type_name.push(b"(no body)");
                 }
-                if last_name.is_empty() {
-                    self.type_name
-                        .extend_from_slice(format!("schema{sid}.template{tid}").as_bytes());
-                } else {
-                    self.type_name.extend_from_slice(last_name);
-                }
-            } else {
-                self.schema_id.push(0);
-                self.template_id.push(0);
-                self.version.push(0);
-                self.type_name.extend_from_slice(if flags == 1 {
-                    b"(fragment)"
-                } else if flags == 2 {
-                    b"(unreassembled fragment)"
-                } else {
-                    b"(no body)"
-                });
             }
-            self.type_offsets.push(self.type_name.len() as i32);
-            self.size.push(m.len() as i32);
+            self.size.push(m.size() as i32);
+            self.fragments.push(m.fragments as i32);
             self.rows += 1;
+        });
+    }
+}
+
+/// The raw table's columns: one row per record, fragments included.
+#[derive(Debug, Clone)]
+pub struct RawColumns {
+    pub rows: usize,
+    pub prefix: EnvelopePrefix,
+    pub flags: Vec<i16>,
+    pub body_length: Vec<i64>,
+    pub size: Vec<i32>,
+    pub body: Utf8,
+}
+
+impl RawColumns {
+    pub fn with_capacity(n: usize) -> RawColumns {
+        RawColumns {
+            rows: 0,
+            prefix: EnvelopePrefix::with_capacity(n),
+            flags: Vec::with_capacity(n),
+            body_length: Vec::with_capacity(n),
+            size: Vec::with_capacity(n),
+            body: Utf8::with_capacity(n, n * 64),
         }
+    }
+
+    /// Appends one row per record with sequence in `[lo, hi]`; corrupt records go to
+    /// `problems`.
+    pub fn decode(&mut self, a: &ArchiveReader, lo: u64, hi: u64, problems: &mut Vec<Problem>) {
+        a.read(lo, hi, Mode::Raw, problems, &mut |m| {
+            self.prefix.push(m);
+            self.flags.push(m.envelope[27] as i16);
+            self.body_length.push(le_u32(m.envelope, 28) as i64);
+            self.size.push(m.size() as i32);
+            self.body.push(&m.body);
+            self.rows += 1;
+        });
     }
 }

@@ -70,7 +70,7 @@ impl Archiver {
             .map_err(|e| ArchiveError::Usage(e.to_string()))?;
         let from = match self.next {
             Some(n) => n,
-            None => match first_sequence(&self.reader) {
+            None => match first_sequence(&self.reader)? {
                 Some(f) => f,
                 None => return Ok(0),
             },
@@ -109,18 +109,19 @@ impl Archiver {
     }
 }
 
-fn first_sequence(r: &JournalReader) -> Option<u64> {
+/// The journal's first sequence, or None while it is empty. A journal that cannot be read
+/// is an error (the archiver never seals a silent prefix).
+fn first_sequence(r: &JournalReader) -> Result<Option<u64>> {
     let mut first = None;
-    let _ = r.read(0, 1, &mut |seq, _| {
-        first = Some(seq);
-        false
-    });
-    if first.is_some() {
-        return first;
+    for from in [0, 1] {
+        r.read(from, 1, &mut |seq, _| {
+            first = Some(seq);
+            false
+        })
+        .map_err(|e| ArchiveError::Usage(e.to_string()))?;
+        if first.is_some() {
+            break;
+        }
     }
-    let _ = r.read(1, 1, &mut |seq, _| {
-        first = Some(seq);
-        false
-    });
-    first
+    Ok(first)
 }

@@ -8,6 +8,8 @@
 //! * [`writer`]: appends sequenced messages (live, from the stream or a journal) and seals.
 //! * [`segment`]: a memory-mapped segment and its index; every record checked (CRC32C,
 //!   sequence) as it is read, so corruption is reported with its position and skipped.
+//! * [`reader`]: the archive as messages over sequence ranges, across segments: a fragmented
+//!   message is reassembled at its last fragment wherever its fragments lie.
 //! * [`columns`]: decoding into Arrow-layout column buffers: the envelope table and, driven by
 //!   the IR ([`ir`], [`typed`]), one typed table per message.
 //! * [`verify`]: the whole-archive check behind `seqbus archive verify`.
@@ -18,6 +20,7 @@ pub mod format;
 pub mod ir;
 pub mod journal;
 pub mod manifest;
+pub mod reader;
 pub mod segment;
 pub mod typed;
 pub mod verify;
@@ -27,6 +30,7 @@ pub mod writer;
 pub mod python;
 
 pub use manifest::{Manifest, SegmentInfo};
+pub use reader::ArchiveReader;
 pub use segment::{Problem, Segment};
 pub use writer::ArchiveWriter;
 

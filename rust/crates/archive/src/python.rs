@@ -10,7 +10,8 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use crate::columns::{pack_bits, Column, Data, EnvelopeColumns};
+use crate::columns::{pack_bits, Column, Data, EnvelopeColumns, EnvelopePrefix, RawColumns, Utf8};
+use crate::reader::{ArchiveReader, Mode};
 use crate::segment::{Problem, Segment};
 use crate::typed::{TypedColumns, TypedDecoder};
 use crate::{ir, verify, ArchiveError};
@@ -28,8 +29,8 @@ fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
 }
 
 type PyProblem = (String, u64, u64, String);
-/// (sequence, offset in the segment, message)
-type PyRecord<'py> = (u64, u64, Bound<'py, PyBytes>);
+/// (sequence, 0 = whole message / 1 = not one, bytes)
+type StreamItem<'py> = (u64, u8, Bound<'py, PyBytes>);
 
 fn problems(ps: Vec<Problem>) -> Vec<PyProblem> {
     ps.into_iter()
@@ -178,60 +179,265 @@ fn archive_segment_info(seg: &str, idx: &str) -> PyResult<(u64, u64)> {
     Ok((s.first_sequence, s.len() as u64))
 }
 
-/// Index positions [start, end) of the records in the sequence and time bounds (inclusive).
-#[pyfunction]
-fn archive_range(
-    seg: &str,
-    idx: &str,
-    seq_lo: u64,
-    seq_hi: u64,
-    ts_lo: u64,
-    ts_hi: u64,
-) -> PyResult<(usize, usize)> {
-    Ok(open(seg, idx)?.range(seq_lo, seq_hi, ts_lo, ts_hi))
+fn utf8<'py>(py: Python<'py>, c: &Utf8) -> (Bound<'py, PyBytes>, Bound<'py, PyBytes>) {
+    (
+        PyBytes::new(py, as_bytes(&c.offsets)),
+        PyBytes::new(py, &c.bytes),
+    )
 }
 
-/// The envelope table of index positions [start, end): (rows, {column: buffers}, problems).
-#[pyfunction]
-fn archive_envelopes<'py>(
-    py: Python<'py>,
-    seg: &str,
-    idx: &str,
-    start: usize,
-    end: usize,
-    names: HashMap<(u16, u16), String>,
-) -> PyResult<(usize, Bound<'py, PyDict>, Vec<PyProblem>)> {
-    let s = open(seg, idx)?;
-    let end = end.min(s.len());
-    let start = start.min(end);
-    let (cols, probs) = py.allow_threads(|| {
-        let mut c = EnvelopeColumns::with_capacity(end - start);
-        let mut p = Vec::new();
-        c.decode(&s, start, end, &names, &mut p);
-        (c, p)
-    });
-    let d = PyDict::new(py);
+fn prefix<'py>(py: Python<'py>, d: &Bound<'py, PyDict>, p: &EnvelopePrefix) -> PyResult<()> {
     let b = |v: &[u8]| PyBytes::new(py, v);
-    d.set_item("sequence", b(as_bytes(&cols.sequence)))?;
-    d.set_item("timestamp_ns", b(as_bytes(&cols.timestamp_ns)))?;
-    d.set_item("time", b(as_bytes(&cols.time_us)))?;
-    d.set_item(
-        "account",
-        (b(as_bytes(&cols.account_offsets)), b(&cols.account)),
-    )?;
-    d.set_item("instance", b(as_bytes(&cols.instance)))?;
-    d.set_item("command_seq", b(as_bytes(&cols.command_seq)))?;
-    d.set_item("kind", (b(as_bytes(&cols.kind_offsets)), b(&cols.kind)))?;
-    d.set_item("flags", b(as_bytes(&cols.flags)))?;
-    d.set_item("schema_id", b(as_bytes(&cols.schema_id)))?;
-    d.set_item("template_id", b(as_bytes(&cols.template_id)))?;
-    d.set_item("version", b(as_bytes(&cols.version)))?;
-    d.set_item(
-        "type",
-        (b(as_bytes(&cols.type_offsets)), b(&cols.type_name)),
-    )?;
-    d.set_item("size", b(as_bytes(&cols.size)))?;
-    Ok((cols.rows, d, problems(probs)))
+    d.set_item("sequence", b(as_bytes(&p.sequence)))?;
+    d.set_item("timestamp_ns", b(as_bytes(&p.timestamp_ns)))?;
+    d.set_item("time", b(as_bytes(&p.time_us)))?;
+    d.set_item("account", utf8(py, &p.account))?;
+    d.set_item("instance", b(as_bytes(&p.instance)))?;
+    d.set_item("command_seq", b(as_bytes(&p.command_seq)))?;
+    d.set_item("kind", utf8(py, &p.kind))?;
+    Ok(())
+}
+
+/// An open archive: the reads behind `seqbus.archive.Archive` (sequence ranges, across
+/// segments; fragmented messages whole at their last fragment).
+#[pyclass(module = "seqbus._core", name = "ArchiveReader")]
+pub struct PyArchiveReader {
+    inner: ArchiveReader,
+}
+
+#[pymethods]
+impl PyArchiveReader {
+    #[new]
+    fn new(dir: &str) -> PyResult<Self> {
+        Ok(PyArchiveReader {
+            inner: ArchiveReader::open(Path::new(dir)).map_err(err)?,
+        })
+    }
+
+    /// [(schema id, package, IR JSON, built in)]: the stored schemas, and the bus's own
+    /// schema when the archive does not store it.
+    fn schemas(&self) -> Vec<(u16, String, String, bool)> {
+        self.inner
+            .schemas
+            .iter()
+            .map(|s| (s.schema_id, s.package.clone(), s.ir.clone(), s.builtin))
+            .collect()
+    }
+
+    /// {(schema id, template id): "package.Message"}
+    fn type_names(&self) -> HashMap<(u16, u16), String> {
+        self.inner.names.clone()
+    }
+
+    /// [(number, segment file, index file, first sequence, records, first ts, last ts)]; the
+    /// live segment of an unsealed archive as its index lists it now.
+    fn segments(&self) -> Vec<(u32, String, String, u64, u64, u64, u64)> {
+        self.inner
+            .segments
+            .iter()
+            .map(|s| {
+                (
+                    s.number,
+                    s.seg.display().to_string(),
+                    s.idx.display().to_string(),
+                    s.first_sequence,
+                    s.count,
+                    s.first_timestamp_ns,
+                    s.last_timestamp_ns,
+                )
+            })
+            .collect()
+    }
+
+    /// The inclusive sequence range of the records within the bounds, or None.
+    fn bounds(&self, seq_lo: u64, seq_hi: u64, ts_lo: u64, ts_hi: u64) -> Option<(u64, u64)> {
+        self.inner.bounds(seq_lo, seq_hi, ts_lo, ts_hi)
+    }
+
+    /// The records within the bounds as inclusive sequence ranges of at most `max_rows`.
+    fn plan(
+        &self,
+        seq_lo: u64,
+        seq_hi: u64,
+        ts_lo: u64,
+        ts_hi: u64,
+        max_rows: u64,
+    ) -> Vec<(u64, u64)> {
+        self.inner.plan(seq_lo, seq_hi, ts_lo, ts_hi, max_rows)
+    }
+
+    /// The envelope table of the messages in [lo, hi]: (rows, {column: buffers}, problems).
+    fn envelopes<'py>(
+        &self,
+        py: Python<'py>,
+        lo: u64,
+        hi: u64,
+    ) -> PyResult<(usize, Bound<'py, PyDict>, Vec<PyProblem>)> {
+        let a = &self.inner;
+        let (cols, probs) = py.allow_threads(|| {
+            let mut c = EnvelopeColumns::with_capacity(rows_hint(lo, hi));
+            let mut p = Vec::new();
+            c.decode(a, lo, hi, &mut p);
+            (c, p)
+        });
+        let d = PyDict::new(py);
+        let b = |v: &[u8]| PyBytes::new(py, v);
+        prefix(py, &d, &cols.prefix)?;
+        d.set_item("schema_id", b(as_bytes(&cols.schema_id)))?;
+        d.set_item("template_id", b(as_bytes(&cols.template_id)))?;
+        d.set_item("version", b(as_bytes(&cols.version)))?;
+        d.set_item("type", utf8(py, &cols.type_name))?;
+        d.set_item("size", b(as_bytes(&cols.size)))?;
+        d.set_item("fragments", b(as_bytes(&cols.fragments)))?;
+        Ok((cols.rows, d, problems(probs)))
+    }
+
+    /// The raw table (every record, fragments included) of [lo, hi].
+    fn raw<'py>(
+        &self,
+        py: Python<'py>,
+        lo: u64,
+        hi: u64,
+    ) -> PyResult<(usize, Bound<'py, PyDict>, Vec<PyProblem>)> {
+        let a = &self.inner;
+        let (cols, probs) = py.allow_threads(|| {
+            let mut c = RawColumns::with_capacity(rows_hint(lo, hi));
+            let mut p = Vec::new();
+            c.decode(a, lo, hi, &mut p);
+            (c, p)
+        });
+        let d = PyDict::new(py);
+        let b = |v: &[u8]| PyBytes::new(py, v);
+        prefix(py, &d, &cols.prefix)?;
+        d.set_item("flags", b(as_bytes(&cols.flags)))?;
+        d.set_item("body_length", b(as_bytes(&cols.body_length)))?;
+        d.set_item("size", b(as_bytes(&cols.size)))?;
+        d.set_item("body", utf8(py, &cols.body))?;
+        Ok((cols.rows, d, problems(probs)))
+    }
+
+    /// The typed table of `message` of schema `schema_id` over [lo, hi]:
+    /// (rows, [column trees], problems).
+    fn typed<'py>(
+        &self,
+        py: Python<'py>,
+        lo: u64,
+        hi: u64,
+        schema_id: u16,
+        message: &str,
+    ) -> PyResult<(usize, Bound<'py, PyList>, Vec<PyProblem>)> {
+        let a = &self.inner;
+        let text = a.schema(schema_id).ok_or_else(|| {
+            PyValueError::new_err(format!("the archive has no schema {schema_id}"))
+        })?;
+        let schema = ir::Schema::parse(&text.ir).map_err(PyValueError::new_err)?;
+        let dec = TypedDecoder::new(&schema, message).map_err(PyValueError::new_err)?;
+        let (cols, probs): (TypedColumns, Vec<Problem>) = py.allow_threads(|| {
+            let mut c = dec.columns();
+            let mut p = Vec::new();
+            dec.decode(a, lo, hi, &mut c, &mut p);
+            (c, p)
+        });
+        let out = PyList::empty(py);
+        for c in &cols.columns {
+            out.append(export(py, c)?)?;
+        }
+        Ok((cols.rows, out, problems(probs)))
+    }
+
+    /// The stream of [lo, hi] as a live node's core sees it: [(sequence, kind, message)]
+    /// where kind 0 is a whole message (envelope with flags 0, then the whole body) and kind
+    /// 1 a record that is not one (a fragment before the last, or a message that does not
+    /// reassemble: its envelope only); and the problems.
+    fn stream<'py>(
+        &self,
+        py: Python<'py>,
+        lo: u64,
+        hi: u64,
+    ) -> PyResult<(Vec<StreamItem<'py>>, Vec<PyProblem>)> {
+        let a = &self.inner;
+        let (items, probs) = py.allow_threads(|| {
+            let mut whole: Vec<(u64, Vec<u8>)> = Vec::new();
+            let mut p = Vec::new();
+            a.read(lo, hi, Mode::Messages, &mut p, &mut |m| {
+                let mut v = Vec::with_capacity(m.size());
+                v.extend_from_slice(m.envelope);
+                v[27] = 0;
+                v.extend_from_slice(&m.body);
+                whole.push((m.sequence, v));
+            });
+            let mut items: Vec<(u64, u8, Vec<u8>)> = Vec::with_capacity(whole.len());
+            let mut next = whole.into_iter().peekable();
+            let mut ignored = Vec::new();
+            a.read(lo, hi, Mode::Raw, &mut ignored, &mut |m| {
+                if next.peek().is_some_and(|(s, _)| *s == m.sequence) {
+                    let (s, v) = next.next().expect("peeked");
+                    items.push((s, 0, v));
+                } else {
+                    items.push((m.sequence, 1, m.envelope.to_vec()));
+                }
+            });
+            (items, p)
+        });
+        let out = items
+            .into_iter()
+            .map(|(s, k, v)| (s, k, PyBytes::new(py, &v)))
+            .collect();
+        Ok((out, problems(probs)))
+    }
+}
+
+fn rows_hint(lo: u64, hi: u64) -> usize {
+    (hi.saturating_sub(lo).saturating_add(1)).min(1 << 20) as usize
+}
+
+/// Verifies an archive segment by segment, following fragmented messages across segments.
+#[pyclass(module = "seqbus._core", name = "ArchiveVerifier")]
+pub struct PyArchiveVerifier {
+    frags: verify::Fragments,
+}
+
+#[pymethods]
+impl PyArchiveVerifier {
+    #[new]
+    fn new() -> Self {
+        PyArchiveVerifier {
+            frags: verify::Fragments::default(),
+        }
+    }
+
+    /// Verifies the next segment: (records, good records, first sequence, last timestamp,
+    /// problems).
+    #[pyo3(signature = (seg, idx, expect_first=None))]
+    fn segment(
+        &mut self,
+        py: Python<'_>,
+        seg: &str,
+        idx: &str,
+        expect_first: Option<u64>,
+    ) -> PyResult<(u64, u64, u64, u64, Vec<PyProblem>)> {
+        let s = open(seg, idx)?;
+        let frags = &mut self.frags;
+        let r = py.allow_threads(|| verify::verify_segment(&s, expect_first, frags));
+        Ok((
+            r.records,
+            r.good,
+            r.first_sequence,
+            r.last_timestamp_ns,
+            problems(r.problems),
+        ))
+    }
+
+    /// Problems at the end: fragmented messages that never completed in a sealed archive.
+    fn finish(&mut self, sealed: bool) -> Vec<PyProblem> {
+        problems(self.frags.finish(sealed))
+    }
+
+    /// Fragmented messages that reassembled.
+    #[getter]
+    fn fragmented_messages(&self) -> u64 {
+        self.frags.messages
+    }
 }
 
 /// (len, null_count, validity bitmap or None, [buffers], [children]) in the Arrow layout.
@@ -269,87 +475,19 @@ fn export<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyTuple>> {
     )
 }
 
-/// The typed table of message `message` of the schema whose IR is `ir_json`, over index
-/// positions [start, end): (rows, [column trees], problems).
+/// The bus's schema IR built into the extension (`seqc ir --json schemas/bus.idl`).
 #[pyfunction]
-fn archive_typed<'py>(
-    py: Python<'py>,
-    seg: &str,
-    idx: &str,
-    start: usize,
-    end: usize,
-    ir_json: &str,
-    message: &str,
-) -> PyResult<(usize, Bound<'py, PyList>, Vec<PyProblem>)> {
-    let schema = ir::Schema::parse(ir_json).map_err(PyValueError::new_err)?;
-    let dec = TypedDecoder::new(&schema, message).map_err(PyValueError::new_err)?;
-    let s = open(seg, idx)?;
-    let end = end.min(s.len());
-    let start = start.min(end);
-    let (cols, probs): (TypedColumns, Vec<Problem>) = py.allow_threads(|| {
-        let mut c = dec.columns();
-        let mut p = Vec::new();
-        dec.decode(&s, start, end, &mut c, &mut p);
-        (c, p)
-    });
-    let out = PyList::empty(py);
-    for c in &cols.columns {
-        out.append(export(py, c)?)?;
-    }
-    Ok((cols.rows, out, problems(probs)))
-}
-
-/// The records at index positions [start, end): ([(sequence, offset, message)], problems).
-#[pyfunction]
-fn archive_records<'py>(
-    py: Python<'py>,
-    seg: &str,
-    idx: &str,
-    start: usize,
-    end: usize,
-) -> PyResult<(Vec<PyRecord<'py>>, Vec<PyProblem>)> {
-    let s = open(seg, idx)?;
-    let end = end.min(s.len());
-    let mut out = Vec::with_capacity(end.saturating_sub(start));
-    let mut probs = Vec::new();
-    for i in start.min(end)..end {
-        match s.record(i) {
-            Ok(r) => out.push((r.sequence, r.offset, PyBytes::new(py, r.message))),
-            Err(p) => probs.push(p),
-        }
-    }
-    Ok((out, problems(probs)))
-}
-
-/// Verifies one segment: (records, good records, first sequence, last timestamp, problems).
-#[pyfunction]
-#[pyo3(signature = (seg, idx, expect_first=None))]
-fn archive_verify_segment(
-    py: Python<'_>,
-    seg: &str,
-    idx: &str,
-    expect_first: Option<u64>,
-) -> PyResult<(u64, u64, u64, u64, Vec<PyProblem>)> {
-    let s = open(seg, idx)?;
-    let r = py.allow_threads(|| verify::verify_segment(&s, expect_first));
-    Ok((
-        r.records,
-        r.good,
-        r.first_sequence,
-        r.last_timestamp_ns,
-        problems(r.problems),
-    ))
+fn archive_bus_ir() -> &'static str {
+    crate::reader::BUS_IR
 }
 
 /// Adds the archive functions and classes to `seqbus._core`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyArchiveWriter>()?;
     m.add_class::<PyJournalArchiver>()?;
+    m.add_class::<PyArchiveReader>()?;
+    m.add_class::<PyArchiveVerifier>()?;
     m.add_function(wrap_pyfunction!(archive_segment_info, m)?)?;
-    m.add_function(wrap_pyfunction!(archive_range, m)?)?;
-    m.add_function(wrap_pyfunction!(archive_envelopes, m)?)?;
-    m.add_function(wrap_pyfunction!(archive_typed, m)?)?;
-    m.add_function(wrap_pyfunction!(archive_records, m)?)?;
-    m.add_function(wrap_pyfunction!(archive_verify_segment, m)?)?;
+    m.add_function(wrap_pyfunction!(archive_bus_ir, m)?)?;
     Ok(())
 }

@@ -192,59 +192,6 @@ impl Segment {
         })
     }
 
-    /// The whole body of the fragmented message whose last fragment is record `i`: the earlier
-    /// fragments of the same sender account (envelope flag "more follow"), found by walking
-    /// back through this segment, then record `i`'s — as seqbus-core reassembles them.
-    /// `Ok(None)` when record `i` is not a last fragment.
-    pub fn reassemble(&self, i: usize) -> std::result::Result<Option<Vec<u8>>, Problem> {
-        const MORE: u8 = 1;
-        const LAST: u8 = 2;
-        let r = self.record(i)?;
-        let m = r.message;
-        if m[27] != LAST {
-            return Ok(None);
-        }
-        let account = &m[16..24];
-        let mut parts: Vec<&[u8]> = vec![&m[format::ENVELOPE_LEN..]];
-        let mut j = i;
-        let mut at_start = false;
-        loop {
-            if j == 0 {
-                at_start = true; // earlier fragments may sit in the previous segment
-                break;
-            }
-            j -= 1;
-            let p = self.record(j).map_err(|mut p| {
-                p.message = format!("fragment of sequence {}: {}", r.sequence, p.message);
-                p
-            })?;
-            if &p.message[16..24] != account {
-                continue;
-            }
-            if p.message[27] != MORE {
-                break;
-            }
-            parts.push(&p.message[format::ENVELOPE_LEN..]);
-        }
-        let body: Vec<u8> = parts.iter().rev().flat_map(|p| p.iter().copied()).collect();
-        if body.len() != le_u32(m, 28) as usize {
-            return Err(self.problem(
-                r.offset,
-                r.sequence,
-                if at_start && body.len() < le_u32(m, 28) as usize {
-                    "fragmented message starts before this segment (not reassembled)".to_string()
-                } else {
-                    format!(
-                        "reassembled body is {} bytes, the envelope says {}",
-                        body.len(),
-                        le_u32(m, 28)
-                    )
-                },
-            ));
-        }
-        Ok(Some(body))
-    }
-
     /// Index positions `[start, end)` of the records with sequence in `[seq_lo, seq_hi]` and
     /// timestamp in `[ts_lo, ts_hi]` (timestamps are non-decreasing in a session, so a binary
     /// search over the index finds the time bounds).

@@ -14,9 +14,10 @@
 use std::collections::HashMap;
 
 use crate::columns::{account_text, Column, Data};
-use crate::format::{le_u16, le_u32, le_u64, ENVELOPE_LEN, MESSAGE_HEADER_LEN};
+use crate::format::{le_u16, le_u32, le_u64, MESSAGE_HEADER_LEN};
 use crate::ir;
-use crate::segment::{Problem, Segment};
+use crate::reader::{ArchiveReader, Mode};
+use crate::segment::Problem;
 
 const MAX_DEPTH: usize = 16;
 static ZEROS: [u8; 4096] = [0; 4096];
@@ -679,57 +680,36 @@ impl TypedDecoder {
         .map(|_| ())
     }
 
-    /// Decodes the messages of this type among index positions `[start, end)` of `seg`.
+    /// Decodes the messages of this type with sequence in `[lo, hi]` (fragmented ones
+    /// reassembled); corrupt records and undecodable bodies go to `problems`.
     pub fn decode(
         &self,
-        seg: &Segment,
-        start: usize,
-        end: usize,
+        a: &ArchiveReader,
+        lo: u64,
+        hi: u64,
         out: &mut TypedColumns,
         problems: &mut Vec<Problem>,
     ) {
-        for i in start..end {
-            let r = match seg.record(i) {
-                Ok(r) => r,
-                Err(p) => {
-                    problems.push(p);
-                    continue;
-                }
-            };
-            let m = r.message;
-            let whole;
-            let body = match m[27] {
-                0 => &m[ENVELOPE_LEN..],
-                2 => match seg.reassemble(i) {
-                    Ok(Some(b)) => {
-                        whole = b;
-                        &whole[..]
-                    }
-                    Ok(None) => continue,
-                    Err(p) => {
-                        problems.push(p);
-                        continue;
-                    }
-                },
-                _ => continue, // a fragment with more to follow: decoded at the last one
-            };
-            if body.len() < MESSAGE_HEADER_LEN {
-                continue;
-            }
-            if le_u16(body, 4) != self.schema_id || le_u16(body, 2) != self.template_id {
-                continue;
+        let mut bad = Vec::new();
+        a.read(lo, hi, Mode::Messages, problems, &mut |msg| {
+            let body = &msg.body[..];
+            if body.len() < MESSAGE_HEADER_LEN
+                || le_u16(body, 4) != self.schema_id
+                || le_u16(body, 2) != self.template_id
+            {
+                return;
             }
             let (pre, fields) = out.columns.split_at_mut(6);
             if let Err(f) = self.body(body, fields, false) {
-                problems.push(seg.problem(
-                    r.offset,
-                    r.sequence,
+                bad.push(a.problem(
+                    msg,
                     format!("{}: body offset {}: {}", f.path, f.offset, f.reason),
                 ));
-                continue;
+                return;
             }
             self.body(body, fields, true).ok();
-            pre[0].push_fixed(&(r.sequence as i64).to_le_bytes());
+            let m = msg.envelope;
+            pre[0].push_fixed(&(msg.sequence as i64).to_le_bytes());
             pre[1].push_fixed(&m[0..8]);
             if let Data::Var { offsets, bytes } = &mut pre[2].data {
                 account_text(&m[16..24], bytes);
@@ -740,6 +720,8 @@ impl TypedDecoder {
             pre[4].push_fixed(&m[8..16]);
             pre[5].push_fixed(&(le_u16(body, 6) as i32).to_le_bytes());
             out.rows += 1;
-        }
+        });
+        problems.append(&mut bad);
+        problems.sort_by_key(|p| p.sequence);
     }
 }

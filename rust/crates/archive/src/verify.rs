@@ -1,8 +1,114 @@
 //! Checking a segment end to end: every record's length, sequence and CRC32C, the index
-//! against the records laid back to back, timestamps in order, nothing after the last record.
+//! against the records laid back to back, timestamps in order, nothing after the last record;
+//! and, across segments, that every fragmented message reassembles ([`Fragments`]).
 
-use crate::format::{self, le_u32, le_u64};
-use crate::segment::{Problem, Segment};
+use std::collections::HashMap;
+
+use crate::columns::account_text;
+use crate::format::{self, le_u32, le_u64, ENVELOPE_LEN};
+use crate::reader::{FLAG_LAST, FLAG_MORE};
+use crate::segment::{Problem, Record, Segment};
+
+/// A fragmented message being followed: where its first fragment is, what it holds so far.
+struct Chain {
+    file: String,
+    offset: u64,
+    first: u64,
+    last: u64,
+    bytes: usize,
+    count: u32,
+}
+
+/// The fragment chains of every sender account, followed record by record across segments as
+/// seqbus-core follows them on the live stream: each last fragment must complete a body of
+/// the length its envelope gives; in a sealed archive every chain must end.
+#[derive(Default)]
+pub struct Fragments {
+    open: HashMap<[u8; 8], Chain>,
+    /// Fragmented messages that reassembled.
+    pub messages: u64,
+}
+
+impl Fragments {
+    fn record(&mut self, seg: &Segment, r: &Record<'_>, problems: &mut Vec<Problem>) {
+        let m = r.message;
+        let flags = m[27];
+        if flags == 0 {
+            return;
+        }
+        let account: [u8; 8] = m[16..24].try_into().expect("8 bytes");
+        let part = m.len() - ENVELOPE_LEN;
+        match flags {
+            FLAG_MORE => {
+                let c = self.open.entry(account).or_insert_with(|| Chain {
+                    file: seg.problem(0, 0, "").file,
+                    offset: r.offset,
+                    first: r.sequence,
+                    last: r.sequence,
+                    bytes: 0,
+                    count: 0,
+                });
+                c.bytes += part;
+                c.count += 1;
+                c.last = r.sequence;
+            }
+            FLAG_LAST => {
+                let (have, first) = match self.open.remove(&account) {
+                    Some(c) => (c.bytes + part, c.first),
+                    None => (part, r.sequence),
+                };
+                let total = le_u32(m, 28) as usize;
+                if have == total {
+                    self.messages += 1;
+                } else {
+                    problems.push(seg.problem(
+                        r.offset,
+                        r.sequence,
+                        format!(
+                            "fragmented message (from sequence {first}) reassembles to {have} bytes, the envelope says {total}"
+                        ),
+                    ));
+                }
+            }
+            x => problems.push(seg.problem(
+                r.offset,
+                r.sequence,
+                format!("envelope flags are {x}: neither 1 (fragment) nor 2 (last fragment)"),
+            )),
+        }
+    }
+
+    /// Problems left at the end of the archive: in a sealed archive, fragmented messages
+    /// whose last fragment never came (a live archive may still get it).
+    pub fn finish(&mut self, sealed: bool) -> Vec<Problem> {
+        if !sealed {
+            return Vec::new();
+        }
+        let mut out: Vec<Problem> = self
+            .open
+            .drain()
+            .map(|(account, c)| {
+                let mut name = Vec::new();
+                account_text(&account, &mut name);
+                Problem {
+                    file: c.file,
+                    offset: c.offset,
+                    sequence: c.first,
+                    message: format!(
+                        "fragmented message of account {} (sequences {}-{}, {} fragments, {} bytes) has no last fragment",
+                        String::from_utf8_lossy(&name),
+                        c.first,
+                        c.last,
+                        c.count,
+                        c.bytes
+                    ),
+                }
+            })
+            .collect();
+        out.sort_by_key(|p| p.sequence);
+        out
+    }
+}
 
 #[derive(Debug, Default, Clone)]
 pub struct SegmentReport {
@@ -14,8 +120,12 @@ pub struct SegmentReport {
 }
 
 /// Verifies `seg`; `expect_first`: the sequence this segment must start at (the previous
-/// segment's end), if known.
-pub fn verify_segment(seg: &Segment, expect_first: Option<u64>) -> SegmentReport {
+/// segment's end), if known; `frags`: the fragment chains the previous segments left open.
+pub fn verify_segment(
+    seg: &Segment,
+    expect_first: Option<u64>,
+    frags: &mut Fragments,
+) -> SegmentReport {
     let mut rep = SegmentReport {
         first_sequence: seg.first_sequence,
         records: seg.len() as u64,
@@ -56,6 +166,7 @@ pub fn verify_segment(seg: &Segment, expect_first: Option<u64>) -> SegmentReport
         match seg.record(i) {
             Ok(r) => {
                 rep.good += 1;
+                frags.record(seg, &r, &mut rep.problems);
                 let mts = le_u64(r.message, 0);
                 if mts != ts {
                     rep.problems.push(seg.problem(

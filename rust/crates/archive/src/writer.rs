@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::format::{self, le_u64};
 use crate::manifest::{Manifest, SchemaInfo, SegmentInfo};
+use crate::reader::BUS_SCHEMA_ID;
 use crate::{ArchiveError, Result};
 
 struct Active {
@@ -42,7 +43,8 @@ fn now_ns() -> u64 {
 
 impl ArchiveWriter {
     /// Creates a new archive in `dir` (created if missing; it must not hold an archive).
-    /// `schemas`: (schema id, package, IR JSON text) of every package the session carries.
+    /// `schemas`: (schema id, package, IR JSON text) of every package the session carries;
+    /// the bus's own schema is stored too when it is not among them.
     pub fn create(
         dir: &Path,
         session: &str,
@@ -59,7 +61,13 @@ impl ArchiveWriter {
             return Err(ArchiveError::format(dir, "already holds an archive"));
         }
         let mut infos = Vec::new();
-        for (id, package, json) in schemas {
+        let bus = (
+            BUS_SCHEMA_ID,
+            "bus".to_string(),
+            crate::reader::BUS_IR.to_string(),
+        );
+        let with_bus = (!schemas.iter().any(|s| s.0 == BUS_SCHEMA_ID)).then_some(&bus);
+        for (id, package, json) in schemas.iter().chain(with_bus) {
             serde_json::from_str::<crate::ir::Schema>(json).map_err(|e| {
                 ArchiveError::Usage(format!(
                     "schema IR of package {package:?} is not seqc IR: {e}"

@@ -1,12 +1,12 @@
 //! Writer → reader round trip, corruption reported with its position, verify, typed decode.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use seqbus_archive::columns::{Data, EnvelopeColumns};
+use seqbus_archive::reader::Mode;
 use seqbus_archive::typed::TypedDecoder;
-use seqbus_archive::verify::verify_segment;
-use seqbus_archive::{ir, ArchiveWriter, Manifest, Segment};
+use seqbus_archive::verify::{verify_segment, Fragments};
+use seqbus_archive::{ir, ArchiveReader, ArchiveWriter, Manifest, Segment};
 
 const IR: &str = r#"{"format": "seqc-ir", "ir_version": 1, "package": "t", "schema_id": 5, "version": 1,
  "enums": [{"name": "Side", "primitive": "u8", "is_flags": false, "values": [{"name": "Buy", "value": 1}]}],
@@ -80,28 +80,39 @@ fn round_trip_and_ranges() {
     let t = tempfile::tempdir().unwrap();
     let m = write(t.path(), 300);
     assert!(m.sealed && m.segments.len() > 2);
+    let a = ArchiveReader::open(t.path()).unwrap();
     let mut total = 0;
+    let mut frags = Fragments::default();
     for (i, info) in m.segments.iter().enumerate() {
         let s = open(t.path(), &m, i);
         assert_eq!(s.len() as u64, info.count);
         let mut c = EnvelopeColumns::with_capacity(s.len());
         let mut p = Vec::new();
-        c.decode(
-            &s,
-            0,
-            s.len(),
-            &HashMap::from([((5, 3), "t.Order".to_string())]),
-            &mut p,
-        );
+        let lo = info.first_sequence;
+        c.decode(&a, lo, lo + info.count - 1, &mut p);
         assert!(p.is_empty());
-        assert_eq!(c.sequence[0] as u64, info.first_sequence);
-        assert_eq!(&c.type_name[..7], b"t.Order");
+        assert_eq!(c.prefix.sequence[0] as u64, info.first_sequence);
+        assert_eq!(&c.type_name.bytes[..7], b"t.Order");
         total += c.rows;
-        assert!(verify_segment(&s, Some(info.first_sequence))
+        assert!(verify_segment(&s, Some(info.first_sequence), &mut frags)
             .problems
             .is_empty());
     }
     assert_eq!(total, 300);
+    // a range across segments, and the plan of a range in pieces
+    let mut c = EnvelopeColumns::with_capacity(0);
+    let mut p = Vec::new();
+    c.decode(&a, 5, 250, &mut p);
+    assert_eq!(c.rows, 246);
+    assert_eq!(
+        a.plan(5, 250, 0, u64::MAX, 100),
+        vec![(5, 104), (105, 204), (205, 250)]
+    );
+    assert_eq!(
+        a.bounds(0, u64::MAX, 1000 * 7, 1000 * 260 + 5),
+        Some((7, 260))
+    );
+    assert_eq!(a.bounds(0, u64::MAX, 1000 * 301, u64::MAX), None);
     let s = open(t.path(), &m, 1);
     let f = s.first_sequence;
     assert_eq!(s.range(f + 2, f + 4, 0, u64::MAX), (2, 5));
@@ -123,7 +134,7 @@ fn corrupt_record_is_reported_with_offset_and_skipped() {
     let p = s.record(4).err().unwrap();
     assert_eq!((p.offset, p.sequence), (off, 5));
     assert!(p.to_string().contains("checksum"));
-    let rep = verify_segment(&s, Some(1));
+    let rep = verify_segment(&s, Some(1), &mut Fragments::default());
     assert_eq!(rep.problems.len(), 1);
     assert_eq!(rep.good, rep.records - 1);
 }
@@ -131,15 +142,15 @@ fn corrupt_record_is_reported_with_offset_and_skipped() {
 #[test]
 fn typed_decode_from_ir() {
     let t = tempfile::tempdir().unwrap();
-    let m = write(t.path(), 10);
+    write(t.path(), 10);
     let schema = ir::Schema::parse(IR).unwrap();
     let d = TypedDecoder::new(&schema, "Order").unwrap();
-    let s = open(t.path(), &m, 0);
+    let a = ArchiveReader::open(t.path()).unwrap();
     let mut out = d.columns();
     let mut p = Vec::new();
-    d.decode(&s, 0, s.len(), &mut out, &mut p);
+    d.decode(&a, 1, 10, &mut out, &mut p);
     assert!(p.is_empty());
-    assert_eq!(out.rows, s.len());
+    assert_eq!(out.rows, 10);
     // id: u64 → 16-byte decimal; stop: nullable; fills: list offsets
     let Data::Fixed { width: 16, values } = &out.columns[6].data else {
         panic!()
@@ -158,11 +169,10 @@ fn typed_decode_from_ir() {
 }
 
 #[test]
-fn fragments_are_reassembled_at_the_last_one() {
+fn fragments_are_reassembled_at_the_last_one_across_segments() {
     let t = tempfile::tempdir().unwrap();
     let body = order(42, Some(-1), &[1, 2, 3], "fragmented");
-    let mut w =
-        ArchiveWriter::create(t.path(), "T", 1 << 20, &[(5, "t".into(), IR.into())]).unwrap();
+    let mut w = ArchiveWriter::create(t.path(), "T", 4096, &[(5, "t".into(), IR.into())]).unwrap();
     let frag = |ts: u64, part: &[u8], flags: u8| {
         let mut m = message(ts, part);
         m[27] = flags;
@@ -171,27 +181,42 @@ fn fragments_are_reassembled_at_the_last_one() {
     };
     let mut other = message(2, &order(7, None, &[], ""));
     other[16..24].copy_from_slice(b"XX\0\0\0\0\0\0");
+    // the first fragment, then enough of another sender's messages to fill the segment
     w.append(1, &frag(1, &body[..20], 1)).unwrap();
-    w.append(2, &other).unwrap();
-    w.append(3, &frag(3, &body[20..], 2)).unwrap();
+    let mut seq = 2;
+    while w.next_sequence() == Some(seq) && seq < 60 {
+        w.append(seq, &other).unwrap();
+        seq += 1;
+    }
+    w.append(seq, &frag(seq, &body[20..], 2)).unwrap();
     let m = w.seal().unwrap();
-    let s = open(t.path(), &m, 0);
-    assert_eq!(s.reassemble(2).unwrap().unwrap(), body);
-    assert_eq!(s.reassemble(1).unwrap(), None);
+    assert!(
+        m.segments.len() >= 2,
+        "the last fragment is in a later segment"
+    );
+    let a = ArchiveReader::open(t.path()).unwrap();
+    let mut got = Vec::new();
+    let mut p = Vec::new();
+    a.read(1, seq, Mode::Messages, &mut p, &mut |msg| {
+        got.push((msg.sequence, msg.fragments, msg.body.to_vec()))
+    });
+    assert!(p.is_empty());
+    assert_eq!(got.len() as u64, seq - 1); // the others, then the reassembled message
+    assert_eq!(got.last().unwrap(), &(seq, 2, body.clone()));
+    // a read of the last record alone finds the first fragment in the first segment
+    let mut only = Vec::new();
+    a.read(seq, seq, Mode::Messages, &mut p, &mut |msg| {
+        only.push(msg.body.to_vec())
+    });
+    assert_eq!(only, vec![body.clone()]);
     let schema = ir::Schema::parse(IR).unwrap();
     let d = TypedDecoder::new(&schema, "Order").unwrap();
     let mut out = d.columns();
-    let mut p = Vec::new();
-    d.decode(&s, 0, s.len(), &mut out, &mut p);
-    assert!(p.is_empty());
-    let Data::Fixed { values, .. } = &out.columns[0].data else {
-        panic!()
-    };
-    assert_eq!(out.rows, 2);
-    assert_eq!(i64::from_le_bytes(values[8..16].try_into().unwrap()), 3);
-    // a slice starting after the first fragment still finds it in the segment
-    let mut out = d.columns();
-    let s2 = open(t.path(), &m, 0);
-    d.decode(&s2, 2, 3, &mut out, &mut p);
+    d.decode(&a, seq, seq, &mut out, &mut p);
     assert_eq!(out.rows, 1);
+    assert!(p.is_empty());
+    // the raw view lists both fragments
+    let mut raw = 0;
+    a.read(1, seq, Mode::Raw, &mut p, &mut |_| raw += 1);
+    assert_eq!(raw, seq);
 }
