@@ -28,14 +28,16 @@ def module_name(pyx: Path) -> tuple[Path, str]:
     return d, ".".join(reversed(parts))
 
 
-def _up_to_date(pyx: Path) -> bool:
+def _up_to_date(pyx: Path, shared: list[Path]) -> bool:
+    """True when the extension is newer than its source, the ``.pxd`` beside it and the
+    ``.pxd`` of the shared codec support (``shared``)."""
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     so = pyx.with_name(pyx.stem + suffix)
     if not so.exists():
         return False
     built = so.stat().st_mtime
-    pxds = [pyx.with_suffix(".pxd")] + sorted(pyx.parent.glob("*.pxd"))
-    return all(p.stat().st_mtime <= built for p in [pyx, *pxds] if p.exists())
+    deps = [pyx, *pyx.parent.glob("*.pxd"), *shared]
+    return all(p.stat().st_mtime <= built for p in deps if p.exists())
 
 
 def build(roots: str | Iterable[str], *, force: bool = False, quiet: bool = True,
@@ -45,7 +47,8 @@ def build(roots: str | Iterable[str], *, force: bool = False, quiet: bool = True
     Returns the modules built. Each extension lands next to its source, so the directory
     above its outermost package is importable right after.
     """
-    todo = [p for p in find_modules(roots) if force or not _up_to_date(p)]
+    shared = [Path(d) / "seqbus" / "_codec_support.pxd" for d in _include_path()]
+    todo = [p for p in find_modules(roots) if force or not _up_to_date(p, shared)]
     by_root: dict[Path, list[tuple[str, Path]]] = {}
     for pyx in todo:
         root, name = module_name(pyx)
@@ -80,7 +83,7 @@ def _build_in(root: Path, modules: list[tuple[str, Path]], *, force: bool, quiet
     tmp = tempfile.mkdtemp(prefix="seqc-build-")
     try:
         compiled = cythonize(  # type: ignore[no-untyped-call]
-            exts, quiet=quiet, force=force, language_level=3, nthreads=0,
+            exts, quiet=quiet, force=True, language_level=3, nthreads=0,  # all are stale
             include_path=[str(root), *_include_path()])
         dist = Distribution({"ext_modules": compiled, "script_name": "seqc-build"})
         cmd = build_ext(dist)

@@ -37,6 +37,42 @@ def attr_decl(f: ir.Field) -> str:
     return f"cdef public object {f.name}"
 
 
+def _conv(f: ir.Field, v: str, where: str) -> str:
+    """``v`` (an object expression) as a value class stores field ``f``'s value: enums as
+    members (ints looked up), flags as IntFlag values (cached per int), structs as values
+    (dicts converted), char[N] as str (checked); the rest as given (checked on encode)."""
+    t = f.type
+    assert t is not None
+    if t.kind == "enum":
+        return f"_s.enum_of({v}, _{t.name}_type, _{t.name}_members, {where})"
+    if t.kind == "flags":
+        return (f"_s.flags_of({v}, _{t.name}_type, _{t.name}_cache, "
+                f"{(1 << (8 * t.size)) - 1}, {where})")
+    if t.kind == "struct":
+        return f"_s.value_of({v}, {t.name}, {where})"
+    if t.kind == "char":
+        return f"_s.str_of({v}, {where})"
+    return v
+
+
+def fill_stmts(f: ir.Field, i: int, owner: str, where: str) -> list[str]:
+    """Statements storing argument ``a[i]`` (NULL: not given) into ``r.<field>``."""
+    v = f"<object>a[{i}]"
+    w = f'"{where}"'
+    if f.kind == "group":
+        assert f.group is not None
+        return [f"r.{f.name} = [] if a[{i}] == NULL else "
+                f"_s.entries_of({v}, {f.group.name}, {w})"]
+    if f.kind == "string":
+        return [f'r.{f.name} = "" if a[{i}] == NULL else _s.str_of({v}, {w})']
+    if f.kind == "bytes":
+        return [f'r.{f.name} = b"" if a[{i}] == NULL else {v}']
+    if f.kind == "optional":
+        return [f"r.{f.name} = None if a[{i}] == NULL or {v} is None else {_conv(f, v, w)}"]
+    return [f'if a[{i}] == NULL:', f'    _s.missing("{owner}", "{f.name}")',
+            f"r.{f.name} = {_conv(f, v, w)}"]
+
+
 def init_arg(f: ir.Field) -> str:
     if f.kind == "optional":
         return f"{f.name}=None"
@@ -50,6 +86,12 @@ def init_arg(f: ir.Field) -> str:
     if f.type.kind == "primitive":
         return f"{_pyctype(f.type)} {f.name}"
     return f.name
+
+
+def init_param(f: ir.Field) -> str:
+    """A parameter of ``__init__``/``encode_fields`` (objects; defaults as in the stubs)."""
+    arg = init_arg(f)
+    return arg.split(" ", 1)[1] if " " in arg and "=" not in arg else arg
 
 
 def init_value(f: ir.Field) -> str:
@@ -87,6 +129,27 @@ def write_stmt(t: ir.Type, q: str, v: str, where: str) -> str:
     if t.kind == "byte":
         return f"_s.st_byte({q}, {t.length}, {v}, {where})"
     return f"_wr_{t.name}({q}, {v}, {where})"
+
+
+def write_a(f: ir.Field, i: int, q: str, where: str) -> list[str]:
+    """Statements writing fixed field ``f`` from argument ``a[i]`` (NULL: not given) at
+    ``q`` (the field's place in the block): the encode path that builds no value object."""
+    t = f.type
+    assert t is not None
+    v = f"<object>a[{i}]"
+    w = f'"{where}"'
+    if t.kind == "struct":
+        put = f"_{t.name}_write_any({q}{{off}}, {v}, {w})"
+    else:
+        put = write_stmt(t, q + "{off}", v, w)
+    if f.kind == "optional":
+        return [f"if a[{i}] == NULL or {v} is None:",
+                f"    memset({q} + {f.offset}, 0, {f.size})",
+                "else:",
+                f"    {q}[{f.offset}] = 1",
+                "    " + put.replace("{off}", f" + {f.offset + 1}")]
+    return [f"if a[{i}] == NULL:", f'    _s.missing("{where.rsplit(".", 1)[0]}", "{f.name}")',
+            put.replace("{off}", f" + {f.offset}")]
 
 
 def _py_value(f: ir.Field, expr: str, view: bool) -> str:
@@ -135,6 +198,10 @@ def docstring(text: str, indent: int = 0) -> str:
 def field_path(blk: ir.Block, f: ir.Field, m: ir.Message | None = None) -> str:
     rel = f"{blk.path.split('.', 1)[1]}.{f.name}" if blk.depth else f.name
     return f"{m.name}.{rel}" if m is not None else rel
+
+
+def field_paths(blk: ir.Block, m: ir.Message) -> list[str]:
+    return [field_path(blk, f, m) for f in blk.fields]
 
 
 def group_seq(name: str) -> str:
@@ -260,8 +327,10 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
+    env.filters["struct_path"] = lambda field, struct: f"{struct}.{field}"
     env.globals.update(
         ctype_of=ctype_of, attr_decl=attr_decl, init_arg=init_arg, init_value=init_value,
+        init_param=init_param, fill_stmts=fill_stmts, write_a=write_a, field_paths=field_paths,
         read_expr=read_expr, write_stmt=write_stmt, value_to_py=value_to_py,
         docstring=docstring, mat_expr=mat_expr, field_path=field_path,
         group_seq=group_seq, field_doc=field_doc, view_doc=view_doc, builder_doc=builder_doc,

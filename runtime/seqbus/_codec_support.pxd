@@ -5,6 +5,7 @@
 # cython: language_level=3
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy
+from cpython.object cimport PyObject
 
 cdef enum:
     HEADER = 8
@@ -172,3 +173,44 @@ cdef class Writer:
     cdef int _check_open(self) except -1
     cdef int _close(self) except -1
     cdef int _done(self) except -1
+
+
+# -- value classes: construction from keyword arguments (a vectorcall per class) ------------
+
+cdef int set_vectorcall(type cls, void* fn) except -1
+cdef int parse_kwargs(PyObject** args, size_t nargsf, PyObject* kwnames, tuple names,
+                      PyObject** out, str cls) except -1
+cdef int fields_of(object entry, tuple names, PyObject** out, str where) except -1
+cdef int missing(str cls, str field) except -1
+cdef object enum_of(object v, object cls, dict members, str where)
+cdef object flags_of(object v, object cls, dict cache, uint64_t limit, str where)
+cdef object construct(object cls, dict fields)
+cdef object value_of(object v, type cls, str where)
+cdef list entries_of(object v, type cls, str where)
+cdef object str_of(object v, str where)
+
+# -- group sequences of views: the generated ...Group classes subclass Group ----------------
+
+cdef class Group:
+    cdef object _obj
+    cdef object _keep
+    cdef const uint8_t* _p
+    cdef Py_ssize_t _n
+    cdef Py_ssize_t _base
+    cdef Py_ssize_t _start
+    cdef Py_ssize_t _count
+    cdef Py_ssize_t _bl
+    cdef int _ng
+    cdef int _nv
+
+    cdef object _entry(self, Py_ssize_t pos, Py_ssize_t* end)
+    cdef object _moved(self, object entry, Py_ssize_t pos, Py_ssize_t* end)
+    cdef list _dicts(self)
+
+
+cdef class GroupIter:
+    cdef Group _g
+    cdef Py_ssize_t _i
+    cdef Py_ssize_t _next
+    cdef object _reused
+    cdef bint _reuse

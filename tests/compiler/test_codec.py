@@ -76,10 +76,10 @@ def test_view_reads_in_place_without_copying(exchange: ModuleType) -> None:
     assert view.order_id == 9
 
 
-def test_group_iteration_reuses_one_entry_view(exchange: ModuleType) -> None:
+def test_reused_group_iteration_is_an_explicit_opt_in(exchange: ModuleType) -> None:
     view = exchange.NewOrder.decode(new_order(exchange).encode())
-    seen = {id(leg) for leg in view.legs}
-    assert len(seen) == 1
+    seen = [(id(leg), leg.symbol) for leg in view.legs.iter_reused()]
+    assert len({i for i, _ in seen}) == 1 and [s for _, s in seen] == ["MSFT", "GOOG"]
 
 
 def test_builder_writes_the_same_bytes_as_encode(exchange: ModuleType) -> None:

@@ -7,6 +7,7 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t,
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.object cimport PyObject
 # the codec support every generated module shares (runtime/seqbus/_codec_support.pxd)
 from seqbus cimport _codec_support as _s
 
@@ -149,6 +150,7 @@ class ExecInst(_enum.IntFlag):
 
 
 cdef dict _ExecInst_cache = {}
+cdef object _ExecInst_type = ExecInst
 
 
 cdef object _rd_ExecInst(const uint8_t* q):
@@ -181,14 +183,20 @@ cdef class Price:
     cdef public int64_t mantissa
     cdef public int8_t exponent
 
-    def __init__(self, *, int64_t mantissa, int8_t exponent):
-        self.mantissa = mantissa
-        self.exponent = exponent
+
+    def __init__(self, *, mantissa, exponent):
+        # ``Price(...)`` does not come here: its vectorcall (_Price_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[2]
+        _a[0] = <PyObject*>mantissa
+        _a[1] = <PyObject*>exponent
+        _Price_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``."""
-        return Price(**{k: _from_dict_field_Price(k, v) for k, v in d.items()})
+        """The inverse of ``to_dict()`` (the same as ``Price(**d)``)."""
+        return _s.construct(Price, d)
 
     SIZE = 9
 
@@ -237,8 +245,47 @@ cdef class Price:
         return (_rebuild, (Price, self.to_dict()))
 
 
-def _from_dict_field_Price(str k, v):
-    return v
+
+
+cdef tuple _Price_names = ("mantissa", "exponent", )
+
+
+cdef int _Price_fill(Price r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("Price", "mantissa")
+    r.mantissa = <object>a[0]
+    if a[1] == NULL:
+        _s.missing("Price", "exponent")
+    r.exponent = <object>a[1]
+    return 0
+
+
+cdef object _Price_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[2]
+    cdef Price r
+    _s.parse_kwargs(args, nargsf, kwnames, _Price_names, a, "Price")
+    r = Price.__new__(Price)
+    _Price_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(Price, <void*>_Price_new)
+
+
+
+cdef int _Price_write_any(uint8_t* q, object v, str where) except -1:
+    """Write a Price given as a value, a tuple of its fields or a dict."""
+    cdef PyObject* a[2]
+    if type(v) is Price:
+        return _wr_Price(q, v, where)
+    _s.fields_of(v, _Price_names, a, where)
+    if a[0] == NULL:
+        _s.missing("Price", "mantissa")
+    _s.st_i64(q + 0, <object>a[0])
+    if a[1] == NULL:
+        _s.missing("Price", "exponent")
+    _s.st_i8(q + 8, <object>a[1])
+    return 0
 
 
 cdef Price _rd_Price(const uint8_t* q, str msg, str field, Py_ssize_t off):
@@ -400,55 +447,16 @@ cdef class NewOrderLegsFillsView:
 
 @cython.final
 @cython.freelist(16)
-cdef class NewOrderLegsFillsGroup:
-    """The entries of group ``NewOrder.legs.fills``: ``len()``, iteration and indexing.
-
-    Iteration yields one reused :class:`NewOrderLegsFillsView` repositioned on each entry (no allocation per
-    entry): read what you need before moving on, or call ``to_dict()``. Indexing returns a
-    view of its own.
+cdef class NewOrderLegsFillsGroup(_s.Group):
+    """The entries of group ``NewOrder.legs.fills``: ``len()``, indexing and iteration, each giving
+    entry views of their own (:class:`NewOrderLegsFillsView`) that stay valid; ``iter_reused()`` moves one
+    view from entry to entry instead (no allocation per entry: read before the next step).
     """
-    cdef object _obj
-    cdef object _keep
-    cdef const uint8_t* _p
-    cdef Py_ssize_t _n
-    cdef Py_ssize_t _base
-    cdef Py_ssize_t _start
-    cdef Py_ssize_t _count
-    cdef Py_ssize_t _bl
-    cdef int _ng
-    cdef int _nv
-    cdef Py_ssize_t _i
-    cdef Py_ssize_t _next
-    cdef NewOrderLegsFillsView _entry
 
     def __init__(self):
         raise TypeError("NewOrderLegsFillsGroup is made by reading a group field")
 
-    def __len__(self):
-        return self._count
-
-    def __iter__(self):
-        self._i = 0
-        self._next = self._start
-        return self
-
-    def __next__(self):
-        cdef NewOrderLegsFillsView e
-        if self._i >= self._count:
-            raise StopIteration
-        e = self._entry
-        if e is None:
-            e = self._new_entry()
-            self._entry = e
-        e._at = self._next
-        e._tail = self._next + self._bl
-        e._end = -1
-        e._scan()
-        self._next = e._end
-        self._i += 1
-        return e
-
-    cdef NewOrderLegsFillsView _new_entry(self):
+    cdef object _entry(self, Py_ssize_t pos, Py_ssize_t* end):
         cdef NewOrderLegsFillsView e = NewOrderLegsFillsView.__new__(NewOrderLegsFillsView)
         e._obj = self._obj
         e._keep = self._keep
@@ -458,54 +466,28 @@ cdef class NewOrderLegsFillsGroup:
         e._bl = self._bl
         e._ng = self._ng
         e._nv = self._nv
-        return e
+        return self._moved(e, pos, end)
 
-    def __getitem__(self, Py_ssize_t i):
-        cdef Py_ssize_t k, pos = self._start
+    cdef object _moved(self, object entry, Py_ssize_t pos, Py_ssize_t* end):
         cdef NewOrderLegsFillsView e
-        if i < 0:
-            i += self._count
-        if i < 0 or i >= self._count:
-            raise IndexError("NewOrder.legs.fills index out of range")
-        e = self._new_entry()
-        for k in range(i + 1):
-            e._at = pos
-            e._tail = pos + self._bl
-            e._end = -1
-            e._scan()
-            pos = e._end
+        if entry is None:
+            return self._entry(pos, end)
+        e = <NewOrderLegsFillsView>entry
+        e._at = pos
+        e._tail = pos + self._bl
+        e._end = -1
+        e._scan()
+        end[0] = e._end
         return e
 
-    def to_list(self):
-        """Every entry as a dict."""
-        return self._dicts()
-
-    cdef list _dicts_end(self, Py_ssize_t* end):
+    cdef list _dicts(self):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
         if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
             raise DecodeError("NewOrder", "legs.fills", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             out.append(_NewOrderLegsFills_dict(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
-        end[0] = pos
         return out
-
-    cdef list _values_end(self, Py_ssize_t* end):
-        cdef list out = []
-        cdef Py_ssize_t i, pos = self._start
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
-            raise DecodeError("NewOrder", "legs.fills", self._base + self._start - 8, f"{self._count} zero-length entries")
-        for i in range(self._count):
-            out.append(_NewOrderLegsFills_value(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
-        end[0] = pos
-        return out
-
-    cdef list _dicts(self):
-        cdef Py_ssize_t end
-        return self._dicts_end(&end)
-
-    def __repr__(self):
-        return f"<NewOrderLegsFillsGroup of {self._count} entries>"
 
 
 cdef int _NewOrderLegsFillsGroup_at(NewOrderLegsFillsGroup g, object obj, object keep, const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t pos) except -1:
@@ -514,8 +496,6 @@ cdef int _NewOrderLegsFillsGroup_at(NewOrderLegsFillsGroup g, object obj, object
     g._p = p
     g._n = n
     g._base = base
-    g._entry = None
-    g._i = 0
     if pos < 0:
         g._count = 0
         g._start = 0
@@ -532,7 +512,6 @@ cdef int _NewOrderLegsFillsGroup_at(NewOrderLegsFillsGroup g, object obj, object
         g._start = pos + 8
         if g._count and g._bl < 12:
             raise DecodeError("NewOrder", "legs.fills", base + pos, f"entry block length {g._bl} is shorter than 12")
-    g._next = g._start
     return 0
 
 
@@ -614,16 +593,21 @@ cdef class NewOrderLegsFills:
     cdef public uint32_t qty
     cdef public int64_t price
 
-    def __init__(self, *, uint32_t qty, int64_t price):
-        self.qty = qty
-        self.price = price
+
+    def __init__(self, *, qty, price):
+        # ``NewOrderLegsFills(...)`` does not come here: its vectorcall (_NewOrderLegsFills_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[2]
+        _a[0] = <PyObject*>qty
+        _a[1] = <PyObject*>price
+        _NewOrderLegsFills_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return NewOrderLegsFills(**{
-            k: _from_dict_field_NewOrderLegsFills(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``NewOrderLegsFills(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(NewOrderLegsFills, d)
 
     cdef Py_ssize_t _size(self) except -1:
         return 12 + self._tail_size()
@@ -667,8 +651,32 @@ cdef class NewOrderLegsFills:
         return (_rebuild, (NewOrderLegsFills, self.to_dict()))
 
 
-def _from_dict_field_NewOrderLegsFills(str k, v):
-    return v
+
+
+cdef tuple _NewOrderLegsFills_names = ("qty", "price", )
+
+
+cdef int _NewOrderLegsFills_fill(NewOrderLegsFills r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("NewOrderLegsFills", "qty")
+    r.qty = <object>a[0]
+    if a[1] == NULL:
+        _s.missing("NewOrderLegsFills", "price")
+    r.price = <object>a[1]
+    return 0
+
+
+cdef object _NewOrderLegsFills_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[2]
+    cdef NewOrderLegsFills r
+    _s.parse_kwargs(args, nargsf, kwnames, _NewOrderLegsFills_names, a, "NewOrderLegsFills")
+    r = NewOrderLegsFills.__new__(NewOrderLegsFills)
+    _NewOrderLegsFills_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(NewOrderLegsFills, <void*>_NewOrderLegsFills_new)
+
 
 
 
@@ -860,55 +868,16 @@ cdef class NewOrderLegsView:
 
 @cython.final
 @cython.freelist(16)
-cdef class NewOrderLegsGroup:
-    """The entries of group ``NewOrder.legs``: ``len()``, iteration and indexing.
-
-    Iteration yields one reused :class:`NewOrderLegsView` repositioned on each entry (no allocation per
-    entry): read what you need before moving on, or call ``to_dict()``. Indexing returns a
-    view of its own.
+cdef class NewOrderLegsGroup(_s.Group):
+    """The entries of group ``NewOrder.legs``: ``len()``, indexing and iteration, each giving
+    entry views of their own (:class:`NewOrderLegsView`) that stay valid; ``iter_reused()`` moves one
+    view from entry to entry instead (no allocation per entry: read before the next step).
     """
-    cdef object _obj
-    cdef object _keep
-    cdef const uint8_t* _p
-    cdef Py_ssize_t _n
-    cdef Py_ssize_t _base
-    cdef Py_ssize_t _start
-    cdef Py_ssize_t _count
-    cdef Py_ssize_t _bl
-    cdef int _ng
-    cdef int _nv
-    cdef Py_ssize_t _i
-    cdef Py_ssize_t _next
-    cdef NewOrderLegsView _entry
 
     def __init__(self):
         raise TypeError("NewOrderLegsGroup is made by reading a group field")
 
-    def __len__(self):
-        return self._count
-
-    def __iter__(self):
-        self._i = 0
-        self._next = self._start
-        return self
-
-    def __next__(self):
-        cdef NewOrderLegsView e
-        if self._i >= self._count:
-            raise StopIteration
-        e = self._entry
-        if e is None:
-            e = self._new_entry()
-            self._entry = e
-        e._at = self._next
-        e._tail = self._next + self._bl
-        e._end = -1
-        e._scan()
-        self._next = e._end
-        self._i += 1
-        return e
-
-    cdef NewOrderLegsView _new_entry(self):
+    cdef object _entry(self, Py_ssize_t pos, Py_ssize_t* end):
         cdef NewOrderLegsView e = NewOrderLegsView.__new__(NewOrderLegsView)
         e._obj = self._obj
         e._keep = self._keep
@@ -918,54 +887,28 @@ cdef class NewOrderLegsGroup:
         e._bl = self._bl
         e._ng = self._ng
         e._nv = self._nv
-        return e
+        return self._moved(e, pos, end)
 
-    def __getitem__(self, Py_ssize_t i):
-        cdef Py_ssize_t k, pos = self._start
+    cdef object _moved(self, object entry, Py_ssize_t pos, Py_ssize_t* end):
         cdef NewOrderLegsView e
-        if i < 0:
-            i += self._count
-        if i < 0 or i >= self._count:
-            raise IndexError("NewOrder.legs index out of range")
-        e = self._new_entry()
-        for k in range(i + 1):
-            e._at = pos
-            e._tail = pos + self._bl
-            e._end = -1
-            e._scan()
-            pos = e._end
+        if entry is None:
+            return self._entry(pos, end)
+        e = <NewOrderLegsView>entry
+        e._at = pos
+        e._tail = pos + self._bl
+        e._end = -1
+        e._scan()
+        end[0] = e._end
         return e
 
-    def to_list(self):
-        """Every entry as a dict."""
-        return self._dicts()
-
-    cdef list _dicts_end(self, Py_ssize_t* end):
+    cdef list _dicts(self):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
         if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
             raise DecodeError("NewOrder", "legs", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             out.append(_NewOrderLegs_dict(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
-        end[0] = pos
         return out
-
-    cdef list _values_end(self, Py_ssize_t* end):
-        cdef list out = []
-        cdef Py_ssize_t i, pos = self._start
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
-            raise DecodeError("NewOrder", "legs", self._base + self._start - 8, f"{self._count} zero-length entries")
-        for i in range(self._count):
-            out.append(_NewOrderLegs_value(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
-        end[0] = pos
-        return out
-
-    cdef list _dicts(self):
-        cdef Py_ssize_t end
-        return self._dicts_end(&end)
-
-    def __repr__(self):
-        return f"<NewOrderLegsGroup of {self._count} entries>"
 
 
 cdef int _NewOrderLegsGroup_at(NewOrderLegsGroup g, object obj, object keep, const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t pos) except -1:
@@ -974,8 +917,6 @@ cdef int _NewOrderLegsGroup_at(NewOrderLegsGroup g, object obj, object keep, con
     g._p = p
     g._n = n
     g._base = base
-    g._entry = None
-    g._i = 0
     if pos < 0:
         g._count = 0
         g._start = 0
@@ -992,7 +933,6 @@ cdef int _NewOrderLegsGroup_at(NewOrderLegsGroup g, object obj, object keep, con
         g._start = pos + 8
         if g._count and g._bl < 11:
             raise DecodeError("NewOrder", "legs", base + pos, f"entry block length {g._bl} is shorter than 11")
-    g._next = g._start
     return 0
 
 
@@ -1105,18 +1045,23 @@ cdef class NewOrderLegs:
     cdef public object side
     cdef public list fills
 
-    def __init__(self, *, symbol, uint16_t ratio, side, fills=()):
-        self.symbol = symbol
-        self.ratio = ratio
-        self.side = (side if type(side) is Side else Side(side))
-        self.fills = list(fills)
+
+    def __init__(self, *, symbol, ratio, side, fills=()):
+        # ``NewOrderLegs(...)`` does not come here: its vectorcall (_NewOrderLegs_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[4]
+        _a[0] = <PyObject*>symbol
+        _a[1] = <PyObject*>ratio
+        _a[2] = <PyObject*>side
+        _a[3] = <PyObject*>fills
+        _NewOrderLegs_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return NewOrderLegs(**{
-            k: _from_dict_field_NewOrderLegs(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``NewOrderLegs(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(NewOrderLegs, d)
 
     cdef Py_ssize_t _size(self) except -1:
         return 11 + self._tail_size()
@@ -1183,10 +1128,36 @@ cdef class NewOrderLegs:
         return (_rebuild, (NewOrderLegs, self.to_dict()))
 
 
-def _from_dict_field_NewOrderLegs(str k, v):
-    if k == "fills":
-        return [e if type(e) is NewOrderLegsFills else NewOrderLegsFills.from_dict(e) for e in v]
-    return v
+
+
+cdef tuple _NewOrderLegs_names = ("symbol", "ratio", "side", "fills", )
+
+
+cdef int _NewOrderLegs_fill(NewOrderLegs r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("NewOrderLegs", "symbol")
+    r.symbol = _s.str_of(<object>a[0], "NewOrder.legs.symbol")
+    if a[1] == NULL:
+        _s.missing("NewOrderLegs", "ratio")
+    r.ratio = <object>a[1]
+    if a[2] == NULL:
+        _s.missing("NewOrderLegs", "side")
+    r.side = _s.enum_of(<object>a[2], _Side_type, _Side_members, "NewOrder.legs.side")
+    r.fills = [] if a[3] == NULL else _s.entries_of(<object>a[3], NewOrderLegsFills, "NewOrder.legs.fills")
+    return 0
+
+
+cdef object _NewOrderLegs_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[4]
+    cdef NewOrderLegs r
+    _s.parse_kwargs(args, nargsf, kwnames, _NewOrderLegs_names, a, "NewOrderLegs")
+    r = NewOrderLegs.__new__(NewOrderLegs)
+    _NewOrderLegs_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(NewOrderLegs, <void*>_NewOrderLegs_new)
+
 
 
 
@@ -1778,26 +1749,31 @@ cdef class NewOrder:
     SCHEMA_ID = 7
     BLOCK_LENGTH = 54
 
-    def __init__(self, *, uint64_t order_id, uint32_t client_id, symbol, side, price, uint32_t quantity, stop_price=None, inst, expire_at=None, legs=(), account="", memo=b""):
-        self.order_id = order_id
-        self.client_id = client_id
-        self.symbol = symbol
-        self.side = (side if type(side) is Side else Side(side))
-        self.price = price
-        self.quantity = quantity
-        self.stop_price = stop_price
-        self.inst = (inst if type(inst) is ExecInst else ExecInst(inst))
-        self.expire_at = expire_at
-        self.legs = list(legs)
-        self.account = account
-        self.memo = memo
+
+    def __init__(self, *, order_id, client_id, symbol, side, price, quantity, stop_price=None, inst, expire_at=None, legs=(), account="", memo=b""):
+        # ``NewOrder(...)`` does not come here: its vectorcall (_NewOrder_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[12]
+        _a[0] = <PyObject*>order_id
+        _a[1] = <PyObject*>client_id
+        _a[2] = <PyObject*>symbol
+        _a[3] = <PyObject*>side
+        _a[4] = <PyObject*>price
+        _a[5] = <PyObject*>quantity
+        _a[6] = <PyObject*>stop_price
+        _a[7] = <PyObject*>inst
+        _a[8] = <PyObject*>expire_at
+        _a[9] = <PyObject*>legs
+        _a[10] = <PyObject*>account
+        _a[11] = <PyObject*>memo
+        _NewOrder_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return NewOrder(**{
-            k: _from_dict_field_NewOrder(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``NewOrder(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(NewOrder, d)
 
     @staticmethod
     def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
@@ -1916,12 +1892,52 @@ cdef class NewOrder:
         return (_rebuild, (NewOrder, self.to_dict()))
 
 
-def _from_dict_field_NewOrder(str k, v):
-    if k == "price" and type(v) is dict:
-        return Price.from_dict(v)
-    if k == "legs":
-        return [e if type(e) is NewOrderLegs else NewOrderLegs.from_dict(e) for e in v]
-    return v
+
+
+cdef tuple _NewOrder_names = ("order_id", "client_id", "symbol", "side", "price", "quantity", "stop_price", "inst", "expire_at", "legs", "account", "memo", )
+
+
+cdef int _NewOrder_fill(NewOrder r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("NewOrder", "order_id")
+    r.order_id = <object>a[0]
+    if a[1] == NULL:
+        _s.missing("NewOrder", "client_id")
+    r.client_id = <object>a[1]
+    if a[2] == NULL:
+        _s.missing("NewOrder", "symbol")
+    r.symbol = _s.str_of(<object>a[2], "NewOrder.symbol")
+    if a[3] == NULL:
+        _s.missing("NewOrder", "side")
+    r.side = _s.enum_of(<object>a[3], _Side_type, _Side_members, "NewOrder.side")
+    if a[4] == NULL:
+        _s.missing("NewOrder", "price")
+    r.price = _s.value_of(<object>a[4], Price, "NewOrder.price")
+    if a[5] == NULL:
+        _s.missing("NewOrder", "quantity")
+    r.quantity = <object>a[5]
+    r.stop_price = None if a[6] == NULL or <object>a[6] is None else <object>a[6]
+    if a[7] == NULL:
+        _s.missing("NewOrder", "inst")
+    r.inst = _s.flags_of(<object>a[7], _ExecInst_type, _ExecInst_cache, 65535, "NewOrder.inst")
+    r.expire_at = None if a[8] == NULL or <object>a[8] is None else <object>a[8]
+    r.legs = [] if a[9] == NULL else _s.entries_of(<object>a[9], NewOrderLegs, "NewOrder.legs")
+    r.account = "" if a[10] == NULL else _s.str_of(<object>a[10], "NewOrder.account")
+    r.memo = b"" if a[11] == NULL else <object>a[11]
+    return 0
+
+
+cdef object _NewOrder_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[12]
+    cdef NewOrder r
+    _s.parse_kwargs(args, nargsf, kwnames, _NewOrder_names, a, "NewOrder")
+    r = NewOrder.__new__(NewOrder)
+    _NewOrder_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(NewOrder, <void*>_NewOrder_new)
+
 
 
 
@@ -2180,16 +2196,21 @@ cdef class OrderAccepted:
     SCHEMA_ID = 7
     BLOCK_LENGTH = 16
 
-    def __init__(self, *, uint64_t order_id, uint64_t at):
-        self.order_id = order_id
-        self.at = at
+
+    def __init__(self, *, order_id, at):
+        # ``OrderAccepted(...)`` does not come here: its vectorcall (_OrderAccepted_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[2]
+        _a[0] = <PyObject*>order_id
+        _a[1] = <PyObject*>at
+        _OrderAccepted_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return OrderAccepted(**{
-            k: _from_dict_field_OrderAccepted(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``OrderAccepted(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(OrderAccepted, d)
 
     @staticmethod
     def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
@@ -2259,8 +2280,32 @@ cdef class OrderAccepted:
         return (_rebuild, (OrderAccepted, self.to_dict()))
 
 
-def _from_dict_field_OrderAccepted(str k, v):
-    return v
+
+
+cdef tuple _OrderAccepted_names = ("order_id", "at", )
+
+
+cdef int _OrderAccepted_fill(OrderAccepted r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("OrderAccepted", "order_id")
+    r.order_id = <object>a[0]
+    if a[1] == NULL:
+        _s.missing("OrderAccepted", "at")
+    r.at = <object>a[1]
+    return 0
+
+
+cdef object _OrderAccepted_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[2]
+    cdef OrderAccepted r
+    _s.parse_kwargs(args, nargsf, kwnames, _OrderAccepted_names, a, "OrderAccepted")
+    r = OrderAccepted.__new__(OrderAccepted)
+    _OrderAccepted_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(OrderAccepted, <void*>_OrderAccepted_new)
+
 
 
 
@@ -2588,18 +2633,23 @@ cdef class OrderRejected:
     SCHEMA_ID = 7
     BLOCK_LENGTH = 17
 
-    def __init__(self, *, uint64_t order_id, uint64_t at, reason, text=""):
-        self.order_id = order_id
-        self.at = at
-        self.reason = (reason if type(reason) is RejectReason else RejectReason(reason))
-        self.text = text
+
+    def __init__(self, *, order_id, at, reason, text=""):
+        # ``OrderRejected(...)`` does not come here: its vectorcall (_OrderRejected_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[4]
+        _a[0] = <PyObject*>order_id
+        _a[1] = <PyObject*>at
+        _a[2] = <PyObject*>reason
+        _a[3] = <PyObject*>text
+        _OrderRejected_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return OrderRejected(**{
-            k: _from_dict_field_OrderRejected(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``OrderRejected(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(OrderRejected, d)
 
     @staticmethod
     def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
@@ -2674,8 +2724,36 @@ cdef class OrderRejected:
         return (_rebuild, (OrderRejected, self.to_dict()))
 
 
-def _from_dict_field_OrderRejected(str k, v):
-    return v
+
+
+cdef tuple _OrderRejected_names = ("order_id", "at", "reason", "text", )
+
+
+cdef int _OrderRejected_fill(OrderRejected r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("OrderRejected", "order_id")
+    r.order_id = <object>a[0]
+    if a[1] == NULL:
+        _s.missing("OrderRejected", "at")
+    r.at = <object>a[1]
+    if a[2] == NULL:
+        _s.missing("OrderRejected", "reason")
+    r.reason = _s.enum_of(<object>a[2], _RejectReason_type, _RejectReason_members, "OrderRejected.reason")
+    r.text = "" if a[3] == NULL else _s.str_of(<object>a[3], "OrderRejected.text")
+    return 0
+
+
+cdef object _OrderRejected_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[4]
+    cdef OrderRejected r
+    _s.parse_kwargs(args, nargsf, kwnames, _OrderRejected_names, a, "OrderRejected")
+    r = OrderRejected.__new__(OrderRejected)
+    _OrderRejected_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(OrderRejected, <void*>_OrderRejected_new)
+
 
 
 
@@ -2934,16 +3012,21 @@ cdef class CancelOrder:
     SCHEMA_ID = 7
     BLOCK_LENGTH = 12
 
-    def __init__(self, *, uint64_t order_id, uint32_t client_id):
-        self.order_id = order_id
-        self.client_id = client_id
+
+    def __init__(self, *, order_id, client_id):
+        # ``CancelOrder(...)`` does not come here: its vectorcall (_CancelOrder_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[2]
+        _a[0] = <PyObject*>order_id
+        _a[1] = <PyObject*>client_id
+        _CancelOrder_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return CancelOrder(**{
-            k: _from_dict_field_CancelOrder(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``CancelOrder(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(CancelOrder, d)
 
     @staticmethod
     def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
@@ -3013,8 +3096,32 @@ cdef class CancelOrder:
         return (_rebuild, (CancelOrder, self.to_dict()))
 
 
-def _from_dict_field_CancelOrder(str k, v):
-    return v
+
+
+cdef tuple _CancelOrder_names = ("order_id", "client_id", )
+
+
+cdef int _CancelOrder_fill(CancelOrder r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("CancelOrder", "order_id")
+    r.order_id = <object>a[0]
+    if a[1] == NULL:
+        _s.missing("CancelOrder", "client_id")
+    r.client_id = <object>a[1]
+    return 0
+
+
+cdef object _CancelOrder_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[2]
+    cdef CancelOrder r
+    _s.parse_kwargs(args, nargsf, kwnames, _CancelOrder_names, a, "CancelOrder")
+    r = CancelOrder.__new__(CancelOrder)
+    _CancelOrder_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(CancelOrder, <void*>_CancelOrder_new)
+
 
 
 
@@ -3296,17 +3403,22 @@ cdef class OrderCancelled:
     SCHEMA_ID = 7
     BLOCK_LENGTH = 20
 
-    def __init__(self, *, uint64_t order_id, uint64_t at, uint32_t cancelled_quantity):
-        self.order_id = order_id
-        self.at = at
-        self.cancelled_quantity = cancelled_quantity
+
+    def __init__(self, *, order_id, at, cancelled_quantity):
+        # ``OrderCancelled(...)`` does not come here: its vectorcall (_OrderCancelled_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[3]
+        _a[0] = <PyObject*>order_id
+        _a[1] = <PyObject*>at
+        _a[2] = <PyObject*>cancelled_quantity
+        _OrderCancelled_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return OrderCancelled(**{
-            k: _from_dict_field_OrderCancelled(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``OrderCancelled(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(OrderCancelled, d)
 
     @staticmethod
     def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
@@ -3378,8 +3490,35 @@ cdef class OrderCancelled:
         return (_rebuild, (OrderCancelled, self.to_dict()))
 
 
-def _from_dict_field_OrderCancelled(str k, v):
-    return v
+
+
+cdef tuple _OrderCancelled_names = ("order_id", "at", "cancelled_quantity", )
+
+
+cdef int _OrderCancelled_fill(OrderCancelled r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("OrderCancelled", "order_id")
+    r.order_id = <object>a[0]
+    if a[1] == NULL:
+        _s.missing("OrderCancelled", "at")
+    r.at = <object>a[1]
+    if a[2] == NULL:
+        _s.missing("OrderCancelled", "cancelled_quantity")
+    r.cancelled_quantity = <object>a[2]
+    return 0
+
+
+cdef object _OrderCancelled_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[3]
+    cdef OrderCancelled r
+    _s.parse_kwargs(args, nargsf, kwnames, _OrderCancelled_names, a, "OrderCancelled")
+    r = OrderCancelled.__new__(OrderCancelled)
+    _OrderCancelled_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(OrderCancelled, <void*>_OrderCancelled_new)
+
 
 
 
@@ -3776,22 +3915,27 @@ cdef class Trade:
     SCHEMA_ID = 7
     BLOCK_LENGTH = 54
 
-    def __init__(self, *, uint64_t trade_id, symbol, price, uint32_t quantity, uint64_t buy_order_id, uint64_t sell_order_id, aggressor, uint64_t at):
-        self.trade_id = trade_id
-        self.symbol = symbol
-        self.price = price
-        self.quantity = quantity
-        self.buy_order_id = buy_order_id
-        self.sell_order_id = sell_order_id
-        self.aggressor = (aggressor if type(aggressor) is Side else Side(aggressor))
-        self.at = at
+
+    def __init__(self, *, trade_id, symbol, price, quantity, buy_order_id, sell_order_id, aggressor, at):
+        # ``Trade(...)`` does not come here: its vectorcall (_Trade_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[8]
+        _a[0] = <PyObject*>trade_id
+        _a[1] = <PyObject*>symbol
+        _a[2] = <PyObject*>price
+        _a[3] = <PyObject*>quantity
+        _a[4] = <PyObject*>buy_order_id
+        _a[5] = <PyObject*>sell_order_id
+        _a[6] = <PyObject*>aggressor
+        _a[7] = <PyObject*>at
+        _Trade_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return Trade(**{
-            k: _from_dict_field_Trade(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``Trade(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(Trade, d)
 
     @staticmethod
     def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
@@ -3873,10 +4017,50 @@ cdef class Trade:
         return (_rebuild, (Trade, self.to_dict()))
 
 
-def _from_dict_field_Trade(str k, v):
-    if k == "price" and type(v) is dict:
-        return Price.from_dict(v)
-    return v
+
+
+cdef tuple _Trade_names = ("trade_id", "symbol", "price", "quantity", "buy_order_id", "sell_order_id", "aggressor", "at", )
+
+
+cdef int _Trade_fill(Trade r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("Trade", "trade_id")
+    r.trade_id = <object>a[0]
+    if a[1] == NULL:
+        _s.missing("Trade", "symbol")
+    r.symbol = _s.str_of(<object>a[1], "Trade.symbol")
+    if a[2] == NULL:
+        _s.missing("Trade", "price")
+    r.price = _s.value_of(<object>a[2], Price, "Trade.price")
+    if a[3] == NULL:
+        _s.missing("Trade", "quantity")
+    r.quantity = <object>a[3]
+    if a[4] == NULL:
+        _s.missing("Trade", "buy_order_id")
+    r.buy_order_id = <object>a[4]
+    if a[5] == NULL:
+        _s.missing("Trade", "sell_order_id")
+    r.sell_order_id = <object>a[5]
+    if a[6] == NULL:
+        _s.missing("Trade", "aggressor")
+    r.aggressor = _s.enum_of(<object>a[6], _Side_type, _Side_members, "Trade.aggressor")
+    if a[7] == NULL:
+        _s.missing("Trade", "at")
+    r.at = <object>a[7]
+    return 0
+
+
+cdef object _Trade_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[8]
+    cdef Trade r
+    _s.parse_kwargs(args, nargsf, kwnames, _Trade_names, a, "Trade")
+    r = Trade.__new__(Trade)
+    _Trade_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(Trade, <void*>_Trade_new)
+
 
 
 
@@ -4052,55 +4236,16 @@ cdef class BookUpdateLevelsView:
 
 @cython.final
 @cython.freelist(16)
-cdef class BookUpdateLevelsGroup:
-    """The entries of group ``BookUpdate.levels``: ``len()``, iteration and indexing.
-
-    Iteration yields one reused :class:`BookUpdateLevelsView` repositioned on each entry (no allocation per
-    entry): read what you need before moving on, or call ``to_dict()``. Indexing returns a
-    view of its own.
+cdef class BookUpdateLevelsGroup(_s.Group):
+    """The entries of group ``BookUpdate.levels``: ``len()``, indexing and iteration, each giving
+    entry views of their own (:class:`BookUpdateLevelsView`) that stay valid; ``iter_reused()`` moves one
+    view from entry to entry instead (no allocation per entry: read before the next step).
     """
-    cdef object _obj
-    cdef object _keep
-    cdef const uint8_t* _p
-    cdef Py_ssize_t _n
-    cdef Py_ssize_t _base
-    cdef Py_ssize_t _start
-    cdef Py_ssize_t _count
-    cdef Py_ssize_t _bl
-    cdef int _ng
-    cdef int _nv
-    cdef Py_ssize_t _i
-    cdef Py_ssize_t _next
-    cdef BookUpdateLevelsView _entry
 
     def __init__(self):
         raise TypeError("BookUpdateLevelsGroup is made by reading a group field")
 
-    def __len__(self):
-        return self._count
-
-    def __iter__(self):
-        self._i = 0
-        self._next = self._start
-        return self
-
-    def __next__(self):
-        cdef BookUpdateLevelsView e
-        if self._i >= self._count:
-            raise StopIteration
-        e = self._entry
-        if e is None:
-            e = self._new_entry()
-            self._entry = e
-        e._at = self._next
-        e._tail = self._next + self._bl
-        e._end = -1
-        e._scan()
-        self._next = e._end
-        self._i += 1
-        return e
-
-    cdef BookUpdateLevelsView _new_entry(self):
+    cdef object _entry(self, Py_ssize_t pos, Py_ssize_t* end):
         cdef BookUpdateLevelsView e = BookUpdateLevelsView.__new__(BookUpdateLevelsView)
         e._obj = self._obj
         e._keep = self._keep
@@ -4110,54 +4255,28 @@ cdef class BookUpdateLevelsGroup:
         e._bl = self._bl
         e._ng = self._ng
         e._nv = self._nv
-        return e
+        return self._moved(e, pos, end)
 
-    def __getitem__(self, Py_ssize_t i):
-        cdef Py_ssize_t k, pos = self._start
+    cdef object _moved(self, object entry, Py_ssize_t pos, Py_ssize_t* end):
         cdef BookUpdateLevelsView e
-        if i < 0:
-            i += self._count
-        if i < 0 or i >= self._count:
-            raise IndexError("BookUpdate.levels index out of range")
-        e = self._new_entry()
-        for k in range(i + 1):
-            e._at = pos
-            e._tail = pos + self._bl
-            e._end = -1
-            e._scan()
-            pos = e._end
+        if entry is None:
+            return self._entry(pos, end)
+        e = <BookUpdateLevelsView>entry
+        e._at = pos
+        e._tail = pos + self._bl
+        e._end = -1
+        e._scan()
+        end[0] = e._end
         return e
 
-    def to_list(self):
-        """Every entry as a dict."""
-        return self._dicts()
-
-    cdef list _dicts_end(self, Py_ssize_t* end):
+    cdef list _dicts(self):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
         if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
             raise DecodeError("BookUpdate", "levels", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             out.append(_BookUpdateLevels_dict(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
-        end[0] = pos
         return out
-
-    cdef list _values_end(self, Py_ssize_t* end):
-        cdef list out = []
-        cdef Py_ssize_t i, pos = self._start
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
-            raise DecodeError("BookUpdate", "levels", self._base + self._start - 8, f"{self._count} zero-length entries")
-        for i in range(self._count):
-            out.append(_BookUpdateLevels_value(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
-        end[0] = pos
-        return out
-
-    cdef list _dicts(self):
-        cdef Py_ssize_t end
-        return self._dicts_end(&end)
-
-    def __repr__(self):
-        return f"<BookUpdateLevelsGroup of {self._count} entries>"
 
 
 cdef int _BookUpdateLevelsGroup_at(BookUpdateLevelsGroup g, object obj, object keep, const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t pos) except -1:
@@ -4166,8 +4285,6 @@ cdef int _BookUpdateLevelsGroup_at(BookUpdateLevelsGroup g, object obj, object k
     g._p = p
     g._n = n
     g._base = base
-    g._entry = None
-    g._i = 0
     if pos < 0:
         g._count = 0
         g._start = 0
@@ -4184,7 +4301,6 @@ cdef int _BookUpdateLevelsGroup_at(BookUpdateLevelsGroup g, object obj, object k
         g._start = pos + 8
         if g._count and g._bl < 22:
             raise DecodeError("BookUpdate", "levels", base + pos, f"entry block length {g._bl} is shorter than 22")
-    g._next = g._start
     return 0
 
 
@@ -4280,18 +4396,23 @@ cdef class BookUpdateLevels:
     cdef public uint64_t quantity
     cdef public uint32_t orders
 
-    def __init__(self, *, side, price, uint64_t quantity, uint32_t orders):
-        self.side = (side if type(side) is BookSide else BookSide(side))
-        self.price = price
-        self.quantity = quantity
-        self.orders = orders
+
+    def __init__(self, *, side, price, quantity, orders):
+        # ``BookUpdateLevels(...)`` does not come here: its vectorcall (_BookUpdateLevels_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[4]
+        _a[0] = <PyObject*>side
+        _a[1] = <PyObject*>price
+        _a[2] = <PyObject*>quantity
+        _a[3] = <PyObject*>orders
+        _BookUpdateLevels_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return BookUpdateLevels(**{
-            k: _from_dict_field_BookUpdateLevels(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``BookUpdateLevels(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(BookUpdateLevels, d)
 
     cdef Py_ssize_t _size(self) except -1:
         return 22 + self._tail_size()
@@ -4339,10 +4460,38 @@ cdef class BookUpdateLevels:
         return (_rebuild, (BookUpdateLevels, self.to_dict()))
 
 
-def _from_dict_field_BookUpdateLevels(str k, v):
-    if k == "price" and type(v) is dict:
-        return Price.from_dict(v)
-    return v
+
+
+cdef tuple _BookUpdateLevels_names = ("side", "price", "quantity", "orders", )
+
+
+cdef int _BookUpdateLevels_fill(BookUpdateLevels r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("BookUpdateLevels", "side")
+    r.side = _s.enum_of(<object>a[0], _BookSide_type, _BookSide_members, "BookUpdate.levels.side")
+    if a[1] == NULL:
+        _s.missing("BookUpdateLevels", "price")
+    r.price = _s.value_of(<object>a[1], Price, "BookUpdate.levels.price")
+    if a[2] == NULL:
+        _s.missing("BookUpdateLevels", "quantity")
+    r.quantity = <object>a[2]
+    if a[3] == NULL:
+        _s.missing("BookUpdateLevels", "orders")
+    r.orders = <object>a[3]
+    return 0
+
+
+cdef object _BookUpdateLevels_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[4]
+    cdef BookUpdateLevels r
+    _s.parse_kwargs(args, nargsf, kwnames, _BookUpdateLevels_names, a, "BookUpdateLevels")
+    r = BookUpdateLevels.__new__(BookUpdateLevels)
+    _BookUpdateLevels_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(BookUpdateLevels, <void*>_BookUpdateLevels_new)
+
 
 
 
@@ -4657,17 +4806,22 @@ cdef class BookUpdate:
     SCHEMA_ID = 7
     BLOCK_LENGTH = 16
 
-    def __init__(self, *, symbol, uint64_t at, levels=()):
-        self.symbol = symbol
-        self.at = at
-        self.levels = list(levels)
+
+    def __init__(self, *, symbol, at, levels=()):
+        # ``BookUpdate(...)`` does not come here: its vectorcall (_BookUpdate_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[3]
+        _a[0] = <PyObject*>symbol
+        _a[1] = <PyObject*>at
+        _a[2] = <PyObject*>levels
+        _BookUpdate_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return BookUpdate(**{
-            k: _from_dict_field_BookUpdate(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``BookUpdate(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(BookUpdate, d)
 
     @staticmethod
     def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
@@ -4758,10 +4912,33 @@ cdef class BookUpdate:
         return (_rebuild, (BookUpdate, self.to_dict()))
 
 
-def _from_dict_field_BookUpdate(str k, v):
-    if k == "levels":
-        return [e if type(e) is BookUpdateLevels else BookUpdateLevels.from_dict(e) for e in v]
-    return v
+
+
+cdef tuple _BookUpdate_names = ("symbol", "at", "levels", )
+
+
+cdef int _BookUpdate_fill(BookUpdate r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("BookUpdate", "symbol")
+    r.symbol = _s.str_of(<object>a[0], "BookUpdate.symbol")
+    if a[1] == NULL:
+        _s.missing("BookUpdate", "at")
+    r.at = <object>a[1]
+    r.levels = [] if a[2] == NULL else _s.entries_of(<object>a[2], BookUpdateLevels, "BookUpdate.levels")
+    return 0
+
+
+cdef object _BookUpdate_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[3]
+    cdef BookUpdate r
+    _s.parse_kwargs(args, nargsf, kwnames, _BookUpdate_names, a, "BookUpdate")
+    r = BookUpdate.__new__(BookUpdate)
+    _BookUpdate_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(BookUpdate, <void*>_BookUpdate_new)
+
 
 
 

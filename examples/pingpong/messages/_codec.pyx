@@ -7,6 +7,7 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t,
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.object cimport PyObject
 # the codec support every generated module shares (runtime/seqbus/_codec_support.pxd)
 from seqbus cimport _codec_support as _s
 
@@ -289,16 +290,21 @@ cdef class Ping:
     SCHEMA_ID = 2
     BLOCK_LENGTH = 16
 
-    def __init__(self, *, uint64_t id, uint64_t sent_at_ns):
-        self.id = id
-        self.sent_at_ns = sent_at_ns
+
+    def __init__(self, *, id, sent_at_ns):
+        # ``Ping(...)`` does not come here: its vectorcall (_Ping_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[2]
+        _a[0] = <PyObject*>id
+        _a[1] = <PyObject*>sent_at_ns
+        _Ping_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return Ping(**{
-            k: _from_dict_field_Ping(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``Ping(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(Ping, d)
 
     @staticmethod
     def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
@@ -368,8 +374,32 @@ cdef class Ping:
         return (_rebuild, (Ping, self.to_dict()))
 
 
-def _from_dict_field_Ping(str k, v):
-    return v
+
+
+cdef tuple _Ping_names = ("id", "sent_at_ns", )
+
+
+cdef int _Ping_fill(Ping r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("Ping", "id")
+    r.id = <object>a[0]
+    if a[1] == NULL:
+        _s.missing("Ping", "sent_at_ns")
+    r.sent_at_ns = <object>a[1]
+    return 0
+
+
+cdef object _Ping_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[2]
+    cdef Ping r
+    _s.parse_kwargs(args, nargsf, kwnames, _Ping_names, a, "Ping")
+    r = Ping.__new__(Ping)
+    _Ping_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(Ping, <void*>_Ping_new)
+
 
 
 
@@ -628,16 +658,21 @@ cdef class Pong:
     SCHEMA_ID = 2
     BLOCK_LENGTH = 16
 
-    def __init__(self, *, uint64_t id, uint64_t ping_sent_at_ns):
-        self.id = id
-        self.ping_sent_at_ns = ping_sent_at_ns
+
+    def __init__(self, *, id, ping_sent_at_ns):
+        # ``Pong(...)`` does not come here: its vectorcall (_Pong_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[2]
+        _a[0] = <PyObject*>id
+        _a[1] = <PyObject*>ping_sent_at_ns
+        _Pong_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return Pong(**{
-            k: _from_dict_field_Pong(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``Pong(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(Pong, d)
 
     @staticmethod
     def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
@@ -707,8 +742,32 @@ cdef class Pong:
         return (_rebuild, (Pong, self.to_dict()))
 
 
-def _from_dict_field_Pong(str k, v):
-    return v
+
+
+cdef tuple _Pong_names = ("id", "ping_sent_at_ns", )
+
+
+cdef int _Pong_fill(Pong r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("Pong", "id")
+    r.id = <object>a[0]
+    if a[1] == NULL:
+        _s.missing("Pong", "ping_sent_at_ns")
+    r.ping_sent_at_ns = <object>a[1]
+    return 0
+
+
+cdef object _Pong_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[2]
+    cdef Pong r
+    _s.parse_kwargs(args, nargsf, kwnames, _Pong_names, a, "Pong")
+    r = Pong.__new__(Pong)
+    _Pong_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(Pong, <void*>_Pong_new)
+
 
 
 

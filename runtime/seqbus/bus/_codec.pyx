@@ -9,6 +9,7 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t,
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.object cimport PyObject
 # the codec support every generated module shares (runtime/seqbus/_codec_support.pxd)
 from seqbus cimport _codec_support as _s
 
@@ -69,6 +70,7 @@ class EnvelopeFlags(_enum.IntFlag):
 
 
 cdef dict _EnvelopeFlags_cache = {}
+cdef object _EnvelopeFlags_type = EnvelopeFlags
 
 
 cdef object _rd_EnvelopeFlags(const uint8_t* q):
@@ -151,19 +153,25 @@ cdef class Envelope:
     cdef public object flags
     cdef public uint32_t body_length
 
-    def __init__(self, *, uint64_t timestamp_ns, uint64_t command_seq, account, uint16_t instance, kind, flags, uint32_t body_length):
-        self.timestamp_ns = timestamp_ns
-        self.command_seq = command_seq
-        self.account = account
-        self.instance = instance
-        self.kind = (kind if type(kind) is MessageKind else MessageKind(kind))
-        self.flags = (flags if type(flags) is EnvelopeFlags else EnvelopeFlags(flags))
-        self.body_length = body_length
+
+    def __init__(self, *, timestamp_ns, command_seq, account, instance, kind, flags, body_length):
+        # ``Envelope(...)`` does not come here: its vectorcall (_Envelope_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[7]
+        _a[0] = <PyObject*>timestamp_ns
+        _a[1] = <PyObject*>command_seq
+        _a[2] = <PyObject*>account
+        _a[3] = <PyObject*>instance
+        _a[4] = <PyObject*>kind
+        _a[5] = <PyObject*>flags
+        _a[6] = <PyObject*>body_length
+        _Envelope_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``."""
-        return Envelope(**{k: _from_dict_field_Envelope(k, v) for k, v in d.items()})
+        """The inverse of ``to_dict()`` (the same as ``Envelope(**d)``)."""
+        return _s.construct(Envelope, d)
 
     SIZE = 32
 
@@ -217,8 +225,77 @@ cdef class Envelope:
         return (_rebuild, (Envelope, self.to_dict()))
 
 
-def _from_dict_field_Envelope(str k, v):
-    return v
+
+
+cdef tuple _Envelope_names = ("timestamp_ns", "command_seq", "account", "instance", "kind", "flags", "body_length", )
+
+
+cdef int _Envelope_fill(Envelope r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("Envelope", "timestamp_ns")
+    r.timestamp_ns = <object>a[0]
+    if a[1] == NULL:
+        _s.missing("Envelope", "command_seq")
+    r.command_seq = <object>a[1]
+    if a[2] == NULL:
+        _s.missing("Envelope", "account")
+    r.account = _s.str_of(<object>a[2], "Envelope.account")
+    if a[3] == NULL:
+        _s.missing("Envelope", "instance")
+    r.instance = <object>a[3]
+    if a[4] == NULL:
+        _s.missing("Envelope", "kind")
+    r.kind = _s.enum_of(<object>a[4], _MessageKind_type, _MessageKind_members, "Envelope.kind")
+    if a[5] == NULL:
+        _s.missing("Envelope", "flags")
+    r.flags = _s.flags_of(<object>a[5], _EnvelopeFlags_type, _EnvelopeFlags_cache, 255, "Envelope.flags")
+    if a[6] == NULL:
+        _s.missing("Envelope", "body_length")
+    r.body_length = <object>a[6]
+    return 0
+
+
+cdef object _Envelope_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[7]
+    cdef Envelope r
+    _s.parse_kwargs(args, nargsf, kwnames, _Envelope_names, a, "Envelope")
+    r = Envelope.__new__(Envelope)
+    _Envelope_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(Envelope, <void*>_Envelope_new)
+
+
+
+cdef int _Envelope_write_any(uint8_t* q, object v, str where) except -1:
+    """Write a Envelope given as a value, a tuple of its fields or a dict."""
+    cdef PyObject* a[7]
+    if type(v) is Envelope:
+        return _wr_Envelope(q, v, where)
+    _s.fields_of(v, _Envelope_names, a, where)
+    if a[0] == NULL:
+        _s.missing("Envelope", "timestamp_ns")
+    _s.st_u64(q + 0, <object>a[0])
+    if a[1] == NULL:
+        _s.missing("Envelope", "command_seq")
+    _s.st_u64(q + 8, <object>a[1])
+    if a[2] == NULL:
+        _s.missing("Envelope", "account")
+    _s.st_char(q + 16, 8, <object>a[2], "Envelope.account")
+    if a[3] == NULL:
+        _s.missing("Envelope", "instance")
+    _s.st_u16(q + 24, <object>a[3])
+    if a[4] == NULL:
+        _s.missing("Envelope", "kind")
+    _wr_MessageKind(q + 26, <object>a[4], "Envelope.kind")
+    if a[5] == NULL:
+        _s.missing("Envelope", "flags")
+    _wr_EnvelopeFlags(q + 27, <object>a[5], "Envelope.flags")
+    if a[6] == NULL:
+        _s.missing("Envelope", "body_length")
+    _s.st_u32(q + 28, <object>a[6])
+    return 0
 
 
 cdef Envelope _rd_Envelope(const uint8_t* q, str msg, str field, Py_ssize_t off):
@@ -461,15 +538,19 @@ cdef class ClockTick:
     SCHEMA_ID = 1
     BLOCK_LENGTH = 0
 
+
     def __init__(self):
-        pass
+        # ``ClockTick(...)`` does not come here: its vectorcall (_ClockTick_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[1]
+        _ClockTick_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return ClockTick(**{
-            k: _from_dict_field_ClockTick(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``ClockTick(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(ClockTick, d)
 
     @staticmethod
     def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
@@ -535,8 +616,26 @@ cdef class ClockTick:
         return (_rebuild, (ClockTick, self.to_dict()))
 
 
-def _from_dict_field_ClockTick(str k, v):
-    return v
+
+
+cdef tuple _ClockTick_names = ()
+
+
+cdef int _ClockTick_fill(ClockTick r, PyObject** a) except -1:
+    return 0
+
+
+cdef object _ClockTick_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[1]
+    cdef ClockTick r
+    _s.parse_kwargs(args, nargsf, kwnames, _ClockTick_names, a, "ClockTick")
+    r = ClockTick.__new__(ClockTick)
+    _ClockTick_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(ClockTick, <void*>_ClockTick_new)
+
 
 
 
@@ -772,15 +871,20 @@ cdef class SessionStart:
     SCHEMA_ID = 1
     BLOCK_LENGTH = 10
 
+
     def __init__(self, *, session):
-        self.session = session
+        # ``SessionStart(...)`` does not come here: its vectorcall (_SessionStart_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[1]
+        _a[0] = <PyObject*>session
+        _SessionStart_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return SessionStart(**{
-            k: _from_dict_field_SessionStart(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``SessionStart(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(SessionStart, d)
 
     @staticmethod
     def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
@@ -848,8 +952,29 @@ cdef class SessionStart:
         return (_rebuild, (SessionStart, self.to_dict()))
 
 
-def _from_dict_field_SessionStart(str k, v):
-    return v
+
+
+cdef tuple _SessionStart_names = ("session", )
+
+
+cdef int _SessionStart_fill(SessionStart r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("SessionStart", "session")
+    r.session = _s.str_of(<object>a[0], "SessionStart.session")
+    return 0
+
+
+cdef object _SessionStart_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[1]
+    cdef SessionStart r
+    _s.parse_kwargs(args, nargsf, kwnames, _SessionStart_names, a, "SessionStart")
+    r = SessionStart.__new__(SessionStart)
+    _SessionStart_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(SessionStart, <void*>_SessionStart_new)
+
 
 
 
@@ -1135,17 +1260,22 @@ cdef class SenderState:
     SCHEMA_ID = 1
     BLOCK_LENGTH = 18
 
-    def __init__(self, *, uint64_t next_command_seq, account, uint16_t instance):
-        self.next_command_seq = next_command_seq
-        self.account = account
-        self.instance = instance
+
+    def __init__(self, *, next_command_seq, account, instance):
+        # ``SenderState(...)`` does not come here: its vectorcall (_SenderState_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[3]
+        _a[0] = <PyObject*>next_command_seq
+        _a[1] = <PyObject*>account
+        _a[2] = <PyObject*>instance
+        _SenderState_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return SenderState(**{
-            k: _from_dict_field_SenderState(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``SenderState(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(SenderState, d)
 
     @staticmethod
     def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
@@ -1217,8 +1347,35 @@ cdef class SenderState:
         return (_rebuild, (SenderState, self.to_dict()))
 
 
-def _from_dict_field_SenderState(str k, v):
-    return v
+
+
+cdef tuple _SenderState_names = ("next_command_seq", "account", "instance", )
+
+
+cdef int _SenderState_fill(SenderState r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("SenderState", "next_command_seq")
+    r.next_command_seq = <object>a[0]
+    if a[1] == NULL:
+        _s.missing("SenderState", "account")
+    r.account = _s.str_of(<object>a[1], "SenderState.account")
+    if a[2] == NULL:
+        _s.missing("SenderState", "instance")
+    r.instance = <object>a[2]
+    return 0
+
+
+cdef object _SenderState_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[3]
+    cdef SenderState r
+    _s.parse_kwargs(args, nargsf, kwnames, _SenderState_names, a, "SenderState")
+    r = SenderState.__new__(SenderState)
+    _SenderState_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(SenderState, <void*>_SenderState_new)
+
 
 
 
@@ -1361,55 +1518,16 @@ cdef class AdminCommandArgsView:
 
 @cython.final
 @cython.freelist(16)
-cdef class AdminCommandArgsGroup:
-    """The entries of group ``AdminCommand.args``: ``len()``, iteration and indexing.
-
-    Iteration yields one reused :class:`AdminCommandArgsView` repositioned on each entry (no allocation per
-    entry): read what you need before moving on, or call ``to_dict()``. Indexing returns a
-    view of its own.
+cdef class AdminCommandArgsGroup(_s.Group):
+    """The entries of group ``AdminCommand.args``: ``len()``, indexing and iteration, each giving
+    entry views of their own (:class:`AdminCommandArgsView`) that stay valid; ``iter_reused()`` moves one
+    view from entry to entry instead (no allocation per entry: read before the next step).
     """
-    cdef object _obj
-    cdef object _keep
-    cdef const uint8_t* _p
-    cdef Py_ssize_t _n
-    cdef Py_ssize_t _base
-    cdef Py_ssize_t _start
-    cdef Py_ssize_t _count
-    cdef Py_ssize_t _bl
-    cdef int _ng
-    cdef int _nv
-    cdef Py_ssize_t _i
-    cdef Py_ssize_t _next
-    cdef AdminCommandArgsView _entry
 
     def __init__(self):
         raise TypeError("AdminCommandArgsGroup is made by reading a group field")
 
-    def __len__(self):
-        return self._count
-
-    def __iter__(self):
-        self._i = 0
-        self._next = self._start
-        return self
-
-    def __next__(self):
-        cdef AdminCommandArgsView e
-        if self._i >= self._count:
-            raise StopIteration
-        e = self._entry
-        if e is None:
-            e = self._new_entry()
-            self._entry = e
-        e._at = self._next
-        e._tail = self._next + self._bl
-        e._end = -1
-        e._scan()
-        self._next = e._end
-        self._i += 1
-        return e
-
-    cdef AdminCommandArgsView _new_entry(self):
+    cdef object _entry(self, Py_ssize_t pos, Py_ssize_t* end):
         cdef AdminCommandArgsView e = AdminCommandArgsView.__new__(AdminCommandArgsView)
         e._obj = self._obj
         e._keep = self._keep
@@ -1419,54 +1537,28 @@ cdef class AdminCommandArgsGroup:
         e._bl = self._bl
         e._ng = self._ng
         e._nv = self._nv
-        return e
+        return self._moved(e, pos, end)
 
-    def __getitem__(self, Py_ssize_t i):
-        cdef Py_ssize_t k, pos = self._start
+    cdef object _moved(self, object entry, Py_ssize_t pos, Py_ssize_t* end):
         cdef AdminCommandArgsView e
-        if i < 0:
-            i += self._count
-        if i < 0 or i >= self._count:
-            raise IndexError("AdminCommand.args index out of range")
-        e = self._new_entry()
-        for k in range(i + 1):
-            e._at = pos
-            e._tail = pos + self._bl
-            e._end = -1
-            e._scan()
-            pos = e._end
+        if entry is None:
+            return self._entry(pos, end)
+        e = <AdminCommandArgsView>entry
+        e._at = pos
+        e._tail = pos + self._bl
+        e._end = -1
+        e._scan()
+        end[0] = e._end
         return e
 
-    def to_list(self):
-        """Every entry as a dict."""
-        return self._dicts()
-
-    cdef list _dicts_end(self, Py_ssize_t* end):
+    cdef list _dicts(self):
         cdef list out = []
         cdef Py_ssize_t i, pos = self._start
         if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
             raise DecodeError("AdminCommand", "args", self._base + self._start - 8, f"{self._count} zero-length entries")
         for i in range(self._count):
             out.append(_AdminCommandArgs_dict(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
-        end[0] = pos
         return out
-
-    cdef list _values_end(self, Py_ssize_t* end):
-        cdef list out = []
-        cdef Py_ssize_t i, pos = self._start
-        if self._bl == 0 and self._ng == 0 and self._nv == 0 and self._count > _s.MAX_EMPTY_ENTRIES:
-            raise DecodeError("AdminCommand", "args", self._base + self._start - 8, f"{self._count} zero-length entries")
-        for i in range(self._count):
-            out.append(_AdminCommandArgs_value(self._p, self._n, self._base, pos, self._bl, self._ng, self._nv, pos + self._bl, &pos))
-        end[0] = pos
-        return out
-
-    cdef list _dicts(self):
-        cdef Py_ssize_t end
-        return self._dicts_end(&end)
-
-    def __repr__(self):
-        return f"<AdminCommandArgsGroup of {self._count} entries>"
 
 
 cdef int _AdminCommandArgsGroup_at(AdminCommandArgsGroup g, object obj, object keep, const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t pos) except -1:
@@ -1475,8 +1567,6 @@ cdef int _AdminCommandArgsGroup_at(AdminCommandArgsGroup g, object obj, object k
     g._p = p
     g._n = n
     g._base = base
-    g._entry = None
-    g._i = 0
     if pos < 0:
         g._count = 0
         g._start = 0
@@ -1493,7 +1583,6 @@ cdef int _AdminCommandArgsGroup_at(AdminCommandArgsGroup g, object obj, object k
         g._start = pos + 8
         if g._count and g._bl < 0:
             raise DecodeError("AdminCommand", "args", base + pos, f"entry block length {g._bl} is shorter than 0")
-    g._next = g._start
     return 0
 
 
@@ -1573,15 +1662,20 @@ cdef class AdminCommandArgs:
     """One entry of group ``AdminCommand.args``, as a plain value."""
     cdef public object value
 
+
     def __init__(self, *, value=""):
-        self.value = value
+        # ``AdminCommandArgs(...)`` does not come here: its vectorcall (_AdminCommandArgs_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[1]
+        _a[0] = <PyObject*>value
+        _AdminCommandArgs_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return AdminCommandArgs(**{
-            k: _from_dict_field_AdminCommandArgs(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``AdminCommandArgs(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(AdminCommandArgs, d)
 
     cdef Py_ssize_t _size(self) except -1:
         return 0 + self._tail_size()
@@ -1624,8 +1718,27 @@ cdef class AdminCommandArgs:
         return (_rebuild, (AdminCommandArgs, self.to_dict()))
 
 
-def _from_dict_field_AdminCommandArgs(str k, v):
-    return v
+
+
+cdef tuple _AdminCommandArgs_names = ("value", )
+
+
+cdef int _AdminCommandArgs_fill(AdminCommandArgs r, PyObject** a) except -1:
+    r.value = "" if a[0] == NULL else _s.str_of(<object>a[0], "AdminCommand.args.value")
+    return 0
+
+
+cdef object _AdminCommandArgs_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[1]
+    cdef AdminCommandArgs r
+    _s.parse_kwargs(args, nargsf, kwnames, _AdminCommandArgs_names, a, "AdminCommandArgs")
+    r = AdminCommandArgs.__new__(AdminCommandArgs)
+    _AdminCommandArgs_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(AdminCommandArgs, <void*>_AdminCommandArgs_new)
+
 
 
 
@@ -1996,18 +2109,23 @@ cdef class AdminCommand:
     SCHEMA_ID = 1
     BLOCK_LENGTH = 16
 
-    def __init__(self, *, target, uint64_t request_id, name="", args=()):
-        self.target = target
-        self.request_id = request_id
-        self.name = name
-        self.args = list(args)
+
+    def __init__(self, *, target, request_id, name="", args=()):
+        # ``AdminCommand(...)`` does not come here: its vectorcall (_AdminCommand_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[4]
+        _a[0] = <PyObject*>target
+        _a[1] = <PyObject*>request_id
+        _a[2] = <PyObject*>name
+        _a[3] = <PyObject*>args
+        _AdminCommand_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return AdminCommand(**{
-            k: _from_dict_field_AdminCommand(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``AdminCommand(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(AdminCommand, d)
 
     @staticmethod
     def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
@@ -2101,10 +2219,34 @@ cdef class AdminCommand:
         return (_rebuild, (AdminCommand, self.to_dict()))
 
 
-def _from_dict_field_AdminCommand(str k, v):
-    if k == "args":
-        return [e if type(e) is AdminCommandArgs else AdminCommandArgs.from_dict(e) for e in v]
-    return v
+
+
+cdef tuple _AdminCommand_names = ("target", "request_id", "name", "args", )
+
+
+cdef int _AdminCommand_fill(AdminCommand r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("AdminCommand", "target")
+    r.target = _s.str_of(<object>a[0], "AdminCommand.target")
+    if a[1] == NULL:
+        _s.missing("AdminCommand", "request_id")
+    r.request_id = <object>a[1]
+    r.name = "" if a[2] == NULL else _s.str_of(<object>a[2], "AdminCommand.name")
+    r.args = [] if a[3] == NULL else _s.entries_of(<object>a[3], AdminCommandArgs, "AdminCommand.args")
+    return 0
+
+
+cdef object _AdminCommand_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[4]
+    cdef AdminCommand r
+    _s.parse_kwargs(args, nargsf, kwnames, _AdminCommand_names, a, "AdminCommand")
+    r = AdminCommand.__new__(AdminCommand)
+    _AdminCommand_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(AdminCommand, <void*>_AdminCommand_new)
+
 
 
 
@@ -2503,20 +2645,25 @@ cdef class AdminReply:
     SCHEMA_ID = 1
     BLOCK_LENGTH = 25
 
-    def __init__(self, *, uint64_t command_sequence, uint64_t request_id, requester, status, name="", text=""):
-        self.command_sequence = command_sequence
-        self.request_id = request_id
-        self.requester = requester
-        self.status = (status if type(status) is AdminStatus else AdminStatus(status))
-        self.name = name
-        self.text = text
+
+    def __init__(self, *, command_sequence, request_id, requester, status, name="", text=""):
+        # ``AdminReply(...)`` does not come here: its vectorcall (_AdminReply_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[6]
+        _a[0] = <PyObject*>command_sequence
+        _a[1] = <PyObject*>request_id
+        _a[2] = <PyObject*>requester
+        _a[3] = <PyObject*>status
+        _a[4] = <PyObject*>name
+        _a[5] = <PyObject*>text
+        _AdminReply_fill(self, _a)
+
 
     @staticmethod
     def from_dict(dict d):
-        """The inverse of ``to_dict()``: nested dicts for groups and structs are accepted."""
-        return AdminReply(**{
-            k: _from_dict_field_AdminReply(k, v) for k, v in d.items()
-        })
+        """The inverse of ``to_dict()`` (the same as ``AdminReply(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(AdminReply, d)
 
     @staticmethod
     def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
@@ -2596,8 +2743,40 @@ cdef class AdminReply:
         return (_rebuild, (AdminReply, self.to_dict()))
 
 
-def _from_dict_field_AdminReply(str k, v):
-    return v
+
+
+cdef tuple _AdminReply_names = ("command_sequence", "request_id", "requester", "status", "name", "text", )
+
+
+cdef int _AdminReply_fill(AdminReply r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("AdminReply", "command_sequence")
+    r.command_sequence = <object>a[0]
+    if a[1] == NULL:
+        _s.missing("AdminReply", "request_id")
+    r.request_id = <object>a[1]
+    if a[2] == NULL:
+        _s.missing("AdminReply", "requester")
+    r.requester = _s.str_of(<object>a[2], "AdminReply.requester")
+    if a[3] == NULL:
+        _s.missing("AdminReply", "status")
+    r.status = _s.enum_of(<object>a[3], _AdminStatus_type, _AdminStatus_members, "AdminReply.status")
+    r.name = "" if a[4] == NULL else _s.str_of(<object>a[4], "AdminReply.name")
+    r.text = "" if a[5] == NULL else _s.str_of(<object>a[5], "AdminReply.text")
+    return 0
+
+
+cdef object _AdminReply_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[6]
+    cdef AdminReply r
+    _s.parse_kwargs(args, nargsf, kwnames, _AdminReply_names, a, "AdminReply")
+    r = AdminReply.__new__(AdminReply)
+    _AdminReply_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(AdminReply, <void*>_AdminReply_new)
+
 
 
 

@@ -1,0 +1,114 @@
+"""The Python message path as users write it (issue 13): entries that stay valid, dicts
+converted or refused at construction, to_dict/from_dict round trips, ints for enums and
+flags, the encode path that builds no value objects, and what Node.send accepts."""
+
+from __future__ import annotations
+
+import enum
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.compiler.test_codec import new_order
+
+
+def test_list_of_a_group_gives_distinct_correct_entries(exchange: ModuleType) -> None:
+    msg = new_order(exchange)
+    view = exchange.NewOrder.decode(msg.encode())
+    legs = list(view.legs)
+    assert len({id(leg) for leg in legs}) == 2
+    assert [leg.symbol for leg in legs] == ["MSFT", "GOOG"]  # not the last entry twice
+    assert [leg.to_dict() for leg in legs] == [leg.to_dict() for leg in msg.legs]
+    fills = [list(leg.fills) for leg in view.legs]
+    assert [[(f.qty, f.price) for f in fs] for fs in fills] == [[(5, -7), (6, 2**63 - 1)], []]
+    # nested: an outer iteration while an inner one is open keeps both right
+    pairs = [(a.symbol, b.symbol) for a in view.legs for b in view.legs]
+    assert pairs == [("MSFT", "MSFT"), ("MSFT", "GOOG"), ("GOOG", "MSFT"), ("GOOG", "GOOG")]
+    it = iter(view.legs)
+    first = next(it)
+    second = next(it)
+    assert (first.symbol, second.symbol, first.ratio) == ("MSFT", "GOOG", 1)
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+def test_dicts_for_entries_and_structs_are_converted_at_construction(exchange: ModuleType) -> None:
+    x = exchange
+    msg = new_order(x)
+    as_dicts = new_order(x, price={"mantissa": -12345, "exponent": -2},
+                         legs=[leg.to_dict() for leg in msg.legs])
+    assert type(as_dicts.price) is x.Price
+    assert all(type(leg) is x.NewOrderLegs for leg in as_dicts.legs)
+    assert all(type(f) is x.NewOrderLegsFills for f in as_dicts.legs[0].fills)
+    assert as_dicts == msg and as_dicts.encode() == msg.encode()
+    entries = [x.NewOrderLegs(symbol="A", ratio=1, side=x.Side.Buy)]
+    assert x.NewOrder(**(msg.to_dict() | {"legs": entries})).legs is entries  # kept, not copied
+
+
+@pytest.mark.parametrize("bad, error, text", [
+    ({"legs": [{"symbol": "A", "ratio": 1}]}, TypeError, "NewOrder.legs[0]: NewOrderLegs() missing required keyword argument 'side'"),
+    ({"legs": [{"symbol": "A", "ratio": 1, "side": 1, "colour": 2}]}, TypeError, "NewOrder.legs[0]: NewOrderLegs() got an unexpected keyword argument 'colour'"),
+    ({"legs": ["MSFT"]}, TypeError, "NewOrder.legs[0]: expected NewOrderLegs or dict, got str"),
+    ({"legs": "MSFT"}, TypeError, "NewOrder.legs: expected a list of NewOrderLegs, got str"),
+    ({"legs": 5}, TypeError, "NewOrder.legs: expected a list of NewOrderLegs, got int"),
+    ({"price": (1, 2)}, TypeError, "NewOrder.price: expected Price or dict, got tuple"),
+    ({"price": {"mantissa": 1}}, TypeError, "NewOrder.price: Price() missing required keyword argument 'exponent'"),
+    ({"side": 9}, ValueError, "NewOrder.side: 9 is not a value of Side"),
+    ({"side": "Buy"}, TypeError, "NewOrder.side: expected Side, got str"),
+    ({"inst": 1 << 16}, ValueError, "NewOrder.inst: 65536 is outside the range of ExecInst"),
+    ({"symbol": 5}, TypeError, "NewOrder.symbol: expected str, got int"),
+    ({"account": b"x"}, TypeError, "NewOrder.account: expected str, got bytes"),
+])
+def test_bad_values_are_refused_at_construction_naming_the_field(
+    exchange: ModuleType, bad: dict[str, Any], error: type[Exception], text: str
+) -> None:
+    with pytest.raises(error) as exc:
+        new_order(exchange, **bad)
+    assert str(exc.value) == text
+
+
+def test_unknown_and_positional_arguments_fail_at_once(exchange: ModuleType) -> None:
+    x = exchange
+    with pytest.raises(TypeError, match=r"OrderAccepted\(\) got an unexpected keyword argument 'colour'"):
+        x.OrderAccepted(order_id=1, at=2, colour=3)
+    with pytest.raises(TypeError, match="missing required keyword argument 'at'"):
+        x.OrderAccepted(order_id=1)
+    with pytest.raises(TypeError, match="keyword arguments only"):
+        x.OrderAccepted(1, 2)
+    with pytest.raises(OverflowError):
+        x.OrderAccepted(order_id=-1, at=2)
+
+
+def test_to_dict_round_trips_through_from_dict_and_the_constructor(exchange: ModuleType) -> None:
+    x = exchange
+    samples = [new_order(x), new_order(x, stop_price=-5, expire_at=None, legs=[]),
+               x.BookUpdate(symbol="AAPL", at=8, levels=[x.BookUpdateLevels(
+                   side=x.BookSide.Bid, price=x.Price(mantissa=1, exponent=0), quantity=2,
+                   orders=3)]),
+               x.OrderRejected(order_id=1, at=2, reason=x.RejectReason.BadPrice, text="t")]
+    for msg in samples:
+        cls = type(msg)
+        assert cls.from_dict(msg.to_dict()) == msg
+        assert cls(**msg.to_dict()) == msg
+        view = cls.decode(msg.encode())
+        assert cls.from_dict(view.to_dict()) == msg and cls(**view.to_dict()) == msg
+        assert cls(**view.to_dict()).encode() == msg.encode()
+        entry_cls = type(msg.legs[0]) if getattr(msg, "legs", None) else None
+        if entry_cls is not None:
+            assert entry_cls.from_dict(msg.legs[0].to_dict()) == msg.legs[0]
+    assert x.Price.from_dict(x.Price(mantissa=3, exponent=-1).to_dict()) == x.Price(
+        mantissa=3, exponent=-1)
+
+
+def test_enums_and_flags_take_plain_ints_and_read_back_typed(exchange: ModuleType) -> None:
+    x = exchange
+    msg = new_order(x, side=2, inst=3)
+    assert msg.side is x.Side.Sell
+    assert type(msg.inst) is x.ExecInst and msg.inst == x.ExecInst.PostOnly | x.ExecInst.Hidden
+    assert new_order(x, inst=3).inst is msg.inst  # one IntFlag per distinct int, cached
+    assert msg.encode() == new_order(x, side=x.Side.Sell,
+                                     inst=x.ExecInst.PostOnly | x.ExecInst.Hidden).encode()
+    with pytest.raises(TypeError):
+        new_order(x, side=True)
+    assert isinstance(msg.side, enum.IntEnum)
