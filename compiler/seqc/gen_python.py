@@ -138,6 +138,7 @@ def write_a(f: ir.Field, i: int, q: str, where: str) -> list[str]:
     assert t is not None
     v = f"<object>a[{i}]"
     w = f'"{where}"'
+    assert f.offset is not None
     if t.kind == "struct":
         put = f"_{t.name}_write_any({q}{{off}}, {v}, {w})"
     else:
@@ -283,11 +284,21 @@ def pytype(f: ir.Field, for_view: bool) -> str:
     return f"{base} | None" if f.kind == "optional" else base
 
 
-def pyarg(f: ir.Field) -> str:
-    """A constructor parameter in stubs."""
+def _struct_tuple(t: ir.Type, structs: dict[str, ir.Struct]) -> str:
+    s = structs[t.name]
+    return "tuple[" + ", ".join(pytype(f, for_view=False) for f in s.fields) + "]"
+
+
+def pyarg(f: ir.Field, fields_path: bool = False,
+          structs: dict[str, ir.Struct] | None = None) -> str:
+    """A constructor parameter in stubs; with ``fields_path``, of ``encode_fields`` and
+    ``send_<message>`` (entries and structs may also be tuples of their fields)."""
     if f.kind == "group":
         assert f.group is not None
-        return f"{f.name}: Iterable[{f.group.name}] = ()"
+        if fields_path:
+            return (f"{f.name}: Sequence[{f.group.name} | tuple[Any, ...] | dict[str, Any]]"
+                    " = ()")
+        return f"{f.name}: Iterable[{f.group.name} | dict[str, Any]] = ()"
     if f.kind == "string":
         return f'{f.name}: str = ""'
     if f.kind == "bytes":
@@ -295,8 +306,11 @@ def pyarg(f: ir.Field) -> str:
     assert f.type is not None
     t = f.type
     ty = pytype(f, for_view=False)
-    if t.kind == "flags":
+    if t.kind in ("flags", "enum"):
         ty = ty.replace(t.name, f"{t.name} | int")
+    if t.kind == "struct":
+        alt = _struct_tuple(t, structs or {}) + " | " if fields_path else ""
+        ty = ty.replace(t.name, f"{t.name} | {alt}dict[str, Any]")
     if t.kind == "byte":
         ty = ty.replace("bytes", "bytes | bytearray | memoryview")
     if f.kind == "optional":
@@ -358,7 +372,7 @@ def generate(schema: ir.Schema, python_package: str | None = None) -> dict[str, 
     if not naming.is_python_package(pkg):
         raise ValueError(f"{pkg!r} is not a dotted Python package name")
     ctx = {"schema": schema, "pkg": pkg, "all_blocks": _all_blocks(schema),
-           "support_abi": SUPPORT_ABI}
+           "support_abi": SUPPORT_ABI, "structs": {st.name: st for st in schema.structs}}
     out = {}
     for name, template in (
         ("_codec.pyx", "python/codec.pyx.j2"),

@@ -93,15 +93,19 @@ class Timer:
 
 
 def _body_of(message: object) -> Body:
-    encode = getattr(message, "encode", None)
-    if encode is not None and not isinstance(message, (bytes, bytearray)):
-        body: Body = encode()
-        return body
+    """The body to send: an encoded body (bytes-like) as it is, a generated message encoded.
+    A generated message is a class with ``TEMPLATE_ID`` and ``SCHEMA_ID`` and ``encode()``;
+    anything else (a ``str`` has an ``encode()`` too) is refused."""
     if isinstance(message, (bytes, bytearray, memoryview)):
         return message
+    cls = type(message)
+    if hasattr(cls, "TEMPLATE_ID") and hasattr(cls, "SCHEMA_ID") and hasattr(cls, "encode"):
+        body: Body = message.encode()  # type: ignore[attr-defined]
+        return body
     if isinstance(message, mmap.mmap):
         return memoryview(message)
-    raise TypeError(f"send() needs a message or bytes, not {type(message).__name__}")
+    raise TypeError(f"send() needs a generated message or an encoded body (bytes-like), "
+                    f"not {cls.__name__}")
 
 
 def _account_key(account: str) -> bytes:

@@ -112,3 +112,65 @@ def test_enums_and_flags_take_plain_ints_and_read_back_typed(exchange: ModuleTyp
     with pytest.raises(TypeError):
         new_order(x, side=True)
     assert isinstance(msg.side, enum.IntEnum)
+
+
+def test_encode_fields_writes_what_the_value_path_writes_without_value_objects(
+    exchange: ModuleType,
+) -> None:
+    x = exchange
+    msg = new_order(x)
+    want = msg.encode()
+    fields = msg.to_dict()
+    assert x.NewOrder.encode_fields(**fields) == want  # dicts for entries and the struct
+    legs = [("MSFT", 1, x.Side.Sell, [(5, -7), (6, 2**63 - 1)]), ("GOOG", 2, 1)]
+    assert x.NewOrder.encode_fields(**(fields | {"legs": legs, "price": (-12345, -2)})) == want
+    assert x.NewOrder.encode_fields(**(fields | {"legs": tuple(msg.legs), "price": msg.price,
+                                                 "side": 1, "inst": 3})) == want
+    assert x.OrderAccepted.encode_fields(order_id=1, at=2) == x.OrderAccepted(
+        order_id=1, at=2).encode()
+
+
+@pytest.mark.parametrize("bad, error, text", [
+    ({"legs": [("MSFT", 1)]}, TypeError, "NewOrder.legs() missing required keyword argument 'side'"),
+    ({"legs": [("MSFT", 1, 1, [], 9)]}, TypeError, "NewOrder.legs: 5 values for 4 fields"),
+    ({"legs": ["MSFT"]}, TypeError, "NewOrder.legs: expected an entry, a tuple of its fields or a dict, got str"),
+    ({"legs": iter([])}, TypeError, "NewOrder.legs: expected a list or tuple of entries, got list_iterator"),
+    ({"side": 9}, ValueError, "NewOrder.side: 9 is not a value of Side"),
+    ({"price": (1,)}, TypeError, "Price() missing required keyword argument 'exponent'"),
+    ({"symbol": "TOO-LONG-SYMBOL"}, ValueError, "NewOrder.symbol: 'TOO-LONG-SYMBOL' is longer than 8 characters"),
+])
+def test_encode_fields_refuses_bad_fields_naming_them(
+    exchange: ModuleType, bad: dict[str, Any], error: type[Exception], text: str
+) -> None:
+    fields = new_order(exchange).to_dict() | bad
+    with pytest.raises(error) as exc:
+        exchange.NewOrder.encode_fields(**fields)
+    assert str(exc.value) == text
+
+
+def test_node_sends_fields_and_refuses_what_is_not_a_message() -> None:
+    from examples.pingpong.messages import Ping, PingpongNode, PingView
+
+    from seqbus.testing import Harness
+
+    class Sender(PingpongNode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[tuple[int, int]] = []
+
+        def on_opened(self) -> None:
+            self.send_ping(id=1, sent_at_ns=10)
+            self.send(Ping(id=2, sent_at_ns=20))
+            self.send(Ping.encode_fields(id=3, sent_at_ns=30))
+            for bad in ("some text", 5, None, {"id": 4}):
+                with pytest.raises(TypeError, match="needs a generated message or an encoded"):
+                    self.send(bad)
+
+        def on_ping(self, msg: PingView, mine: bool) -> None:
+            self.seen.append((msg.id, msg.sent_at_ns))
+
+    bus = Harness(seed=3)
+    node = bus.add(Sender, "SENDER", 1)
+    bus.run(until=lambda: len(node.seen) == 3, for_ns=2_000_000_000)
+    assert node.seen == [(1, 10), (2, 20), (3, 30)]
+    assert node.stats.sent == 3

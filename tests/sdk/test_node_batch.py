@@ -169,7 +169,10 @@ def test_local_timer_runs_from_the_poll_loop() -> None:
 
 
 def test_send_encodes_messages_and_passes_bytes() -> None:
-    class Msg:
+    class Msg:  # what makes a generated message class, for send()
+        TEMPLATE_ID = 1
+        SCHEMA_ID = 2
+
         def encode(self) -> bytes:
             return ping(3)
 
@@ -180,6 +183,9 @@ def test_send_encodes_messages_and_passes_bytes() -> None:
     assert client.sent == [ping(3), ping(4)]
     with pytest.raises(TypeError):
         node.send(42)
+    with pytest.raises(TypeError, match="not str"):  # a str has encode() too (issue 13)
+        node.send("some text")
+    assert client.sent == [ping(3), ping(4)]
 
 
 def test_send_before_attach_is_an_error() -> None:

@@ -679,6 +679,63 @@ _s.set_vectorcall(NewOrderLegsFills, <void*>_NewOrderLegsFills_new)
 
 
 
+cdef int _NewOrderLegsFills_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("NewOrder.legs.fills", "qty")
+    _s.st_u32(q + 0, <object>a[0])
+    if a[1] == NULL:
+        _s.missing("NewOrder.legs.fills", "price")
+    _s.st_i64(q + 4, <object>a[1])
+    return 0
+
+
+cdef Py_ssize_t _NewOrderLegsFills_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    return n
+
+
+cdef uint8_t* _NewOrderLegsFills_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    return q
+
+
+cdef Py_ssize_t _NewOrderLegsFills_entries_size(object v, str where) except -1:
+    cdef PyObject* b[2]
+    cdef Py_ssize_t n = 0
+    if type(v) is not list and type(v) is not tuple:
+        raise TypeError(f"{where}: expected a list or tuple of entries, got {type(v).__name__}")
+    if len(v) > _s.U32_MAX:
+        raise ValueError(f"{where}: too many entries")
+    for e in v:
+        if type(e) is NewOrderLegsFills:
+            n += (<NewOrderLegsFills>e)._size()
+        else:
+            _s.fields_of(e, _NewOrderLegsFills_names, b, where)
+            n += 12 + _NewOrderLegsFills_tail_size_a(b)
+    return n
+
+
+cdef uint8_t* _NewOrderLegsFills_entries_write(uint8_t* q, uint8_t* end, object v, str where) except NULL:
+    cdef PyObject* b[2]
+    if end - q < 8:
+        _s.changed("NewOrder")
+    _s.st_u16(q, 12)
+    q[2] = 0
+    q[3] = 0
+    _s.st_u32(q + 4, <uint32_t>len(v))
+    q += 8
+    for e in v:
+        if type(e) is NewOrderLegsFills:
+            q = (<NewOrderLegsFills>e)._write(q, end)
+        else:
+            _s.fields_of(e, _NewOrderLegsFills_names, b, where)
+            if end - q < 12:
+                _s.changed("NewOrder")
+            _NewOrderLegsFills_block_a(q, b)
+            q = _NewOrderLegsFills_tail_a(q + 12, end, b)
+    return q
+
+
+
 
 # ---- NewOrder.legs ----
 
@@ -1157,6 +1214,79 @@ cdef object _NewOrderLegs_new(object cls, PyObject** args, size_t nargsf, PyObje
 
 
 _s.set_vectorcall(NewOrderLegs, <void*>_NewOrderLegs_new)
+
+
+
+cdef int _NewOrderLegs_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("NewOrder.legs", "symbol")
+    _s.st_char(q + 0, 8, <object>a[0], "NewOrder.legs.symbol")
+    if a[1] == NULL:
+        _s.missing("NewOrder.legs", "ratio")
+    _s.st_u16(q + 8, <object>a[1])
+    if a[2] == NULL:
+        _s.missing("NewOrder.legs", "side")
+    _wr_Side(q + 10, <object>a[2], "NewOrder.legs.side")
+    return 0
+
+
+cdef Py_ssize_t _NewOrderLegs_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    n += 8
+    if a[3] != NULL:
+        n += _NewOrderLegsFills_entries_size(<object>a[3], "NewOrder.legs.fills")
+    return n
+
+
+cdef uint8_t* _NewOrderLegs_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    if a[3] == NULL:
+        if end - q < 8:
+            _s.changed("NewOrder")
+        _s.st_u16(q, 12)
+        q[2] = 0
+        q[3] = 0
+        _s.st_u32(q + 4, 0)
+        q += 8
+    else:
+        q = _NewOrderLegsFills_entries_write(q, end, <object>a[3], "NewOrder.legs.fills")
+    return q
+
+
+cdef Py_ssize_t _NewOrderLegs_entries_size(object v, str where) except -1:
+    cdef PyObject* b[4]
+    cdef Py_ssize_t n = 0
+    if type(v) is not list and type(v) is not tuple:
+        raise TypeError(f"{where}: expected a list or tuple of entries, got {type(v).__name__}")
+    if len(v) > _s.U32_MAX:
+        raise ValueError(f"{where}: too many entries")
+    for e in v:
+        if type(e) is NewOrderLegs:
+            n += (<NewOrderLegs>e)._size()
+        else:
+            _s.fields_of(e, _NewOrderLegs_names, b, where)
+            n += 11 + _NewOrderLegs_tail_size_a(b)
+    return n
+
+
+cdef uint8_t* _NewOrderLegs_entries_write(uint8_t* q, uint8_t* end, object v, str where) except NULL:
+    cdef PyObject* b[4]
+    if end - q < 8:
+        _s.changed("NewOrder")
+    _s.st_u16(q, 11)
+    q[2] = 1
+    q[3] = 0
+    _s.st_u32(q + 4, <uint32_t>len(v))
+    q += 8
+    for e in v:
+        if type(e) is NewOrderLegs:
+            q = (<NewOrderLegs>e)._write(q, end)
+        else:
+            _s.fields_of(e, _NewOrderLegs_names, b, where)
+            if end - q < 11:
+                _s.changed("NewOrder")
+            _NewOrderLegs_block_a(q, b)
+            q = _NewOrderLegs_tail_a(q + 11, end, b)
+    return q
 
 
 
@@ -1780,6 +1910,27 @@ cdef class NewOrder:
         """A zero-copy :class:`NewOrderView` over ``buf`` at ``offset`` (header included)."""
         return _NewOrderView_wrap(buf, offset, length)
 
+    @staticmethod
+    def encode_fields(*, order_id, client_id, symbol, side, price, quantity, stop_price=None, inst, expire_at=None, legs=(), account="", memo=b""):
+        """The message as bytes, from its fields, with no value object built: the arguments
+        of the constructor; group entries as values, tuples of their fields (declaration
+        order) or dicts, structs as values, tuples or dicts, enums and flags as members or
+        ints. The same bytes as ``NewOrder(...).encode()``."""
+        cdef PyObject* _a[12]
+        _a[0] = <PyObject*>order_id
+        _a[1] = <PyObject*>client_id
+        _a[2] = <PyObject*>symbol
+        _a[3] = <PyObject*>side
+        _a[4] = <PyObject*>price
+        _a[5] = <PyObject*>quantity
+        _a[6] = <PyObject*>stop_price
+        _a[7] = <PyObject*>inst
+        _a[8] = <PyObject*>expire_at
+        _a[9] = <PyObject*>legs
+        _a[10] = <PyObject*>account
+        _a[11] = <PyObject*>memo
+        return _NewOrder_encode_a(_a)
+
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
         cdef Py_ssize_t n = _s.HEADER + 54 + 2 + self._tail_size()
@@ -1937,6 +2088,114 @@ cdef object _NewOrder_new(object cls, PyObject** args, size_t nargsf, PyObject* 
 
 
 _s.set_vectorcall(NewOrder, <void*>_NewOrder_new)
+
+
+
+cdef int _NewOrder_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("NewOrder", "order_id")
+    _s.st_u64(q + 0, <object>a[0])
+    if a[1] == NULL:
+        _s.missing("NewOrder", "client_id")
+    _s.st_u32(q + 8, <object>a[1])
+    if a[2] == NULL:
+        _s.missing("NewOrder", "symbol")
+    _s.st_char(q + 12, 8, <object>a[2], "NewOrder.symbol")
+    if a[3] == NULL:
+        _s.missing("NewOrder", "side")
+    _wr_Side(q + 20, <object>a[3], "NewOrder.side")
+    if a[4] == NULL:
+        _s.missing("NewOrder", "price")
+    _Price_write_any(q + 21, <object>a[4], "NewOrder.price")
+    if a[5] == NULL:
+        _s.missing("NewOrder", "quantity")
+    _s.st_u32(q + 30, <object>a[5])
+    if a[6] == NULL or <object>a[6] is None:
+        memset(q + 34, 0, 9)
+    else:
+        q[34] = 1
+        _s.st_i64(q + 35, <object>a[6])
+    if a[7] == NULL:
+        _s.missing("NewOrder", "inst")
+    _wr_ExecInst(q + 43, <object>a[7], "NewOrder.inst")
+    if a[8] == NULL or <object>a[8] is None:
+        memset(q + 45, 0, 9)
+    else:
+        q[45] = 1
+        _s.st_u64(q + 46, <object>a[8])
+    return 0
+
+
+cdef Py_ssize_t _NewOrder_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    n += 8
+    if a[9] != NULL:
+        n += _NewOrderLegs_entries_size(<object>a[9], "NewOrder.legs")
+    n += 4 if a[10] == NULL else _s.var_size(<object>a[10], "NewOrder.account")
+    n += 4 if a[11] == NULL else _s.bytes_size(<object>a[11], "NewOrder.memo")
+    return n
+
+
+cdef uint8_t* _NewOrder_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    if a[9] == NULL:
+        if end - q < 8:
+            _s.changed("NewOrder")
+        _s.st_u16(q, 11)
+        q[2] = 1
+        q[3] = 0
+        _s.st_u32(q + 4, 0)
+        q += 8
+    else:
+        q = _NewOrderLegs_entries_write(q, end, <object>a[9], "NewOrder.legs")
+    if a[10] == NULL:
+        if end - q < 4:
+            _s.changed("NewOrder")
+        _s.st_u32(q, 0)
+        q += 4
+    else:
+        q = _s.st_string(q, end, <object>a[10])
+    if a[11] == NULL:
+        if end - q < 4:
+            _s.changed("NewOrder")
+        _s.st_u32(q, 0)
+        q += 4
+    else:
+        q = _s.st_bytes(q, end, <object>a[11])
+    return q
+
+
+cdef bytes _NewOrder_encode_a(PyObject** a):
+    cdef Py_ssize_t n = _s.HEADER + 54 + 2 + _NewOrder_tail_size_a(a)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+    _s.st_u16(q, 54)
+    _s.st_u16(q + 2, 1)
+    _s.st_u16(q + 4, SCHEMA_ID)
+    _s.st_u16(q + 6, SCHEMA_VERSION)
+    _NewOrder_block_a(q + _s.HEADER, a)
+    q[_s.HEADER + 54] = 1
+    q[_s.HEADER + 54 + 1] = 2
+    _NewOrder_tail_a(q + _s.HEADER + 54 + 2, q + n, a)
+    return out
+
+
+def _send_new_order(node, *, order_id, client_id, symbol, side, price, quantity, stop_price=None, inst, expire_at=None, legs=(), account="", memo=b""):
+    """Encode a NewOrder from its fields and send it: ``node.send(...)`` with no value
+    object built (group entries as values, tuples of their fields or dicts)."""
+    cdef PyObject* _a[12]
+    _a[0] = <PyObject*>order_id
+    _a[1] = <PyObject*>client_id
+    _a[2] = <PyObject*>symbol
+    _a[3] = <PyObject*>side
+    _a[4] = <PyObject*>price
+    _a[5] = <PyObject*>quantity
+    _a[6] = <PyObject*>stop_price
+    _a[7] = <PyObject*>inst
+    _a[8] = <PyObject*>expire_at
+    _a[9] = <PyObject*>legs
+    _a[10] = <PyObject*>account
+    _a[11] = <PyObject*>memo
+    return node.send(_NewOrder_encode_a(_a))
 
 
 
@@ -2217,6 +2476,17 @@ cdef class OrderAccepted:
         """A zero-copy :class:`OrderAcceptedView` over ``buf`` at ``offset`` (header included)."""
         return _OrderAcceptedView_wrap(buf, offset, length)
 
+    @staticmethod
+    def encode_fields(*, order_id, at):
+        """The message as bytes, from its fields, with no value object built: the arguments
+        of the constructor; group entries as values, tuples of their fields (declaration
+        order) or dicts, structs as values, tuples or dicts, enums and flags as members or
+        ints. The same bytes as ``OrderAccepted(...).encode()``."""
+        cdef PyObject* _a[2]
+        _a[0] = <PyObject*>order_id
+        _a[1] = <PyObject*>at
+        return _OrderAccepted_encode_a(_a)
+
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
         cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
@@ -2305,6 +2575,50 @@ cdef object _OrderAccepted_new(object cls, PyObject** args, size_t nargsf, PyObj
 
 
 _s.set_vectorcall(OrderAccepted, <void*>_OrderAccepted_new)
+
+
+
+cdef int _OrderAccepted_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("OrderAccepted", "order_id")
+    _s.st_u64(q + 0, <object>a[0])
+    if a[1] == NULL:
+        _s.missing("OrderAccepted", "at")
+    _s.st_u64(q + 8, <object>a[1])
+    return 0
+
+
+cdef Py_ssize_t _OrderAccepted_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    return n
+
+
+cdef uint8_t* _OrderAccepted_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    return q
+
+
+cdef bytes _OrderAccepted_encode_a(PyObject** a):
+    cdef Py_ssize_t n = _s.HEADER + 16 + 2 + _OrderAccepted_tail_size_a(a)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+    _s.st_u16(q, 16)
+    _s.st_u16(q + 2, 2)
+    _s.st_u16(q + 4, SCHEMA_ID)
+    _s.st_u16(q + 6, SCHEMA_VERSION)
+    _OrderAccepted_block_a(q + _s.HEADER, a)
+    q[_s.HEADER + 16] = 0
+    q[_s.HEADER + 16 + 1] = 0
+    _OrderAccepted_tail_a(q + _s.HEADER + 16 + 2, q + n, a)
+    return out
+
+
+def _send_order_accepted(node, *, order_id, at):
+    """Encode a OrderAccepted from its fields and send it: ``node.send(...)`` with no value
+    object built (group entries as values, tuples of their fields or dicts)."""
+    cdef PyObject* _a[2]
+    _a[0] = <PyObject*>order_id
+    _a[1] = <PyObject*>at
+    return node.send(_OrderAccepted_encode_a(_a))
 
 
 
@@ -2656,6 +2970,19 @@ cdef class OrderRejected:
         """A zero-copy :class:`OrderRejectedView` over ``buf`` at ``offset`` (header included)."""
         return _OrderRejectedView_wrap(buf, offset, length)
 
+    @staticmethod
+    def encode_fields(*, order_id, at, reason, text=""):
+        """The message as bytes, from its fields, with no value object built: the arguments
+        of the constructor; group entries as values, tuples of their fields (declaration
+        order) or dicts, structs as values, tuples or dicts, enums and flags as members or
+        ints. The same bytes as ``OrderRejected(...).encode()``."""
+        cdef PyObject* _a[4]
+        _a[0] = <PyObject*>order_id
+        _a[1] = <PyObject*>at
+        _a[2] = <PyObject*>reason
+        _a[3] = <PyObject*>text
+        return _OrderRejected_encode_a(_a)
+
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
         cdef Py_ssize_t n = _s.HEADER + 17 + 2 + self._tail_size()
@@ -2753,6 +3080,63 @@ cdef object _OrderRejected_new(object cls, PyObject** args, size_t nargsf, PyObj
 
 
 _s.set_vectorcall(OrderRejected, <void*>_OrderRejected_new)
+
+
+
+cdef int _OrderRejected_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("OrderRejected", "order_id")
+    _s.st_u64(q + 0, <object>a[0])
+    if a[1] == NULL:
+        _s.missing("OrderRejected", "at")
+    _s.st_u64(q + 8, <object>a[1])
+    if a[2] == NULL:
+        _s.missing("OrderRejected", "reason")
+    _wr_RejectReason(q + 16, <object>a[2], "OrderRejected.reason")
+    return 0
+
+
+cdef Py_ssize_t _OrderRejected_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    n += 4 if a[3] == NULL else _s.var_size(<object>a[3], "OrderRejected.text")
+    return n
+
+
+cdef uint8_t* _OrderRejected_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    if a[3] == NULL:
+        if end - q < 4:
+            _s.changed("OrderRejected")
+        _s.st_u32(q, 0)
+        q += 4
+    else:
+        q = _s.st_string(q, end, <object>a[3])
+    return q
+
+
+cdef bytes _OrderRejected_encode_a(PyObject** a):
+    cdef Py_ssize_t n = _s.HEADER + 17 + 2 + _OrderRejected_tail_size_a(a)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+    _s.st_u16(q, 17)
+    _s.st_u16(q + 2, 3)
+    _s.st_u16(q + 4, SCHEMA_ID)
+    _s.st_u16(q + 6, SCHEMA_VERSION)
+    _OrderRejected_block_a(q + _s.HEADER, a)
+    q[_s.HEADER + 17] = 0
+    q[_s.HEADER + 17 + 1] = 1
+    _OrderRejected_tail_a(q + _s.HEADER + 17 + 2, q + n, a)
+    return out
+
+
+def _send_order_rejected(node, *, order_id, at, reason, text=""):
+    """Encode a OrderRejected from its fields and send it: ``node.send(...)`` with no value
+    object built (group entries as values, tuples of their fields or dicts)."""
+    cdef PyObject* _a[4]
+    _a[0] = <PyObject*>order_id
+    _a[1] = <PyObject*>at
+    _a[2] = <PyObject*>reason
+    _a[3] = <PyObject*>text
+    return node.send(_OrderRejected_encode_a(_a))
 
 
 
@@ -3033,6 +3417,17 @@ cdef class CancelOrder:
         """A zero-copy :class:`CancelOrderView` over ``buf`` at ``offset`` (header included)."""
         return _CancelOrderView_wrap(buf, offset, length)
 
+    @staticmethod
+    def encode_fields(*, order_id, client_id):
+        """The message as bytes, from its fields, with no value object built: the arguments
+        of the constructor; group entries as values, tuples of their fields (declaration
+        order) or dicts, structs as values, tuples or dicts, enums and flags as members or
+        ints. The same bytes as ``CancelOrder(...).encode()``."""
+        cdef PyObject* _a[2]
+        _a[0] = <PyObject*>order_id
+        _a[1] = <PyObject*>client_id
+        return _CancelOrder_encode_a(_a)
+
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
         cdef Py_ssize_t n = _s.HEADER + 12 + 2 + self._tail_size()
@@ -3121,6 +3516,50 @@ cdef object _CancelOrder_new(object cls, PyObject** args, size_t nargsf, PyObjec
 
 
 _s.set_vectorcall(CancelOrder, <void*>_CancelOrder_new)
+
+
+
+cdef int _CancelOrder_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("CancelOrder", "order_id")
+    _s.st_u64(q + 0, <object>a[0])
+    if a[1] == NULL:
+        _s.missing("CancelOrder", "client_id")
+    _s.st_u32(q + 8, <object>a[1])
+    return 0
+
+
+cdef Py_ssize_t _CancelOrder_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    return n
+
+
+cdef uint8_t* _CancelOrder_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    return q
+
+
+cdef bytes _CancelOrder_encode_a(PyObject** a):
+    cdef Py_ssize_t n = _s.HEADER + 12 + 2 + _CancelOrder_tail_size_a(a)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+    _s.st_u16(q, 12)
+    _s.st_u16(q + 2, 4)
+    _s.st_u16(q + 4, SCHEMA_ID)
+    _s.st_u16(q + 6, SCHEMA_VERSION)
+    _CancelOrder_block_a(q + _s.HEADER, a)
+    q[_s.HEADER + 12] = 0
+    q[_s.HEADER + 12 + 1] = 0
+    _CancelOrder_tail_a(q + _s.HEADER + 12 + 2, q + n, a)
+    return out
+
+
+def _send_cancel_order(node, *, order_id, client_id):
+    """Encode a CancelOrder from its fields and send it: ``node.send(...)`` with no value
+    object built (group entries as values, tuples of their fields or dicts)."""
+    cdef PyObject* _a[2]
+    _a[0] = <PyObject*>order_id
+    _a[1] = <PyObject*>client_id
+    return node.send(_CancelOrder_encode_a(_a))
 
 
 
@@ -3425,6 +3864,18 @@ cdef class OrderCancelled:
         """A zero-copy :class:`OrderCancelledView` over ``buf`` at ``offset`` (header included)."""
         return _OrderCancelledView_wrap(buf, offset, length)
 
+    @staticmethod
+    def encode_fields(*, order_id, at, cancelled_quantity):
+        """The message as bytes, from its fields, with no value object built: the arguments
+        of the constructor; group entries as values, tuples of their fields (declaration
+        order) or dicts, structs as values, tuples or dicts, enums and flags as members or
+        ints. The same bytes as ``OrderCancelled(...).encode()``."""
+        cdef PyObject* _a[3]
+        _a[0] = <PyObject*>order_id
+        _a[1] = <PyObject*>at
+        _a[2] = <PyObject*>cancelled_quantity
+        return _OrderCancelled_encode_a(_a)
+
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
         cdef Py_ssize_t n = _s.HEADER + 20 + 2 + self._tail_size()
@@ -3518,6 +3969,54 @@ cdef object _OrderCancelled_new(object cls, PyObject** args, size_t nargsf, PyOb
 
 
 _s.set_vectorcall(OrderCancelled, <void*>_OrderCancelled_new)
+
+
+
+cdef int _OrderCancelled_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("OrderCancelled", "order_id")
+    _s.st_u64(q + 0, <object>a[0])
+    if a[1] == NULL:
+        _s.missing("OrderCancelled", "at")
+    _s.st_u64(q + 8, <object>a[1])
+    if a[2] == NULL:
+        _s.missing("OrderCancelled", "cancelled_quantity")
+    _s.st_u32(q + 16, <object>a[2])
+    return 0
+
+
+cdef Py_ssize_t _OrderCancelled_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    return n
+
+
+cdef uint8_t* _OrderCancelled_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    return q
+
+
+cdef bytes _OrderCancelled_encode_a(PyObject** a):
+    cdef Py_ssize_t n = _s.HEADER + 20 + 2 + _OrderCancelled_tail_size_a(a)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+    _s.st_u16(q, 20)
+    _s.st_u16(q + 2, 5)
+    _s.st_u16(q + 4, SCHEMA_ID)
+    _s.st_u16(q + 6, SCHEMA_VERSION)
+    _OrderCancelled_block_a(q + _s.HEADER, a)
+    q[_s.HEADER + 20] = 0
+    q[_s.HEADER + 20 + 1] = 0
+    _OrderCancelled_tail_a(q + _s.HEADER + 20 + 2, q + n, a)
+    return out
+
+
+def _send_order_cancelled(node, *, order_id, at, cancelled_quantity):
+    """Encode a OrderCancelled from its fields and send it: ``node.send(...)`` with no value
+    object built (group entries as values, tuples of their fields or dicts)."""
+    cdef PyObject* _a[3]
+    _a[0] = <PyObject*>order_id
+    _a[1] = <PyObject*>at
+    _a[2] = <PyObject*>cancelled_quantity
+    return node.send(_OrderCancelled_encode_a(_a))
 
 
 
@@ -3942,6 +4441,23 @@ cdef class Trade:
         """A zero-copy :class:`TradeView` over ``buf`` at ``offset`` (header included)."""
         return _TradeView_wrap(buf, offset, length)
 
+    @staticmethod
+    def encode_fields(*, trade_id, symbol, price, quantity, buy_order_id, sell_order_id, aggressor, at):
+        """The message as bytes, from its fields, with no value object built: the arguments
+        of the constructor; group entries as values, tuples of their fields (declaration
+        order) or dicts, structs as values, tuples or dicts, enums and flags as members or
+        ints. The same bytes as ``Trade(...).encode()``."""
+        cdef PyObject* _a[8]
+        _a[0] = <PyObject*>trade_id
+        _a[1] = <PyObject*>symbol
+        _a[2] = <PyObject*>price
+        _a[3] = <PyObject*>quantity
+        _a[4] = <PyObject*>buy_order_id
+        _a[5] = <PyObject*>sell_order_id
+        _a[6] = <PyObject*>aggressor
+        _a[7] = <PyObject*>at
+        return _Trade_encode_a(_a)
+
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
         cdef Py_ssize_t n = _s.HEADER + 54 + 2 + self._tail_size()
@@ -4060,6 +4576,74 @@ cdef object _Trade_new(object cls, PyObject** args, size_t nargsf, PyObject* kwn
 
 
 _s.set_vectorcall(Trade, <void*>_Trade_new)
+
+
+
+cdef int _Trade_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("Trade", "trade_id")
+    _s.st_u64(q + 0, <object>a[0])
+    if a[1] == NULL:
+        _s.missing("Trade", "symbol")
+    _s.st_char(q + 8, 8, <object>a[1], "Trade.symbol")
+    if a[2] == NULL:
+        _s.missing("Trade", "price")
+    _Price_write_any(q + 16, <object>a[2], "Trade.price")
+    if a[3] == NULL:
+        _s.missing("Trade", "quantity")
+    _s.st_u32(q + 25, <object>a[3])
+    if a[4] == NULL:
+        _s.missing("Trade", "buy_order_id")
+    _s.st_u64(q + 29, <object>a[4])
+    if a[5] == NULL:
+        _s.missing("Trade", "sell_order_id")
+    _s.st_u64(q + 37, <object>a[5])
+    if a[6] == NULL:
+        _s.missing("Trade", "aggressor")
+    _wr_Side(q + 45, <object>a[6], "Trade.aggressor")
+    if a[7] == NULL:
+        _s.missing("Trade", "at")
+    _s.st_u64(q + 46, <object>a[7])
+    return 0
+
+
+cdef Py_ssize_t _Trade_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    return n
+
+
+cdef uint8_t* _Trade_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    return q
+
+
+cdef bytes _Trade_encode_a(PyObject** a):
+    cdef Py_ssize_t n = _s.HEADER + 54 + 2 + _Trade_tail_size_a(a)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+    _s.st_u16(q, 54)
+    _s.st_u16(q + 2, 6)
+    _s.st_u16(q + 4, SCHEMA_ID)
+    _s.st_u16(q + 6, SCHEMA_VERSION)
+    _Trade_block_a(q + _s.HEADER, a)
+    q[_s.HEADER + 54] = 0
+    q[_s.HEADER + 54 + 1] = 0
+    _Trade_tail_a(q + _s.HEADER + 54 + 2, q + n, a)
+    return out
+
+
+def _send_trade(node, *, trade_id, symbol, price, quantity, buy_order_id, sell_order_id, aggressor, at):
+    """Encode a Trade from its fields and send it: ``node.send(...)`` with no value
+    object built (group entries as values, tuples of their fields or dicts)."""
+    cdef PyObject* _a[8]
+    _a[0] = <PyObject*>trade_id
+    _a[1] = <PyObject*>symbol
+    _a[2] = <PyObject*>price
+    _a[3] = <PyObject*>quantity
+    _a[4] = <PyObject*>buy_order_id
+    _a[5] = <PyObject*>sell_order_id
+    _a[6] = <PyObject*>aggressor
+    _a[7] = <PyObject*>at
+    return node.send(_Trade_encode_a(_a))
 
 
 
@@ -4494,6 +5078,69 @@ _s.set_vectorcall(BookUpdateLevels, <void*>_BookUpdateLevels_new)
 
 
 
+cdef int _BookUpdateLevels_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("BookUpdate.levels", "side")
+    _wr_BookSide(q + 0, <object>a[0], "BookUpdate.levels.side")
+    if a[1] == NULL:
+        _s.missing("BookUpdate.levels", "price")
+    _Price_write_any(q + 1, <object>a[1], "BookUpdate.levels.price")
+    if a[2] == NULL:
+        _s.missing("BookUpdate.levels", "quantity")
+    _s.st_u64(q + 10, <object>a[2])
+    if a[3] == NULL:
+        _s.missing("BookUpdate.levels", "orders")
+    _s.st_u32(q + 18, <object>a[3])
+    return 0
+
+
+cdef Py_ssize_t _BookUpdateLevels_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    return n
+
+
+cdef uint8_t* _BookUpdateLevels_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    return q
+
+
+cdef Py_ssize_t _BookUpdateLevels_entries_size(object v, str where) except -1:
+    cdef PyObject* b[4]
+    cdef Py_ssize_t n = 0
+    if type(v) is not list and type(v) is not tuple:
+        raise TypeError(f"{where}: expected a list or tuple of entries, got {type(v).__name__}")
+    if len(v) > _s.U32_MAX:
+        raise ValueError(f"{where}: too many entries")
+    for e in v:
+        if type(e) is BookUpdateLevels:
+            n += (<BookUpdateLevels>e)._size()
+        else:
+            _s.fields_of(e, _BookUpdateLevels_names, b, where)
+            n += 22 + _BookUpdateLevels_tail_size_a(b)
+    return n
+
+
+cdef uint8_t* _BookUpdateLevels_entries_write(uint8_t* q, uint8_t* end, object v, str where) except NULL:
+    cdef PyObject* b[4]
+    if end - q < 8:
+        _s.changed("BookUpdate")
+    _s.st_u16(q, 22)
+    q[2] = 0
+    q[3] = 0
+    _s.st_u32(q + 4, <uint32_t>len(v))
+    q += 8
+    for e in v:
+        if type(e) is BookUpdateLevels:
+            q = (<BookUpdateLevels>e)._write(q, end)
+        else:
+            _s.fields_of(e, _BookUpdateLevels_names, b, where)
+            if end - q < 22:
+                _s.changed("BookUpdate")
+            _BookUpdateLevels_block_a(q, b)
+            q = _BookUpdateLevels_tail_a(q + 22, end, b)
+    return q
+
+
+
 
 # ---- BookUpdate ----
 
@@ -4828,6 +5475,18 @@ cdef class BookUpdate:
         """A zero-copy :class:`BookUpdateView` over ``buf`` at ``offset`` (header included)."""
         return _BookUpdateView_wrap(buf, offset, length)
 
+    @staticmethod
+    def encode_fields(*, symbol, at, levels=()):
+        """The message as bytes, from its fields, with no value object built: the arguments
+        of the constructor; group entries as values, tuples of their fields (declaration
+        order) or dicts, structs as values, tuples or dicts, enums and flags as members or
+        ints. The same bytes as ``BookUpdate(...).encode()``."""
+        cdef PyObject* _a[3]
+        _a[0] = <PyObject*>symbol
+        _a[1] = <PyObject*>at
+        _a[2] = <PyObject*>levels
+        return _BookUpdate_encode_a(_a)
+
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
         cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
@@ -4938,6 +5597,64 @@ cdef object _BookUpdate_new(object cls, PyObject** args, size_t nargsf, PyObject
 
 
 _s.set_vectorcall(BookUpdate, <void*>_BookUpdate_new)
+
+
+
+cdef int _BookUpdate_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("BookUpdate", "symbol")
+    _s.st_char(q + 0, 8, <object>a[0], "BookUpdate.symbol")
+    if a[1] == NULL:
+        _s.missing("BookUpdate", "at")
+    _s.st_u64(q + 8, <object>a[1])
+    return 0
+
+
+cdef Py_ssize_t _BookUpdate_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    n += 8
+    if a[2] != NULL:
+        n += _BookUpdateLevels_entries_size(<object>a[2], "BookUpdate.levels")
+    return n
+
+
+cdef uint8_t* _BookUpdate_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    if a[2] == NULL:
+        if end - q < 8:
+            _s.changed("BookUpdate")
+        _s.st_u16(q, 22)
+        q[2] = 0
+        q[3] = 0
+        _s.st_u32(q + 4, 0)
+        q += 8
+    else:
+        q = _BookUpdateLevels_entries_write(q, end, <object>a[2], "BookUpdate.levels")
+    return q
+
+
+cdef bytes _BookUpdate_encode_a(PyObject** a):
+    cdef Py_ssize_t n = _s.HEADER + 16 + 2 + _BookUpdate_tail_size_a(a)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+    _s.st_u16(q, 16)
+    _s.st_u16(q + 2, 7)
+    _s.st_u16(q + 4, SCHEMA_ID)
+    _s.st_u16(q + 6, SCHEMA_VERSION)
+    _BookUpdate_block_a(q + _s.HEADER, a)
+    q[_s.HEADER + 16] = 1
+    q[_s.HEADER + 16 + 1] = 0
+    _BookUpdate_tail_a(q + _s.HEADER + 16 + 2, q + n, a)
+    return out
+
+
+def _send_book_update(node, *, symbol, at, levels=()):
+    """Encode a BookUpdate from its fields and send it: ``node.send(...)`` with no value
+    object built (group entries as values, tuples of their fields or dicts)."""
+    cdef PyObject* _a[3]
+    _a[0] = <PyObject*>symbol
+    _a[1] = <PyObject*>at
+    _a[2] = <PyObject*>levels
+    return node.send(_BookUpdate_encode_a(_a))
 
 
 

@@ -16,6 +16,13 @@ from ._codec import (
     TradeView,
     BookUpdateView,
     _seqbus_dispatch_,
+    _send_new_order,
+    _send_order_accepted,
+    _send_order_rejected,
+    _send_cancel_order,
+    _send_order_cancelled,
+    _send_trade,
+    _send_book_update,
 )
 
 __all__ = ["ExchangeNode"]
@@ -38,6 +45,16 @@ class ExchangeNode(Node):
         7: "on_book_update",
     }
     _seqbus_dispatch_ = staticmethod(_seqbus_dispatch_)
+
+    # send_<message>(**fields): encode from the fields straight into the body and send it,
+    # with no value object built (``<Message>.encode_fields``); returns the command sequence
+    send_new_order = _send_new_order
+    send_order_accepted = _send_order_accepted
+    send_order_rejected = _send_order_rejected
+    send_cancel_order = _send_cancel_order
+    send_order_cancelled = _send_order_cancelled
+    send_trade = _send_trade
+    send_book_update = _send_book_update
 
     def on_new_order(self, msg: NewOrderView, mine: bool) -> None:
         """Handle a NewOrder (template 1); ``mine``: sent by this node's account."""

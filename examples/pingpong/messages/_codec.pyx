@@ -311,6 +311,17 @@ cdef class Ping:
         """A zero-copy :class:`PingView` over ``buf`` at ``offset`` (header included)."""
         return _PingView_wrap(buf, offset, length)
 
+    @staticmethod
+    def encode_fields(*, id, sent_at_ns):
+        """The message as bytes, from its fields, with no value object built: the arguments
+        of the constructor; group entries as values, tuples of their fields (declaration
+        order) or dicts, structs as values, tuples or dicts, enums and flags as members or
+        ints. The same bytes as ``Ping(...).encode()``."""
+        cdef PyObject* _a[2]
+        _a[0] = <PyObject*>id
+        _a[1] = <PyObject*>sent_at_ns
+        return _Ping_encode_a(_a)
+
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
         cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
@@ -399,6 +410,50 @@ cdef object _Ping_new(object cls, PyObject** args, size_t nargsf, PyObject* kwna
 
 
 _s.set_vectorcall(Ping, <void*>_Ping_new)
+
+
+
+cdef int _Ping_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("Ping", "id")
+    _s.st_u64(q + 0, <object>a[0])
+    if a[1] == NULL:
+        _s.missing("Ping", "sent_at_ns")
+    _s.st_u64(q + 8, <object>a[1])
+    return 0
+
+
+cdef Py_ssize_t _Ping_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    return n
+
+
+cdef uint8_t* _Ping_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    return q
+
+
+cdef bytes _Ping_encode_a(PyObject** a):
+    cdef Py_ssize_t n = _s.HEADER + 16 + 2 + _Ping_tail_size_a(a)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+    _s.st_u16(q, 16)
+    _s.st_u16(q + 2, 1)
+    _s.st_u16(q + 4, SCHEMA_ID)
+    _s.st_u16(q + 6, SCHEMA_VERSION)
+    _Ping_block_a(q + _s.HEADER, a)
+    q[_s.HEADER + 16] = 0
+    q[_s.HEADER + 16 + 1] = 0
+    _Ping_tail_a(q + _s.HEADER + 16 + 2, q + n, a)
+    return out
+
+
+def _send_ping(node, *, id, sent_at_ns):
+    """Encode a Ping from its fields and send it: ``node.send(...)`` with no value
+    object built (group entries as values, tuples of their fields or dicts)."""
+    cdef PyObject* _a[2]
+    _a[0] = <PyObject*>id
+    _a[1] = <PyObject*>sent_at_ns
+    return node.send(_Ping_encode_a(_a))
 
 
 
@@ -679,6 +734,17 @@ cdef class Pong:
         """A zero-copy :class:`PongView` over ``buf`` at ``offset`` (header included)."""
         return _PongView_wrap(buf, offset, length)
 
+    @staticmethod
+    def encode_fields(*, id, ping_sent_at_ns):
+        """The message as bytes, from its fields, with no value object built: the arguments
+        of the constructor; group entries as values, tuples of their fields (declaration
+        order) or dicts, structs as values, tuples or dicts, enums and flags as members or
+        ints. The same bytes as ``Pong(...).encode()``."""
+        cdef PyObject* _a[2]
+        _a[0] = <PyObject*>id
+        _a[1] = <PyObject*>ping_sent_at_ns
+        return _Pong_encode_a(_a)
+
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
         cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
@@ -767,6 +833,50 @@ cdef object _Pong_new(object cls, PyObject** args, size_t nargsf, PyObject* kwna
 
 
 _s.set_vectorcall(Pong, <void*>_Pong_new)
+
+
+
+cdef int _Pong_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("Pong", "id")
+    _s.st_u64(q + 0, <object>a[0])
+    if a[1] == NULL:
+        _s.missing("Pong", "ping_sent_at_ns")
+    _s.st_u64(q + 8, <object>a[1])
+    return 0
+
+
+cdef Py_ssize_t _Pong_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    return n
+
+
+cdef uint8_t* _Pong_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    return q
+
+
+cdef bytes _Pong_encode_a(PyObject** a):
+    cdef Py_ssize_t n = _s.HEADER + 16 + 2 + _Pong_tail_size_a(a)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+    _s.st_u16(q, 16)
+    _s.st_u16(q + 2, 2)
+    _s.st_u16(q + 4, SCHEMA_ID)
+    _s.st_u16(q + 6, SCHEMA_VERSION)
+    _Pong_block_a(q + _s.HEADER, a)
+    q[_s.HEADER + 16] = 0
+    q[_s.HEADER + 16 + 1] = 0
+    _Pong_tail_a(q + _s.HEADER + 16 + 2, q + n, a)
+    return out
+
+
+def _send_pong(node, *, id, ping_sent_at_ns):
+    """Encode a Pong from its fields and send it: ``node.send(...)`` with no value
+    object built (group entries as values, tuples of their fields or dicts)."""
+    cdef PyObject* _a[2]
+    _a[0] = <PyObject*>id
+    _a[1] = <PyObject*>ping_sent_at_ns
+    return node.send(_Pong_encode_a(_a))
 
 
 

@@ -11,6 +11,8 @@ from ._codec import (
     PingView,
     PongView,
     _seqbus_dispatch_,
+    _send_ping,
+    _send_pong,
 )
 
 __all__ = ["PingpongNode"]
@@ -28,6 +30,11 @@ class PingpongNode(Node):
         2: "on_pong",
     }
     _seqbus_dispatch_ = staticmethod(_seqbus_dispatch_)
+
+    # send_<message>(**fields): encode from the fields straight into the body and send it,
+    # with no value object built (``<Message>.encode_fields``); returns the command sequence
+    send_ping = _send_ping
+    send_pong = _send_pong
 
     def on_ping(self, msg: PingView, mine: bool) -> None:
         """Handle a Ping (template 1); ``mine``: sent by this node's account."""

@@ -557,6 +557,15 @@ cdef class ClockTick:
         """A zero-copy :class:`ClockTickView` over ``buf`` at ``offset`` (header included)."""
         return _ClockTickView_wrap(buf, offset, length)
 
+    @staticmethod
+    def encode_fields():
+        """The message as bytes, from its fields, with no value object built: the arguments
+        of the constructor; group entries as values, tuples of their fields (declaration
+        order) or dicts, structs as values, tuples or dicts, enums and flags as members or
+        ints. The same bytes as ``ClockTick(...).encode()``."""
+        cdef PyObject* _a[1]
+        return _ClockTick_encode_a(_a)
+
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
         cdef Py_ssize_t n = _s.HEADER + 0 + 2 + self._tail_size()
@@ -635,6 +644,42 @@ cdef object _ClockTick_new(object cls, PyObject** args, size_t nargsf, PyObject*
 
 
 _s.set_vectorcall(ClockTick, <void*>_ClockTick_new)
+
+
+
+cdef int _ClockTick_block_a(uint8_t* q, PyObject** a) except -1:
+    return 0
+
+
+cdef Py_ssize_t _ClockTick_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    return n
+
+
+cdef uint8_t* _ClockTick_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    return q
+
+
+cdef bytes _ClockTick_encode_a(PyObject** a):
+    cdef Py_ssize_t n = _s.HEADER + 0 + 2 + _ClockTick_tail_size_a(a)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+    _s.st_u16(q, 0)
+    _s.st_u16(q + 2, 1)
+    _s.st_u16(q + 4, SCHEMA_ID)
+    _s.st_u16(q + 6, SCHEMA_VERSION)
+    _ClockTick_block_a(q + _s.HEADER, a)
+    q[_s.HEADER + 0] = 0
+    q[_s.HEADER + 0 + 1] = 0
+    _ClockTick_tail_a(q + _s.HEADER + 0 + 2, q + n, a)
+    return out
+
+
+def _send_clock_tick(node):
+    """Encode a ClockTick from its fields and send it: ``node.send(...)`` with no value
+    object built (group entries as values, tuples of their fields or dicts)."""
+    cdef PyObject* _a[1]
+    return node.send(_ClockTick_encode_a(_a))
 
 
 
@@ -891,6 +936,16 @@ cdef class SessionStart:
         """A zero-copy :class:`SessionStartView` over ``buf`` at ``offset`` (header included)."""
         return _SessionStartView_wrap(buf, offset, length)
 
+    @staticmethod
+    def encode_fields(*, session):
+        """The message as bytes, from its fields, with no value object built: the arguments
+        of the constructor; group entries as values, tuples of their fields (declaration
+        order) or dicts, structs as values, tuples or dicts, enums and flags as members or
+        ints. The same bytes as ``SessionStart(...).encode()``."""
+        cdef PyObject* _a[1]
+        _a[0] = <PyObject*>session
+        return _SessionStart_encode_a(_a)
+
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
         cdef Py_ssize_t n = _s.HEADER + 10 + 2 + self._tail_size()
@@ -974,6 +1029,46 @@ cdef object _SessionStart_new(object cls, PyObject** args, size_t nargsf, PyObje
 
 
 _s.set_vectorcall(SessionStart, <void*>_SessionStart_new)
+
+
+
+cdef int _SessionStart_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("SessionStart", "session")
+    _s.st_char(q + 0, 10, <object>a[0], "SessionStart.session")
+    return 0
+
+
+cdef Py_ssize_t _SessionStart_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    return n
+
+
+cdef uint8_t* _SessionStart_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    return q
+
+
+cdef bytes _SessionStart_encode_a(PyObject** a):
+    cdef Py_ssize_t n = _s.HEADER + 10 + 2 + _SessionStart_tail_size_a(a)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+    _s.st_u16(q, 10)
+    _s.st_u16(q + 2, 2)
+    _s.st_u16(q + 4, SCHEMA_ID)
+    _s.st_u16(q + 6, SCHEMA_VERSION)
+    _SessionStart_block_a(q + _s.HEADER, a)
+    q[_s.HEADER + 10] = 0
+    q[_s.HEADER + 10 + 1] = 0
+    _SessionStart_tail_a(q + _s.HEADER + 10 + 2, q + n, a)
+    return out
+
+
+def _send_session_start(node, *, session):
+    """Encode a SessionStart from its fields and send it: ``node.send(...)`` with no value
+    object built (group entries as values, tuples of their fields or dicts)."""
+    cdef PyObject* _a[1]
+    _a[0] = <PyObject*>session
+    return node.send(_SessionStart_encode_a(_a))
 
 
 
@@ -1282,6 +1377,18 @@ cdef class SenderState:
         """A zero-copy :class:`SenderStateView` over ``buf`` at ``offset`` (header included)."""
         return _SenderStateView_wrap(buf, offset, length)
 
+    @staticmethod
+    def encode_fields(*, next_command_seq, account, instance):
+        """The message as bytes, from its fields, with no value object built: the arguments
+        of the constructor; group entries as values, tuples of their fields (declaration
+        order) or dicts, structs as values, tuples or dicts, enums and flags as members or
+        ints. The same bytes as ``SenderState(...).encode()``."""
+        cdef PyObject* _a[3]
+        _a[0] = <PyObject*>next_command_seq
+        _a[1] = <PyObject*>account
+        _a[2] = <PyObject*>instance
+        return _SenderState_encode_a(_a)
+
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
         cdef Py_ssize_t n = _s.HEADER + 18 + 2 + self._tail_size()
@@ -1375,6 +1482,54 @@ cdef object _SenderState_new(object cls, PyObject** args, size_t nargsf, PyObjec
 
 
 _s.set_vectorcall(SenderState, <void*>_SenderState_new)
+
+
+
+cdef int _SenderState_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("SenderState", "next_command_seq")
+    _s.st_u64(q + 0, <object>a[0])
+    if a[1] == NULL:
+        _s.missing("SenderState", "account")
+    _s.st_char(q + 8, 8, <object>a[1], "SenderState.account")
+    if a[2] == NULL:
+        _s.missing("SenderState", "instance")
+    _s.st_u16(q + 16, <object>a[2])
+    return 0
+
+
+cdef Py_ssize_t _SenderState_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    return n
+
+
+cdef uint8_t* _SenderState_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    return q
+
+
+cdef bytes _SenderState_encode_a(PyObject** a):
+    cdef Py_ssize_t n = _s.HEADER + 18 + 2 + _SenderState_tail_size_a(a)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+    _s.st_u16(q, 18)
+    _s.st_u16(q + 2, 3)
+    _s.st_u16(q + 4, SCHEMA_ID)
+    _s.st_u16(q + 6, SCHEMA_VERSION)
+    _SenderState_block_a(q + _s.HEADER, a)
+    q[_s.HEADER + 18] = 0
+    q[_s.HEADER + 18 + 1] = 0
+    _SenderState_tail_a(q + _s.HEADER + 18 + 2, q + n, a)
+    return out
+
+
+def _send_sender_state(node, *, next_command_seq, account, instance):
+    """Encode a SenderState from its fields and send it: ``node.send(...)`` with no value
+    object built (group entries as values, tuples of their fields or dicts)."""
+    cdef PyObject* _a[3]
+    _a[0] = <PyObject*>next_command_seq
+    _a[1] = <PyObject*>account
+    _a[2] = <PyObject*>instance
+    return node.send(_SenderState_encode_a(_a))
 
 
 
@@ -1738,6 +1893,65 @@ cdef object _AdminCommandArgs_new(object cls, PyObject** args, size_t nargsf, Py
 
 
 _s.set_vectorcall(AdminCommandArgs, <void*>_AdminCommandArgs_new)
+
+
+
+cdef int _AdminCommandArgs_block_a(uint8_t* q, PyObject** a) except -1:
+    return 0
+
+
+cdef Py_ssize_t _AdminCommandArgs_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    n += 4 if a[0] == NULL else _s.var_size(<object>a[0], "AdminCommand.args.value")
+    return n
+
+
+cdef uint8_t* _AdminCommandArgs_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    if a[0] == NULL:
+        if end - q < 4:
+            _s.changed("AdminCommand")
+        _s.st_u32(q, 0)
+        q += 4
+    else:
+        q = _s.st_string(q, end, <object>a[0])
+    return q
+
+
+cdef Py_ssize_t _AdminCommandArgs_entries_size(object v, str where) except -1:
+    cdef PyObject* b[1]
+    cdef Py_ssize_t n = 0
+    if type(v) is not list and type(v) is not tuple:
+        raise TypeError(f"{where}: expected a list or tuple of entries, got {type(v).__name__}")
+    if len(v) > _s.U32_MAX:
+        raise ValueError(f"{where}: too many entries")
+    for e in v:
+        if type(e) is AdminCommandArgs:
+            n += (<AdminCommandArgs>e)._size()
+        else:
+            _s.fields_of(e, _AdminCommandArgs_names, b, where)
+            n += 0 + _AdminCommandArgs_tail_size_a(b)
+    return n
+
+
+cdef uint8_t* _AdminCommandArgs_entries_write(uint8_t* q, uint8_t* end, object v, str where) except NULL:
+    cdef PyObject* b[1]
+    if end - q < 8:
+        _s.changed("AdminCommand")
+    _s.st_u16(q, 0)
+    q[2] = 0
+    q[3] = 1
+    _s.st_u32(q + 4, <uint32_t>len(v))
+    q += 8
+    for e in v:
+        if type(e) is AdminCommandArgs:
+            q = (<AdminCommandArgs>e)._write(q, end)
+        else:
+            _s.fields_of(e, _AdminCommandArgs_names, b, where)
+            if end - q < 0:
+                _s.changed("AdminCommand")
+            _AdminCommandArgs_block_a(q, b)
+            q = _AdminCommandArgs_tail_a(q + 0, end, b)
+    return q
 
 
 
@@ -2132,6 +2346,19 @@ cdef class AdminCommand:
         """A zero-copy :class:`AdminCommandView` over ``buf`` at ``offset`` (header included)."""
         return _AdminCommandView_wrap(buf, offset, length)
 
+    @staticmethod
+    def encode_fields(*, target, request_id, name="", args=()):
+        """The message as bytes, from its fields, with no value object built: the arguments
+        of the constructor; group entries as values, tuples of their fields (declaration
+        order) or dicts, structs as values, tuples or dicts, enums and flags as members or
+        ints. The same bytes as ``AdminCommand(...).encode()``."""
+        cdef PyObject* _a[4]
+        _a[0] = <PyObject*>target
+        _a[1] = <PyObject*>request_id
+        _a[2] = <PyObject*>name
+        _a[3] = <PyObject*>args
+        return _AdminCommand_encode_a(_a)
+
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
         cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
@@ -2246,6 +2473,73 @@ cdef object _AdminCommand_new(object cls, PyObject** args, size_t nargsf, PyObje
 
 
 _s.set_vectorcall(AdminCommand, <void*>_AdminCommand_new)
+
+
+
+cdef int _AdminCommand_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("AdminCommand", "target")
+    _s.st_char(q + 0, 8, <object>a[0], "AdminCommand.target")
+    if a[1] == NULL:
+        _s.missing("AdminCommand", "request_id")
+    _s.st_u64(q + 8, <object>a[1])
+    return 0
+
+
+cdef Py_ssize_t _AdminCommand_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    n += 8
+    if a[3] != NULL:
+        n += _AdminCommandArgs_entries_size(<object>a[3], "AdminCommand.args")
+    n += 4 if a[2] == NULL else _s.var_size(<object>a[2], "AdminCommand.name")
+    return n
+
+
+cdef uint8_t* _AdminCommand_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    if a[3] == NULL:
+        if end - q < 8:
+            _s.changed("AdminCommand")
+        _s.st_u16(q, 0)
+        q[2] = 0
+        q[3] = 1
+        _s.st_u32(q + 4, 0)
+        q += 8
+    else:
+        q = _AdminCommandArgs_entries_write(q, end, <object>a[3], "AdminCommand.args")
+    if a[2] == NULL:
+        if end - q < 4:
+            _s.changed("AdminCommand")
+        _s.st_u32(q, 0)
+        q += 4
+    else:
+        q = _s.st_string(q, end, <object>a[2])
+    return q
+
+
+cdef bytes _AdminCommand_encode_a(PyObject** a):
+    cdef Py_ssize_t n = _s.HEADER + 16 + 2 + _AdminCommand_tail_size_a(a)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+    _s.st_u16(q, 16)
+    _s.st_u16(q + 2, 4)
+    _s.st_u16(q + 4, SCHEMA_ID)
+    _s.st_u16(q + 6, SCHEMA_VERSION)
+    _AdminCommand_block_a(q + _s.HEADER, a)
+    q[_s.HEADER + 16] = 1
+    q[_s.HEADER + 16 + 1] = 1
+    _AdminCommand_tail_a(q + _s.HEADER + 16 + 2, q + n, a)
+    return out
+
+
+def _send_admin_command(node, *, target, request_id, name="", args=()):
+    """Encode a AdminCommand from its fields and send it: ``node.send(...)`` with no value
+    object built (group entries as values, tuples of their fields or dicts)."""
+    cdef PyObject* _a[4]
+    _a[0] = <PyObject*>target
+    _a[1] = <PyObject*>request_id
+    _a[2] = <PyObject*>name
+    _a[3] = <PyObject*>args
+    return node.send(_AdminCommand_encode_a(_a))
 
 
 
@@ -2670,6 +2964,21 @@ cdef class AdminReply:
         """A zero-copy :class:`AdminReplyView` over ``buf`` at ``offset`` (header included)."""
         return _AdminReplyView_wrap(buf, offset, length)
 
+    @staticmethod
+    def encode_fields(*, command_sequence, request_id, requester, status, name="", text=""):
+        """The message as bytes, from its fields, with no value object built: the arguments
+        of the constructor; group entries as values, tuples of their fields (declaration
+        order) or dicts, structs as values, tuples or dicts, enums and flags as members or
+        ints. The same bytes as ``AdminReply(...).encode()``."""
+        cdef PyObject* _a[6]
+        _a[0] = <PyObject*>command_sequence
+        _a[1] = <PyObject*>request_id
+        _a[2] = <PyObject*>requester
+        _a[3] = <PyObject*>status
+        _a[4] = <PyObject*>name
+        _a[5] = <PyObject*>text
+        return _AdminReply_encode_a(_a)
+
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
         cdef Py_ssize_t n = _s.HEADER + 25 + 2 + self._tail_size()
@@ -2776,6 +3085,76 @@ cdef object _AdminReply_new(object cls, PyObject** args, size_t nargsf, PyObject
 
 
 _s.set_vectorcall(AdminReply, <void*>_AdminReply_new)
+
+
+
+cdef int _AdminReply_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("AdminReply", "command_sequence")
+    _s.st_u64(q + 0, <object>a[0])
+    if a[1] == NULL:
+        _s.missing("AdminReply", "request_id")
+    _s.st_u64(q + 8, <object>a[1])
+    if a[2] == NULL:
+        _s.missing("AdminReply", "requester")
+    _s.st_char(q + 16, 8, <object>a[2], "AdminReply.requester")
+    if a[3] == NULL:
+        _s.missing("AdminReply", "status")
+    _wr_AdminStatus(q + 24, <object>a[3], "AdminReply.status")
+    return 0
+
+
+cdef Py_ssize_t _AdminReply_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    n += 4 if a[4] == NULL else _s.var_size(<object>a[4], "AdminReply.name")
+    n += 4 if a[5] == NULL else _s.var_size(<object>a[5], "AdminReply.text")
+    return n
+
+
+cdef uint8_t* _AdminReply_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    if a[4] == NULL:
+        if end - q < 4:
+            _s.changed("AdminReply")
+        _s.st_u32(q, 0)
+        q += 4
+    else:
+        q = _s.st_string(q, end, <object>a[4])
+    if a[5] == NULL:
+        if end - q < 4:
+            _s.changed("AdminReply")
+        _s.st_u32(q, 0)
+        q += 4
+    else:
+        q = _s.st_string(q, end, <object>a[5])
+    return q
+
+
+cdef bytes _AdminReply_encode_a(PyObject** a):
+    cdef Py_ssize_t n = _s.HEADER + 25 + 2 + _AdminReply_tail_size_a(a)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+    _s.st_u16(q, 25)
+    _s.st_u16(q + 2, 5)
+    _s.st_u16(q + 4, SCHEMA_ID)
+    _s.st_u16(q + 6, SCHEMA_VERSION)
+    _AdminReply_block_a(q + _s.HEADER, a)
+    q[_s.HEADER + 25] = 0
+    q[_s.HEADER + 25 + 1] = 2
+    _AdminReply_tail_a(q + _s.HEADER + 25 + 2, q + n, a)
+    return out
+
+
+def _send_admin_reply(node, *, command_sequence, request_id, requester, status, name="", text=""):
+    """Encode a AdminReply from its fields and send it: ``node.send(...)`` with no value
+    object built (group entries as values, tuples of their fields or dicts)."""
+    cdef PyObject* _a[6]
+    _a[0] = <PyObject*>command_sequence
+    _a[1] = <PyObject*>request_id
+    _a[2] = <PyObject*>requester
+    _a[3] = <PyObject*>status
+    _a[4] = <PyObject*>name
+    _a[5] = <PyObject*>text
+    return node.send(_AdminReply_encode_a(_a))
 
 
 

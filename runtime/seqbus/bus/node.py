@@ -14,6 +14,11 @@ from ._codec import (
     AdminCommandView,
     AdminReplyView,
     _seqbus_dispatch_,
+    _send_clock_tick,
+    _send_session_start,
+    _send_sender_state,
+    _send_admin_command,
+    _send_admin_reply,
 )
 
 __all__ = ["BusNode"]
@@ -34,6 +39,14 @@ class BusNode(Node):
         5: "on_admin_reply",
     }
     _seqbus_dispatch_ = staticmethod(_seqbus_dispatch_)
+
+    # send_<message>(**fields): encode from the fields straight into the body and send it,
+    # with no value object built (``<Message>.encode_fields``); returns the command sequence
+    send_clock_tick = _send_clock_tick
+    send_session_start = _send_session_start
+    send_sender_state = _send_sender_state
+    send_admin_command = _send_admin_command
+    send_admin_reply = _send_admin_reply
 
     def on_clock_tick(self, msg: ClockTickView, mine: bool) -> None:
         """Handle a ClockTick (template 1); ``mine``: sent by this node's account."""

@@ -14,3 +14,4 @@ class Engine(ExchangeNode):
 NewOrder(order_id="1")  # error: Argument "order_id" to "NewOrder" has incompatible type "str"
 NewOrder.decode(b"").no_such_field  # error: "NewOrderView" has no attribute "no_such_field"
 Side.Buy.value + ""  # error: Unsupported operand types for + ("int" and "str")
+NewOrder.encode_fields(order_id="1")  # error: Argument "order_id" to "encode_fields" of "NewOrder" has incompatible type "str"

@@ -36,6 +36,9 @@ class Engine(ExchangeNode):
             reveal_type(leg)  # revealed: examples.exchange.messages._codec.NewOrderLegsView
             reveal_type(leg.fills[0].price)  # revealed: builtins.int
         self.send(exchange.OrderAccepted(order_id=msg.order_id, at=self.sequencer_time()))
+        reveal_type(self.send_order_accepted(order_id=msg.order_id, at=1))  # revealed: builtins.int
+        for fresh in list(msg.legs):
+            reveal_type(fresh.symbol)  # revealed: builtins.str
 
     def on_cancel_order(self, msg: exchange.CancelOrderView, mine: bool) -> None:
         reveal_type(msg.to_dict())  # revealed: builtins.dict[builtins.str, Any]
@@ -48,6 +51,10 @@ order = NewOrder(
                        fills=[NewOrderLegsFills(qty=1, price=2)])],
 )
 data = order.encode()
+reveal_type(NewOrder.encode_fields(  # revealed: builtins.bytes
+    order_id=1, client_id=2, symbol="AAPL", side=1, price=(100, -2), quantity=10, inst=1,
+    legs=[("X", 1, Side.Sell, [(1, 2)]), {"symbol": "Y", "ratio": 2, "side": 2}]))
+reveal_type(NewOrder(**order.to_dict()).legs[0])  # revealed: examples.exchange.messages._codec.NewOrderLegs
 reveal_type(data)  # revealed: builtins.bytes
 reveal_type(NewOrder.decode(data))  # revealed: examples.exchange.messages._codec.NewOrderView
 reveal_type(NewOrder.decode(bytearray(data), 0, len(data)).legs[0])  # revealed: examples.exchange.messages._codec.NewOrderLegsView
