@@ -286,7 +286,105 @@ def main(argv: list[str] | None = None) -> int:
             return v.order_id, v.quantity
         return op
 
+    Side, ExecInst, Price = x.Side, x.ExecInst, x.Price
+    Legs, Fills = x.NewOrderLegs, x.NewOrderLegsFills
+
+    # -- the user path (issue 13): what users write, beside msgspec in the same run ----------
+
+    def user_construct_encode() -> bytes:  # typed objects as in SPEC §3, enum members passed
+        return NewOrder(
+            order_id=1_234_567_890, client_id=42, symbol="AAPL", side=Side.Buy,
+            price=Price(mantissa=18_950, exponent=-2), quantity=100, stop_price=None,
+            inst=ExecInst.PostOnly, expire_at=1_700_000_000_000_000_000,
+            legs=[Legs(symbol="MSFT", ratio=1, side=Side.Sell, fills=[
+                Fills(qty=10, price=41_500), Fills(qty=5, price=41_510)]),
+                Legs(symbol="GOOG", ratio=2, side=Side.Buy, fills=[
+                    Fills(qty=7, price=17_320)])],
+            account="trader-0001", memo=b"client-tag-77").encode()
+
+    def user_construct_encode_int() -> bytes:  # the same, an int for the flags field
+        return NewOrder(
+            order_id=1_234_567_890, client_id=42, symbol="AAPL", side=Side.Buy,
+            price=Price(mantissa=18_950, exponent=-2), quantity=100, stop_price=None,
+            inst=1, expire_at=1_700_000_000_000_000_000,
+            legs=[Legs(symbol="MSFT", ratio=1, side=Side.Sell, fills=[
+                Fills(qty=10, price=41_500), Fills(qty=5, price=41_510)]),
+                Legs(symbol="GOOG", ratio=2, side=Side.Buy, fills=[
+                    Fills(qty=7, price=17_320)])],
+            account="trader-0001", memo=b"client-tag-77").encode()
+
+    def user_encode_fields() -> bytes:  # no value objects: entries as tuples of their fields
+        return NewOrder.encode_fields(
+            order_id=1_234_567_890, client_id=42, symbol="AAPL", side=Side.Buy,
+            price=(18_950, -2), quantity=100, stop_price=None,
+            inst=1, expire_at=1_700_000_000_000_000_000,
+            legs=[("MSFT", 1, Side.Sell, [(10, 41_500), (5, 41_510)]),
+                  ("GOOG", 2, Side.Buy, [(7, 17_320)])],
+            account="trader-0001", memo=b"client-tag-77")
+
+    def msgspec_construct_encode() -> bytes:
+        return menc.encode(MOrder(
+            order_id=1_234_567_890, client_id=42, symbol="AAPL", side=Side.Buy,
+            price=MPrice(mantissa=18_950, exponent=-2), quantity=100, stop_price=None,
+            inst=ExecInst.PostOnly, expire_at=1_700_000_000_000_000_000,
+            legs=[MLeg(symbol="MSFT", ratio=1, side=Side.Sell, fills=[
+                MFill(qty=10, price=41_500), MFill(qty=5, price=41_510)]),
+                MLeg(symbol="GOOG", ratio=2, side=Side.Buy, fills=[
+                    MFill(qty=7, price=17_320)])],
+            account="trader-0001", memo=b"client-tag-77"))
+
+    assert user_construct_encode() == data == user_encode_fields()
+    assert user_construct_encode_int() == data
+    assert mdec.decode(msgspec_construct_encode()) == morder
+
+    def read_all(v: Any) -> object:
+        """Every field of a view or a decoded msgspec Struct, groups iterated."""
+        p = v.price
+        r: object = (v.order_id, v.client_id, v.symbol, v.side, p.mantissa, p.exponent,
+                     v.quantity, v.stop_price, v.inst, v.expire_at)
+        for leg in v.legs:
+            r = (leg.symbol, leg.ratio, leg.side)
+            for f in leg.fills:
+                r = (f.qty, f.price)
+        return r, v.account, v.memo
+
+    def read_all_indexed(v: Any) -> object:
+        """The same, groups read by index (a fresh entry each)."""
+        p = v.price
+        r: object = (v.order_id, v.client_id, v.symbol, v.side, p.mantissa, p.exponent,
+                     v.quantity, v.stop_price, v.inst, v.expire_at)
+        legs = v.legs
+        for i in range(len(legs)):
+            leg = legs[i]
+            r = (leg.symbol, leg.ratio, leg.side)
+            fills = leg.fills
+            for k in range(len(fills)):
+                r = (fills[k].qty, fills[k].price)
+        return r, v.account, v.memo
+
+    assert read_all(View(data))[1:] == read_all(mdec.decode(mdata))[1:]
+
     sections: list[tuple[str, dict[str, Op]]] = [
+        ("user path: construct typed objects + encode (enum members passed)", {
+            "seqbus NewOrder(...).encode()": user_construct_encode,
+            "msgspec Structs + msgpack": msgspec_construct_encode,
+        }),
+        ("user path: the same, an int passed to the flags field", {
+            "seqbus NewOrder(..., inst=1).encode()": user_construct_encode_int,
+            "msgspec Structs + msgpack": msgspec_construct_encode,
+        }),
+        ("user path: encode from fields, no objects built (entries as tuples)", {
+            "seqbus NewOrder.encode_fields(...)": user_encode_fields,
+            "msgspec Structs + msgpack": msgspec_construct_encode,
+        }),
+        ("user path: read every field through the view, iterating groups", {
+            "seqbus decode(b) + every field": lambda: read_all(View(data)),
+            "msgspec decode + every attribute": lambda: read_all(mdec.decode(mdata)),
+        }),
+        ("user path: the same, groups read by index", {
+            "seqbus decode(b) + every field, by index": lambda: read_all_indexed(View(data)),
+            "msgspec decode + every attribute": lambda: read_all_indexed(mdec.decode(mdata)),
+        }),
         ("encode (object -> bytes)", {
             "seqbus NewOrder.encode()": order.encode,
             "seqbus NewOrderBuilder -> buffer": builder,
@@ -320,9 +418,9 @@ def main(argv: list[str] | None = None) -> int:
         times = measure(ops, number, rounds)
         ours = next(iter(times.values()))
         print(f"{title}")
-        print(f"  {'':40} {'ns/msg':>9} {'vs seqbus':>10}")
+        print(f"  {'':44} {'ns/msg':>9} {'vs seqbus':>10}")
         for name, ns in times.items():
-            print(f"  {name:40} {ns:9.0f} {ns / ours:9.2f}x")
+            print(f"  {name:44} {ns:9.0f} {ns / ours:9.2f}x")
         print()
     _ = NewOrder
     return 0

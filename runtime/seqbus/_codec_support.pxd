@@ -138,6 +138,7 @@ cdef Py_ssize_t window(Py_ssize_t size, Py_ssize_t offset, Py_ssize_t length,
 cdef Py_ssize_t check_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, uint16_t schema,
                              uint16_t template, Py_ssize_t min_block, str msg) except -1
 cdef object var_bytes(object obj, Py_ssize_t start, Py_ssize_t n)
+cdef object span(object owner, const uint8_t* p, Py_ssize_t n)
 
 
 # Where builders write: a writable buffer and the position of the end of what is written.

@@ -13,6 +13,8 @@ cimport cython
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from cpython.buffer cimport PyBuffer_FillInfo
+from cpython.memoryview cimport PyMemoryView_FromObject
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_DecodeASCII, PyUnicode_AsUTF8AndSize
 
@@ -96,6 +98,31 @@ cdef object var_bytes(object obj, Py_ssize_t start, Py_ssize_t n):
     if mv.ndim != 1 or mv.itemsize != 1:
         mv = mv.cast("B")
     return mv[start:start + n].toreadonly()
+
+
+@cython.final
+@cython.freelist(8)
+cdef class Span:
+    """Exports ``n`` read-only bytes at ``p``, which ``owner`` keeps valid (the message view,
+    which holds the buffer): what a ``bytes`` field's memoryview looks at."""
+    cdef object owner
+    cdef const uint8_t* p
+    cdef Py_ssize_t n
+
+    def __getbuffer__(self, Py_buffer* buf, int flags):
+        PyBuffer_FillInfo(buf, self, <void*>self.p, self.n, 1, flags)
+
+    def __releasebuffer__(self, Py_buffer* buf):
+        pass
+
+
+cdef object span(object owner, const uint8_t* p, Py_ssize_t n):
+    """A zero-copy read-only memoryview of ``n`` bytes at ``p``, kept valid by ``owner``."""
+    cdef Span s = Span.__new__(Span)
+    s.owner = owner
+    s.p = p
+    s.n = n
+    return PyMemoryView_FromObject(s)
 
 
 cdef str ld_string(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off):

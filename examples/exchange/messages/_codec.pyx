@@ -475,8 +475,13 @@ cdef class NewOrderLegsFillsGroup(_s.Group):
         e = <NewOrderLegsFillsView>entry
         e._at = pos
         e._tail = pos + self._bl
-        e._end = -1
-        e._scan()
+        if self._ng == 0 and self._nv == 0:  # the writer's entries are fixed-size: no tail
+            if self._n - pos < self._bl:
+                _s.truncated("NewOrder", "legs.fills", self._base + pos, "group entry")
+            e._end = pos + self._bl
+        else:
+            e._end = -1
+            e._scan()
         end[0] = e._end
         return e
 
@@ -953,8 +958,14 @@ cdef class NewOrderLegsGroup(_s.Group):
         e = <NewOrderLegsView>entry
         e._at = pos
         e._tail = pos + self._bl
-        e._end = -1
-        e._scan()
+        if self._ng == 0 and self._nv == 0:  # the writer's entries are fixed-size: no tail
+            if self._n - pos < self._bl:
+                _s.truncated("NewOrder", "legs", self._base + pos, "group entry")
+            e._gat[0] = -1
+            e._end = pos + self._bl
+        else:
+            e._end = -1
+            e._scan()
         end[0] = e._end
         return e
 
@@ -1649,7 +1660,7 @@ cdef class NewOrderView:
         if pos < 0:
             return b""
         size = _s.ld_u32(self._p + pos)
-        return _s.var_bytes(self._obj, self._base + pos + 4, size)
+        return _s.span(self, self._p + pos + 4, size)
 
     cdef object _dict_end(self, Py_ssize_t* end):
         return _NewOrder_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
@@ -4848,8 +4859,13 @@ cdef class BookUpdateLevelsGroup(_s.Group):
         e = <BookUpdateLevelsView>entry
         e._at = pos
         e._tail = pos + self._bl
-        e._end = -1
-        e._scan()
+        if self._ng == 0 and self._nv == 0:  # the writer's entries are fixed-size: no tail
+            if self._n - pos < self._bl:
+                _s.truncated("BookUpdate", "levels", self._base + pos, "group entry")
+            e._end = pos + self._bl
+        else:
+            e._end = -1
+            e._scan()
         end[0] = e._end
         return e
 

@@ -1701,8 +1701,14 @@ cdef class AdminCommandArgsGroup(_s.Group):
         e = <AdminCommandArgsView>entry
         e._at = pos
         e._tail = pos + self._bl
-        e._end = -1
-        e._scan()
+        if self._ng == 0 and self._nv == 0:  # the writer's entries are fixed-size: no tail
+            if self._n - pos < self._bl:
+                _s.truncated("AdminCommand", "args", self._base + pos, "group entry")
+            e._vat[0] = -1
+            e._end = pos + self._bl
+        else:
+            e._end = -1
+            e._scan()
         end[0] = e._end
         return e
 
