@@ -96,7 +96,9 @@ pub fn decode_record(buf: &[u8]) -> Result<(Record<'_>, usize), RecordError> {
     }
     let len = u32::from_le_bytes(buf[0..4].try_into().expect("4")) as usize;
     if len > MAX_MESSAGE_LEN {
-        return Err(RecordError::Invalid(format!("record length {len} too large")));
+        return Err(RecordError::Invalid(format!(
+            "record length {len} too large"
+        )));
     }
     if buf.len() < RECORD_HEADER_LEN + len {
         return Err(RecordError::Incomplete);
@@ -154,8 +156,55 @@ struct Index {
 /// What scanning the tail of a segment found after its last whole record.
 enum Tail {
     Clean,
-    /// Bytes after the last whole record that do not form one: (offset, reason).
+    /// Bytes after the last whole record that do not form one, with no valid record after
+    /// them: (offset, reason). At the end of the last segment this is a write cut short.
     Torn(u64, String),
+    /// A bad record with a valid one after it: (offset, reason, later offset, later
+    /// sequence). Never a torn write: the journal is damaged.
+    Corrupt(u64, String, u64, u64),
+}
+
+/// The first offset after `from` where a whole, checksum-valid record of a sequence above
+/// `after` starts: proof that bytes at `from` are damage, not a write cut short. A candidate's
+/// sequence must be plausible (above `after`, and no further on than one record per 16 bytes
+/// could reach) before its checksum is computed, so a scan of a large segment stays cheap.
+fn valid_record_after(
+    file: &File,
+    path: &Path,
+    from: u64,
+    size: u64,
+    after: u64,
+) -> Result<Option<(u64, u64)>, JournalError> {
+    const CHUNK: usize = 8 << 20;
+    let overlap = (MAX_MESSAGE_LEN + RECORD_HEADER_LEN) as u64;
+    let mut base = from + 1;
+    let mut buf = Vec::new();
+    while base + RECORD_HEADER_LEN as u64 <= size {
+        let want = ((size - base) as usize).min(CHUNK + overlap as usize);
+        buf.resize(want, 0);
+        file.read_exact_at(&mut buf, base).map_err(io_err(path))?;
+        let scan_to = if base + (want as u64) < size {
+            CHUNK
+        } else {
+            want
+        };
+        let max_seq = after + 1 + (size - from) / RECORD_HEADER_LEN as u64;
+        for at in 0..scan_to.min(want.saturating_sub(RECORD_HEADER_LEN - 1)) {
+            let b = &buf[at..];
+            let seq = u64::from_le_bytes(b[8..16].try_into().expect("8"));
+            if seq <= after || seq > max_seq {
+                continue;
+            }
+            if let Ok((r, _)) = decode_record(b) {
+                return Ok(Some((base + at as u64, r.sequence)));
+            }
+        }
+        if scan_to == want {
+            break;
+        }
+        base += CHUNK as u64;
+    }
+    Ok(None)
 }
 
 impl Index {
@@ -204,7 +253,9 @@ impl Index {
             return Err(JournalError::SessionMismatch {
                 path: path.to_path_buf(),
                 found: String::from_utf8_lossy(&h[8..18]).trim_end().to_string(),
-                expected: String::from_utf8_lossy(&self.session).trim_end().to_string(),
+                expected: String::from_utf8_lossy(&self.session)
+                    .trim_end()
+                    .to_string(),
             });
         }
         let hdr_first = u64::from_le_bytes(h[24..32].try_into().expect("8"));
@@ -224,8 +275,23 @@ impl Index {
         })
     }
 
-    /// Indexes the whole records of `seg` from `seg.len` on.
+    /// Indexes the whole records of `seg` from `seg.len` on, and tells a torn tail (nothing
+    /// valid after the first bad byte) from damage (a valid record further on).
     fn scan(seg: &mut Segment) -> Result<Tail, JournalError> {
+        match Index::scan_records(seg)? {
+            Tail::Torn(offset, reason) => {
+                let size = seg.file.metadata().map_err(io_err(&seg.path))?.len();
+                let last = seg.next_seq() - 1;
+                match valid_record_after(&seg.file, &seg.path, offset, size, last)? {
+                    Some((later, seq)) => Ok(Tail::Corrupt(offset, reason, later, seq)),
+                    None => Ok(Tail::Torn(offset, reason)),
+                }
+            }
+            t => Ok(t),
+        }
+    }
+
+    fn scan_records(seg: &mut Segment) -> Result<Tail, JournalError> {
         // a chunk always holds at least one whole record
         const CHUNK: u64 = 2 * (MAX_MESSAGE_LEN + RECORD_HEADER_LEN) as u64;
         let size = seg.file.metadata().map_err(io_err(&seg.path))?.len();
@@ -275,6 +341,32 @@ impl Index {
                 // the chunk reaches the end of the file and holds no whole record
                 return Ok(Tail::Torn(pos, "incomplete record".into()));
             }
+        }
+    }
+
+    /// [`Index::scan`] for a reader following a writer: a page written after the one before
+    /// it can be read first, so a record still being written may look damaged with a whole
+    /// record after it; damage counts only when a second read, after the writer finished the
+    /// earlier page, shows it again.
+    fn follow(seg: &mut Segment) -> Result<(), JournalError> {
+        let start = (seg.len, seg.offsets.len());
+        match Index::scan(seg)? {
+            Tail::Corrupt(..) => {
+                seg.len = start.0;
+                seg.offsets.truncate(start.1);
+                match Index::scan(seg)? {
+                    Tail::Corrupt(offset, reason, later, seq) => Err(JournalError::Corrupt {
+                        path: seg.path.clone(),
+                        offset,
+                        reason: format!(
+                            "{reason}; a valid record (sequence {seq}) follows at offset {later}: \
+                             damage, not a torn write"
+                        ),
+                    }),
+                    _ => Ok(()),
+                }
+            }
+            _ => Ok(()),
         }
     }
 
@@ -352,13 +444,17 @@ impl Index {
     }
 }
 
-/// Counts of what opening a journal found.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What opening a journal found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
     pub segments: usize,
     pub records: u64,
     /// Bytes cut off the end of the last segment (a torn write).
     pub truncated_bytes: u64,
+    /// Where the torn tail was cut: (file, offset, what was found there).
+    pub truncated_at: Option<(PathBuf, u64, String)>,
+    /// A last segment shorter than its header (created when the process died), moved aside.
+    pub torn_segment: Option<PathBuf>,
 }
 
 /// The single writer of a journal.
@@ -391,9 +487,22 @@ impl Journal {
                     return Err(JournalError::Corrupt {
                         path: path.clone(),
                         offset: 0,
-                        reason: format!("segment starts at {first}, previous ends before {}", prev.next_seq()),
+                        reason: format!(
+                            "segment starts at {first}, previous ends before {}",
+                            prev.next_seq()
+                        ),
                     });
                 }
+            }
+            if i == last
+                && fs::metadata(path).map_err(io_err(path))?.len() < SEGMENT_HEADER_LEN as u64
+            {
+                // a segment whose header was being written when the process died holds no
+                // record: kept aside, and the journal goes on from the previous one
+                let aside = path.with_extension("seg.torn");
+                fs::rename(path, &aside).map_err(io_err(path))?;
+                report.torn_segment = Some(aside);
+                continue;
             }
             let mut seg = index.open_segment(path, *first, i == last)?;
             match Index::scan(&mut seg)? {
@@ -401,15 +510,26 @@ impl Journal {
                 Tail::Torn(offset, reason) if i == last => {
                     let size = seg.file.metadata().map_err(io_err(path))?.len();
                     report.truncated_bytes = size - offset;
+                    report.truncated_at = Some((path.clone(), offset, reason));
                     seg.file.set_len(offset).map_err(io_err(path))?;
                     seg.file.sync_all().map_err(io_err(path))?;
-                    let _ = reason;
                 }
                 Tail::Torn(offset, reason) => {
                     return Err(JournalError::Corrupt {
                         path: path.clone(),
                         offset,
-                        reason,
+                        reason: format!("{reason}, in a segment that is not the last"),
+                    })
+                }
+                Tail::Corrupt(offset, reason, later, seq) => {
+                    return Err(JournalError::Corrupt {
+                        path: path.clone(),
+                        offset,
+                        reason: format!(
+                            "{reason}; a valid record (sequence {seq}) follows at offset \
+                             {later}: damage, not a torn write (repair it from a peer's copy: \
+                             seqbus journal repair)"
+                        ),
                     })
                 }
             }
@@ -430,8 +550,8 @@ impl Journal {
     }
 
     /// What recovery found.
-    pub fn recovery(&self) -> RecoveryReport {
-        self.report
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.report
     }
 
     fn new_segment(&mut self, first_seq: u64) -> Result<(), JournalError> {
@@ -465,7 +585,11 @@ impl Journal {
 
     /// Buffers a message; `sequence` must be [`Journal::next_seq`].
     pub fn append(&mut self, sequence: u64, message: &[u8]) -> Result<(), JournalError> {
-        assert_eq!(sequence, self.next_seq(), "journal appends in sequence order");
+        assert_eq!(
+            sequence,
+            self.next_seq(),
+            "journal appends in sequence order"
+        );
         assert!(message.len() <= MAX_MESSAGE_LEN);
         let rec_len = (RECORD_HEADER_LEN + message.len()) as u64;
         let seg = self.index.segments.last().expect("a segment");
@@ -520,6 +644,265 @@ impl Journal {
     pub fn dir(&self) -> &Path {
         &self.index.dir
     }
+
+    /// Removes the messages from `sequence` on from the journal WITHOUT destroying them: they
+    /// are moved to `discarded/` in the journal directory (a segment file of their own, named
+    /// after their first sequence and the time), and the journal continues at `sequence`.
+    /// For messages that were never published (a replica's suffix that the cluster's new
+    /// leader does not hold, docs/ha.md); returns the path they were moved to, if any.
+    pub fn discard_from(&mut self, sequence: u64) -> Result<Option<PathBuf>, JournalError> {
+        self.flush()?;
+        if sequence >= self.next_seq() {
+            return Ok(None);
+        }
+        let aside_dir = self.index.dir.join("discarded");
+        fs::create_dir_all(&aside_dir).map_err(io_err(&aside_dir))?;
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let aside = aside_dir.join(format!("{sequence:020}-{stamp}.seg"));
+        let mut out = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&aside)
+            .map_err(io_err(&aside))?;
+        out.write_all(&segment_header(&self.index.session, sequence))
+            .map_err(io_err(&aside))?;
+        let mut rec = Vec::new();
+        self.index.read(sequence, usize::MAX, &mut |q, m| {
+            encode_record(&mut rec, q, m);
+            true
+        })?;
+        out.write_all(&rec).map_err(io_err(&aside))?;
+        out.sync_all().map_err(io_err(&aside))?;
+        // whole segments after the cut go; the one holding it is cut at the record
+        while let Some(seg) = self.index.segments.last() {
+            if seg.first_seq < sequence
+                || (seg.first_seq == sequence && self.index.segments.len() == 1)
+            {
+                break;
+            }
+            let seg = self.index.segments.pop().expect("present");
+            fs::remove_file(&seg.path).map_err(io_err(&seg.path))?;
+        }
+        if self.index.segments.is_empty() {
+            self.new_segment(sequence)?;
+        }
+        let seg = self.index.segments.last_mut().expect("a segment");
+        // earlier segments were opened read-only: the one now last is written from here on
+        seg.file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&seg.path)
+            .map_err(io_err(&seg.path))?;
+        if sequence < seg.next_seq() {
+            let idx = (sequence - seg.first_seq) as usize;
+            let cut = seg.offsets[idx] as u64;
+            seg.file.set_len(cut).map_err(io_err(&seg.path))?;
+            seg.file.sync_all().map_err(io_err(&seg.path))?;
+            seg.offsets.truncate(idx);
+            seg.len = cut;
+        }
+        File::open(&self.index.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(&self.index.dir))?;
+        Ok(Some(aside))
+    }
+}
+
+/// What [`repair`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepairReport {
+    /// Segment files rewritten from the peer's copy: (file, first damaged offset).
+    pub rewritten: Vec<(PathBuf, u64)>,
+    /// Where each damaged file was kept (`<name>.damaged`).
+    pub kept: Vec<PathBuf>,
+    /// Messages restored (the damaged segments' messages, all taken from the peer).
+    pub messages: u64,
+}
+
+/// The first damage of one segment file: (offset, reason), or None for a clean one (a torn
+/// tail counts as clean: opening the journal cuts it).
+fn damage_of(
+    index: &Index,
+    path: &Path,
+    first: u64,
+    last_segment: bool,
+) -> Result<Option<(u64, String)>, JournalError> {
+    let mut seg = match index.open_segment(path, first, false) {
+        Ok(seg) => seg,
+        Err(JournalError::Corrupt { offset, reason, .. }) => return Ok(Some((offset, reason))),
+        Err(e) => return Err(e),
+    };
+    Ok(match Index::scan(&mut seg)? {
+        Tail::Clean => None,
+        Tail::Torn(..) if last_segment => None,
+        Tail::Torn(offset, reason) | Tail::Corrupt(offset, reason, ..) => Some((offset, reason)),
+    })
+}
+
+/// Repairs the journal in `dir` from a peer's copy of the same session (another sequencer's
+/// journal, or a replayer's): every damaged segment is rewritten whole, record by record,
+/// from the peer's messages of the same sequences, and the damaged file is kept beside it as
+/// `<name>.damaged`. A message the damaged segment still holds intact must equal the peer's
+/// byte for byte, or nothing is changed and the disagreement is the error (the peer is then
+/// not a copy of this journal). The damaged range of a segment runs from its first sequence to
+/// the next segment's (for the last segment: to its last valid record).
+pub fn repair(dir: &Path, session: [u8; 10], peer: &Path) -> Result<RepairReport, JournalError> {
+    let peer = JournalReader::open(peer, session)?;
+    let index = Index {
+        dir: dir.to_path_buf(),
+        session,
+        segments: Vec::new(),
+    };
+    let listed = Index::list(dir)?;
+    let mut report = RepairReport::default();
+    for (i, (first, path)) in listed.iter().enumerate() {
+        let last_segment = i + 1 == listed.len();
+        let Some((bad, _reason)) = damage_of(&index, path, *first, last_segment)? else {
+            continue;
+        };
+        // the sequences this segment must hold
+        let end = match listed.get(i + 1) {
+            Some((next, _)) => *next,
+            None => {
+                let f = File::open(path).map_err(io_err(path))?;
+                let size = f.metadata().map_err(io_err(path))?.len();
+                let mut last = *first - 1;
+                let mut from = SEGMENT_HEADER_LEN as u64 - 1;
+                while let Some((at, seq)) = valid_record_after(&f, path, from, size, last)? {
+                    last = seq;
+                    from = at;
+                }
+                last + 1
+            }
+        };
+        if end > peer.next_seq() || *first < peer.first_seq() {
+            return Err(JournalError::Corrupt {
+                path: path.clone(),
+                offset: bad,
+                reason: format!(
+                    "damaged; the peer's copy holds sequences {}..{}, not all of {first}..{end}",
+                    peer.first_seq(),
+                    peer.next_seq()
+                ),
+            });
+        }
+        // the intact records of the damaged file must agree with the peer
+        let damaged = fs::read(path).map_err(io_err(path))?;
+        let mut at = SEGMENT_HEADER_LEN;
+        while at < damaged.len() {
+            match decode_record(&damaged[at..]) {
+                Ok((r, n)) => {
+                    if r.sequence >= *first && r.sequence < end {
+                        let mut same = false;
+                        peer.read(r.sequence, 1, &mut |_, m| {
+                            same = m == r.message;
+                            false
+                        })?;
+                        if !same {
+                            return Err(JournalError::Corrupt {
+                                path: path.clone(),
+                                offset: at as u64,
+                                reason: format!(
+                                    "sequence {} differs from the peer's copy: the peer is not a \
+                                     copy of this journal",
+                                    r.sequence
+                                ),
+                            });
+                        }
+                    }
+                    at += n;
+                }
+                Err(_) => at += 1,
+            }
+        }
+        let mut rebuilt = segment_header(&session, *first).to_vec();
+        let mut n = 0u64;
+        peer.read(*first, (end - first) as usize, &mut |q, m| {
+            encode_record(&mut rebuilt, q, m);
+            n += 1;
+            true
+        })?;
+        let tmp = path.with_extension("seg.repair");
+        fs::write(&tmp, &rebuilt).map_err(io_err(&tmp))?;
+        File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(io_err(&tmp))?;
+        let kept = path.with_extension("seg.damaged");
+        fs::rename(path, &kept).map_err(io_err(path))?;
+        fs::rename(&tmp, path).map_err(io_err(path))?;
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(dir))?;
+        report.rewritten.push((path.clone(), bad));
+        report.kept.push(kept);
+        report.messages += n;
+    }
+    Ok(report)
+}
+
+/// The vote a cluster member must remember across restarts (docs/ha.md): the highest term it
+/// has seen and whom it voted for in it. Kept in `cluster-state` in the journal directory,
+/// replaced atomically (written, synced, renamed) on every change.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HardState {
+    pub term: u64,
+    /// Member id voted for in `term` (0: none).
+    pub voted_for: u16,
+}
+
+const HARD_STATE_MAGIC: &[u8; 8] = b"SEQBUSV1";
+
+impl HardState {
+    fn path(dir: &Path) -> PathBuf {
+        dir.join("cluster-state")
+    }
+
+    /// Reads the state (default when the file does not exist yet); a damaged file is an
+    /// error, never a silent reset of the vote.
+    pub fn load(dir: &Path) -> Result<HardState, JournalError> {
+        let path = HardState::path(dir);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(HardState::default()),
+            Err(e) => return Err(io_err(&path)(e)),
+        };
+        let bad = |reason: &str| JournalError::Corrupt {
+            path: path.clone(),
+            offset: 0,
+            reason: reason.to_string(),
+        };
+        if bytes.len() != 22 || &bytes[..8] != HARD_STATE_MAGIC {
+            return Err(bad("not a cluster state file"));
+        }
+        let crc = u32::from_le_bytes(bytes[18..22].try_into().expect("4"));
+        if crc != crc32c::crc32c(&bytes[..18]) {
+            return Err(bad("checksum does not match"));
+        }
+        Ok(HardState {
+            term: u64::from_le_bytes(bytes[8..16].try_into().expect("8")),
+            voted_for: u16::from_le_bytes(bytes[16..18].try_into().expect("2")),
+        })
+    }
+
+    /// Replaces the state durably.
+    pub fn store(&self, dir: &Path) -> Result<(), JournalError> {
+        let path = HardState::path(dir);
+        let tmp = dir.join("cluster-state.tmp");
+        let mut b = HARD_STATE_MAGIC.to_vec();
+        b.extend_from_slice(&self.term.to_le_bytes());
+        b.extend_from_slice(&self.voted_for.to_le_bytes());
+        let crc = crc32c::crc32c(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+        f.write_all(&b).map_err(io_err(&tmp))?;
+        f.sync_all().map_err(io_err(&tmp))?;
+        fs::rename(&tmp, &path).map_err(io_err(&path))?;
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(dir))
+    }
 }
 
 /// Follows a journal written by a [`Journal`] elsewhere (another thread or process).
@@ -548,11 +931,12 @@ impl JournalReader {
         Ok(r)
     }
 
-    /// Picks up records and segments written since the last call.
+    /// Picks up records and segments written since the last call. A bad record with a
+    /// valid one after it is damage and an error naming the file and offset; a bad or
+    /// incomplete tail is a record being written (looked at again next time).
     pub fn refresh(&mut self) -> Result<(), JournalError> {
         if let Some(seg) = self.index.segments.last_mut() {
-            // an incomplete tail is a record being written: look again next time
-            Index::scan(seg)?;
+            Index::follow(seg)?;
         }
         let next = self.index.next_seq();
         let known = self.index.segments.last().map(|s| s.first_seq);
@@ -564,7 +948,7 @@ impl JournalReader {
                 break; // written later, once the current segment is complete
             }
             let mut seg = self.index.open_segment(&path, first, false)?;
-            Index::scan(&mut seg)?;
+            Index::follow(&mut seg)?;
             self.index.segments.push(seg);
         }
         Ok(())
@@ -572,6 +956,11 @@ impl JournalReader {
 
     pub fn next_seq(&self) -> u64 {
         self.index.next_seq()
+    }
+
+    /// The first sequence the journal holds (1 unless it started later).
+    pub fn first_seq(&self) -> u64 {
+        self.index.segments.first().map_or(1, |s| s.first_seq)
     }
 
     /// Calls `f(seq, message)` for messages from `from` on (see [`Store::read`]).

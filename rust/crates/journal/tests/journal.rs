@@ -2,7 +2,10 @@ use std::fs::OpenOptions;
 use std::io::Write;
 
 use proptest::prelude::*;
-use seqbus_journal::{decode_record, encode_record, Journal, JournalError, JournalReader, RecordError};
+use seqbus_journal::{
+    decode_record, encode_record, repair, HardState, Journal, JournalError, JournalReader,
+    RecordError,
+};
 
 const S: [u8; 10] = *b"TEST      ";
 
@@ -137,6 +140,178 @@ fn corrupt_tail_record_is_truncated_but_corrupt_middle_segment_is_an_error() {
         Err(JournalError::Corrupt { path, .. }) => assert_eq!(path, seg1),
         other => panic!("expected a corrupt-journal error, got {other:?}"),
     }
+}
+
+fn write_journal(dir: &std::path::Path, n: u64, segment: u64) {
+    let mut j = Journal::open(dir, S, segment).unwrap();
+    for i in 1..=n {
+        j.append(i, &msg(i)).unwrap();
+    }
+    j.flush().unwrap();
+}
+
+fn segment_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn damage_in_the_middle_of_the_last_segment_is_refused_not_cut() {
+    // 8 bytes flipped in the middle of the only segment: valid records follow, so this is
+    // damage, and opening must fail naming the file and offset, leaving every byte in place
+    let d = tempfile::tempdir().unwrap();
+    write_journal(d.path(), 3000, 1 << 30);
+    let seg = segment_files(d.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let size = bytes.len();
+    let mid = size / 2;
+    for b in &mut bytes[mid..mid + 8] {
+        *b ^= 0x5A;
+    }
+    std::fs::write(&seg, &bytes).unwrap();
+    for _ in 0..2 {
+        match Journal::open(d.path(), S, 1 << 30) {
+            Err(JournalError::Corrupt {
+                path,
+                offset,
+                reason,
+            }) => {
+                assert_eq!(path, seg);
+                assert!(
+                    offset as usize <= mid && offset as usize + 200 > mid,
+                    "{offset}"
+                );
+                assert!(reason.contains("not a torn write"), "{reason}");
+            }
+            other => panic!("expected damage to be refused, got {other:?}"),
+        }
+        assert_eq!(
+            std::fs::metadata(&seg).unwrap().len() as usize,
+            size,
+            "nothing cut"
+        );
+    }
+    // a reader (replayer, archiver) refuses it too
+    let e = JournalReader::open(d.path(), S).unwrap_err();
+    assert!(matches!(e, JournalError::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains(&seg.display().to_string()), "{e}");
+}
+
+#[test]
+fn a_bad_last_record_with_nothing_after_it_is_a_torn_tail() {
+    let d = tempfile::tempdir().unwrap();
+    write_journal(d.path(), 500, 1 << 30);
+    let seg = segment_files(d.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let n = bytes.len();
+    bytes[n - 3] ^= 0xFF; // inside the last record's message
+    std::fs::write(&seg, &bytes).unwrap();
+    let j = Journal::open(d.path(), S, 1 << 30).unwrap();
+    assert_eq!(j.next_seq(), 500);
+    let (path, _, reason) = j.recovery().truncated_at.clone().unwrap();
+    assert_eq!(path, seg);
+    assert!(reason.contains("checksum"), "{reason}");
+}
+
+#[test]
+fn repair_from_a_peer_restores_every_message_byte_for_byte() {
+    let d = tempfile::tempdir().unwrap();
+    let (ours, peer) = (d.path().join("ours"), d.path().join("peer"));
+    // the peer's segments are cut elsewhere (another segment size): repair goes by sequence
+    write_journal(&ours, 6000, 1 << 16);
+    write_journal(&peer, 6000, 1 << 20);
+    let segs = segment_files(&ours);
+    assert!(segs.len() > 3);
+    let originals: Vec<Vec<u8>> = segs.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    // damage a middle segment and the last one
+    for (k, p) in [(1usize, &segs[1]), (segs.len() - 1, segs.last().unwrap())] {
+        let mut b = originals[k].clone();
+        let at = b.len() / 3;
+        b[at..at + 8].copy_from_slice(&[0xEE; 8]);
+        std::fs::write(p, &b).unwrap();
+    }
+    assert!(Journal::open(&ours, S, 1 << 16).is_err());
+    let report = repair(&ours, S, &peer).unwrap();
+    assert_eq!(report.rewritten.len(), 2, "{report:?}");
+    for p in &report.kept {
+        assert!(p.exists(), "the damaged file is kept: {}", p.display());
+    }
+    for (p, orig) in segs.iter().zip(&originals) {
+        assert_eq!(&std::fs::read(p).unwrap(), orig, "{}", p.display());
+    }
+    let mut j = Journal::open(&ours, S, 1 << 16).unwrap();
+    assert_eq!(all(&mut j).len(), 6000);
+}
+
+#[test]
+fn repair_refuses_a_peer_that_disagrees() {
+    let d = tempfile::tempdir().unwrap();
+    let (ours, peer) = (d.path().join("ours"), d.path().join("peer"));
+    write_journal(&ours, 2000, 1 << 30);
+    let mut j = Journal::open(&peer, S, 1 << 30).unwrap();
+    for i in 1..=2000 {
+        j.append(i, &msg(i + 1)).unwrap(); // other messages under the same numbers
+    }
+    j.flush().unwrap();
+    let seg = segment_files(&ours).pop().unwrap();
+    let mut b = std::fs::read(&seg).unwrap();
+    let at = b.len() / 2;
+    b[at..at + 4].copy_from_slice(&[0; 4]);
+    std::fs::write(&seg, &b).unwrap();
+    let e = repair(&ours, S, &peer).unwrap_err();
+    assert!(e.to_string().contains("differs from the peer"), "{e}");
+    assert_eq!(std::fs::read(&seg).unwrap(), b, "nothing changed");
+}
+
+#[test]
+fn discard_moves_a_suffix_aside_and_numbering_continues_there() {
+    let d = tempfile::tempdir().unwrap();
+    write_journal(d.path(), 3000, 1 << 16);
+    let mut j = Journal::open(d.path(), S, 1 << 16).unwrap();
+    let aside = j.discard_from(1200).unwrap().unwrap();
+    assert_eq!(j.next_seq(), 1200);
+    j.append(1200, b"new").unwrap();
+    j.flush().unwrap();
+    drop(j);
+    let mut j = Journal::open(d.path(), S, 1 << 16).unwrap();
+    let got = all(&mut j);
+    assert_eq!(got.len(), 1200);
+    assert_eq!(got[1199], (1200, b"new".to_vec()));
+    // the discarded messages are kept, readable as a segment
+    let kept = std::fs::read(&aside).unwrap();
+    let (r, _) = decode_record(&kept[32..]).unwrap();
+    assert_eq!((r.sequence, r.message), (1200, &msg(1200)[..]));
+    let mut n = 0;
+    let mut at = 32;
+    while at < kept.len() {
+        let (r, len) = decode_record(&kept[at..]).unwrap();
+        assert_eq!(r.message, &msg(r.sequence)[..]);
+        n += 1;
+        at += len;
+    }
+    assert_eq!(n, 3000 - 1199);
+}
+
+#[test]
+fn hard_state_survives_and_damage_is_an_error() {
+    let d = tempfile::tempdir().unwrap();
+    assert_eq!(HardState::load(d.path()).unwrap(), HardState::default());
+    let h = HardState {
+        term: 7,
+        voted_for: 2,
+    };
+    h.store(d.path()).unwrap();
+    assert_eq!(HardState::load(d.path()).unwrap(), h);
+    let p = d.path().join("cluster-state");
+    let mut b = std::fs::read(&p).unwrap();
+    b[9] ^= 1;
+    std::fs::write(&p, &b).unwrap();
+    assert!(HardState::load(d.path()).is_err());
 }
 
 #[test]
