@@ -14,7 +14,7 @@ pub use super::seqc_rt::{DecodeError, EncodeError};
 /// The schema id in every message header of this package.
 pub const SCHEMA_ID: u16 = 1;
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: u16 = 1;
+pub const SCHEMA_VERSION: u16 = 2;
 
 /// What the body of a sequenced message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -320,19 +320,22 @@ impl SessionStart {
 
 /// The next command sequence the sequencer expects from an account: its answer to a node's
 /// upstream hello (docs/upstream.md), so a node that did not rewind the whole session can
-/// number its commands.
+/// number its commands. In a cluster (docs/ha.md) it also names the leader that sequenced it,
+/// so a node that started at live knows whose packets to accept.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SenderState {
     pub next_command_seq: u64,
     pub account: String,
     pub instance: u16,
+    pub term: u64,
+    pub leader: u16,
 }
 
 impl SenderState {
     /// The message's template id.
     pub const TEMPLATE_ID: u16 = 3;
     /// Bytes of the fixed block this code writes.
-    pub const BLOCK_LENGTH: usize = 18;
+    pub const BLOCK_LENGTH: usize = 28;
     const MIN_BLOCK_LENGTH: usize = 18;
 
     /// Decode a whole message (header included) written at any version of the schema.
@@ -348,7 +351,7 @@ impl SenderState {
     /// Encode the message, header included.
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         let mut out = Vec::with_capacity(rt::HEADER + Self::BLOCK_LENGTH + 2);
-        out.extend_from_slice(&(18u16).to_le_bytes());
+        out.extend_from_slice(&(28u16).to_le_bytes());
         out.extend_from_slice(&Self::TEMPLATE_ID.to_le_bytes());
         out.extend_from_slice(&SCHEMA_ID.to_le_bytes());
         out.extend_from_slice(&SCHEMA_VERSION.to_le_bytes());
@@ -370,6 +373,14 @@ impl SenderState {
             let q_ = rt::field(block_, 16, 2);
             Ok::<_, DecodeError>(u16::from_le_bytes(rt::arr(q_)))?
         };
+        let term = {
+            let q_ = rt::field(block_, 18, 8);
+            Ok::<_, DecodeError>(u64::from_le_bytes(rt::arr(q_)))?
+        };
+        let leader = {
+            let q_ = rt::field(block_, 26, 2);
+            Ok::<_, DecodeError>(u16::from_le_bytes(rt::arr(q_)))?
+        };
         let mut pos_ = tail_;
         for _ in 0..ng_ {
             pos_ = d_.skip_group(pos_, depth_ + 1, "SenderState")?;
@@ -381,6 +392,8 @@ impl SenderState {
             next_command_seq,
             account,
             instance,
+            term,
+            leader,
         }, pos_))
     }
 
@@ -388,6 +401,8 @@ impl SenderState {
         out.extend_from_slice(&(&self.next_command_seq).to_le_bytes());
         rt::wr_char(out, &self.account, 8, "SenderState.account")?;
         out.extend_from_slice(&(&self.instance).to_le_bytes());
+        out.extend_from_slice(&(&self.term).to_le_bytes());
+        out.extend_from_slice(&(&self.leader).to_le_bytes());
         out.push(0);
         out.push(0);
         Ok(())
@@ -408,6 +423,10 @@ impl SenderState {
         rt::json_str(out, &self.account);
         out.push_str(",\"instance\":");
         out.push_str(&(&self.instance).to_string());
+        out.push_str(",\"term\":");
+        out.push_str(&(&self.term).to_string());
+        out.push_str(",\"leader\":");
+        out.push_str(&(&self.leader).to_string());
         out.push('}');
     }
 }
@@ -722,6 +741,101 @@ impl AdminReply {
     }
 }
 
+/// The first message a sequencer puts into the stream when it becomes the leader of a cluster
+/// (docs/ha.md): every message from here on comes from `leader` until the next Epoch, and
+/// nodes and replayers accept downstream packets from no other sequencer (fencing). Terms only
+/// grow; a deposed leader's packets carry an older term's stream and are dropped and counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Epoch {
+    pub term: u64,
+    pub leader: u16,
+    pub previous_leader: u16,
+}
+
+impl Epoch {
+    /// The message's template id.
+    pub const TEMPLATE_ID: u16 = 6;
+    /// Bytes of the fixed block this code writes.
+    pub const BLOCK_LENGTH: usize = 12;
+    const MIN_BLOCK_LENGTH: usize = 12;
+
+    /// Decode a whole message (header included) written at any version of the schema.
+    pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
+        let d = &rt::Dec { buf, msg: "Epoch" };
+        let bl = d.header(Self::TEMPLATE_ID, SCHEMA_ID, Self::MIN_BLOCK_LENGTH)?;
+        let ng = usize::from(buf[rt::HEADER + bl]);
+        let nv = usize::from(buf[rt::HEADER + bl + 1]);
+        let (value, _) = Self::read_at(d, rt::HEADER, bl, ng, nv, rt::HEADER + bl + 2, 0)?;
+        Ok(value)
+    }
+
+    /// Encode the message, header included.
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        let mut out = Vec::with_capacity(rt::HEADER + Self::BLOCK_LENGTH + 2);
+        out.extend_from_slice(&(12u16).to_le_bytes());
+        out.extend_from_slice(&Self::TEMPLATE_ID.to_le_bytes());
+        out.extend_from_slice(&SCHEMA_ID.to_le_bytes());
+        out.extend_from_slice(&SCHEMA_VERSION.to_le_bytes());
+        self.write(&mut out)?;
+        Ok(out)
+    }
+
+    fn read_at(d_: &rt::Dec<'_>, at_: usize, bl_: usize, ng_: usize, nv_: usize, tail_: usize, depth_: usize) -> Result<(Self, usize), DecodeError> {
+        let block_ = &d_.buf[at_..at_ + bl_];
+        let term = {
+            let q_ = rt::field(block_, 0, 8);
+            Ok::<_, DecodeError>(u64::from_le_bytes(rt::arr(q_)))?
+        };
+        let leader = {
+            let q_ = rt::field(block_, 8, 2);
+            Ok::<_, DecodeError>(u16::from_le_bytes(rt::arr(q_)))?
+        };
+        let previous_leader = {
+            let q_ = rt::field(block_, 10, 2);
+            Ok::<_, DecodeError>(u16::from_le_bytes(rt::arr(q_)))?
+        };
+        let mut pos_ = tail_;
+        for _ in 0..ng_ {
+            pos_ = d_.skip_group(pos_, depth_ + 1, "Epoch")?;
+        }
+        for _ in 0..nv_ {
+            pos_ = d_.skip_var(pos_, "Epoch")?;
+        }
+        Ok((Self {
+            term,
+            leader,
+            previous_leader,
+        }, pos_))
+    }
+
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        out.extend_from_slice(&(&self.term).to_le_bytes());
+        out.extend_from_slice(&(&self.leader).to_le_bytes());
+        out.extend_from_slice(&(&self.previous_leader).to_le_bytes());
+        out.push(0);
+        out.push(0);
+        Ok(())
+    }
+
+    /// The canonical JSON of the value (the form of the shared test vectors).
+    pub fn to_json(&self) -> String {
+        let mut out = String::new();
+        self.json(&mut out);
+        out
+    }
+
+    fn json(&self, out: &mut String) {
+        out.push('{');
+        out.push_str("\"term\":");
+        out.push_str(&(&self.term).to_string());
+        out.push_str(",\"leader\":");
+        out.push_str(&(&self.leader).to_string());
+        out.push_str(",\"previous_leader\":");
+        out.push_str(&(&self.previous_leader).to_string());
+        out.push('}');
+    }
+}
+
 /// Any message of this schema.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
@@ -730,6 +844,7 @@ pub enum Message {
     SenderState(SenderState),
     AdminCommand(AdminCommand),
     AdminReply(AdminReply),
+    Epoch(Epoch),
 }
 
 impl Message {
@@ -743,6 +858,7 @@ impl Message {
             3 => Ok(Self::SenderState(SenderState::decode(buf)?)),
             4 => Ok(Self::AdminCommand(AdminCommand::decode(buf)?)),
             5 => Ok(Self::AdminReply(AdminReply::decode(buf)?)),
+            6 => Ok(Self::Epoch(Epoch::decode(buf)?)),
             t => Err(d.err("header", 2, format!("unknown template id {t}"))),
         }
     }
@@ -755,6 +871,7 @@ impl Message {
             Self::SenderState(m) => m.encode(),
             Self::AdminCommand(m) => m.encode(),
             Self::AdminReply(m) => m.encode(),
+            Self::Epoch(m) => m.encode(),
         }
     }
 
@@ -766,6 +883,7 @@ impl Message {
             Self::SenderState(_) => "SenderState",
             Self::AdminCommand(_) => "AdminCommand",
             Self::AdminReply(_) => "AdminReply",
+            Self::Epoch(_) => "Epoch",
         }
     }
 
@@ -777,6 +895,7 @@ impl Message {
             Self::SenderState(m) => m.to_json(),
             Self::AdminCommand(m) => m.to_json(),
             Self::AdminReply(m) => m.to_json(),
+            Self::Epoch(m) => m.to_json(),
         }
     }
 }

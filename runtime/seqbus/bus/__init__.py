@@ -32,6 +32,9 @@ from ._codec import (
     AdminReply as AdminReply,
     AdminReplyView as AdminReplyView,
     AdminReplyBuilder as AdminReplyBuilder,
+    Epoch as Epoch,
+    EpochView as EpochView,
+    EpochBuilder as EpochBuilder,
 )
 from .node import BusNode as BusNode
 
@@ -65,4 +68,7 @@ __all__ = [
     "AdminReply",
     "AdminReplyView",
     "AdminReplyBuilder",
+    "Epoch",
+    "EpochView",
+    "EpochBuilder",
 ]

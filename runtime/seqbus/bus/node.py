@@ -13,6 +13,7 @@ from ._codec import (
     SenderStateView,
     AdminCommandView,
     AdminReplyView,
+    EpochView,
     _seqbus_dispatch_,
     _send_clock_tick,
     _send_session_start,
@@ -37,6 +38,7 @@ class BusNode(Node):
         3: "on_sender_state",
         4: "on_admin_command",
         5: "on_admin_reply",
+        6: "on_epoch",
     }
     _seqbus_dispatch_ = staticmethod(_seqbus_dispatch_)
 
@@ -62,3 +64,6 @@ class BusNode(Node):
 
     def on_admin_reply(self, msg: AdminReplyView, mine: bool) -> None:
         """Handle a AdminReply (template 5); ``mine``: sent by this node's account."""
+
+    def on_epoch(self, msg: EpochView, mine: bool) -> None:
+        """Handle a Epoch (template 6); ``mine``: sent by this node's account."""

@@ -12,6 +12,12 @@
 //!   with the highest sequence known to exist (record type 2).
 //! * Upstream: commands are numbered per account and retried (go-back-N) until they appear
 //!   in the stream; at most `window` fragments are in flight.
+//! * Clusters of sequencers (docs/ha.md): live packets come tagged with the sequencer that
+//!   sent them ([`Source::Sequencer`]). The node follows the leader named by the stream's
+//!   latest `Epoch` (or its own `SenderState`) and drops packets of any other sequencer
+//!   (fencing, counted in `fenced`), except a packet that itself announces a newer term led by
+//!   its sender. Commands go to the leader; when the leader changes, every command in flight
+//!   is sent again to the new one at once.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
@@ -71,8 +77,10 @@ pub struct NodeParams {
 /// Where a datagram came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
-    /// The downstream (multicast or unicast) feed.
+    /// The downstream (multicast or unicast) feed of a bus with one sequencer.
     Live,
+    /// The downstream feed, sent by the cluster member with this id (docs/ha.md).
+    Sequencer(u16),
     /// An answer from replayer `i`.
     Replayer(usize),
 }
@@ -80,7 +88,12 @@ pub enum Source {
 /// Where a datagram must go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dest {
+    /// The sequencer: in a cluster, the leader ([`Node::leader`]), or every member while the
+    /// leader is not known.
     Sequencer,
+    /// Every sequencer of the cluster (a hello, and commands sent again after a timeout: the
+    /// leader may have changed unseen). Without a cluster, the sequencer.
+    AllSequencers,
     Replayer(usize),
 }
 
@@ -137,6 +150,10 @@ pub struct NodeStats {
     pub resent: u64,
     /// Commands accepted by `send`.
     pub sent: u64,
+    /// Live packets of a sequencer that is not the leader (a deposed one) dropped.
+    pub fenced: u64,
+    /// Leader changes seen in the stream.
+    pub leader_changes: u64,
 }
 
 #[derive(Debug)]
@@ -195,6 +212,18 @@ pub struct Node {
     pool: Vec<Vec<u8>>,
     hello_due: u64,
     upw: UpstreamWriter,
+    // clusters
+    /// The current term and its leader, per the stream delivered so far.
+    epoch: u64,
+    leader: Option<u16>,
+    /// A sequencer whose packet announced a newer term: accepted until its `Epoch` is
+    /// delivered.
+    pending_leader: Option<(u16, u64)>,
+    /// The highest sequence that packets of fenced sequencers claimed to exist: a hint to ask
+    /// the replayers, which hold only the leaders' stream.
+    fenced_head: u64,
+    /// Commands in flight go out again at once (the leader changed).
+    resend_now: bool,
     // delivery
     deadline: Option<u64>,
     frags: HashMap<Account, Vec<u8>>,
@@ -242,6 +271,11 @@ impl Node {
             pool: Vec::new(),
             hello_due: now_ns,
             upw: UpstreamWriter::new(p.max_packet),
+            epoch: 0,
+            leader: None,
+            pending_leader: None,
+            fenced_head: 0,
+            resend_now: false,
             deadline: None,
             frags: HashMap::new(),
             raw: false,
@@ -300,6 +334,78 @@ impl Node {
         self.ready
     }
 
+    /// The cluster leader the node follows, per the stream (None: not known yet, or a bus
+    /// with one sequencer).
+    pub fn leader(&self) -> Option<u16> {
+        self.leader
+    }
+
+    /// The term of [`Node::leader`] (0 without a cluster).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Counts a live datagram from an address that is no member of the cluster.
+    pub fn note_fenced(&mut self) {
+        self.stats.fenced += 1;
+    }
+
+    /// Whether a live packet of cluster member `from` may be taken: from the leader (or while
+    /// none is known), from a sequencer that announced a newer term, or from a packet that
+    /// announces one itself (an `Epoch` of a higher term naming its sender).
+    fn admit(&mut self, from: u16, p: &MoldPacket<'_>) -> bool {
+        if self.leader.is_none_or(|l| l == from) {
+            return true;
+        }
+        if self.pending_leader.is_some_and(|(l, _)| l == from) {
+            return true;
+        }
+        if p.kind() == PacketKind::Messages {
+            for (_, m) in p.messages() {
+                let Ok(env) = Envelope::parse(m) else { continue };
+                if env.kind != KIND_CONTROL {
+                    continue;
+                }
+                if let Ok(Control::Epoch { term, leader, .. }) = Control::parse(&m[ENVELOPE_LEN..])
+                {
+                    if leader == from
+                        && term > self.epoch
+                        && self.pending_leader.is_none_or(|(_, t)| term > t)
+                    {
+                        self.pending_leader = Some((from, term));
+                        return true;
+                    }
+                }
+            }
+        }
+        self.stats.fenced += 1;
+        let end = match p.kind() {
+            PacketKind::Messages => p.sequence() + p.message_count() as u64,
+            _ => p.sequence(),
+        };
+        self.fenced_head = self.fenced_head.max(end);
+        false
+    }
+
+    /// The stream named a leader for `term`.
+    fn follow_leader(&mut self, term: u64, leader: u16) {
+        if term < self.epoch || leader == 0 {
+            return;
+        }
+        if self.leader != Some(leader) || term > self.epoch {
+            if self.leader.is_some() {
+                self.stats.leader_changes += 1;
+                // commands in flight were sent to the old leader: to the new one at once
+                self.resend_now = true;
+            }
+            self.leader = Some(leader);
+        }
+        self.epoch = term;
+        if self.pending_leader.is_some_and(|(_, t)| t <= term) {
+            self.pending_leader = None;
+        }
+    }
+
     /// Earliest deadline of a pending deterministic timer, or None.
     pub fn set_timer_deadline(&mut self, deadline_ns: Option<u64>) {
         self.deadline = deadline_ns;
@@ -340,8 +446,14 @@ impl Node {
                 }
             }
         }
+        if let Source::Sequencer(from) = src {
+            if !self.admit(from, &p) {
+                return;
+            }
+        }
+        let live = matches!(src, Source::Live | Source::Sequencer(_));
         let first = p.sequence();
-        if src == Source::Live || p.kind() != PacketKind::Messages {
+        if live || p.kind() != PacketKind::Messages {
             self.head_known = true;
         }
         match p.kind() {
@@ -349,10 +461,12 @@ impl Node {
                 self.note_head(first);
                 if matches!(src, Source::Replayer(_)) {
                     // the replayer holds nothing from `first` on: requests that reach past it
-                    // (a rewind asks ahead of the end) have no more answers coming
+                    // (a rewind asks ahead of the end) have no more answers coming, and what a
+                    // fenced sequencer claimed beyond it is not the leaders' stream (yet)
                     self.requested_upto = self.requested_upto.min(first);
+                    self.fenced_head = self.fenced_head.min(first);
                 }
-                if self.next == 0 && src == Source::Live {
+                if self.next == 0 && live {
                     self.next = first;
                 }
             }
@@ -513,7 +627,8 @@ impl Node {
         }
         let to = match self.reorder.range(have..).next() {
             Some((&first, _)) => first,
-            None => self.head,
+            // a fenced sequencer's packets say the stream reaches further: the replayers know
+            None => self.head.max(self.fenced_head),
         };
         if to > have {
             Some((have, to))
@@ -546,16 +661,22 @@ impl Node {
         }
         let body = &self.cur[at + ENVELOPE_LEN..at + len];
         if env.kind == KIND_CONTROL {
-            if let Ok(Control::SenderState {
-                next_command_seq,
-                account,
-                ..
-            }) = Control::parse(body)
-            {
-                if account == self.p.account && !self.ready {
-                    self.ready = true;
-                    self.next_cmd = next_command_seq.max(self.confirmed + 1);
+            match Control::parse(body) {
+                Ok(Control::SenderState {
+                    next_command_seq,
+                    account,
+                    term,
+                    leader,
+                    ..
+                }) => {
+                    self.follow_leader(term, leader);
+                    if account == self.p.account && !self.ready {
+                        self.ready = true;
+                        self.next_cmd = next_command_seq.max(self.confirmed + 1);
+                    }
                 }
+                Ok(Control::Epoch { term, leader, .. }) => self.follow_leader(term, leader),
+                _ => {}
             }
             return self.filtered(seq, &env, out);
         }
@@ -698,7 +819,7 @@ impl Node {
         if !self.ready && now_ns >= self.hello_due {
             self.upw
                 .begin(TYPE_HELLO, self.p.session, self.p.account, self.p.instance);
-            emit(Dest::Sequencer, self.upw.bytes());
+            emit(Dest::AllSequencers, self.upw.bytes());
             self.hello_due = now_ns + self.p.retry_ns;
         }
         self.transmit_commands(now_ns, emit);
@@ -713,16 +834,23 @@ impl Node {
         }
         // go-back-N: the sequencer takes an account's commands strictly in order, so when
         // the oldest is overdue (and nothing was confirmed for as long) everything after it
-        // is sent again too
+        // is sent again too; in a cluster, to every member (the leader may have changed)
+        let mut dest = Dest::Sequencer;
         let from = match self.in_flight.front() {
+            Some(_) if sent > 0 && self.resend_now => {
+                self.stats.resent += sent as u64;
+                0
+            }
             Some(c)
                 if sent > 0 && now_ns >= c.sent_ns.max(self.last_progress_ns) + self.p.retry_ns =>
             {
                 self.stats.resent += sent as u64;
+                dest = Dest::AllSequencers;
                 0
             }
             _ => sent,
         };
+        self.resend_now = false;
         if from == self.in_flight.len() {
             return;
         }
@@ -737,13 +865,13 @@ impl Node {
                 fragment: &c.fragment,
             };
             if !self.upw.push(&cmd) {
-                emit(Dest::Sequencer, self.upw.bytes());
+                emit(dest, self.upw.bytes());
                 self.upw.begin(TYPE_COMMANDS, s, a, i);
                 self.upw.push(&cmd);
             }
         }
         if self.upw.count() > 0 {
-            emit(Dest::Sequencer, self.upw.bytes());
+            emit(dest, self.upw.bytes());
         }
         self.unsent = 0;
     }

@@ -138,6 +138,15 @@ impl MemoryStore {
     pub fn is_empty(&self) -> bool {
         self.messages.is_empty()
     }
+
+    /// Removes and returns the messages from `seq` on.
+    pub fn split_off(&mut self, seq: u64) -> Vec<Vec<u8>> {
+        let at = (seq.max(1) - 1) as usize;
+        if at >= self.messages.len() {
+            return Vec::new();
+        }
+        self.messages.split_off(at)
+    }
 }
 
 impl Store for MemoryStore {

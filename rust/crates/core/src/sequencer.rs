@@ -7,11 +7,15 @@
 //! for each upstream datagram: seq.handle_upstream(now, datagram)
 //! seq.handle_timeout(now)                     // clock ticks when idle
 //! if seq.has_pending() {
-//!     journal.append(seq.pending())            // then flush / fsync per policy
+//!     journal.append(seq.unwritten()); seq.mark_written()   // then flush / fsync per policy
 //!     seq.packets(|p| send(p))                 // MoldUDP64, many messages per packet
 //!     seq.published(now)
 //! } else if let Some(hb) = seq.poll_heartbeat(now) { send(hb) }
 //! ```
+//!
+//! In a cluster (`crate::cluster`) a message is published only once a majority of the
+//! cluster holds it: the leader writes and replicates every message as it is numbered and
+//! publishes a prefix at a time ([`Sequencer::packets_upto`], [`Sequencer::published_upto`]).
 
 use std::collections::HashMap;
 
@@ -31,6 +35,10 @@ pub struct SequencerParams {
     pub heartbeat_ns: u64,
     /// Clock tick after this long without a message; 0 = never.
     pub clock_tick_ns: u64,
+    /// The cluster term and member id of this sequencer as leader (0, 0 without a cluster):
+    /// named in every `SenderState`.
+    pub term: u64,
+    pub leader: u16,
 }
 
 /// What the sequencer knows after reading its journal back.
@@ -98,6 +106,8 @@ pub struct Sequencer {
     pending: Vec<u8>,
     pending_ends: Vec<usize>,
     pending_first: u64,
+    /// The first pending message not yet handed to the journal.
+    written: u64,
     last_message_ns: u64,
     last_packet_ns: u64,
     writer: MoldWriter,
@@ -108,24 +118,74 @@ impl Sequencer {
     /// A sequencer continuing from `recovered` (use [`Recovered::new_session`] for a new
     /// session: it starts with a `SessionStart` message at sequence 1).
     pub fn new(params: SequencerParams, recovered: Recovered, now_ns: u64) -> Sequencer {
-        let mut s = Sequencer {
+        let next = recovered.next_seq.max(1);
+        let mut s = Sequencer::resume(params, recovered, next, now_ns);
+        if s.next_seq == 1 {
+            s.sequence_session_start(now_ns);
+        }
+        s
+    }
+
+    /// A sequencer continuing from `recovered` that sequences nothing by itself: a cluster's
+    /// new leader. Messages `publish_from..recovered.next_seq` are already journaled but maybe
+    /// not yet published: hand each to [`Sequencer::preload`], in order, before anything
+    /// else.
+    pub fn resume(
+        params: SequencerParams,
+        recovered: Recovered,
+        publish_from: u64,
+        now_ns: u64,
+    ) -> Sequencer {
+        let next = recovered.next_seq.max(1);
+        assert!(publish_from >= 1 && publish_from <= next);
+        Sequencer {
             writer: MoldWriter::new(params.max_packet),
-            next_seq: recovered.next_seq.max(1),
+            next_seq: next,
             expected: recovered.expected,
             last_ts: recovered.last_timestamp_ns,
             pending: Vec::new(),
             pending_ends: Vec::new(),
-            pending_first: recovered.next_seq.max(1),
+            pending_first: publish_from,
+            written: next,
             last_message_ns: now_ns,
             last_packet_ns: now_ns,
             stats: SequencerStats::default(),
             params,
-        };
-        if s.next_seq == 1 {
-            let session = s.params.session;
-            s.sequence_control(now_ns, Control::SessionStart { session });
         }
-        s
+    }
+
+    /// Adds an already journaled message to the messages waiting to be published (see
+    /// [`Sequencer::resume`]).
+    pub fn preload(&mut self, seq: u64, msg: &[u8]) {
+        assert_eq!(
+            seq,
+            self.pending_first + self.pending_ends.len() as u64,
+            "preloaded in order"
+        );
+        assert!(seq < self.written, "only journaled messages are preloaded");
+        self.pending.extend_from_slice(msg);
+        self.pending_ends.push(self.pending.len());
+    }
+
+    /// Sequences the `SessionStart` of a new session.
+    pub fn sequence_session_start(&mut self, now_ns: u64) {
+        let session = self.params.session;
+        self.sequence_control(now_ns, Control::SessionStart { session });
+    }
+
+    /// Sequences a cluster leader's `Epoch` (its first message of the term) and names the
+    /// term and leader in later `SenderState`s.
+    pub fn sequence_epoch(&mut self, now_ns: u64, term: u64, leader: u16, previous_leader: u16) {
+        self.params.term = term;
+        self.params.leader = leader;
+        self.sequence_control(
+            now_ns,
+            Control::Epoch {
+                term,
+                leader,
+                previous_leader,
+            },
+        );
     }
 
     pub fn stats(&self) -> SequencerStats {
@@ -204,6 +264,8 @@ impl Sequencer {
                         next_command_seq: next,
                         account,
                         instance: p.instance(),
+                        term: self.params.term,
+                        leader: self.params.leader,
                     },
                 );
                 1
@@ -262,7 +324,7 @@ impl Sequencer {
     /// Sequences a clock tick when no message has been sequenced for `clock_tick_ns`.
     pub fn handle_timeout(&mut self, now_ns: u64) {
         if self.params.clock_tick_ns > 0
-            && self.pending_ends.is_empty()
+            && self.written == self.next_seq
             && now_ns.saturating_sub(self.last_message_ns) >= self.params.clock_tick_ns
         {
             self.sequence_control(now_ns, Control::ClockTick);
@@ -284,22 +346,66 @@ impl Sequencer {
         !self.pending_ends.is_empty()
     }
 
-    /// The messages waiting, as `(sequence, envelope + body)`.
+    /// True when numbered messages wait to be handed to the journal.
+    pub fn has_unwritten(&self) -> bool {
+        self.written < self.next_seq
+    }
+
+    /// The first sequence not yet published.
+    pub fn first_pending(&self) -> u64 {
+        self.pending_first
+    }
+
+    /// The messages waiting to be published, as `(sequence, envelope + body)`.
     pub fn pending(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
-        let mut start = 0;
-        self.pending_ends.iter().enumerate().map(move |(i, &end)| {
-            let m = &self.pending[start..end];
-            start = end;
-            (self.pending_first + i as u64, m)
-        })
+        self.pending_from(self.pending_first)
+    }
+
+    /// The waiting messages from `from` on (none if `from` is not pending).
+    pub fn pending_from(&self, from: u64) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        let skip = from.saturating_sub(self.pending_first) as usize;
+        let skip = if from < self.pending_first { self.pending_ends.len() } else { skip };
+        let mut start = if skip == 0 || skip > self.pending_ends.len() {
+            0
+        } else {
+            self.pending_ends[skip - 1]
+        };
+        self.pending_ends
+            .iter()
+            .enumerate()
+            .skip(skip)
+            .map(move |(i, &end)| {
+                let m = &self.pending[start..end];
+                start = end;
+                (self.pending_first + i as u64, m)
+            })
+    }
+
+    /// The messages not yet handed to the journal.
+    pub fn unwritten(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        self.pending_from(self.written)
+    }
+
+    /// Marks every numbered message as handed to the journal.
+    pub fn mark_written(&mut self) {
+        self.written = self.next_seq;
     }
 
     /// Packs the waiting messages into as few MoldUDP64 packets as fit and hands each to
-    /// `emit`. Call only after they are persisted.
-    pub fn packets(&mut self, mut emit: impl FnMut(&[u8])) {
+    /// `emit`. Call only after they are persisted (it marks them written).
+    pub fn packets(&mut self, emit: impl FnMut(&[u8])) {
+        self.mark_written();
+        self.packets_upto(self.next_seq, emit);
+    }
+
+    /// [`Sequencer::packets`] for the waiting messages before `end` only (a cluster leader
+    /// publishes what a majority holds).
+    pub fn packets_upto(&mut self, end: u64, mut emit: impl FnMut(&[u8])) {
+        debug_assert!(end <= self.written, "published before written");
+        let n = end.saturating_sub(self.pending_first) as usize;
         let mut start = 0;
         self.writer.begin(self.params.session, self.pending_first);
-        for (seq, &end) in (self.pending_first..).zip(&self.pending_ends) {
+        for (seq, &end) in (self.pending_first..).zip(&self.pending_ends[..n]) {
             let m = &self.pending[start..end];
             if !self.writer.push(m) {
                 emit(self.writer.bytes());
@@ -318,10 +424,33 @@ impl Sequencer {
 
     /// Marks the waiting messages as published.
     pub fn published(&mut self, now_ns: u64) {
-        self.pending.clear();
-        self.pending_ends.clear();
-        self.pending_first = self.next_seq;
+        self.published_upto(self.next_seq, now_ns);
+    }
+
+    /// Marks the waiting messages before `end` as published.
+    pub fn published_upto(&mut self, end: u64, now_ns: u64) {
+        let n = end.saturating_sub(self.pending_first) as usize;
+        if n == 0 {
+            return;
+        }
+        if n >= self.pending_ends.len() {
+            self.pending.clear();
+            self.pending_ends.clear();
+        } else {
+            let cut = self.pending_ends[n - 1];
+            self.pending.drain(..cut);
+            self.pending_ends.drain(..n);
+            for e in &mut self.pending_ends {
+                *e -= cut;
+            }
+        }
+        self.pending_first += n as u64;
         self.last_packet_ns = now_ns;
+    }
+
+    /// The time of the last packet sent (heartbeats included).
+    pub fn last_packet_ns(&self) -> u64 {
+        self.last_packet_ns
     }
 
     /// A heartbeat packet when nothing was sent for `heartbeat_ns`.
@@ -354,6 +483,8 @@ mod tests {
             max_packet: 200,
             heartbeat_ns: 1_000,
             clock_tick_ns: 100,
+            term: 0,
+            leader: 0,
         }
     }
 
@@ -377,6 +508,7 @@ mod tests {
     }
 
     fn drain(s: &mut Sequencer, now: u64) -> Vec<(u64, Envelope)> {
+        s.mark_written();
         let out: Vec<_> = s
             .pending()
             .map(|(q, m)| (q, Envelope::parse(m).unwrap()))
@@ -422,6 +554,7 @@ mod tests {
         let mut s = Sequencer::new(params(), Recovered::new_session(), 0);
         let seqs: Vec<u64> = (1..=10).collect();
         s.handle_upstream(1, &cmds("A", 1, &seqs));
+        s.mark_written();
         let mut pkts = Vec::new();
         s.packets(|p| pkts.push(p.to_vec()));
         // 11 messages of 34/42 bytes in 200-byte packets

@@ -55,6 +55,8 @@ impl Bus {
                     max_packet: 1472,
                     heartbeat_ns: 1_000_000,
                     clock_tick_ns: 0,
+                    term: 0,
+                    leader: 0,
                 },
                 Recovered::new_session(),
                 now,
@@ -81,7 +83,7 @@ impl Bus {
             let mut to_rep = Vec::new();
             for (i, n) in self.nodes.iter_mut().enumerate() {
                 n.poll_transmit(now, &mut |d, b| match d {
-                    Dest::Sequencer => to_seq.push(b.to_vec()),
+                    Dest::Sequencer | Dest::AllSequencers => to_seq.push(b.to_vec()),
                     Dest::Replayer(_) => to_rep.push((i, b.to_vec())),
                 });
             }

@@ -180,6 +180,8 @@ fn run(seed: u64, faults: Faults, total: u64, depth: usize) -> Outcome {
             max_packet: 1472,
             heartbeat_ns: 1_000_000,
             clock_tick_ns: 5_000_000,
+            term: 0,
+            leader: 0,
         },
         Recovered::new_session(),
         now,
@@ -308,7 +310,7 @@ fn run(seed: u64, faults: Faults, total: u64, depth: usize) -> Outcome {
                 .poll_transmit(now, &mut |d, data| outgoing.push((d, data.to_vec())));
             for (d, data) in outgoing {
                 match d {
-                    Dest::Sequencer => net.send(now, To::Sequencer, &data),
+                    Dest::Sequencer | Dest::AllSequencers => net.send(now, To::Sequencer, &data),
                     Dest::Replayer(_) => {
                         let before = net.next_id;
                         net.send(now, To::Replayer, &data);
@@ -529,6 +531,8 @@ fn a_finished_rewind_awaits_no_more_answers() {
             max_packet: 1472,
             heartbeat_ns: 1_000_000,
             clock_tick_ns: 0,
+            term: 0,
+            leader: 0,
         },
         Recovered::new_session(),
         now,

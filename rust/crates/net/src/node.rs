@@ -190,8 +190,9 @@ impl NodeClient {
         let now = now_ns();
         self.node.poll_transmit(now, &mut |dest, d| match dest {
             // Over TCP or in-process, commands travel with the stream.
-            Dest::Sequencer if feed.as_mut().is_some_and(|f| f.send_upstream(now, d)) => {}
-            Dest::Sequencer => upbox.push(d),
+            Dest::Sequencer | Dest::AllSequencers
+                if feed.as_mut().is_some_and(|f| f.send_upstream(now, d)) => {}
+            Dest::Sequencer | Dest::AllSequencers => upbox.push(d),
             Dest::Replayer(i) => {
                 // a send buffer full for longer, or an unreachable peer: the protocol retries
                 if let Err(e) = udp::send_patiently(req, d, &reps[i], Duration::from_millis(20)) {

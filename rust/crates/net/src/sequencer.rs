@@ -169,6 +169,8 @@ fn sequence(
         max_packet: cfg.bus.max_packet,
         heartbeat_ns: sc.heartbeat_ms * 1_000_000,
         clock_tick_ns: sc.clock_tick_ms * 1_000_000,
+        term: 0,
+        leader: 0,
     };
     let mut seq = Sequencer::new(params, recovered, now_ns());
     let mut idler = Idler::new(sc.idle);

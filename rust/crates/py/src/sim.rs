@@ -164,6 +164,8 @@ impl SimBus {
                 max_packet: MAX_PACKET,
                 heartbeat_ns,
                 clock_tick_ns,
+                term: 0,
+                leader: 0,
             },
             Recovered::new_session(),
             start_ns,
@@ -350,7 +352,7 @@ impl SimBus {
         let loss = self.upstream_loss_pct;
         for (i, dest, data) in outgoing {
             match dest {
-                Dest::Sequencer => self.send(To::Sequencer, &data, loss),
+                Dest::Sequencer | Dest::AllSequencers => self.send(To::Sequencer, &data, loss),
                 Dest::Replayer(_) => self.send(To::Replayer(i), &data, 0.0),
             }
         }

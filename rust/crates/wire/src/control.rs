@@ -10,11 +10,12 @@ use crate::{le_u16, le_u64, need, Account, Session, WireError};
 /// Schema id of `bus.idl`.
 pub const BUS_SCHEMA_ID: u16 = 1;
 /// Schema version of `bus.idl`.
-pub const BUS_SCHEMA_VERSION: u16 = 1;
+pub const BUS_SCHEMA_VERSION: u16 = 2;
 /// Template ids.
 pub const CLOCK_TICK: u16 = 1;
 pub const SESSION_START: u16 = 2;
 pub const SENDER_STATE: u16 = 3;
+pub const EPOCH: u16 = 6;
 
 /// A decoded control message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +29,15 @@ pub enum Control {
         next_command_seq: u64,
         account: Account,
         instance: u16,
+        /// The leader's term and member id (0, 0 without a cluster; absent in version 1).
+        term: u64,
+        leader: u16,
+    },
+    /// A cluster leader's first message of its term (docs/ha.md).
+    Epoch {
+        term: u64,
+        leader: u16,
+        previous_leader: u16,
     },
 }
 
@@ -60,11 +70,27 @@ impl Control {
                 next_command_seq,
                 account,
                 instance,
+                term,
+                leader,
             } => {
-                let mut b = header(SENDER_STATE, 18).to_vec();
+                let mut b = header(SENDER_STATE, 28).to_vec();
                 b.extend_from_slice(&next_command_seq.to_le_bytes());
                 b.extend_from_slice(&account);
                 b.extend_from_slice(&instance.to_le_bytes());
+                b.extend_from_slice(&term.to_le_bytes());
+                b.extend_from_slice(&leader.to_le_bytes());
+                b.extend_from_slice(&[0, 0]);
+                b
+            }
+            Control::Epoch {
+                term,
+                leader,
+                previous_leader,
+            } => {
+                let mut b = header(EPOCH, 12).to_vec();
+                b.extend_from_slice(&term.to_le_bytes());
+                b.extend_from_slice(&leader.to_le_bytes());
+                b.extend_from_slice(&previous_leader.to_le_bytes());
                 b.extend_from_slice(&[0, 0]);
                 b
             }
@@ -111,10 +137,26 @@ impl Control {
             }
             SENDER_STATE => {
                 need_block(18)?;
+                // version 2 appended term and leader; a version-1 block reads them as 0
+                let (term, leader) = if h.block_length >= 28 {
+                    (le_u64(body, block + 18), le_u16(body, block + 26))
+                } else {
+                    (0, 0)
+                };
                 Ok(Control::SenderState {
                     next_command_seq: le_u64(body, block),
                     account: body[block + 8..block + 16].try_into().expect("8"),
                     instance: le_u16(body, block + 16),
+                    term,
+                    leader,
+                })
+            }
+            EPOCH => {
+                need_block(12)?;
+                Ok(Control::Epoch {
+                    term: le_u64(body, block),
+                    leader: le_u16(body, block + 8),
+                    previous_leader: le_u16(body, block + 10),
                 })
             }
             t => Err(WireError::Invalid {
@@ -141,6 +183,13 @@ mod tests {
                 next_command_seq: 77,
                 account: crate::account("ME").unwrap(),
                 instance: 2,
+                term: 9,
+                leader: 3,
+            },
+            Control::Epoch {
+                term: 4,
+                leader: 2,
+                previous_leader: 1,
             },
         ] {
             assert_eq!(Control::parse(&c.encode()).unwrap(), c);
@@ -171,5 +220,51 @@ mod generated_codecs {
         };
         assert_eq!(s.encode(), g.encode().unwrap());
         assert_eq!(bus::SessionStart::decode(&s.encode()).unwrap(), g);
+        let s = Control::SenderState {
+            next_command_seq: 5,
+            account: crate::account("ME").unwrap(),
+            instance: 2,
+            term: 7,
+            leader: 3,
+        };
+        let g = bus::SenderState {
+            next_command_seq: 5,
+            account: "ME".into(),
+            instance: 2,
+            term: 7,
+            leader: 3,
+        };
+        assert_eq!(s.encode(), g.encode().unwrap());
+        let e = Control::Epoch {
+            term: 4,
+            leader: 2,
+            previous_leader: 1,
+        };
+        let g = bus::Epoch {
+            term: 4,
+            leader: 2,
+            previous_leader: 1,
+        };
+        assert_eq!(e.encode(), g.encode().unwrap());
+    }
+
+    #[test]
+    fn a_version_1_sender_state_reads_with_no_leader() {
+        let mut v1 = header(SENDER_STATE, 18).to_vec();
+        v1[6..8].copy_from_slice(&1u16.to_le_bytes());
+        v1.extend_from_slice(&5u64.to_le_bytes());
+        v1.extend_from_slice(b"ME\0\0\0\0\0\0");
+        v1.extend_from_slice(&2u16.to_le_bytes());
+        v1.extend_from_slice(&[0, 0]);
+        assert_eq!(
+            Control::parse(&v1).unwrap(),
+            Control::SenderState {
+                next_command_seq: 5,
+                account: crate::account("ME").unwrap(),
+                instance: 2,
+                term: 0,
+                leader: 0,
+            }
+        );
     }
 }

@@ -4,10 +4,12 @@
 //! * [`envelope`]: the 32-byte seqbus envelope at the front of every sequenced message.
 //! * [`upstream`]: node → sequencer command packets (our own format, `docs/upstream.md`).
 //! * [`control`]: the bodies of the bus's own control messages (`schemas/bus.idl`).
+//! * [`cluster`]: sequencer ↔ sequencer messages of a cluster, replayer announcements.
 //!
 //! Every parser validates its whole input before handing out views, so a view never reads
 //! past its buffer; malformed input is a [`WireError`].
 
+pub mod cluster;
 pub mod control;
 pub mod envelope;
 pub mod mold;

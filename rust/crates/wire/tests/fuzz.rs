@@ -123,4 +123,46 @@ proptest! {
             prop_assert_eq!(Control::parse(&c.encode()).unwrap(), c);
         }
     }
+
+    #[test]
+    fn cluster_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        if let Ok(m) = seqbus_wire::cluster::Message::parse(&bytes) {
+            // what parses re-encodes to the same bytes (reserved bytes aside)
+            let mut out = Vec::new();
+            seqbus_wire::cluster::encode(&mut out, m.session, m.from, m.term, &m.body);
+            let again = seqbus_wire::cluster::Message::parse(&out).unwrap();
+            prop_assert_eq!(again, m);
+        }
+        let _ = seqbus_wire::cluster::Announce::parse(&bytes);
+    }
+
+    #[test]
+    fn cluster_append_mutations(
+        entries in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..6),
+        cut in 0usize..400,
+        flip in 0usize..400,
+    ) {
+        let mut w = seqbus_wire::cluster::AppendWriter::new(1400);
+        w.begin(seqbus_wire::Session::new("F").unwrap(), 1, 2, 3, 1, 2);
+        for e in &entries {
+            prop_assert!(w.push(e));
+        }
+        let good = w.bytes().to_vec();
+        let m = seqbus_wire::cluster::Message::parse(&good).unwrap();
+        let seqbus_wire::cluster::Body::Append(a) = m.body else { panic!("not an append") };
+        prop_assert_eq!(a.entries().map(|e| e.to_vec()).collect::<Vec<_>>(), entries);
+        let mut bad = good.clone();
+        bad.truncate(cut.min(good.len()));
+        if bad.len() < good.len() {
+            prop_assert!(seqbus_wire::cluster::Message::parse(&bad).is_err());
+        }
+        let mut flipped = good.clone();
+        let i = flip % flipped.len();
+        flipped[i] ^= 0xFF;
+        if let Ok(m) = seqbus_wire::cluster::Message::parse(&flipped) {
+            if let seqbus_wire::cluster::Body::Append(a) = m.body {
+                prop_assert!(a.entries().map(|e| e.len() + 2).sum::<usize>() + 52 == flipped.len());
+            }
+        }
+    }
 }

@@ -1,0 +1,1195 @@
+//! A cluster of sequencers with no single point of failure (docs/ha.md): one leader
+//! sequences, every member keeps a replica of the stream, and a message is published only once
+//! a majority of the members hold it (gating replication: "persist before publish" on more than
+//! one host). A failed leader is replaced by an election; a deposed leader is fenced.
+//!
+//! The protocol is Raft (Ongaro & Ousterhout 2014, Figure 2), followed closely, with the
+//! PreVote and CheckQuorum extensions (Ongaro's thesis §9.6, §6.2) and leadership transfer
+//! (§3.10) for planned switchovers. Raft's log is the sequenced stream itself: index =
+//! sequence number, entry = the message exactly as published (envelope + body). An entry's
+//! term is not stored beside it: every leader's first entry of its term is an `Epoch` control
+//! message naming the term, so the term of entry `i` is that of the last `Epoch` at or before
+//! `i` (0 before the first). Two logs that hold the same entries therefore give them the same
+//! terms, which is all Raft's log-matching argument needs.
+//!
+//! Sans-IO like the rest of the core: datagrams and the time in, datagrams out. The member
+//! reads and writes its replica through [`Log`] (the journal, or memory in simulations); a
+//! write returns once the entries are persisted per the journal's policy, and a member answers
+//! an append only after that.
+//!
+//! A cluster of one member is a plain sequencer: leader from the start, term 0, no `Epoch`,
+//! every written message committed at once.
+//!
+//! The I/O layer drives a member like this:
+//!
+//! ```text
+//! for each upstream datagram: m.handle_upstream(now, d)        // the leader sequences
+//! for each peer datagram: m.handle_peer(now, d, log, emit)     // votes, appends, answers
+//! m.poll(now, log, emit)                                        // timers; write + replicate
+//! m.publish(now, |packet| send downstream)                      // committed → MoldUDP64
+//! ```
+
+use std::collections::HashSet;
+
+use seqbus_wire::cluster::{self, AppendWriter, Body, Message};
+use seqbus_wire::control::Control;
+use seqbus_wire::envelope::{Envelope, KIND_CONTROL};
+use seqbus_wire::{Session, ENVELOPE_LEN};
+
+use crate::replayer::{MemoryStore, Store, StoreError};
+use crate::sequencer::{Recovered, Sequencer, SequencerParams};
+
+/// A member's replica of the stream: what [`Member`] needs from the journal.
+pub trait Log: Store {
+    /// Appends `msg` under `seq` (= [`Store::next_seq`]).
+    fn append(&mut self, seq: u64, msg: &[u8]) -> Result<(), StoreError>;
+    /// Persists what was appended (per the journal's durability policy); an append is
+    /// answered only after this.
+    fn flush(&mut self) -> Result<(), StoreError>;
+    /// Removes the entries from `seq` on, keeping them aside (never destroyed): a replica's
+    /// suffix the leader does not hold. Only entries never published are ever removed.
+    fn discard_from(&mut self, seq: u64) -> Result<(), StoreError>;
+    /// Persists the term and vote (before any message that depends on them is sent).
+    fn save_vote(&mut self, term: u64, voted_for: u16) -> Result<(), StoreError>;
+}
+
+/// A [`Log`] in memory, for simulations: the entries, the vote, and what was discarded.
+#[derive(Debug, Default, Clone)]
+pub struct MemoryLog {
+    pub store: MemoryStore,
+    pub term: u64,
+    pub voted_for: u16,
+    /// Every discarded suffix: (first sequence, messages).
+    pub discarded: Vec<(u64, Vec<Vec<u8>>)>,
+}
+
+impl Store for MemoryLog {
+    fn next_seq(&mut self) -> u64 {
+        self.store.next_seq()
+    }
+
+    fn read(
+        &mut self,
+        from: u64,
+        max: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize, StoreError> {
+        self.store.read(from, max, f)
+    }
+}
+
+impl Log for MemoryLog {
+    fn append(&mut self, seq: u64, msg: &[u8]) -> Result<(), StoreError> {
+        if seq != self.store.next_seq() {
+            return Err(StoreError(format!(
+                "append of {seq} where {} is next",
+                self.store.next_seq()
+            )));
+        }
+        self.store.push(msg);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn discard_from(&mut self, seq: u64) -> Result<(), StoreError> {
+        let gone = self.store.split_off(seq);
+        if !gone.is_empty() {
+            self.discarded.push((seq, gone));
+        }
+        Ok(())
+    }
+
+    fn save_vote(&mut self, term: u64, voted_for: u16) -> Result<(), StoreError> {
+        self.term = term;
+        self.voted_for = voted_for;
+        Ok(())
+    }
+}
+
+/// Settings of a cluster member.
+#[derive(Debug, Clone)]
+pub struct MemberParams {
+    /// The sequencing settings the member uses as leader (`term`/`leader` are set by it).
+    pub sequencer: SequencerParams,
+    /// This member's id (1–65535).
+    pub id: u16,
+    /// Every member's id, this one's included.
+    pub members: Vec<u16>,
+    /// A follower that hears no leader for a random time in `[t, 2t)` starts an election;
+    /// a leader that hears no majority for `t` steps down.
+    pub election_timeout_ns: u64,
+    /// The leader sends an append (empty if need be) to each follower at least this often.
+    pub heartbeat_ns: u64,
+    /// Entries a follower has not confirmed after this long are sent again.
+    pub retransmit_ns: u64,
+    /// Largest append datagram.
+    pub max_append: usize,
+    /// Seed of the election timeouts' randomness.
+    pub seed: u64,
+}
+
+/// What a member currently is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Follower,
+    /// Asking whether an election could be won (PreVote), without raising the term.
+    PreCandidate,
+    Candidate,
+    Leader,
+}
+
+impl Role {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Role::Follower => "follower",
+            Role::PreCandidate => "pre-candidate",
+            Role::Candidate => "candidate",
+            Role::Leader => "leader",
+        }
+    }
+}
+
+/// Something the I/O layer should log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Became leader of `term`; the `Epoch` is sequenced at `epoch_seq`.
+    BecameLeader { term: u64, epoch_seq: u64 },
+    /// Stopped leading `term`.
+    SteppedDown { term: u64, why: &'static str },
+    /// Follows `leader` in `term`.
+    Following { term: u64, leader: u16 },
+    /// Started an election for `term`.
+    Election { term: u64 },
+    /// Entries from `from` on were not the leader's: moved aside.
+    Discarded { from: u64, count: u64 },
+    /// A switchover to `target` began, or gave up.
+    Transfer { target: u16, started: bool },
+}
+
+/// Counters of a member.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClusterStats {
+    pub elections: u64,
+    pub terms_led: u64,
+    pub appends_sent: u64,
+    pub appends_received: u64,
+    pub entries_sent: u64,
+    pub entries_received: u64,
+    pub rejected_appends: u64,
+    pub malformed: u64,
+    pub stale: u64,
+    /// Upstream datagrams dropped because this member was not (yet) leading.
+    pub not_leader: u64,
+    pub discarded: u64,
+}
+
+/// Where a leader's follower stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerProgress {
+    pub id: u16,
+    /// Highest index known to match the leader's log.
+    pub matched: u64,
+    /// Next index to send.
+    pub next: u64,
+    /// When the peer was last heard from.
+    pub heard_ns: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Peer {
+    p: PeerProgress,
+    last_sent_ns: u64,
+    /// When `matched` last moved (or the peer was last sent a retransmission).
+    progress_ns: u64,
+    /// When a rejection last made the leader send again (rejections of a pipeline arrive
+    /// together; one resend answers them all).
+    resent_ns: u64,
+    /// Where the follower's log meets the leader's is not known yet: one append at a time,
+    /// each waiting for its answer (Raft's probe), until one succeeds.
+    probing: bool,
+    /// Highest index sent.
+    sent_upto: u64,
+}
+
+/// splitmix64, for election timeouts.
+#[derive(Debug, Clone)]
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// Most entries sent to a follower beyond what it confirmed.
+const MAX_IN_FLIGHT: u64 = 1 << 16;
+/// Most append datagrams sent to one follower per poll.
+const MAX_APPENDS_PER_POLL: usize = 32;
+
+/// The `Epoch` in a message (envelope + body), if it is one.
+fn epoch_of(msg: &[u8]) -> Option<(u64, u16)> {
+    let env = Envelope::parse(msg).ok()?;
+    if env.kind != KIND_CONTROL {
+        return None;
+    }
+    match Control::parse(&msg[ENVELOPE_LEN..]) {
+        Ok(Control::Epoch { term, leader, .. }) => Some((term, leader)),
+        _ => None,
+    }
+}
+
+/// One sequencer of a cluster.
+#[derive(Debug)]
+pub struct Member {
+    p: MemberParams,
+    session: Session,
+    role: Role,
+    term: u64,
+    voted_for: u16,
+    leader: Option<u16>,
+    /// The leader before this term's (named in the next `Epoch`).
+    previous_leader: u16,
+    /// Last index in the log (written).
+    last: u64,
+    /// (first index, term) of every `Epoch` in the log.
+    epochs: Vec<(u64, u64)>,
+    /// Dedupe state and clock of the whole log (a new leader starts from it).
+    recovered: Recovered,
+    /// Highest index known committed.
+    commit: u64,
+    election_deadline: u64,
+    /// When a leader of the current term was last heard (no vote is granted to a
+    /// challenger within an election timeout of it: CheckQuorum's leader stickiness).
+    leader_heard_ns: u64,
+    votes: HashSet<u16>,
+    peers: Vec<Peer>,
+    seq: Option<Sequencer>,
+    /// Switchover in progress: (target, give-up time, TimeoutNow sent).
+    transfer: Option<(u16, u64, bool)>,
+    /// When the leader last checked that a majority is with it.
+    quorum_checked_ns: u64,
+    rng: Rng,
+    writer: AppendWriter,
+    buf: Vec<u8>,
+    events: Vec<Event>,
+    stats: ClusterStats,
+}
+
+impl Member {
+    /// A member over `log`, whose term and vote were persisted as `term`/`voted_for`.
+    /// Reads the whole log once (terms, dedupe state).
+    pub fn new(
+        p: MemberParams,
+        log: &mut dyn Log,
+        term: u64,
+        voted_for: u16,
+        now_ns: u64,
+    ) -> Result<Member, StoreError> {
+        assert!(p.id != 0 && p.members.contains(&p.id), "member id in members");
+        let mut m = Member {
+            session: p.sequencer.session,
+            writer: AppendWriter::new(p.max_append),
+            rng: Rng(p.seed ^ (p.id as u64).wrapping_mul(0x9E37_79B9)),
+            role: Role::Follower,
+            term,
+            voted_for,
+            leader: None,
+            previous_leader: 0,
+            last: 0,
+            epochs: Vec::new(),
+            recovered: Recovered::new_session(),
+            commit: 0,
+            election_deadline: 0,
+            leader_heard_ns: 0,
+            votes: HashSet::new(),
+            peers: Vec::new(),
+            seq: None,
+            transfer: None,
+            quorum_checked_ns: now_ns,
+            buf: Vec::new(),
+            events: Vec::new(),
+            stats: ClusterStats::default(),
+            p,
+        };
+        m.rescan(log)?;
+        if m.p.members.len() == 1 {
+            // a cluster of one: a plain sequencer, whose own journal is the majority
+            m.commit = m.last;
+            m.role = Role::Leader;
+            m.leader = Some(m.p.id);
+            let seq = Sequencer::new(m.p.sequencer.clone(), m.recovered.clone(), now_ns);
+            m.seq = Some(seq);
+        } else {
+            m.reset_election_timer(now_ns);
+        }
+        Ok(m)
+    }
+
+    /// Rebuilds terms and dedupe state from the log.
+    fn rescan(&mut self, log: &mut dyn Log) -> Result<(), StoreError> {
+        let mut recovered = Recovered::new_session();
+        let mut epochs = Vec::new();
+        let mut last = 0;
+        log.read(1, usize::MAX, &mut |q, msg| {
+            recovered.replay(q, msg);
+            if let Some((term, _)) = epoch_of(msg) {
+                epochs.push((q, term));
+            }
+            last = q;
+            true
+        })?;
+        self.recovered = recovered;
+        self.epochs = epochs;
+        self.last = last;
+        Ok(())
+    }
+
+    fn single(&self) -> bool {
+        self.p.members.len() == 1
+    }
+
+    fn majority(&self) -> usize {
+        self.p.members.len() / 2 + 1
+    }
+
+    /// The term of entry `index` (0 before the first `Epoch`).
+    pub fn term_at(&self, index: u64) -> u64 {
+        let i = self.epochs.partition_point(|&(first, _)| first <= index);
+        if i == 0 {
+            0
+        } else {
+            self.epochs[i - 1].1
+        }
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    pub fn id(&self) -> u16 {
+        self.p.id
+    }
+
+    /// The leader this member follows (itself when leading), if known.
+    pub fn leader(&self) -> Option<u16> {
+        self.leader
+    }
+
+    /// Highest index known committed: the leader publishes up to it, and a follower's replayer
+    /// may serve up to it.
+    pub fn commit(&self) -> u64 {
+        self.commit
+    }
+
+    /// Last index in this member's log.
+    pub fn last_index(&self) -> u64 {
+        self.last
+    }
+
+    pub fn stats(&self) -> ClusterStats {
+        self.stats
+    }
+
+    /// The leader's view of its followers.
+    pub fn peers(&self) -> Vec<PeerProgress> {
+        self.peers.iter().map(|p| p.p).collect()
+    }
+
+    /// The sequencer, while leading.
+    pub fn sequencer(&self) -> Option<&Sequencer> {
+        self.seq.as_ref()
+    }
+
+    /// Sequence number the next sequenced message will get while leading.
+    pub fn next_seq(&self) -> u64 {
+        self.seq.as_ref().map_or(self.last + 1, Sequencer::next_seq)
+    }
+
+    /// Events since the last call, for the log.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// True while a switchover is in progress (upstream is refused meanwhile).
+    pub fn transferring(&self) -> bool {
+        self.transfer.is_some()
+    }
+
+    fn reset_election_timer(&mut self, now_ns: u64) {
+        let t = self.p.election_timeout_ns;
+        self.election_deadline = now_ns + t + self.rng.next() % t.max(1);
+    }
+
+    fn save_vote(&mut self, log: &mut dyn Log) -> Result<(), StoreError> {
+        log.save_vote(self.term, self.voted_for)
+    }
+
+    fn send(&mut self, to: u16, body: &Body<'_>, emit: &mut dyn FnMut(u16, &[u8])) {
+        cluster::encode(&mut self.buf, self.session, self.p.id, self.term, body);
+        emit(to, &self.buf);
+    }
+
+    fn become_follower(
+        &mut self,
+        now_ns: u64,
+        term: u64,
+        leader: Option<u16>,
+        log: &mut dyn Log,
+    ) -> Result<(), StoreError> {
+        if self.role == Role::Leader {
+            self.events.push(Event::SteppedDown {
+                term: self.term,
+                why: "a higher term",
+            });
+        }
+        if term > self.term {
+            self.term = term;
+            self.voted_for = 0;
+            self.save_vote(log)?;
+        }
+        self.role = Role::Follower;
+        self.seq = None;
+        self.peers.clear();
+        self.transfer = None;
+        self.votes.clear();
+        if leader.is_some() && leader != self.leader {
+            self.previous_leader = self.leader.unwrap_or(self.previous_leader);
+            self.leader = leader;
+            self.events.push(Event::Following {
+                term: self.term,
+                leader: leader.expect("some"),
+            });
+        } else if leader.is_none() {
+            if let Some(l) = self.leader.take() {
+                self.previous_leader = l;
+            }
+        }
+        self.reset_election_timer(now_ns);
+        Ok(())
+    }
+
+    fn up_to_date(&self, last_index: u64, last_term: u64) -> bool {
+        let mine = self.term_at(self.last);
+        last_term > mine || (last_term == mine && last_index >= self.last)
+    }
+
+    fn in_lease(&self, now_ns: u64) -> bool {
+        match self.role {
+            Role::Leader => true,
+            _ => {
+                self.leader.is_some()
+                    && now_ns < self.leader_heard_ns.saturating_add(self.p.election_timeout_ns)
+            }
+        }
+    }
+
+    /// Asks for votes: PreVote first (`pre`), then the real election.
+    fn campaign(
+        &mut self,
+        now_ns: u64,
+        pre: bool,
+        transfer: bool,
+        log: &mut dyn Log,
+        emit: &mut dyn FnMut(u16, &[u8]),
+    ) -> Result<(), StoreError> {
+        self.votes.clear();
+        self.votes.insert(self.p.id);
+        self.reset_election_timer(now_ns);
+        if let Some(l) = self.leader.take() {
+            self.previous_leader = l;
+        }
+        let proposed = if pre {
+            self.role = Role::PreCandidate;
+            self.term + 1
+        } else {
+            self.role = Role::Candidate;
+            self.term += 1;
+            self.voted_for = self.p.id;
+            self.save_vote(log)?;
+            self.stats.elections += 1;
+            self.events.push(Event::Election { term: self.term });
+            self.term
+        };
+        if self.votes.len() >= self.majority() {
+            return if pre {
+                self.campaign(now_ns, false, transfer, log, emit)
+            } else {
+                self.become_leader(now_ns, log)
+            };
+        }
+        let body = Body::RequestVote {
+            last_index: self.last,
+            last_term: self.term_at(self.last),
+            pre_vote: pre,
+            transfer,
+        };
+        for to in self.p.members.clone() {
+            if to != self.p.id {
+                cluster::encode(&mut self.buf, self.session, self.p.id, proposed, &body);
+                emit(to, &self.buf);
+            }
+        }
+        Ok(())
+    }
+
+    fn become_leader(&mut self, now_ns: u64, log: &mut dyn Log) -> Result<(), StoreError> {
+        self.role = Role::Leader;
+        self.leader = Some(self.p.id);
+        self.stats.terms_led += 1;
+        self.votes.clear();
+        self.quorum_checked_ns = now_ns;
+        self.peers = self
+            .p
+            .members
+            .iter()
+            .filter(|&&id| id != self.p.id)
+            .map(|&id| Peer {
+                p: PeerProgress {
+                    id,
+                    matched: 0,
+                    next: self.last + 1,
+                    heard_ns: now_ns,
+                },
+                last_sent_ns: 0,
+                progress_ns: now_ns,
+                resent_ns: 0,
+                probing: true,
+                sent_upto: 0,
+            })
+            .collect();
+        // Entries after the known commit point may not have been published by the previous
+        // leader: they are published again (nodes drop what they already have).
+        let mut params = self.p.sequencer.clone();
+        params.term = self.term;
+        params.leader = self.p.id;
+        let mut seq = Sequencer::resume(params, self.recovered.clone(), self.commit + 1, now_ns);
+        log.read(self.commit + 1, usize::MAX, &mut |q, m| {
+            seq.preload(q, m);
+            true
+        })?;
+        let empty = self.last == 0;
+        seq.sequence_epoch(now_ns, self.term, self.p.id, self.previous_leader);
+        let epoch_seq = self.last + 1;
+        if empty {
+            seq.sequence_session_start(now_ns);
+        }
+        self.seq = Some(seq);
+        self.events.push(Event::BecameLeader {
+            term: self.term,
+            epoch_seq,
+        });
+        Ok(())
+    }
+
+    /// Handles one upstream datagram (a node's commands or hello); only a leader sequences.
+    pub fn handle_upstream(&mut self, now_ns: u64, datagram: &[u8]) -> usize {
+        match &mut self.seq {
+            Some(seq) if self.transfer.is_none() => seq.handle_upstream(now_ns, datagram),
+            _ => {
+                self.stats.not_leader += 1;
+                0
+            }
+        }
+    }
+
+    /// Counts an upstream datagram the I/O layer dropped as malformed.
+    pub fn note_malformed(&mut self) {
+        match &mut self.seq {
+            Some(seq) => seq.note_malformed(),
+            None => self.stats.malformed += 1,
+        }
+    }
+
+    /// Handles one datagram from another member.
+    pub fn handle_peer(
+        &mut self,
+        now_ns: u64,
+        datagram: &[u8],
+        log: &mut dyn Log,
+        emit: &mut dyn FnMut(u16, &[u8]),
+    ) -> Result<(), StoreError> {
+        let m = match Message::parse(datagram) {
+            Ok(m) if m.session == self.session && self.p.members.contains(&m.from) => m,
+            _ => {
+                self.stats.malformed += 1;
+                return Ok(());
+            }
+        };
+        if m.from == self.p.id {
+            self.stats.malformed += 1;
+            return Ok(());
+        }
+        match m.body {
+            Body::RequestVote {
+                last_index,
+                last_term,
+                pre_vote,
+                transfer,
+            } => self.on_request_vote(
+                now_ns, m.from, m.term, last_index, last_term, pre_vote, transfer, log, emit,
+            ),
+            Body::Vote { granted, pre_vote } => {
+                self.on_vote(now_ns, m.from, m.term, granted, pre_vote, log, emit)
+            }
+            Body::Append(a) => self.on_append(now_ns, m.from, m.term, a, log, emit),
+            Body::AppendReply { success, index } => {
+                self.on_append_reply(now_ns, m.from, m.term, success, index, log)
+            }
+            Body::TimeoutNow => {
+                if m.term > self.term || (m.term == self.term && self.leader == Some(m.from)) {
+                    if m.term > self.term {
+                        self.become_follower(now_ns, m.term, Some(m.from), log)?;
+                    }
+                    // the leader hands over: an election at once, past the voters' lease
+                    self.campaign(now_ns, false, true, log, emit)
+                } else {
+                    self.stats.stale += 1;
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_request_vote(
+        &mut self,
+        now_ns: u64,
+        from: u16,
+        term: u64,
+        last_index: u64,
+        last_term: u64,
+        pre_vote: bool,
+        transfer: bool,
+        log: &mut dyn Log,
+        emit: &mut dyn FnMut(u16, &[u8]),
+    ) -> Result<(), StoreError> {
+        let lease = self.in_lease(now_ns) && !transfer;
+        if pre_vote {
+            // granted without changing this member's term or vote
+            let granted = term > self.term && !lease && self.up_to_date(last_index, last_term);
+            let answer_term = if granted { term } else { self.term };
+            cluster::encode(
+                &mut self.buf,
+                self.session,
+                self.p.id,
+                answer_term,
+                &Body::Vote {
+                    granted,
+                    pre_vote: true,
+                },
+            );
+            emit(from, &self.buf);
+            return Ok(());
+        }
+        if term > self.term {
+            if lease {
+                // a leader is alive: a member that cannot hear it must not depose it
+                self.stats.stale += 1;
+                self.send(
+                    from,
+                    &Body::Vote {
+                        granted: false,
+                        pre_vote: false,
+                    },
+                    emit,
+                );
+                return Ok(());
+            }
+            self.become_follower(now_ns, term, None, log)?;
+        }
+        let granted = term == self.term
+            && (self.voted_for == 0 || self.voted_for == from)
+            && self.up_to_date(last_index, last_term);
+        if granted {
+            self.voted_for = from;
+            self.save_vote(log)?;
+            self.reset_election_timer(now_ns);
+        }
+        self.send(
+            from,
+            &Body::Vote {
+                granted,
+                pre_vote: false,
+            },
+            emit,
+        );
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_vote(
+        &mut self,
+        now_ns: u64,
+        from: u16,
+        term: u64,
+        granted: bool,
+        pre_vote: bool,
+        log: &mut dyn Log,
+        emit: &mut dyn FnMut(u16, &[u8]),
+    ) -> Result<(), StoreError> {
+        if pre_vote {
+            if self.role == Role::PreCandidate && granted && term == self.term + 1 {
+                self.votes.insert(from);
+                if self.votes.len() >= self.majority() {
+                    return self.campaign(now_ns, false, false, log, emit);
+                }
+            } else if !granted && term > self.term {
+                self.become_follower(now_ns, term, None, log)?;
+            }
+            return Ok(());
+        }
+        if term > self.term {
+            return self.become_follower(now_ns, term, None, log);
+        }
+        if self.role == Role::Candidate && term == self.term && granted {
+            self.votes.insert(from);
+            if self.votes.len() >= self.majority() {
+                return self.become_leader(now_ns, log);
+            }
+        }
+        Ok(())
+    }
+
+    fn on_append(
+        &mut self,
+        now_ns: u64,
+        from: u16,
+        term: u64,
+        a: cluster::Append<'_>,
+        log: &mut dyn Log,
+        emit: &mut dyn FnMut(u16, &[u8]),
+    ) -> Result<(), StoreError> {
+        self.stats.appends_received += 1;
+        if term < self.term {
+            // a deposed leader: the answer tells it the current term
+            self.stats.stale += 1;
+            self.send(
+                from,
+                &Body::AppendReply {
+                    success: false,
+                    index: self.last + 1,
+                },
+                emit,
+            );
+            return Ok(());
+        }
+        if term > self.term || self.role != Role::Follower || self.leader != Some(from) {
+            self.become_follower(now_ns, term, Some(from), log)?;
+        }
+        self.leader_heard_ns = now_ns;
+        self.reset_election_timer(now_ns);
+        let reply = |m: &mut Member, success: bool, index: u64, emit: &mut dyn FnMut(u16, &[u8])| {
+            m.send(from, &Body::AppendReply { success, index }, emit);
+        };
+        if a.prev_index > self.last {
+            self.stats.rejected_appends += 1;
+            reply(self, false, self.last + 1, emit);
+            return Ok(());
+        }
+        let prev_term = self.term_at(a.prev_index);
+        if prev_term != a.prev_term {
+            // skip back over the whole conflicting term (Raft §5.3), never below the commit
+            let first_of_term = match self
+                .epochs
+                .iter()
+                .rev()
+                .find(|&&(first, t)| t == prev_term && first <= a.prev_index)
+            {
+                Some(&(first, _)) => first,
+                None => 1,
+            };
+            self.stats.rejected_appends += 1;
+            reply(self, false, first_of_term.max(self.commit + 1), emit);
+            return Ok(());
+        }
+        let mut index = a.prev_index;
+        let mut term_here = a.prev_term;
+        let mut appended = false;
+        for e in a.entries() {
+            index += 1;
+            if let Some((t, _)) = epoch_of(e) {
+                term_here = t;
+            }
+            if index <= self.last {
+                if self.term_at(index) == term_here {
+                    continue; // the same entry (log matching)
+                }
+                if index <= self.commit {
+                    return Err(StoreError(format!(
+                        "cluster safety: the leader of term {term} disagrees with committed \
+                         entry {index} (commit {})",
+                        self.commit
+                    )));
+                }
+                let count = self.last - index + 1;
+                log.discard_from(index)?;
+                self.stats.discarded += count;
+                self.events.push(Event::Discarded { from: index, count });
+                self.rescan(log)?;
+            }
+            log.append(index, e)?;
+            self.recovered.replay(index, e);
+            if let Some((t, _)) = epoch_of(e) {
+                self.epochs.push((index, t));
+            }
+            self.last = index;
+            self.stats.entries_received += 1;
+            appended = true;
+        }
+        if appended {
+            log.flush()?;
+        }
+        self.commit = self.commit.max(a.commit.min(index));
+        reply(self, true, index, emit);
+        Ok(())
+    }
+
+    fn on_append_reply(
+        &mut self,
+        now_ns: u64,
+        from: u16,
+        term: u64,
+        success: bool,
+        index: u64,
+        log: &mut dyn Log,
+    ) -> Result<(), StoreError> {
+        if term > self.term {
+            return self.become_follower(now_ns, term, None, log);
+        }
+        if term < self.term || self.role != Role::Leader {
+            self.stats.stale += 1;
+            return Ok(());
+        }
+        let Some(peer) = self.peers.iter_mut().find(|p| p.p.id == from) else {
+            return Ok(());
+        };
+        peer.p.heard_ns = now_ns;
+        if success {
+            if index > peer.p.matched {
+                peer.p.matched = index;
+                peer.progress_ns = now_ns;
+            }
+            if peer.probing && index + 1 >= peer.p.next {
+                // found where the logs meet: pipeline from here
+                peer.probing = false;
+                peer.last_sent_ns = 0;
+            }
+            peer.p.next = peer.p.next.max(index + 1);
+        } else if peer.probing {
+            if index > peer.p.matched && index < peer.p.next {
+                peer.p.next = index;
+                peer.last_sent_ns = 0; // probe again at once
+            }
+        } else if index > peer.p.matched
+            && index < peer.p.next
+            && now_ns >= peer.resent_ns + self.p.retransmit_ns / 4
+        {
+            // in step, but the follower lacks entries from `index` on (a datagram lost ahead
+            // of later ones): send again from there, once for the rejections of a whole
+            // pipeline (a later loss is the retransmission timer's)
+            peer.p.next = index;
+            peer.last_sent_ns = 0;
+            peer.resent_ns = now_ns;
+        }
+        self.advance_commit();
+        Ok(())
+    }
+
+    fn advance_commit(&mut self) {
+        if self.role != Role::Leader {
+            return;
+        }
+        let mut matched: Vec<u64> = self.peers.iter().map(|p| p.p.matched).collect();
+        matched.push(self.last);
+        matched.sort_unstable_by(|a, b| b.cmp(a));
+        let n = matched[self.majority() - 1];
+        // only an entry of the leader's own term commits by counting (Raft §5.4.2)
+        if n > self.commit && self.term_at(n) == self.term {
+            self.commit = n;
+        }
+    }
+
+    /// Timers (elections, heartbeats, retransmissions), then, while leading: clock ticks, the
+    /// new entries written to the log and sent to the followers, and the commit point moved.
+    pub fn poll(
+        &mut self,
+        now_ns: u64,
+        log: &mut dyn Log,
+        emit: &mut dyn FnMut(u16, &[u8]),
+    ) -> Result<(), StoreError> {
+        match self.role {
+            Role::Follower | Role::PreCandidate | Role::Candidate => {
+                if now_ns >= self.election_deadline {
+                    // PreVote first: a member cut off from the others cannot raise the term
+                    // and disturb the cluster when it comes back
+                    self.campaign(now_ns, true, false, log, emit)?;
+                }
+                Ok(())
+            }
+            Role::Leader => self.lead(now_ns, log, emit),
+        }
+    }
+
+    fn lead(
+        &mut self,
+        now_ns: u64,
+        log: &mut dyn Log,
+        emit: &mut dyn FnMut(u16, &[u8]),
+    ) -> Result<(), StoreError> {
+        if !self.single() && now_ns >= self.quorum_checked_ns + self.p.election_timeout_ns {
+            // CheckQuorum: a leader that has not heard a majority for an election timeout
+            // stops, so a partitioned leader cannot keep nodes waiting on it
+            let heard = 1 + self
+                .peers
+                .iter()
+                .filter(|p| p.p.heard_ns + self.p.election_timeout_ns > now_ns)
+                .count();
+            self.quorum_checked_ns = now_ns;
+            if heard < self.majority() {
+                self.events.push(Event::SteppedDown {
+                    term: self.term,
+                    why: "no majority heard for an election timeout",
+                });
+                self.role = Role::Follower;
+                self.seq = None;
+                self.peers.clear();
+                self.transfer = None;
+                if let Some(l) = self.leader.take() {
+                    self.previous_leader = l;
+                }
+                self.reset_election_timer(now_ns);
+                return Ok(());
+            }
+        }
+        if let Some((target, until, _)) = self.transfer {
+            if now_ns >= until {
+                self.transfer = None;
+                self.events.push(Event::Transfer {
+                    target,
+                    started: false,
+                });
+            }
+        }
+        let seq = self.seq.as_mut().expect("a leader sequences");
+        if self.transfer.is_none() {
+            seq.handle_timeout(now_ns);
+        }
+        let first_new = self.last + 1;
+        if seq.has_unwritten() {
+            // followers that are in step get the new entries before the leader's own write
+            let ids: Vec<u16> = self
+                .peers
+                .iter()
+                .filter(|p| !p.probing && p.p.next == first_new)
+                .map(|p| p.p.id)
+                .collect();
+            for id in ids {
+                self.replicate(now_ns, id, log, emit)?;
+            }
+            let seq = self.seq.as_mut().expect("leading");
+            for (q, m) in seq.unwritten() {
+                log.append(q, m)?;
+                self.recovered.replay(q, m);
+                if let Some((t, _)) = epoch_of(m) {
+                    self.epochs.push((q, t));
+                }
+                self.last = q;
+            }
+            log.flush()?;
+            seq.mark_written();
+        }
+        if self.single() {
+            self.commit = self.last;
+            return Ok(());
+        }
+        let ids: Vec<u16> = self.peers.iter().map(|p| p.p.id).collect();
+        for id in ids {
+            let peer = self.peers.iter_mut().find(|p| p.p.id == id).expect("peer");
+            if peer.p.matched < self.last
+                && now_ns >= peer.progress_ns + self.p.retransmit_ns
+                && now_ns >= peer.last_sent_ns + self.p.retransmit_ns / 2
+            {
+                // unconfirmed for a retransmission time: back to probing from what it
+                // confirmed (or, still probing, the same probe again)
+                if !peer.probing {
+                    peer.p.next = peer.p.matched + 1;
+                    peer.probing = true;
+                }
+                peer.progress_ns = now_ns;
+                peer.last_sent_ns = 0;
+            }
+            let due = if peer.probing {
+                peer.last_sent_ns == 0 || now_ns >= peer.last_sent_ns + self.p.heartbeat_ns
+            } else {
+                peer.p.next <= self.last || now_ns >= peer.last_sent_ns + self.p.heartbeat_ns
+            };
+            if due {
+                self.replicate(now_ns, id, log, emit)?;
+            }
+        }
+        self.advance_commit();
+        if let Some((target, until, false)) = self.transfer {
+            let ready = self
+                .peers
+                .iter()
+                .any(|p| p.p.id == target && p.p.matched == self.last);
+            if ready && !self.seq.as_ref().expect("leading").has_unwritten() {
+                self.transfer = Some((target, until, true));
+                self.send(target, &Body::TimeoutNow, emit);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends follower `id` what it lacks from its `next` on (from memory when the leader still
+    /// holds the entries, else from the log), or an empty append as a heartbeat. A follower
+    /// being probed gets one datagram at a time; one in step gets a pipeline.
+    fn replicate(
+        &mut self,
+        now_ns: u64,
+        id: u16,
+        log: &mut dyn Log,
+        emit: &mut dyn FnMut(u16, &[u8]),
+    ) -> Result<(), StoreError> {
+        let seq = self.seq.as_ref().expect("leading");
+        let end = seq.next_seq(); // one past the last entry, written or not
+        let pi = self.peers.iter().position(|p| p.p.id == id).expect("peer");
+        let peer = &self.peers[pi];
+        let mut next = peer.p.next;
+        let limit = peer.p.matched + MAX_IN_FLIGHT;
+        let max_datagrams = if peer.probing { 1 } else { MAX_APPENDS_PER_POLL };
+        let mut sent = 0;
+        loop {
+            let carries = next < end && next < limit;
+            // an empty append (a heartbeat, or a full pipeline) names the last confirmed entry
+            // while entries are on their way, so that those are not taken for lost: loss is
+            // the retransmission timer's to find
+            let prev = if !carries && !self.peers[pi].probing && self.peers[pi].sent_upto > self.peers[pi].p.matched {
+                self.peers[pi].p.matched
+            } else {
+                next - 1
+            };
+            let prev_term = self.term_at(prev);
+            self.writer
+                .begin(self.session, self.p.id, self.term, prev, prev_term, self.commit);
+            let mut q = next;
+            if carries {
+                let seq = self.seq.as_ref().expect("leading");
+                if next >= seq.first_pending() {
+                    for (s, m) in seq.pending_from(next) {
+                        if s >= limit || !self.writer.push(m) {
+                            break;
+                        }
+                        q = s + 1;
+                    }
+                } else {
+                    let w = &mut self.writer;
+                    let upto = self.last.min(limit - 1);
+                    log.read(next, (upto + 1 - next) as usize, &mut |s, m| {
+                        if !w.push(m) {
+                            return false;
+                        }
+                        q = s + 1;
+                        true
+                    })?;
+                }
+            }
+            let n = q - next;
+            emit(id, self.writer.bytes());
+            self.stats.appends_sent += 1;
+            self.stats.entries_sent += n;
+            sent += 1;
+            next = q;
+            if n == 0 || next >= end || next >= limit || sent >= max_datagrams {
+                break;
+            }
+        }
+        let peer = &mut self.peers[pi];
+        if !peer.probing {
+            // in step: later entries go out right behind these
+            peer.p.next = next;
+        }
+        peer.sent_upto = peer.sent_upto.max(next - 1);
+        peer.last_sent_ns = now_ns;
+        Ok(())
+    }
+
+    /// While leading: hands the MoldUDP64 packets of the newly committed messages (or a
+    /// heartbeat when nothing was sent for a while) to `emit`.
+    pub fn publish(&mut self, now_ns: u64, emit: &mut dyn FnMut(&[u8])) {
+        let commit = self.commit;
+        let Some(seq) = self.seq.as_mut() else {
+            return;
+        };
+        let end = (commit + 1).min(seq.next_seq());
+        if end > seq.first_pending() {
+            seq.packets_upto(end, &mut *emit);
+            seq.published_upto(end, now_ns);
+        } else if let Some(hb) = seq.poll_heartbeat(now_ns) {
+            emit(&hb);
+        }
+    }
+
+    /// Starts a planned switchover to `target` (None: the most up-to-date follower). The
+    /// leader stops sequencing, waits for the target to hold everything, then tells it to
+    /// start an election at once (Raft's leadership transfer). Gives up after an election
+    /// timeout.
+    pub fn switchover(&mut self, now_ns: u64, target: Option<u16>) -> Result<u16, String> {
+        if self.role != Role::Leader {
+            return Err("not the leader".into());
+        }
+        if self.single() {
+            return Err("a cluster of one member has no one to hand over to".into());
+        }
+        let target = match target {
+            Some(t) if self.peers.iter().any(|p| p.p.id == t) => t,
+            Some(t) => return Err(format!("{t} is not another member of the cluster")),
+            None => self
+                .peers
+                .iter()
+                .max_by_key(|p| (p.p.matched, std::cmp::Reverse(p.p.id)))
+                .expect("peers")
+                .p
+                .id,
+        };
+        self.transfer = Some((target, now_ns + self.p.election_timeout_ns, false));
+        self.events.push(Event::Transfer {
+            target,
+            started: true,
+        });
+        Ok(target)
+    }
+
+    /// When [`Member::poll`] or [`Member::publish`] next has something to do.
+    pub fn next_timeout(&self) -> u64 {
+        match self.role {
+            Role::Leader => {
+                let mut t = self
+                    .seq
+                    .as_ref()
+                    .map_or(u64::MAX, Sequencer::next_timeout);
+                if !self.single() {
+                    t = t.min(self.quorum_checked_ns + self.p.election_timeout_ns);
+                    for p in &self.peers {
+                        t = t.min(p.last_sent_ns + self.p.heartbeat_ns);
+                        if p.p.matched < self.last {
+                            t = t.min(p.progress_ns + self.p.retransmit_ns);
+                        }
+                    }
+                }
+                t
+            }
+            _ => self.election_deadline,
+        }
+    }
+}

@@ -1,0 +1,728 @@
+//! seqbus-sim: a whole bus in one thread — a sequencer or a cluster of them, their replayers,
+//! a replayer that follows the stream, and any number of nodes — over a simulated network with
+//! seeded loss, duplication, delay (reordering) and process kills, on a virtual clock. Nothing
+//! touches a socket or the wall clock, so a scenario replays identically from its seed.
+//!
+//! It drives the sans-IO state machines of `seqbus-core` exactly as the processes of
+//! `seqbus-net` do: a member ([`seqbus_core::Member`]) sequences, replicates and publishes; a
+//! replayer answers from its member's log up to what that member knows is committed; nodes
+//! ([`seqbus_core::Node`]) deliver, send and fill gaps. The caller owns the loop:
+//!
+//! ```text
+//! loop {
+//!     bus.process();                       // datagrams due now; sequencers; replayer
+//!     for each node i: bus.deliver(i, ..) / bus.node(i).send(..) ; bus.transmit(i)
+//!     bus.advance();                       // to the next thing due
+//! }
+//! ```
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use seqbus_core::cluster::{Event, Member, MemberParams, MemoryLog};
+use seqbus_core::{
+    Dest, MemoryStore, Node, NodeError, NodeParams, Replayer, SequencerParams, Source, Start,
+    Store, StoreError,
+};
+use seqbus_wire::cluster::is_cluster_message;
+use seqbus_wire::Session;
+
+/// splitmix64: the network's seeded decisions.
+#[derive(Debug, Clone)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// True with probability `pct` percent.
+    pub fn chance(&mut self, pct: f64) -> bool {
+        pct > 0.0 && (self.next_u64() % 1_000_000) as f64 / 10_000.0 < pct
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next_u64() % (hi - lo + 1)
+    }
+}
+
+/// What the network does to every datagram.
+#[derive(Debug, Clone, Copy)]
+pub struct Faults {
+    pub loss_pct: f64,
+    pub dup_pct: f64,
+    /// Delay range in ns; different delays reorder datagrams.
+    pub delay: (u64, u64),
+}
+
+impl Faults {
+    pub fn clean(delay_ns: u64) -> Faults {
+        Faults {
+            loss_pct: 0.0,
+            dup_pct: 0.0,
+            delay: (delay_ns, delay_ns),
+        }
+    }
+}
+
+/// Settings of a simulated bus.
+#[derive(Debug, Clone)]
+pub struct SimParams {
+    pub seed: u64,
+    /// Virtual time at the start, ns since the epoch.
+    pub start_ns: u64,
+    pub session: Session,
+    /// Sequencers: 1 is a plain sequencer; 3 or more a cluster that survives a failure.
+    pub members: u16,
+    pub faults: Faults,
+    pub max_packet: usize,
+    /// MoldUDP64 heartbeat and clock-tick periods.
+    pub heartbeat_ns: u64,
+    pub clock_tick_ns: u64,
+    /// Cluster timings (docs/ha.md).
+    pub election_timeout_ns: u64,
+    pub cluster_heartbeat_ns: u64,
+    pub retransmit_ns: u64,
+    /// A replayer that follows the stream into a store of its own, besides one per member.
+    pub following_replayer: bool,
+}
+
+impl SimParams {
+    pub fn new(seed: u64, members: u16, faults: Faults) -> SimParams {
+        SimParams {
+            seed,
+            start_ns: 1_000_000_000,
+            session: Session::new("SIM").expect("valid"),
+            members,
+            faults,
+            max_packet: 1472,
+            heartbeat_ns: 1_000_000,
+            clock_tick_ns: 5_000_000,
+            election_timeout_ns: 40_000_000,
+            cluster_heartbeat_ns: 5_000_000,
+            retransmit_ns: 2_000_000,
+            following_replayer: true,
+        }
+    }
+}
+
+/// How a simulated node joins.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    pub account: String,
+    pub instance: u16,
+    pub start: Start,
+    pub topics: Option<Vec<(u16, u16)>>,
+    pub window: usize,
+    pub retry_ns: u64,
+    pub request_timeout_ns: u64,
+    pub replay_depth: usize,
+}
+
+impl NodeOptions {
+    pub fn new(account: &str, start: Start) -> NodeOptions {
+        NodeOptions {
+            account: account.to_string(),
+            instance: 1,
+            start,
+            topics: None,
+            window: 64,
+            retry_ns: 3_000_000,
+            request_timeout_ns: 1_000_000,
+            replay_depth: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum To {
+    /// A member's upstream or cluster socket.
+    Member(u16),
+    /// Replayer `index` (members' first, then the following one), asked by `requester`.
+    Replayer { index: usize, requester: Requester },
+    /// A node, with where its datagram came from.
+    Node(usize, Src),
+    /// The following replayer's feed.
+    Follower(Src),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Requester {
+    Node(usize),
+    Follower,
+}
+
+/// `seqbus_core::Source`, ordered for the event queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Src {
+    Live,
+    Sequencer(u16),
+    Replayer(usize),
+}
+
+impl From<Src> for Source {
+    fn from(s: Src) -> Source {
+        match s {
+            Src::Live => Source::Live,
+            Src::Sequencer(k) => Source::Sequencer(k),
+            Src::Replayer(i) => Source::Replayer(i),
+        }
+    }
+}
+
+/// A datagram in flight: (due time, tie-break id, destination, bytes), earliest first.
+type InFlight = Reverse<(u64, u64, To, Vec<u8>)>;
+
+/// A member's log seen up to what the member knows is committed: what its replayer serves.
+struct Committed<'a> {
+    log: &'a mut MemoryLog,
+    upto: u64,
+}
+
+impl Store for Committed<'_> {
+    fn next_seq(&mut self) -> u64 {
+        self.log.next_seq().min(self.upto + 1)
+    }
+
+    fn read(
+        &mut self,
+        from: u64,
+        max: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize, StoreError> {
+        if from > self.upto {
+            return Ok(0);
+        }
+        let max = max.min((self.upto + 1 - from) as usize);
+        self.log.read(from, max, f)
+    }
+}
+
+/// One sequencer: its state machine (None while its process is dead) and its log (which
+/// survives a kill, as a journal on disk does).
+pub struct SimMember {
+    pub member: Option<Member>,
+    pub log: MemoryLog,
+    replayer: Replayer,
+    /// Stopped (SIGSTOP): keeps its state, runs nothing; datagrams for it wait in `held`
+    /// (its socket buffers) until it is resumed.
+    paused: bool,
+    held: Vec<(To, Vec<u8>)>,
+}
+
+pub struct SimNode {
+    pub node: Node,
+    /// Live downstream loss on this node's link, percent (on top of the network's faults).
+    pub loss_pct: f64,
+    /// Live downstream packets still to drop on this node's link.
+    pub drop_next: u64,
+}
+
+struct Follower {
+    node: Node,
+    store: MemoryStore,
+    replayer: Replayer,
+    out: Vec<u8>,
+}
+
+/// The simulated bus.
+pub struct Bus {
+    p: SimParams,
+    now: u64,
+    rng: Rng,
+    queue: BinaryHeap<InFlight>,
+    next_id: u64,
+    members: Vec<SimMember>,
+    follower: Option<Follower>,
+    nodes: Vec<Option<SimNode>>,
+    upstream_loss_pct: f64,
+    events: Vec<(u64, u16, Event)>,
+    /// Every message any sequencer ever published, by sequence: a second, different message
+    /// under a number already published is a violation the bus must never commit.
+    published: std::collections::HashMap<u64, Vec<u8>>,
+    /// Sequences published twice with different messages: (sequence, member).
+    pub renumbered: Vec<(u64, u16)>,
+    pub datagrams: u64,
+    pub dropped: u64,
+}
+
+impl Bus {
+    pub fn new(p: SimParams) -> Bus {
+        assert!(p.members >= 1);
+        let ids: Vec<u16> = (1..=p.members).collect();
+        let mut members = Vec::new();
+        for &id in &ids {
+            let mut log = MemoryLog::default();
+            let member = Member::new(Bus::member_params(&p, id, &ids), &mut log, 0, 0, p.start_ns)
+                .expect("a memory log reads");
+            members.push(SimMember {
+                member: Some(member),
+                log,
+                replayer: Replayer::new(p.session, 60_000, 2000),
+                paused: false,
+                held: Vec::new(),
+            });
+        }
+        let mut bus = Bus {
+            now: p.start_ns,
+            rng: Rng(p.seed),
+            queue: BinaryHeap::new(),
+            next_id: 0,
+            members,
+            follower: None,
+            nodes: Vec::new(),
+            upstream_loss_pct: 0.0,
+            events: Vec::new(),
+            published: std::collections::HashMap::new(),
+            renumbered: Vec::new(),
+            datagrams: 0,
+            dropped: 0,
+            p,
+        };
+        if bus.p.following_replayer {
+            let mut opts = NodeOptions::new("REPLAYER", Start::From(1));
+            opts.replay_depth = 4;
+            let mut params = bus.node_params(&opts);
+            params.replayers = bus.p.members as usize; // it asks the members' replayers
+            let mut node = Node::new(params, bus.now);
+            node.set_raw(true);
+            node.set_replay_depth(4);
+            bus.follower = Some(Follower {
+                node,
+                store: MemoryStore::default(),
+                replayer: Replayer::new(bus.p.session, 60_000, 2000),
+                out: Vec::new(),
+            });
+        }
+        bus
+    }
+
+    fn member_params(p: &SimParams, id: u16, ids: &[u16]) -> MemberParams {
+        MemberParams {
+            sequencer: SequencerParams {
+                session: p.session,
+                max_packet: p.max_packet,
+                heartbeat_ns: p.heartbeat_ns,
+                clock_tick_ns: p.clock_tick_ns,
+                term: 0,
+                leader: 0,
+            },
+            id,
+            members: ids.to_vec(),
+            election_timeout_ns: p.election_timeout_ns,
+            heartbeat_ns: p.cluster_heartbeat_ns,
+            retransmit_ns: p.retransmit_ns,
+            max_append: 60_000,
+            seed: p.seed,
+        }
+    }
+
+    fn node_params(&self, o: &NodeOptions) -> NodeParams {
+        NodeParams {
+            session: self.p.session,
+            account: seqbus_wire::account(&o.account).expect("a valid account"),
+            instance: o.instance,
+            start: o.start,
+            topics: o.topics.clone(),
+            window: o.window,
+            max_packet: self.p.max_packet,
+            retry_ns: o.retry_ns,
+            request_timeout_ns: o.request_timeout_ns,
+            request_backoff_max_ns: 20_000_000,
+            failover_after: 2,
+            replayers: self.replayer_count(),
+            max_request: 2000,
+            reorder_limit: 1 << 20,
+        }
+    }
+
+    /// Replayers a node can ask: one per member, then the following one.
+    pub fn replayer_count(&self) -> usize {
+        self.p.members as usize + usize::from(self.p.following_replayer)
+    }
+
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    pub fn params(&self) -> &SimParams {
+        &self.p
+    }
+
+    /// The message published under `seq`, if any was.
+    pub fn published(&self, seq: u64) -> Option<&[u8]> {
+        self.published.get(&seq).map(Vec::as_slice)
+    }
+
+    /// The following replayer's store.
+    pub fn follower_store(&self) -> Option<&MemoryStore> {
+        self.follower.as_ref().map(|f| &f.store)
+    }
+
+    /// Adds a node; returns its index.
+    pub fn add_node(&mut self, o: &NodeOptions) -> usize {
+        let mut node = Node::new(self.node_params(o), self.now);
+        node.set_replay_depth(o.replay_depth);
+        self.nodes.push(Some(SimNode {
+            node,
+            loss_pct: 0.0,
+            drop_next: 0,
+        }));
+        self.nodes.len() - 1
+    }
+
+    /// Takes node `i` off the bus at once, as if its process died.
+    pub fn remove_node(&mut self, i: usize) {
+        self.nodes[i] = None;
+    }
+
+    pub fn node(&mut self, i: usize) -> Option<&mut SimNode> {
+        self.nodes.get_mut(i).and_then(Option::as_mut)
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn set_upstream_loss(&mut self, pct: f64) {
+        self.upstream_loss_pct = pct;
+    }
+
+    /// Member `id` (1-based), if its process is alive.
+    pub fn member(&self, id: u16) -> Option<&Member> {
+        self.members[(id - 1) as usize].member.as_ref()
+    }
+
+    /// Member `id`'s log (kept across kills).
+    pub fn log(&self, id: u16) -> &MemoryLog {
+        &self.members[(id - 1) as usize].log
+    }
+
+    /// The member currently leading (alive, role leader, highest term), if any.
+    pub fn leader(&self) -> Option<u16> {
+        self.members
+            .iter()
+            .filter_map(|m| m.member.as_ref())
+            .filter(|m| m.role() == seqbus_core::Role::Leader)
+            .max_by_key(|m| m.term())
+            .map(Member::id)
+    }
+
+    /// Kills member `id`'s process: its state is lost, its log stays.
+    pub fn kill_member(&mut self, id: u16) {
+        self.members[(id - 1) as usize].member = None;
+    }
+
+    /// Stops member `id`'s process without killing it (SIGSTOP).
+    pub fn pause_member(&mut self, id: u16) {
+        self.members[(id - 1) as usize].paused = true;
+    }
+
+    /// Resumes a stopped member (SIGCONT): it runs on from the state it had, and reads what
+    /// was sent to it meanwhile — after one turn of its timers when `timers_first` (a
+    /// process that wakes on a timer before it reads its sockets: the worst case for
+    /// fencing, as it acts on its stale view first).
+    pub fn resume_member(&mut self, id: u16, timers_first: bool) {
+        let k = (id - 1) as usize;
+        self.members[k].paused = false;
+        if timers_first {
+            self.run_member(k);
+        }
+        let m = &mut self.members[k];
+        for (to, d) in std::mem::take(&mut m.held) {
+            self.arrive(to, &d);
+        }
+    }
+
+    /// Sends `datagram` to every node's downstream as member `from` would (what a deposed
+    /// leader might still send: a test of fencing).
+    pub fn inject_live(&mut self, from: u16, datagram: &[u8]) {
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].is_some() {
+                self.send(To::Node(i, Src::Sequencer(from)), datagram, 0.0);
+            }
+        }
+    }
+
+    /// Restarts member `id` from its log, term and vote.
+    pub fn restart_member(&mut self, id: u16) {
+        let ids: Vec<u16> = (1..=self.p.members).collect();
+        let params = Bus::member_params(&self.p, id, &ids);
+        let m = &mut self.members[(id - 1) as usize];
+        let (term, vote) = (m.log.term, m.log.voted_for);
+        m.member = Some(
+            Member::new(params, &mut m.log, term, vote, self.now).expect("a memory log reads"),
+        );
+    }
+
+    /// Member events since the last call: (time, member, event).
+    pub fn take_events(&mut self) -> Vec<(u64, u16, Event)> {
+        std::mem::take(&mut self.events)
+    }
+
+    fn send(&mut self, to: To, data: &[u8], extra_loss: f64) {
+        self.datagrams += 1;
+        let f = self.p.faults;
+        if self.rng.chance(f.loss_pct) || self.rng.chance(extra_loss) {
+            self.dropped += 1;
+            return;
+        }
+        let copies = if self.rng.chance(f.dup_pct) { 2 } else { 1 };
+        for _ in 0..copies {
+            let at = self.now + self.rng.range(f.delay.0, f.delay.1);
+            self.next_id += 1;
+            self.queue
+                .push(Reverse((at, self.next_id, to, data.to_vec())));
+        }
+    }
+
+    /// Delivers every datagram due now, then runs every live member (timers, replication,
+    /// publishing) and the following replayer.
+    pub fn process(&mut self) {
+        while self.queue.peek().is_some_and(|Reverse(e)| e.0 <= self.now) {
+            let Reverse((_, _, to, data)) = self.queue.pop().expect("peeked");
+            self.arrive(to, &data);
+        }
+        for k in 0..self.members.len() {
+            self.run_member(k);
+        }
+        self.run_follower();
+    }
+
+    fn arrive(&mut self, to: To, data: &[u8]) {
+        let now = self.now;
+        match to {
+            To::Member(id) if self.members[(id - 1) as usize].paused => {
+                self.members[(id - 1) as usize].held.push((to, data.to_vec()));
+            }
+            To::Replayer { index, .. } if index < self.members.len() && self.members[index].paused => {
+                self.members[index].held.push((to, data.to_vec()));
+            }
+            To::Member(id) => {
+                let k = (id - 1) as usize;
+                let mut out = Vec::new();
+                let m = &mut self.members[k];
+                let Some(member) = m.member.as_mut() else {
+                    return;
+                };
+                if is_cluster_message(data) {
+                    member
+                        .handle_peer(now, data, &mut m.log, &mut |to, d| out.push((to, d.to_vec())))
+                        .expect("cluster safety holds");
+                } else {
+                    member.handle_upstream(now, data);
+                }
+                for (to, d) in out {
+                    self.send(To::Member(to), &d, 0.0);
+                }
+            }
+            To::Replayer { index, requester } => {
+                let mut answers = Vec::new();
+                if index < self.members.len() {
+                    let m = &mut self.members[index];
+                    let Some(member) = m.member.as_ref() else {
+                        return;
+                    };
+                    let mut store = Committed {
+                        upto: member.commit(),
+                        log: &mut m.log,
+                    };
+                    m.replayer
+                        .handle_request(data, &mut store, &mut |p| answers.push(p.to_vec()))
+                        .expect("memory reads");
+                } else if let Some(f) = self.follower.as_mut() {
+                    f.replayer
+                        .handle_request(data, &mut f.store, &mut |p| answers.push(p.to_vec()))
+                        .expect("memory reads");
+                }
+                let to = match requester {
+                    Requester::Node(i) => To::Node(i, Src::Replayer(index)),
+                    Requester::Follower => To::Follower(Src::Replayer(index)),
+                };
+                for a in answers {
+                    self.send(to, &a, 0.0);
+                }
+            }
+            To::Node(i, src) => {
+                if let Some(Some(n)) = self.nodes.get_mut(i) {
+                    n.node.handle_datagram(now, src.into(), data);
+                }
+            }
+            To::Follower(src) => {
+                if let Some(f) = self.follower.as_mut() {
+                    f.node.handle_datagram(now, src.into(), data);
+                }
+            }
+        }
+    }
+
+    fn run_member(&mut self, k: usize) {
+        let now = self.now;
+        let mut peer_out = Vec::new();
+        let mut packets = Vec::new();
+        let m = &mut self.members[k];
+        if m.paused {
+            return;
+        }
+        let Some(member) = m.member.as_mut() else {
+            return;
+        };
+        member
+            .poll(now, &mut m.log, &mut |to, d| peer_out.push((to, d.to_vec())))
+            .expect("cluster safety holds");
+        member.publish(now, &mut |p| packets.push(p.to_vec()));
+        let id = member.id();
+        for e in member.take_events() {
+            self.events.push((now, id, e));
+        }
+        for (to, d) in peer_out {
+            self.send(To::Member(to), &d, 0.0);
+        }
+        let src = if self.p.members == 1 {
+            Src::Live
+        } else {
+            Src::Sequencer(id)
+        };
+        for p in &packets {
+            let mp = seqbus_wire::MoldPacket::parse(p).expect("a member publishes valid packets");
+            for (q, m) in mp.messages() {
+                match self.published.get(&q) {
+                    Some(old) if old.as_slice() != m => self.renumbered.push((q, id)),
+                    Some(_) => {}
+                    None => {
+                        self.published.insert(q, m.to_vec());
+                    }
+                }
+            }
+            for i in 0..self.nodes.len() {
+                let Some(n) = self.nodes[i].as_mut() else {
+                    continue;
+                };
+                if n.drop_next > 0 {
+                    n.drop_next -= 1;
+                    self.datagrams += 1;
+                    self.dropped += 1;
+                    continue;
+                }
+                let loss = n.loss_pct;
+                self.send(To::Node(i, src), p, loss);
+            }
+            if self.follower.is_some() {
+                self.send(To::Follower(src), p, 0.0);
+            }
+        }
+    }
+
+    fn run_follower(&mut self) {
+        let now = self.now;
+        let Some(f) = self.follower.as_mut() else {
+            return;
+        };
+        f.out.clear();
+        f.node.deliver(&mut f.out, usize::MAX).expect("a follower has replayers");
+        let mut at = 0;
+        while at < f.out.len() {
+            let len = u32::from_le_bytes(f.out[at..at + 4].try_into().expect("4")) as usize;
+            let ty = u16::from_le_bytes(f.out[at + 4..at + 6].try_into().expect("2"));
+            let seq = u64::from_le_bytes(f.out[at + 8..at + 16].try_into().expect("8"));
+            if ty == seqbus_core::node::RECORD_MESSAGE {
+                assert_eq!(seq, f.store.len() as u64 + 1, "the follower stores in order");
+                f.store
+                    .push(&f.out[at + seqbus_core::node::RAW_RECORD_HEADER_LEN..at + len]);
+            }
+            at += len;
+        }
+        let mut out = Vec::new();
+        f.node.poll_transmit(now, &mut |d, data| out.push((d, data.to_vec())));
+        for (d, data) in out {
+            if let Dest::Replayer(i) = d {
+                self.send(
+                    To::Replayer {
+                        index: i,
+                        requester: Requester::Follower,
+                    },
+                    &data,
+                    0.0,
+                );
+            }
+        }
+    }
+
+    /// Records node `i` can deliver now (docs/architecture.md, "Batches from Rust to Python").
+    pub fn deliver(
+        &mut self,
+        i: usize,
+        out: &mut Vec<u8>,
+        max_records: usize,
+    ) -> Result<usize, NodeError> {
+        match self.nodes.get_mut(i).and_then(Option::as_mut) {
+            Some(n) => n.node.deliver(out, max_records),
+            None => Ok(0),
+        }
+    }
+
+    /// Sends what node `i` has due: commands to the leader it knows (every member while it
+    /// knows none, or when its protocol asks for all), requests to replayers.
+    pub fn transmit(&mut self, i: usize) {
+        let now = self.now;
+        let Some(n) = self.nodes.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        let leader = n.node.leader();
+        let mut out = Vec::new();
+        n.node.poll_transmit(now, &mut |d, data| out.push((d, data.to_vec())));
+        let loss = self.upstream_loss_pct;
+        for (d, data) in out {
+            match (d, leader) {
+                (Dest::Sequencer, Some(l)) => self.send(To::Member(l), &data, loss),
+                (Dest::Sequencer | Dest::AllSequencers, _) => {
+                    for id in 1..=self.p.members {
+                        self.send(To::Member(id), &data, loss);
+                    }
+                }
+                (Dest::Replayer(index), _) => self.send(
+                    To::Replayer {
+                        index,
+                        requester: Requester::Node(i),
+                    },
+                    &data,
+                    0.0,
+                ),
+            }
+        }
+    }
+
+    /// When something is next due: a datagram, a member's timer, a node's or the follower's.
+    pub fn next_due(&self) -> u64 {
+        let mut t = u64::MAX;
+        if let Some(Reverse(e)) = self.queue.peek() {
+            t = t.min(e.0);
+        }
+        for m in self.members.iter().filter(|m| !m.paused).filter_map(|m| m.member.as_ref()) {
+            t = t.min(m.next_timeout());
+        }
+        for n in self.nodes.iter().flatten() {
+            if let Some(x) = n.node.next_timeout() {
+                t = t.min(x);
+            }
+        }
+        if let Some(f) = &self.follower {
+            if let Some(x) = f.node.next_timeout() {
+                t = t.min(x);
+            }
+        }
+        t
+    }
+
+    /// Moves the clock to the next thing due, by at least `min_step_ns` and at most
+    /// `max_step_ns`.
+    pub fn advance(&mut self, min_step_ns: u64, max_step_ns: u64) {
+        let due = self.next_due();
+        self.now = due.clamp(self.now + min_step_ns, self.now + max_step_ns);
+    }
+}

@@ -1,0 +1,458 @@
+//! A cluster of sequencers under load, over a lossy network, with its leader killed
+//! (docs/ha.md): every seed kills the leader at a random point and restarts it later; some
+//! seeds then kill the member that took over as well. Afterwards every node must have been
+//! handed the same stream, every command exactly once and in order, no sequence number may
+//! ever have been published with two different messages, and every member's journal must hold
+//! exactly that stream.
+//!
+//! `SEQBUS_SIM_SEEDS` (default 100 per loss rate) and `SEQBUS_SIM_MESSAGES` (default 2000)
+//! make the runs larger.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::Hasher;
+
+use seqbus_core::cluster::Event;
+use seqbus_core::node::{RECORD_CAUGHT_UP, RECORD_HEADER_LEN, RECORD_MESSAGE, RECORD_TIME};
+use seqbus_core::{SendError, Start, Store};
+use seqbus_sim::{Bus, Faults, NodeOptions, Rng, SimParams};
+
+const SENDERS: usize = 3;
+
+fn body(sender: usize, i: u64) -> Vec<u8> {
+    // IDL header (schema 9, template 1), sender and counter; some large enough to fragment
+    let mut b = vec![16, 0, 1, 0, 9, 0, 1, 0];
+    b.extend_from_slice(&(sender as u64).to_le_bytes());
+    b.extend_from_slice(&i.to_le_bytes());
+    if i % 97 == 13 {
+        b.resize(3000 + (i % 3) as usize * 1000, (i % 251) as u8);
+    }
+    b
+}
+
+struct Watch {
+    quota: u64,
+    sent: u64,
+    hash: DefaultHasher,
+    app: u64,
+    last_seq: u64,
+    caught_up: bool,
+    per_sender: [u64; SENDERS],
+    /// (sequence, envelope + body) of every whole message handed out.
+    seen: Vec<(u64, Vec<u8>)>,
+    /// Highest sequence of any record (time records included).
+    high: u64,
+    /// Virtual time of the first record at or past each sequence watched for.
+    first_at: Vec<(u64, u64)>,
+}
+
+pub struct Outcome {
+    pub takeovers_ns: Vec<u64>,
+    pub kills: usize,
+    pub dropped: u64,
+    pub virtual_ms: u64,
+    /// Entries members moved aside (an unpublished suffix the new leader did not hold).
+    pub discarded: u64,
+    /// Commands sent again to a new leader at once.
+    pub resent: u64,
+}
+
+/// One run: `members` sequencers, 3 senders and 2 readers from the start, a late joiner at
+/// half way; the leader killed (and restarted) per the seed.
+pub fn run(seed: u64, faults: Faults, members: u16, total: u64, double_kill: bool) -> Outcome {
+    let mut bus = Bus::new(SimParams::new(seed, members, faults));
+    let mut rng = Rng(seed ^ 0xA5A5_5A5A);
+    let mut watches: Vec<Watch> = Vec::new();
+    let mk = |quota: u64| Watch {
+        quota,
+        sent: 0,
+        hash: DefaultHasher::new(),
+        app: 0,
+        last_seq: 0,
+        caught_up: false,
+        per_sender: [0; SENDERS],
+        seen: Vec::new(),
+        high: 0,
+        first_at: Vec::new(),
+    };
+    for i in 0..5 {
+        let quota = if i < SENDERS {
+            total / SENDERS as u64 + u64::from((i as u64) < total % SENDERS as u64)
+        } else {
+            0
+        };
+        bus.add_node(&NodeOptions::new(&format!("N{i}"), Start::From(1)));
+        watches.push(mk(quota));
+    }
+    // kill plan: (at how many messages sequenced, which kill)
+    let first_kill = total / 10 + rng.next_u64() % (total / 2);
+    let second_kill = first_kill + total / 10 + rng.next_u64() % (total / 4);
+    let mut kills: Vec<(u64, u16)> = Vec::new(); // (kill time, member)
+    let mut restarts: Vec<(u64, u16)> = Vec::new(); // (when, member)
+    let mut epochs_after_kill: Vec<(u64, Option<u64>)> = Vec::new(); // (kill time, epoch seq)
+    let mut late_started = false;
+    let start = bus.now();
+    let limit = start + 120_000_000_000;
+    let mut out = Vec::new();
+    loop {
+        bus.process();
+        for (_, _, e) in bus.take_events() {
+            if let Event::BecameLeader { epoch_seq, .. } = e {
+                if let Some(last) = epochs_after_kill.last_mut() {
+                    if last.1.is_none() {
+                        last.1 = Some(epoch_seq);
+                        for w in watches.iter_mut() {
+                            w.first_at.push((epoch_seq, 0));
+                        }
+                    }
+                }
+            }
+        }
+        let sequenced = bus
+            .leader()
+            .and_then(|l| bus.member(l))
+            .map_or(0, |m| m.commit());
+        // kill the leader when the plan says (after the previous victim is back)
+        let planned = if kills.is_empty() {
+            Some(first_kill)
+        } else if kills.len() == 1 && double_kill && restarts.is_empty() {
+            Some(second_kill)
+        } else {
+            None
+        };
+        if let (Some(at), Some(l)) = (planned, bus.leader()) {
+            if sequenced >= at {
+                let now = bus.now();
+                bus.kill_member(l);
+                kills.push((now, l));
+                epochs_after_kill.push((now, None));
+                let back = now + 20_000_000 + rng.next_u64() % 200_000_000;
+                restarts.push((back, l));
+            }
+        }
+        restarts.retain(|&(when, id)| {
+            if bus.now() >= when {
+                bus.restart_member(id);
+                false
+            } else {
+                true
+            }
+        });
+        for i in 0..watches.len() {
+            out.clear();
+            if bus.deliver(i, &mut out, usize::MAX).is_err() {
+                panic!("seed {seed}: node {i} cannot go on");
+            }
+            let now = bus.now();
+            let w = &mut watches[i];
+            let mut at = 0;
+            while at < out.len() {
+                let len = u32::from_le_bytes(out[at..at + 4].try_into().unwrap()) as usize;
+                let ty = u16::from_le_bytes(out[at + 4..at + 6].try_into().unwrap());
+                let s = u64::from_le_bytes(out[at + 8..at + 16].try_into().unwrap());
+                if ty == RECORD_MESSAGE || ty == RECORD_TIME {
+                    w.high = w.high.max(s);
+                    for f in w.first_at.iter_mut() {
+                        if f.1 == 0 && s >= f.0 {
+                            f.1 = now;
+                        }
+                    }
+                }
+                if ty == RECORD_MESSAGE {
+                    assert!(s > w.last_seq, "seed {seed} node {i}: {s} after {}", w.last_seq);
+                    w.last_seq = s;
+                    w.hash.write_u64(s);
+                    w.hash.write(&out[at + 16..at + len]);
+                    w.app += 1;
+                    let b = &out[at + RECORD_HEADER_LEN..at + len];
+                    let sender = u64::from_le_bytes(b[8..16].try_into().unwrap()) as usize;
+                    let k = u64::from_le_bytes(b[16..24].try_into().unwrap());
+                    assert_eq!(b, &body(sender, k)[..], "seed {seed}");
+                    assert_eq!(
+                        w.per_sender[sender], k,
+                        "seed {seed} node {i}: sender {sender} out of order or twice"
+                    );
+                    w.per_sender[sender] += 1;
+                    let env = &out[at + 16..at + 48];
+                    if b.len() < 1000 {
+                        let mut m = env.to_vec();
+                        m.extend_from_slice(b);
+                        w.seen.push((s, m));
+                    }
+                } else if ty == RECORD_CAUGHT_UP {
+                    w.caught_up = true;
+                }
+                at += len;
+            }
+            while w.quota > 0 {
+                let Some(n) = bus.node(i) else { break };
+                if n.node.is_rewinding() {
+                    break;
+                }
+                match n.node.send(&body(i, w.sent)) {
+                    Ok(_) => {
+                        w.quota -= 1;
+                        w.sent += 1;
+                    }
+                    Err(SendError::WindowFull { .. } | SendError::NotReady) => break,
+                    Err(e) => panic!("seed {seed} node {i}: {e}"),
+                }
+            }
+            bus.transmit(i);
+        }
+        if !late_started && sequenced > total / 2 {
+            late_started = true;
+            bus.add_node(&NodeOptions::new("LATE", Start::From(1)));
+            watches.push(mk(0));
+        }
+        let all_members_back = restarts.is_empty() && (1..=members).all(|id| bus.member(id).is_some());
+        let done = late_started
+            && all_members_back
+            && watches
+                .iter()
+                .all(|w| w.app == total && w.caught_up && w.quota == 0)
+            && epochs_after_kill.iter().all(|e| e.1.is_some())
+            && watches
+                .iter()
+                .all(|w| w.first_at.iter().all(|f| f.1 > 0));
+        if done {
+            // every member's journal catches up with the stream
+            let end = watches.iter().map(|w| w.high).max().unwrap();
+            if (1..=members).all(|id| bus.member(id).unwrap().commit() >= end) {
+                break;
+            }
+        }
+        assert!(
+            bus.now() < limit,
+            "seed {seed}: no convergence: {:?}, members {:?}, leader {:?}",
+            watches.iter().map(|w| w.app).collect::<Vec<_>>(),
+            (1..=members)
+                .map(|id| bus.member(id).map(|m| (m.role(), m.term(), m.commit(), m.last_index())))
+                .collect::<Vec<_>>(),
+            bus.leader()
+        );
+        bus.advance(1_000, 1_000_000);
+    }
+    // the same stream everywhere
+    let h0 = watches[0].hash.finish();
+    for (i, w) in watches.iter().enumerate() {
+        assert_eq!(w.app, total, "seed {seed} node {i}");
+        assert_eq!(w.hash.finish(), h0, "seed {seed}: node {i}'s stream differs");
+    }
+    assert!(bus.renumbered.is_empty(), "seed {seed}: sequence numbers reused: {:?}", bus.renumbered);
+    // every journal holds exactly what was published and what the nodes were handed
+    let mut logs: Vec<Vec<Vec<u8>>> = Vec::new();
+    for id in 1..=members {
+        let mut store = bus.log(id).store.clone();
+        let mut v = Vec::new();
+        store
+            .read(1, usize::MAX, &mut |_, m| {
+                v.push(m.to_vec());
+                true
+            })
+            .unwrap();
+        for (q, m) in v.iter().enumerate() {
+            if let Some(p) = bus.published(q as u64 + 1) {
+                assert_eq!(p, &m[..], "seed {seed}: member {id} journal differs at {}", q + 1);
+            }
+        }
+        logs.push(v);
+    }
+    let shortest = logs.iter().map(Vec::len).min().unwrap();
+    for (k, l) in logs.iter().enumerate() {
+        assert_eq!(&l[..shortest], &logs[0][..shortest], "seed {seed}: journals of 1 and {}", k + 1);
+    }
+    for w in &watches {
+        for (s, m) in &w.seen {
+            assert_eq!(&logs[0][(*s - 1) as usize], m, "seed {seed}: sequence {s}");
+        }
+    }
+    let takeovers_ns = epochs_after_kill
+        .iter()
+        .map(|&(killed, _)| {
+            let first = watches
+                .iter()
+                .flat_map(|w| w.first_at.iter().map(|f| f.1))
+                .filter(|&t| t >= killed)
+                .min()
+                .unwrap();
+            first - killed
+        })
+        .collect();
+    let discarded = (1..=members)
+        .map(|id| bus.log(id).discarded.iter().map(|d| d.1.len() as u64).sum::<u64>())
+        .sum();
+    let resent = (0..watches.len())
+        .map(|i| bus.node(i).map_or(0, |n| n.node.stats().resent))
+        .sum();
+    Outcome {
+        takeovers_ns,
+        kills: kills.len(),
+        dropped: bus.dropped,
+        virtual_ms: (bus.now() - start) / 1_000_000,
+        discarded,
+        resent,
+    }
+}
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn many_seeds(loss: f64, dup: f64, first_seed: u64) {
+    let seeds = env("SEQBUS_SIM_SEEDS", 100);
+    let total = env("SEQBUS_SIM_MESSAGES", 2000);
+    let faults = Faults {
+        loss_pct: loss,
+        dup_pct: dup,
+        delay: if loss > 0.0 { (20_000, 400_000) } else { (30_000, 30_000) },
+    };
+    let mut takeovers = Vec::new();
+    let (mut kills, mut planned, mut discarded, mut resent) = (0, 0, 0, 0);
+    for seed in first_seed..first_seed + seeds {
+        let double = seed % 3 == 0;
+        let o = run(seed, faults, 3, total, double);
+        kills += o.kills;
+        discarded += o.discarded;
+        resent += o.resent;
+        planned += 1 + usize::from(double);
+        assert_eq!(o.takeovers_ns.len(), o.kills);
+        takeovers.extend(o.takeovers_ns);
+    }
+    takeovers.sort_unstable();
+    let pct = |p: f64| takeovers[((takeovers.len() - 1) as f64 * p) as usize] as f64 / 1e6;
+    eprintln!(
+        "{loss}% loss: {seeds} seeds, {kills} leader kills, {discarded} unpublished entries \
+         moved aside, {resent} commands resent; takeover (kill → first message of the new \
+         leader at a node, virtual time) p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        pct(0.5),
+        pct(0.99),
+        pct(1.0)
+    );
+    assert_eq!(kills, planned, "every planned kill happened");
+}
+
+#[test]
+fn leader_killed_clean_network() {
+    many_seeds(0.0, 0.0, 1000);
+}
+
+#[test]
+fn leader_killed_5pct_loss_with_dup_and_reorder() {
+    many_seeds(5.0, 2.0, 2000);
+}
+
+#[test]
+fn leader_killed_20pct_loss_with_dup_and_reorder() {
+    many_seeds(20.0, 5.0, 3000);
+}
+
+/// Split brain: the leader is stopped (SIGSTOP) under load past the election timeout, another
+/// member takes over, then the old leader resumes and acts on its stale view before it reads
+/// anything; meanwhile packets as only a deposed leader could send them reach every node (its
+/// heartbeat, and a message of its own under the next sequence number). Nothing it sends may
+/// reach a node's stream.
+#[test]
+fn a_stopped_leader_that_resumes_is_fenced() {
+    for seed in 0..20u64 {
+        let faults = Faults {
+            loss_pct: 0.0,
+            dup_pct: 0.0,
+            delay: (20_000, 80_000),
+        };
+        let mut p = SimParams::new(seed, 3, faults);
+        // its MoldUDP64 heartbeat is due when it wakes: the stale leader will send one
+        p.heartbeat_ns = 10_000_000;
+        let mut bus = Bus::new(p);
+        let nodes: Vec<usize> = (0..3)
+            .map(|i| bus.add_node(&NodeOptions::new(&format!("N{i}"), Start::From(1))))
+            .collect();
+        let mut out = Vec::new();
+        let mut sent = [0u64; 3];
+        let mut handed = [0u64; 3];
+        let mut step = |bus: &mut Bus, sent: &mut [u64; 3], handed: &mut [u64; 3], quota: u64| {
+            bus.process();
+            for &i in &nodes {
+                out.clear();
+                bus.deliver(i, &mut out, usize::MAX).unwrap();
+                let mut at = 0;
+                while at < out.len() {
+                    let len = u32::from_le_bytes(out[at..at + 4].try_into().unwrap()) as usize;
+                    let ty = u16::from_le_bytes(out[at + 4..at + 6].try_into().unwrap());
+                    if ty == RECORD_MESSAGE {
+                        assert_ne!(&out[at + 32..at + 38], b"FORGED", "a deposed leader's message");
+                        handed[i] += 1;
+                    }
+                    at += len;
+                }
+                while sent[i] < quota {
+                    let n = &mut bus.node(i).unwrap().node;
+                    if n.is_rewinding() || n.send(&body(i, sent[i])).is_err() {
+                        break;
+                    }
+                    sent[i] += 1;
+                }
+                bus.transmit(i);
+            }
+            bus.advance(1_000, 1_000_000);
+        };
+        // a leader, under load
+        for _ in 0..100_000 {
+            step(&mut bus, &mut sent, &mut handed, 300);
+            if handed.iter().all(|&h| h >= 900) {
+                break;
+            }
+        }
+        let old = bus.leader().expect("a leader");
+        let old_term = bus.member(old).unwrap().term();
+        bus.pause_member(old);
+        let stopped_at = bus.now();
+        for _ in 0..1_000_000 {
+            step(&mut bus, &mut sent, &mut handed, 600);
+            if bus.leader().is_some_and(|l| l != old)
+                && handed.iter().all(|&h| h >= 1800)
+                && bus.now() > stopped_at + 200_000_000
+            {
+                break;
+            }
+        }
+        let new = bus.leader().expect("another leader");
+        assert_ne!(new, old, "seed {seed}");
+        let session = bus.params().session;
+        let next = bus.member(new).unwrap().next_seq();
+        // the deposed leader's heartbeat, and a message of its own under the next number
+        bus.inject_live(old, &seqbus_wire::mold::heartbeat(session, next + 5));
+        let forged = seqbus_wire::Envelope {
+            timestamp_ns: bus.now(),
+            command_seq: 1,
+            account: *b"FORGED\0\0",
+            instance: 1,
+            kind: seqbus_wire::envelope::KIND_APPLICATION,
+            flags: 0,
+            body_length: 24,
+        };
+        let mut msg = forged.encode().to_vec();
+        msg.extend_from_slice(&body(0, 0));
+        let mut w = seqbus_wire::MoldWriter::new(1472);
+        w.begin(session, next);
+        w.push(&msg);
+        bus.inject_live(old, w.bytes());
+        bus.resume_member(old, true);
+        for _ in 0..1_000_000 {
+            step(&mut bus, &mut sent, &mut handed, 900);
+            if handed.iter().all(|&h| h >= 2700) && bus.member(old).unwrap().leader() == Some(new) {
+                break;
+            }
+        }
+        for &i in &nodes {
+            let n = &bus.node(i).unwrap().node;
+            assert!(n.stats().fenced >= 2, "seed {seed}: node {i}: {:?} leader {:?} epoch {} old {old} new {new}", n.stats(), n.leader(), n.epoch());
+        }
+        let m = bus.member(old).unwrap();
+        assert!(m.term() > old_term && m.role() == seqbus_core::Role::Follower, "seed {seed}");
+        assert!(bus.renumbered.is_empty(), "seed {seed}: {:?}", bus.renumbered);
+        assert_eq!(handed, [2700; 3], "seed {seed}: every command once, at every node");
+        for &i in &nodes {
+            assert_eq!(bus.node(i).unwrap().node.leader(), Some(new), "seed {seed}");
+        }
+    }
+}
