@@ -34,6 +34,7 @@ use std::collections::HashSet;
 use seqbus_wire::cluster::{self, AppendWriter, Body, Message};
 use seqbus_wire::control::Control;
 use seqbus_wire::envelope::{Envelope, KIND_CONTROL};
+use seqbus_wire::mold::{MoldPacket, PacketKind, Request, REQUEST_LEN};
 use seqbus_wire::{Session, ENVELOPE_LEN};
 
 use crate::replayer::{MemoryStore, Store, StoreError};
@@ -129,6 +130,9 @@ pub struct MemberParams {
     pub max_append: usize,
     /// Seed of the election timeouts' randomness.
     pub seed: u64,
+    /// A new leader waits at most this long for the replayers to say how far their stream
+    /// reaches (it takes whatever they hold beyond its own log before it publishes).
+    pub replayer_wait_ns: u64,
 }
 
 /// What a member currently is.
@@ -272,6 +276,15 @@ pub struct Member {
     seq: Option<Sequencer>,
     /// Switchover in progress: (target, give-up time, TimeoutNow sent).
     transfer: Option<(u16, u64, bool)>,
+    /// Replayers this member can ask ([`Member::set_replayers`]).
+    replayers: usize,
+    /// A new leader asking the replayers how far their stream reaches: (give-up time,
+    /// replayers not yet done).
+    recovering: Option<(u64, Vec<bool>)>,
+    /// Requests to replayers, waiting to be sent: (replayer, request).
+    requests: Vec<(usize, [u8; REQUEST_LEN])>,
+    /// Messages a new leader took from replayers.
+    recovered_from_replayers: u64,
     /// When the leader last checked that a majority is with it.
     quorum_checked_ns: u64,
     rng: Rng,
@@ -311,6 +324,10 @@ impl Member {
             peers: Vec::new(),
             seq: None,
             transfer: None,
+            replayers: 0,
+            recovering: None,
+            requests: Vec::new(),
+            recovered_from_replayers: 0,
             quorum_checked_ns: now_ns,
             buf: Vec::new(),
             events: Vec::new(),
@@ -459,6 +476,7 @@ impl Member {
         }
         self.role = Role::Follower;
         self.seq = None;
+        self.recovering = None;
         self.peers.clear();
         self.transfer = None;
         self.votes.clear();
@@ -548,6 +566,7 @@ impl Member {
         self.stats.terms_led += 1;
         self.votes.clear();
         self.quorum_checked_ns = now_ns;
+        self.transfer = None;
         self.peers = self
             .p
             .members
@@ -567,6 +586,98 @@ impl Member {
                 sent_upto: 0,
             })
             .collect();
+        if self.replayers > 0 {
+            // whatever any node may have seen is held by a replayer: ask them first
+            self.recovering = Some((now_ns + self.p.replayer_wait_ns, vec![true; self.replayers]));
+            for i in 0..self.replayers {
+                self.ask_replayer(i);
+            }
+            return Ok(());
+        }
+        self.start_term(now_ns, log)
+    }
+
+    fn ask_replayer(&mut self, i: usize) {
+        let r = Request {
+            session: self.session,
+            sequence: self.last + 1,
+            count: 8192,
+        };
+        self.requests.push((i, r.encode()));
+    }
+
+    /// Requests to replayers waiting to be sent (a new leader's), drained.
+    pub fn take_replayer_requests(&mut self) -> Vec<(usize, [u8; REQUEST_LEN])> {
+        std::mem::take(&mut self.requests)
+    }
+
+    /// How many replayers the member can ask (their indices are `0..n`).
+    pub fn set_replayers(&mut self, n: usize) {
+        self.replayers = n;
+    }
+
+    /// Messages this member took from replayers when it became leader (entries some node
+    /// may have seen that its own log lacked: none with gating replication).
+    pub fn recovered_from_replayers(&mut self) -> u64 {
+        self.recovered_from_replayers
+    }
+
+    /// Handles an answer of replayer `i` (a MoldUDP64 packet) to a new leader's question.
+    pub fn handle_replayer(
+        &mut self,
+        _now_ns: u64,
+        i: usize,
+        datagram: &[u8],
+        log: &mut dyn Log,
+    ) -> Result<(), StoreError> {
+        let Some((_, waiting)) = self.recovering.as_mut() else {
+            return Ok(());
+        };
+        if i >= waiting.len() {
+            return Ok(());
+        }
+        let Ok(p) = MoldPacket::parse(datagram) else {
+            self.stats.malformed += 1;
+            return Ok(());
+        };
+        if p.session() != self.session {
+            self.stats.malformed += 1;
+            return Ok(());
+        }
+        match p.kind() {
+            PacketKind::Heartbeat | PacketKind::EndOfSession => {
+                if p.sequence() <= self.last + 1 {
+                    waiting[i] = false;
+                }
+            }
+            PacketKind::Messages => {
+                let mut appended = false;
+                for (q, m) in p.messages() {
+                    if q != self.last + 1 {
+                        continue;
+                    }
+                    log.append(q, m)?;
+                    self.recovered.replay(q, m);
+                    if let Some((t, _)) = epoch_of(m) {
+                        self.epochs.push((q, t));
+                    }
+                    self.last = q;
+                    self.recovered_from_replayers += 1;
+                    appended = true;
+                }
+                if appended {
+                    log.flush()?;
+                    self.ask_replayer(i);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The new leader's term begins: it sequences its `Epoch` (after the previous leaders'
+    /// entries it holds, which it publishes again from its known commit point on).
+    fn start_term(&mut self, now_ns: u64, log: &mut dyn Log) -> Result<(), StoreError> {
+        self.recovering = None;
         // Entries after the known commit point may not have been published by the previous
         // leader: they are published again (nodes drop what they already have).
         let mut params = self.p.sequencer.clone();
@@ -962,6 +1073,7 @@ impl Member {
                 });
                 self.role = Role::Follower;
                 self.seq = None;
+                self.recovering = None;
                 self.peers.clear();
                 self.transfer = None;
                 if let Some(l) = self.leader.take() {
@@ -978,6 +1090,22 @@ impl Member {
                     target,
                     started: false,
                 });
+            }
+        }
+        if let Some((until, waiting)) = &self.recovering {
+            if now_ns >= *until || waiting.iter().all(|w| !w) {
+                self.start_term(now_ns, log)?;
+            } else {
+                // followers hear from their leader meanwhile
+                let ids: Vec<u16> = self.peers.iter().map(|p| p.p.id).collect();
+                for id in ids {
+                    let peer = self.peers.iter().find(|p| p.p.id == id).expect("peer");
+                    if peer.last_sent_ns == 0 || now_ns >= peer.last_sent_ns + self.p.heartbeat_ns
+                    {
+                        self.replicate(now_ns, id, log, emit)?;
+                    }
+                }
+                return Ok(());
             }
         }
         let seq = self.seq.as_mut().expect("a leader sequences");
@@ -1061,8 +1189,8 @@ impl Member {
         log: &mut dyn Log,
         emit: &mut dyn FnMut(u16, &[u8]),
     ) -> Result<(), StoreError> {
-        let seq = self.seq.as_ref().expect("leading");
-        let end = seq.next_seq(); // one past the last entry, written or not
+        // one past the last entry, written or not
+        let end = self.seq.as_ref().map_or(self.last + 1, Sequencer::next_seq);
         let pi = self.peers.iter().position(|p| p.p.id == id).expect("peer");
         let peer = &self.peers[pi];
         let mut next = peer.p.next;
@@ -1084,8 +1212,9 @@ impl Member {
                 .begin(self.session, self.p.id, self.term, prev, prev_term, self.commit);
             let mut q = next;
             if carries {
-                let seq = self.seq.as_ref().expect("leading");
-                if next >= seq.first_pending() {
+                let first_pending = self.seq.as_ref().map_or(u64::MAX, Sequencer::first_pending);
+                if next >= first_pending {
+                    let seq = self.seq.as_ref().expect("pending entries");
                     for (s, m) in seq.pending_from(next) {
                         if s >= limit || !self.writer.push(m) {
                             break;
@@ -1151,6 +1280,9 @@ impl Member {
         if self.single() {
             return Err("a cluster of one member has no one to hand over to".into());
         }
+        if self.seq.is_none() {
+            return Err("the leader is still taking over".into());
+        }
         let target = match target {
             Some(t) if self.peers.iter().any(|p| p.p.id == t) => t,
             Some(t) => return Err(format!("{t} is not another member of the cluster")),
@@ -1178,6 +1310,9 @@ impl Member {
                     .seq
                     .as_ref()
                     .map_or(u64::MAX, Sequencer::next_timeout);
+                if let Some((until, _)) = &self.recovering {
+                    t = t.min(*until);
+                }
                 if !self.single() {
                     t = t.min(self.quorum_checked_ns + self.p.election_timeout_ns);
                     for p in &self.peers {

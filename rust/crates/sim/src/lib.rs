@@ -149,12 +149,15 @@ enum To {
     Node(usize, Src),
     /// The following replayer's feed.
     Follower(Src),
+    /// A replayer's answer to a new leader (member, replayer).
+    MemberAnswer(u16, usize),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Requester {
     Node(usize),
     Follower,
+    Member(u16),
 }
 
 /// `seqbus_core::Source`, ordered for the event queue.
@@ -258,8 +261,12 @@ impl Bus {
         let mut members = Vec::new();
         for &id in &ids {
             let mut log = MemoryLog::default();
-            let member = Member::new(Bus::member_params(&p, id, &ids), &mut log, 0, 0, p.start_ns)
-                .expect("a memory log reads");
+            let mut member =
+                Member::new(Bus::member_params(&p, id, &ids), &mut log, 0, 0, p.start_ns)
+                    .expect("a memory log reads");
+            if p.members > 1 {
+                member.set_replayers(p.members as usize + usize::from(p.following_replayer));
+            }
             members.push(SimMember {
                 member: Some(member),
                 log,
@@ -319,6 +326,7 @@ impl Bus {
             retransmit_ns: p.retransmit_ns,
             max_append: 60_000,
             seed: p.seed,
+            replayer_wait_ns: p.retransmit_ns,
         }
     }
 
@@ -439,6 +447,15 @@ impl Bus {
         }
     }
 
+    /// Asks leader `id` to hand over to `target` (or the most up-to-date follower).
+    pub fn switchover(&mut self, id: u16, target: Option<u16>) -> Result<u16, String> {
+        let now = self.now;
+        match self.members[(id - 1) as usize].member.as_mut() {
+            Some(m) => m.switchover(now, target),
+            None => Err(format!("member {id} is not running")),
+        }
+    }
+
     /// Sends `datagram` to every node's downstream as member `from` would (what a deposed
     /// leader might still send: a test of fencing).
     pub fn inject_live(&mut self, from: u16, datagram: &[u8]) {
@@ -455,9 +472,12 @@ impl Bus {
         let params = Bus::member_params(&self.p, id, &ids);
         let m = &mut self.members[(id - 1) as usize];
         let (term, vote) = (m.log.term, m.log.voted_for);
-        m.member = Some(
-            Member::new(params, &mut m.log, term, vote, self.now).expect("a memory log reads"),
-        );
+        let mut member =
+            Member::new(params, &mut m.log, term, vote, self.now).expect("a memory log reads");
+        if self.p.members > 1 {
+            member.set_replayers(self.p.members as usize + usize::from(self.p.following_replayer));
+        }
+        m.member = Some(member);
     }
 
     /// Member events since the last call: (time, member, event).
@@ -543,6 +563,7 @@ impl Bus {
                 let to = match requester {
                     Requester::Node(i) => To::Node(i, Src::Replayer(index)),
                     Requester::Follower => To::Follower(Src::Replayer(index)),
+                    Requester::Member(id) => To::MemberAnswer(id, index),
                 };
                 for a in answers {
                     self.send(to, &a, 0.0);
@@ -556,6 +577,16 @@ impl Bus {
             To::Follower(src) => {
                 if let Some(f) = self.follower.as_mut() {
                     f.node.handle_datagram(now, src.into(), data);
+                }
+            }
+            To::MemberAnswer(id, index) => {
+                let m = &mut self.members[(id - 1) as usize];
+                if m.paused {
+                    m.held.push((to, data.to_vec()));
+                } else if let Some(member) = m.member.as_mut() {
+                    member
+                        .handle_replayer(now, index, data, &mut m.log)
+                        .expect("a memory log writes");
                 }
             }
         }
@@ -577,11 +608,22 @@ impl Bus {
             .expect("cluster safety holds");
         member.publish(now, &mut |p| packets.push(p.to_vec()));
         let id = member.id();
+        let requests = member.take_replayer_requests();
         for e in member.take_events() {
             self.events.push((now, id, e));
         }
         for (to, d) in peer_out {
             self.send(To::Member(to), &d, 0.0);
+        }
+        for (index, r) in requests {
+            self.send(
+                To::Replayer {
+                    index,
+                    requester: Requester::Member(id),
+                },
+                &r,
+                0.0,
+            );
         }
         let src = if self.p.members == 1 {
             Src::Live

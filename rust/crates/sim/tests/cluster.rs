@@ -456,3 +456,145 @@ fn a_stopped_leader_that_resumes_is_fenced() {
         }
     }
 }
+
+/// A small driver for the scenario tests below: three senders, every node rewinding from 1.
+struct Load {
+    bus: Bus,
+    sent: Vec<u64>,
+    handed: Vec<u64>,
+    /// Virtual time at which each node was first handed a record at or past a sequence.
+    watch: Option<(u64, Vec<u64>)>,
+    out: Vec<u8>,
+}
+
+impl Load {
+    fn new(seed: u64, members: u16) -> Load {
+        let faults = Faults {
+            loss_pct: 0.0,
+            dup_pct: 0.0,
+            delay: (20_000, 60_000),
+        };
+        let mut bus = Bus::new(SimParams::new(seed, members, faults));
+        for i in 0..SENDERS {
+            bus.add_node(&NodeOptions::new(&format!("N{i}"), Start::From(1)));
+        }
+        Load {
+            bus,
+            sent: vec![0; SENDERS],
+            handed: vec![0; SENDERS],
+            watch: None,
+            out: Vec::new(),
+        }
+    }
+
+    /// One turn; each sender keeps sending up to `quota`.
+    fn step(&mut self, quota: u64) {
+        self.bus.process();
+        for i in 0..SENDERS {
+            self.out.clear();
+            self.bus.deliver(i, &mut self.out, usize::MAX).unwrap();
+            let now = self.bus.now();
+            let mut at = 0;
+            while at < self.out.len() {
+                let len = u32::from_le_bytes(self.out[at..at + 4].try_into().unwrap()) as usize;
+                let ty = u16::from_le_bytes(self.out[at + 4..at + 6].try_into().unwrap());
+                let s = u64::from_le_bytes(self.out[at + 8..at + 16].try_into().unwrap());
+                if ty == RECORD_MESSAGE {
+                    self.handed[i] += 1;
+                }
+                if let Some((from, at_ns)) = self.watch.as_mut() {
+                    if (ty == RECORD_MESSAGE || ty == RECORD_TIME) && s >= *from && at_ns[i] == 0 {
+                        at_ns[i] = now;
+                    }
+                }
+                at += len;
+            }
+            while self.sent[i] < quota {
+                let n = &mut self.bus.node(i).unwrap().node;
+                if n.is_rewinding() || n.send(&body(i, self.sent[i])).is_err() {
+                    break;
+                }
+                self.sent[i] += 1;
+            }
+            self.bus.transmit(i);
+        }
+        self.bus.advance(1_000, 1_000_000);
+    }
+
+    /// Runs until every node was handed every message of `quota` per sender (bounded).
+    fn settle(&mut self, quota: u64) {
+        let want = quota * SENDERS as u64;
+        for _ in 0..2_000_000 {
+            if self.handed.iter().all(|&h| h >= want) {
+                assert!(self.handed.iter().all(|&h| h == want), "{:?}", self.handed);
+                return;
+            }
+            self.step(quota);
+        }
+        panic!("no progress: {:?}", self.handed);
+    }
+}
+
+/// A planned switchover hands the leadership to another member with nothing lost, and the
+/// stream pauses for about a few network round trips, not an election timeout.
+#[test]
+fn a_planned_switchover_pauses_the_stream_for_round_trips() {
+    for seed in 0..10u64 {
+        let mut l = Load::new(seed, 3);
+        l.settle(200);
+        let old = l.bus.leader().unwrap();
+        let now = l.bus.now();
+        // the switchover begins between two messages under load: the pause is from the last
+        // message the old leader sequenced to the first of the new one
+        let target = {
+            let mut m = None;
+            for id in 1..=3u16 {
+                if id != old {
+                    m = Some(id);
+                    break;
+                }
+            }
+            m.unwrap()
+        };
+        l.bus
+            .switchover(old, Some(target))
+            .expect("the leader accepts a switchover");
+        let epoch_at = l.bus.member(old).unwrap().next_seq() + 1;
+        l.watch = Some((epoch_at, vec![0; SENDERS]));
+        l.settle(400);
+        assert_eq!(l.bus.leader(), Some(target), "seed {seed}");
+        let first = l.watch.as_ref().unwrap().1.iter().copied().min().unwrap();
+        let pause_ms = (first - now) as f64 / 1e6;
+        // an election timeout is 40 ms here: a transfer takes a few round trips of 20-60 µs
+        eprintln!("switchover pause: {pause_ms:.3} ms");
+        assert!(pause_ms < 2.0, "seed {seed}: pause {pause_ms} ms");
+        assert!(l.bus.renumbered.is_empty());
+    }
+}
+
+/// A leader that loses every follower stops (it cannot commit, and steps down after an
+/// election timeout without a majority); the bus goes on once a majority is back.
+#[test]
+fn a_leader_without_a_majority_steps_down_and_the_bus_resumes() {
+    let mut l = Load::new(7, 3);
+    l.settle(100);
+    let leader = l.bus.leader().unwrap();
+    let others: Vec<u16> = (1..=3).filter(|&id| id != leader).collect();
+    for &id in &others {
+        l.bus.kill_member(id);
+    }
+    let killed_at = l.bus.now();
+    let handed_before = l.handed.clone();
+    for _ in 0..200_000 {
+        l.step(200);
+        if l.bus.now() > killed_at + 200_000_000 {
+            break;
+        }
+    }
+    assert_eq!(l.handed, handed_before, "nothing is published without a majority");
+    let m = l.bus.member(leader).unwrap();
+    assert_ne!(m.role(), seqbus_core::Role::Leader, "it stepped down");
+    l.bus.restart_member(others[0]);
+    l.settle(200);
+    assert!(l.bus.renumbered.is_empty());
+}
