@@ -37,9 +37,10 @@ class NodeClient:
 
 @final
 class Sequencer:
-    """A sequencer running on its own Rust thread until ``stop()``."""
+    """A sequencer running on its own Rust thread until ``stop()``; ``id`` names which member
+    of ``[cluster]`` it is (docs/ha.md)."""
 
-    def __new__(cls, config: str) -> Sequencer: ...
+    def __new__(cls, config: str, id: int | None = None) -> Sequencer: ...
     def stop(self) -> None: ...
     def join(self, timeout: float) -> bool:
         """True once stopped; re-raises the error the sequencer stopped with."""
@@ -48,7 +49,7 @@ class Sequencer:
 class Replayer:
     """A replayer running on its own Rust thread until ``stop()``."""
 
-    def __new__(cls, config: str) -> Replayer: ...
+    def __new__(cls, config: str, id: int | None = None) -> Replayer: ...
     def stop(self) -> None: ...
     def join(self, timeout: float) -> bool: ...
 
@@ -66,12 +67,24 @@ class Dispatcher:
     """This host's dispatcher (reads the downstream, writes the shared-memory ring local nodes
     read) running on its own Rust thread until ``stop()``."""
 
-    def __new__(cls, config: str) -> Dispatcher: ...
+    def __new__(cls, config: str, id: int | None = None) -> Dispatcher: ...
     def stop(self) -> None: ...
     def join(self, timeout: float) -> bool: ...
 
 def check_config(config: str) -> None:
     """Parse and validate a configuration file; ConfigError naming the key when invalid."""
+
+def status_endpoints(config: str) -> list[tuple[int, str | None, str | None]]:
+    """``(member id, "host:port" or None, token or None)`` of every sequencer of the bus."""
+
+def verify_journal(dir: str) -> dict[str, object]:
+    """Check every record of a journal: ``session``, ``first_sequence``, ``next_sequence``,
+    ``messages``, ``segments``, ``torn_tail`` (file, offset) or None. JournalError naming the
+    file and offset when a record is damaged."""
+
+def repair_journal(dir: str, peer: str) -> dict[str, object]:
+    """Rewrite the damaged segments of ``dir`` from the peer's journal ``peer``:
+    ``rewritten`` [(file, offset)], ``kept`` [files], ``messages``."""
 
 @final
 class Cursor:

@@ -60,12 +60,67 @@ def _cmd_service(args: argparse.Namespace) -> int:
     """``seqbus sequencer|replayer|dispatcher``: that service of the Rust core until a signal."""
     from seqbus import _core
 
-    services: dict[str, Callable[[str], _Service]] = {
+    services: dict[str, Callable[[str, int | None], _Service]] = {
         "sequencer": _core.Sequencer,
         "replayer": _core.Replayer,
         "dispatcher": _core.Dispatcher,
     }
-    _serve(services[args.command](args.config))
+    _serve(services[args.command](args.config, getattr(args, "id", None)))
+    return 0
+
+
+def _cmd_journal(args: argparse.Namespace) -> int:
+    """``seqbus journal verify|repair``: check a sequencer's journal, or rewrite its damaged
+    segments from a peer's copy (docs/ha.md, "Damaged journals")."""
+    import json
+
+    from seqbus import _core
+
+    if args.journal == "verify":
+        report = _core.verify_journal(args.dir)
+        if args.json:
+            print(json.dumps(report))
+        else:
+            print(
+                f"{args.dir}: OK, session {report['session']}, {report['messages']:,} messages "
+                f"({report['first_sequence']:,} to {int(str(report['next_sequence'])) - 1:,}) "
+                f"in {report['segments']} segments"
+            )
+            torn = report["torn_tail"]
+            if isinstance(torn, tuple):
+                print(
+                    f"  a torn tail (a write cut short) at {torn[0]}:{torn[1]}; the sequencer "
+                    "cuts it when it starts"
+                )
+        return 0
+    report = _core.repair_journal(args.dir, args.peer)
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    rewritten = report["rewritten"]
+    assert isinstance(rewritten, list)
+    if not rewritten:
+        print(f"{args.dir}: no damaged segment; nothing changed")
+        return 0
+    for (path, offset), kept in zip(rewritten, report["kept"]):  # type: ignore[call-overload]
+        print(f"{path}: damaged from offset {offset:,}: rewritten from {args.peer} (kept: {kept})")
+    print(f"{report['messages']:,} messages restored")
+    return 0
+
+
+def _cmd_admin_switchover(args: argparse.Namespace) -> int:
+    import json
+
+    from seqbus.status import switchover
+
+    result = switchover(args.config, args.to, timeout=args.timeout)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(
+            f"member {result['to']} leads the bus (was member {result['from']}); pause seen "
+            f"from here {result['pause_ms']:.1f} ms"
+        )
     return 0
 
 
@@ -175,6 +230,18 @@ def _add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     group.add_argument("--metrics", action="store_true", help="print the Prometheus /metrics")
     p.set_defaults(func=_cmd_admin_status)
 
+    p = admin_sub.add_parser(
+        "switchover",
+        help="hand the leadership of a [cluster] of sequencers to another member (planned, "
+        "nothing lost; docs/ha.md)",
+    )
+    p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
+    p.add_argument("--to", type=int, metavar="ID", help="the member to hand over to (default: "
+                   "the most up-to-date standby)")
+    p.add_argument("--timeout", type=float, default=5.0, help="give up after this many s")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.set_defaults(func=_cmd_admin_switchover)
+
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from seqbus.demo import main as demo_main
@@ -188,11 +255,35 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sequencer", help="run the sequencer of a bus")
     p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
+    p.add_argument(
+        "--id", type=int, metavar="N", help="which member of [cluster] this sequencer is"
+    )
     p.set_defaults(func=_cmd_service)
 
     p = sub.add_parser("replayer", help="run a replayer serving gap fills and rewinds")
     p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
     p.set_defaults(func=_cmd_service)
+
+    p = sub.add_parser(
+        "journal",
+        help="check a sequencer's journal, or repair its damaged segments from a peer's copy",
+    )
+    journal_sub = p.add_subparsers(dest="journal", required=True)
+    q = journal_sub.add_parser(
+        "verify", help="read every record; name the file and offset of any damage"
+    )
+    q.add_argument("dir", help="the journal directory")
+    q.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    q.set_defaults(func=_cmd_journal)
+    q = journal_sub.add_parser(
+        "repair",
+        help="rewrite the damaged segments of DIR from PEER, another sequencer's (or a "
+        "replayer's) journal of the same session; damaged files are kept as *.damaged",
+    )
+    q.add_argument("dir", help="the damaged journal directory")
+    q.add_argument("--from", dest="peer", required=True, metavar="PEER", help="a peer's journal")
+    q.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    q.set_defaults(func=_cmd_journal)
 
     p = sub.add_parser(
         "dispatcher",

@@ -1,66 +1,168 @@
-"""``seqbus admin status``: the sequencer's counters from its HTTP status endpoint
-(``[sequencer] status``, docs/configuration.md)."""
+"""``seqbus admin status`` and ``seqbus admin switchover``: the sequencers' status endpoints
+(``[sequencer] status``, or each ``[cluster]`` member's ``status``; docs/configuration.md,
+docs/ha.md). The configuration is read by the same parser the processes use
+(``seqbus._core``)."""
 
 from __future__ import annotations
 
 import json
-import tomllib
+import time
 import urllib.error
 import urllib.request
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
+from seqbus import _core
 from seqbus.errors import ConfigError, TransportError
 
-__all__ = ["fetch_status", "format_status"]
+__all__ = ["Endpoint", "endpoints", "fetch_status", "format_status", "switchover"]
 
 
-def _endpoint(config: str) -> tuple[str, str | None]:
-    try:
-        doc = tomllib.loads(Path(config).read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{config}: {exc}") from None
-    sequencer = doc.get("sequencer", {})
-    address = sequencer.get("status")
-    if not address:
+@dataclass(frozen=True)
+class Endpoint:
+    """One sequencer's status endpoint."""
+
+    member: int
+    base: str
+    token: str | None
+
+
+def endpoints(config: str) -> list[Endpoint]:
+    """The status endpoints of every sequencer of the bus of ``config`` (those configured)."""
+    found = [
+        Endpoint(member, f"http://{address}", token)
+        for member, address, token in _core.status_endpoints(config)
+        if address
+    ]
+    if not found:
         raise ConfigError(
-            f"{config}: sequencer.status is not set: the sequencer has no status endpoint"
+            f"{config}: no sequencer has a status endpoint (sequencer.status, or status of the "
+            "[cluster] members)"
         )
-    token = sequencer.get("status_token")
-    return f"http://{address}", token if isinstance(token, str) else None
+    return found
 
 
-def fetch_status(config: str, path: str = "/status", timeout: float = 5.0) -> str:
-    """The body of ``GET path`` from the status endpoint of the bus of ``config``."""
-    base, token = _endpoint(config)
-    request = urllib.request.Request(base + path)
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
+def _request(
+    endpoint: Endpoint, path: str, method: str = "GET", timeout: float = 5.0
+) -> tuple[int, str]:
+    request = urllib.request.Request(endpoint.base + path, method=method)
+    if endpoint.token is not None:
+        request.add_header("Authorization", f"Bearer {endpoint.token}")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body: bytes = response.read()
+            return int(response.status), body.decode()
     except urllib.error.HTTPError as exc:
-        reason = exc.read().decode().strip()
-        raise TransportError(f"{base}{path}: HTTP {exc.code}: {reason}") from None
+        return exc.code, exc.read().decode()
     except (urllib.error.URLError, OSError) as exc:
-        raise TransportError(f"{base}{path}: {exc} (is the sequencer running?)") from None
-    return body.decode()
+        raise TransportError(
+            f"{endpoint.base}{path}: {exc} (is sequencer {endpoint.member} running?)"
+        ) from None
+
+
+def fetch_status(config: str, path: str = "/status", timeout: float = 5.0) -> str:
+    """The body of ``GET path`` from the first reachable status endpoint of the bus."""
+    errors: list[str] = []
+    for endpoint in endpoints(config):
+        try:
+            code, body = _request(endpoint, path, timeout=timeout)
+        except TransportError as exc:
+            errors.append(str(exc))
+            continue
+        if code != 200:
+            raise TransportError(f"{endpoint.base}{path}: HTTP {code}: {body.strip()}")
+        return body
+    raise TransportError("; ".join(errors))
+
+
+def member_statuses(config: str, timeout: float = 2.0) -> list[tuple[Endpoint, dict[str, Any] | str]]:
+    """Every sequencer's ``/status`` document, or why it could not be read."""
+    out: list[tuple[Endpoint, dict[str, Any] | str]] = []
+    for endpoint in endpoints(config):
+        try:
+            code, body = _request(endpoint, "/status", timeout=timeout)
+        except TransportError as exc:
+            out.append((endpoint, str(exc)))
+            continue
+        out.append((endpoint, json.loads(body) if code == 200 else f"HTTP {code}: {body}"))
+    return out
 
 
 def format_status(status: dict[str, Any]) -> str:
     """Readable lines of a ``/status`` document."""
-    lines = [f"sequencer of session {status['session']}"]
+    cluster = status.get("cluster")
+    head = f"sequencer of session {status['session']}"
+    if cluster:
+        head += (
+            f", member {cluster['member']}: {cluster['role']}, term {cluster['term']}, "
+            f"leader {cluster['leader'] or 'unknown'}"
+        )
+    lines = [head]
     uptime = (int(status["now_ns"]) - int(status["started_ns"])) / 1e9
-    lines.append(f"  {'up':24} {uptime:,.1f} s")
+    lines.append(f"  {'up':28} {uptime:,.1f} s")
+    if cluster:
+        lines.append(f"  {'commit index':28} {cluster['commit_index']:,}")
+        lines.append(f"  {'last index':28} {cluster['last_index']:,}")
+        for standby in cluster["standbys"]:
+            lines.append(
+                f"  {'standby ' + str(standby['id']) + ' lag':28} {standby['lag']:,} messages"
+            )
+        last = cluster.get("last_takeover_ns")
+        if last:
+            ago = (int(status["now_ns"]) - int(last)) / 1e9
+            lines.append(f"  {'last takeover':28} {ago:,.1f} s ago ({cluster['takeovers']} in all)")
     for name, value in status["counters"].items():
-        lines.append(f"  {name:24} {value:,}")
+        lines.append(f"  {name:28} {value:,}")
     return "\n".join(lines)
+
+
+def switchover(config: str, target: int | None, timeout: float = 5.0) -> dict[str, Any]:
+    """Hands the leadership to ``target`` (None: the most up-to-date standby) and waits until
+    the new leader leads: ``{"from", "to", "pause_ms"}``, the pause measured from the request
+    to the first status that shows the new leader leading (an upper bound: the sequencers'
+    own counters time the handover itself)."""
+    leader: Endpoint | None = None
+    for endpoint, status in member_statuses(config):
+        if isinstance(status, dict) and (status.get("cluster") or {}).get("role") == "leader":
+            leader = endpoint
+    if leader is None:
+        raise TransportError(f"{config}: no sequencer reports that it leads the bus")
+    path = "/switchover" if target is None else f"/switchover?to={target}"
+    started = time.perf_counter()
+    code, body = _request(leader, path, method="POST", timeout=timeout)
+    answer = json.loads(body) if body.startswith("{") else {"ok": False, "error": body}
+    if code != 200 or not answer.get("ok"):
+        raise TransportError(f"switchover refused by member {leader.member}: {answer.get('error')}")
+    to = int(answer["target"])
+    deadline = started + timeout
+    while time.perf_counter() < deadline:
+        for endpoint, status in member_statuses(config, timeout=1.0):
+            cluster = status.get("cluster") if isinstance(status, dict) else None
+            if endpoint.member == to and cluster and cluster.get("role") == "leader":
+                pause_ms = (time.perf_counter() - started) * 1e3
+                return {"from": leader.member, "to": to, "pause_ms": pause_ms}
+        time.sleep(0.001)
+    raise TransportError(f"member {to} did not take over within {timeout} s")
 
 
 def main(config: str, as_json: bool, metrics: bool) -> int:
     if metrics:
         print(fetch_status(config, "/metrics"), end="")
         return 0
-    text = fetch_status(config)
-    print(text if as_json else format_status(json.loads(text)))
+    statuses = member_statuses(config)
+    if as_json:
+        if len(statuses) == 1 and isinstance(statuses[0][1], dict):
+            print(json.dumps(statuses[0][1]))
+        else:
+            print(json.dumps({str(e.member): s for e, s in statuses}))
+        return 0
+    readable = 0
+    for endpoint, status in statuses:
+        if isinstance(status, dict):
+            print(format_status(status))
+            readable += 1
+        else:
+            print(f"sequencer {endpoint.member}: {status}")
+    if not readable:
+        raise TransportError("no sequencer's status endpoint answered")
     return 0

@@ -224,6 +224,8 @@ pub struct Node {
     fenced_head: u64,
     /// Commands in flight go out again at once (the leader changed).
     resend_now: bool,
+    /// Replayers are announced while the node runs: a gap with none known yet waits.
+    discovering: bool,
     // delivery
     deadline: Option<u64>,
     frags: HashMap<Account, Vec<u8>>,
@@ -276,6 +278,7 @@ impl Node {
             pending_leader: None,
             fenced_head: 0,
             resend_now: false,
+            discovering: false,
             deadline: None,
             frags: HashMap::new(),
             raw: false,
@@ -332,6 +335,21 @@ impl Node {
     /// True once the node may send (its next command sequence is known).
     pub fn is_ready(&self) -> bool {
         self.ready
+    }
+
+    /// How many replayers there are to ask (`Dest::Replayer(0..n)`): more are found while the
+    /// node runs (docs/ha.md, "Replayer discovery").
+    pub fn set_replayers(&mut self, n: usize) {
+        self.p.replayers = n;
+        if n > 0 {
+            self.replayer %= n;
+        }
+    }
+
+    /// Replayers are announced while the node runs: a gap while none is known waits for one
+    /// instead of failing.
+    pub fn set_discovering(&mut self, on: bool) {
+        self.discovering = on;
     }
 
     /// The cluster leader the node follows, per the stream (None: not known yet, or a bus
@@ -594,7 +612,7 @@ impl Node {
             }
         }
         if n == 0 && !self.has_deliverable() {
-            if self.p.replayers == 0 {
+            if self.p.replayers == 0 && !self.discovering {
                 if let Some((from, to)) = self.gap() {
                     return Err(NodeError::Gap { from, to });
                 }

@@ -348,7 +348,7 @@ impl Index {
     /// it can be read first, so a record still being written may look damaged with a whole
     /// record after it; damage counts only when a second read, after the writer finished the
     /// earlier page, shows it again.
-    fn follow(seg: &mut Segment) -> Result<(), JournalError> {
+    fn follow(seg: &mut Segment) -> Result<Option<u64>, JournalError> {
         let start = (seg.len, seg.offsets.len());
         match Index::scan(seg)? {
             Tail::Corrupt(..) => {
@@ -363,10 +363,12 @@ impl Index {
                              damage, not a torn write"
                         ),
                     }),
-                    _ => Ok(()),
+                    Tail::Torn(offset, _) => Ok(Some(offset)),
+                    Tail::Clean => Ok(None),
                 }
             }
-            _ => Ok(()),
+            Tail::Torn(offset, _) => Ok(Some(offset)),
+            Tail::Clean => Ok(None),
         }
     }
 
@@ -909,6 +911,9 @@ impl HardState {
 #[derive(Debug)]
 pub struct JournalReader {
     index: Index,
+    /// Where the last segment's bytes stopped forming records at the last look: a record
+    /// being written, or a torn tail the writer cuts when it opens the journal.
+    torn: Option<(PathBuf, u64)>,
 }
 
 impl JournalReader {
@@ -926,6 +931,7 @@ impl JournalReader {
                 session,
                 segments: Vec::new(),
             },
+            torn: None,
         };
         r.refresh()?;
         Ok(r)
@@ -935,8 +941,9 @@ impl JournalReader {
     /// valid one after it is damage and an error naming the file and offset; a bad or
     /// incomplete tail is a record being written (looked at again next time).
     pub fn refresh(&mut self) -> Result<(), JournalError> {
+        self.torn = None;
         if let Some(seg) = self.index.segments.last_mut() {
-            Index::follow(seg)?;
+            self.torn = Index::follow(seg)?.map(|o| (seg.path.clone(), o));
         }
         let next = self.index.next_seq();
         let known = self.index.segments.last().map(|s| s.first_seq);
@@ -948,7 +955,7 @@ impl JournalReader {
                 break; // written later, once the current segment is complete
             }
             let mut seg = self.index.open_segment(&path, first, false)?;
-            Index::follow(&mut seg)?;
+            self.torn = Index::follow(&mut seg)?.map(|o| (seg.path.clone(), o));
             self.index.segments.push(seg);
         }
         Ok(())
@@ -956,6 +963,17 @@ impl JournalReader {
 
     pub fn next_seq(&self) -> u64 {
         self.index.next_seq()
+    }
+
+    /// Segment files read.
+    pub fn segments(&self) -> usize {
+        self.index.segments.len()
+    }
+
+    /// Where the bytes at the end of the last segment stopped forming records, if they did
+    /// (a record being written, or a torn tail: nothing valid follows).
+    pub fn torn_tail(&self) -> Option<(&Path, u64)> {
+        self.torn.as_ref().map(|(p, o)| (p.as_path(), *o))
     }
 
     /// The first sequence the journal holds (1 unless it started later).

@@ -42,9 +42,18 @@ pub struct Config {
     pub shm: crate::transports::ShmConfig,
     #[serde(default)]
     pub memory: crate::transports::MemoryConfig,
+    /// `[cluster]`: the sequencers of the bus when there is more than one (docs/ha.md).
+    #[serde(default)]
+    pub cluster: Option<ClusterConfig>,
+    /// `[discovery]`: where replayers announce themselves (docs/ha.md).
+    #[serde(default)]
+    pub discovery: Option<DiscoveryConfig>,
     /// Directory of the configuration file; relative paths are resolved against it.
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// The `[cluster]` member a sequencer process is (set by [`Config::for_member`]).
+    #[serde(skip)]
+    pub member_id: Option<u16>,
 }
 
 /// `[bus]`
@@ -174,6 +183,68 @@ pub struct ReplayerConfig {
     pub sources: Vec<SocketAddr>,
 }
 
+/// `[cluster]`: the sequencers that form the bus, one leader and its standbys (docs/ha.md).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Every sequencer of the bus; a process is one of them (`seqbus sequencer --id N`).
+    pub members: Vec<MemberConfig>,
+    /// A standby that hears no leader for a random time between this and twice this starts
+    /// an election; a leader that hears no majority for this long steps down.
+    #[serde(default = "default_election_timeout")]
+    pub election_timeout_ms: u64,
+    /// The leader sends each standby an append (empty if need be) at least this often.
+    #[serde(default = "default_cluster_heartbeat")]
+    pub heartbeat_ms: u64,
+    /// Entries a standby has not confirmed after this long are sent again (µs).
+    #[serde(default = "default_retransmit")]
+    pub retransmit_us: u64,
+    /// How long a new leader waits for the replayers to say how far their stream reaches
+    /// (µs).
+    #[serde(default = "default_replayer_wait")]
+    pub replayer_wait_us: u64,
+    /// Largest datagram between sequencers, bytes.
+    #[serde(default = "default_replay_packet")]
+    pub max_packet: usize,
+}
+
+/// One sequencer of `[cluster]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberConfig {
+    /// 1–65535, unique.
+    pub id: u16,
+    /// Where nodes send it commands (its `sequencer.upstream`).
+    pub upstream: SocketAddr,
+    /// Where the other sequencers reach it.
+    pub peer: SocketAddr,
+    /// The address its downstream packets come from: nodes tell the leader's packets from a
+    /// deposed one's by it.
+    pub publish: SocketAddr,
+    /// Where its in-process replayer serves requests (its `replayer.listen`); none: no
+    /// replayer in its process.
+    #[serde(default)]
+    pub replayer: Option<SocketAddr>,
+    /// Its journal (default: `sequencer.journal_dir` with `-<id>` appended).
+    #[serde(default)]
+    pub journal_dir: Option<PathBuf>,
+    /// Its status endpoint (its `sequencer.status`).
+    #[serde(default)]
+    pub status: Option<SocketAddr>,
+}
+
+/// `[discovery]`: replayers announce themselves on a multicast group; nodes and sequencers
+/// listen, so none needs a static list of replayers.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoveryConfig {
+    /// Multicast group and port of the announcements.
+    pub group: SocketAddr,
+    /// A replayer announces itself this often.
+    #[serde(default = "default_announce")]
+    pub interval_ms: u64,
+}
+
 /// `[node]`: defaults for node processes.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -284,6 +355,21 @@ fn default_replay_depth() -> usize {
 }
 fn default_reorder() -> usize {
     1 << 20
+}
+fn default_election_timeout() -> u64 {
+    30
+}
+fn default_cluster_heartbeat() -> u64 {
+    5
+}
+fn default_retransmit() -> u64 {
+    2_000
+}
+fn default_replayer_wait() -> u64 {
+    2_000
+}
+fn default_announce() -> u64 {
+    100
 }
 
 impl Default for SequencerConfig {
@@ -448,7 +534,178 @@ impl Config {
             }
         }
         crate::transports::check(self)?;
+        self.check_cluster()?;
         Ok(())
+    }
+
+    fn check_cluster(&self) -> Result<(), (&'static str, String)> {
+        if let Some(d) = &self.discovery {
+            match d.group {
+                SocketAddr::V4(g) if g.ip().is_multicast() => {}
+                g => {
+                    return Err((
+                        "discovery.group",
+                        format!("{} is not an IPv4 multicast address", g.ip()),
+                    ))
+                }
+            }
+            if d.interval_ms == 0 {
+                return Err(("discovery.interval_ms", "must be at least 1".into()));
+            }
+        }
+        let Some(c) = &self.cluster else {
+            return Ok(());
+        };
+        if c.members.is_empty() {
+            return Err(("cluster.members", "at least one sequencer".into()));
+        }
+        if !matches!(
+            self.downstream.transport,
+            Transport::UdpMulticast | Transport::UdpUnicast
+        ) || self.node.transport.is_some_and(|t| t != self.downstream.transport)
+        {
+            return Err((
+                "cluster",
+                "a cluster of sequencers publishes over UDP (udp-multicast or udp-unicast) and \
+                 its nodes read that feed: a TCP, shared-memory or in-process downstream has no \
+                 fencing of a deposed leader yet"
+                    .into(),
+            ));
+        }
+        let mut ids = std::collections::HashSet::new();
+        let mut addrs = std::collections::HashSet::new();
+        for m in &c.members {
+            if m.id == 0 || !ids.insert(m.id) {
+                return Err((
+                    "cluster.members",
+                    format!("member ids must be unique and at least 1 (id {})", m.id),
+                ));
+            }
+            for a in [Some(m.upstream), Some(m.peer), Some(m.publish), m.replayer, m.status]
+                .into_iter()
+                .flatten()
+            {
+                if !addrs.insert(a) {
+                    return Err((
+                        "cluster.members",
+                        format!("address {a} is used twice (member {})", m.id),
+                    ));
+                }
+                if a.ip().is_multicast() || a.port() == 0 {
+                    return Err((
+                        "cluster.members",
+                        format!("{a} (member {}) must be a unicast address with a port", m.id),
+                    ));
+                }
+            }
+            if m.status.is_some_and(|a| !a.ip().is_loopback())
+                && self.sequencer.status_token.is_none()
+            {
+                return Err((
+                    "sequencer.status_token",
+                    format!("required when member {}'s status is not a loopback address", m.id),
+                ));
+            }
+        }
+        if c.election_timeout_ms == 0 || c.heartbeat_ms == 0 || c.heartbeat_ms * 2 > c.election_timeout_ms {
+            return Err((
+                "cluster.heartbeat_ms",
+                "must be at least 1 and at most half of cluster.election_timeout_ms".into(),
+            ));
+        }
+        if c.retransmit_us == 0 {
+            return Err(("cluster.retransmit_us", "must be at least 1".into()));
+        }
+        if !(1500..=65_507).contains(&c.max_packet) {
+            return Err(("cluster.max_packet", "must be between 1500 and 65507".into()));
+        }
+        Ok(())
+    }
+
+    /// This configuration as sequencer `id` of `[cluster]` runs it: its upstream, journal,
+    /// replayer and status addresses in `[sequencer]`/`[replayer]`. Without `[cluster]`, `id`
+    /// must be None (or 1) and the configuration is returned as it is.
+    pub fn for_member(&self, id: Option<u16>) -> Result<Config, ConfigError> {
+        let err = |key: &str, message: String| ConfigError {
+            origin: "command line".into(),
+            key: key.into(),
+            message,
+        };
+        let Some(c) = &self.cluster else {
+            return match id {
+                None | Some(1) => Ok(self.clone()),
+                Some(i) => Err(err(
+                    "--id",
+                    format!("{i}: the configuration has no [cluster] of sequencers"),
+                )),
+            };
+        };
+        let Some(id) = id else {
+            return Err(err(
+                "--id",
+                format!(
+                    "the configuration names {} sequencers in [cluster]: say which this is",
+                    c.members.len()
+                ),
+            ));
+        };
+        let Some(m) = c.members.iter().find(|m| m.id == id) else {
+            return Err(err(
+                "--id",
+                format!("{id} is not a member of [cluster] ({:?})", c.members.iter().map(|m| m.id).collect::<Vec<_>>()),
+            ));
+        };
+        let mut cfg = self.clone();
+        cfg.member_id = Some(id);
+        cfg.sequencer.upstream = m.upstream;
+        cfg.sequencer.journal_dir = match &m.journal_dir {
+            Some(d) => d.clone(),
+            None => {
+                let mut d = self.sequencer.journal_dir.clone().into_os_string();
+                d.push(format!("-{id}"));
+                PathBuf::from(d)
+            }
+        };
+        cfg.sequencer.status = m.status;
+        match m.replayer {
+            Some(r) => cfg.replayer.listen = r,
+            None => cfg.sequencer.replayer_in_process = false,
+        }
+        cfg.replayer.journal_dir = None;
+        Ok(cfg)
+    }
+
+    /// The sequencers of the bus: `[cluster]` members, or the one of `[sequencer]` (id 1).
+    pub fn members(&self) -> Vec<MemberConfig> {
+        match &self.cluster {
+            Some(c) => c.members.clone(),
+            None => vec![MemberConfig {
+                id: 1,
+                upstream: self.sequencer.upstream,
+                peer: self.sequencer.upstream,
+                publish: self.sequencer.upstream,
+                replayer: self
+                    .sequencer
+                    .replayer_in_process
+                    .then_some(self.replayer.listen),
+                journal_dir: None,
+                status: self.sequencer.status,
+            }],
+        }
+    }
+
+    /// The replayers a node asks, in order: `node.replayers`, then the cluster members' (not
+    /// already listed).
+    pub fn node_replayers(&self) -> Vec<SocketAddr> {
+        let mut v = self.node.replayers.clone();
+        if let Some(c) = &self.cluster {
+            for r in c.members.iter().filter_map(|m| m.replayer) {
+                if !v.contains(&r) {
+                    v.push(r);
+                }
+            }
+        }
+        v
     }
 
     /// The MoldUDP64 session.

@@ -20,6 +20,7 @@
 //! between sockets and those state machines.
 
 pub mod config;
+pub mod discovery;
 pub mod idle;
 mod node;
 mod replayer;
@@ -36,7 +37,7 @@ pub use node::{NodeClient, NodeOptions};
 pub use replayer::run_replayer;
 pub use seqbus_core::node::{RECORD_CAUGHT_UP, RECORD_HEADER_LEN, RECORD_MESSAGE, RECORD_TIME};
 pub use seqbus_core::{NodeStats, SendError, Start};
-pub use sequencer::run_sequencer;
+pub use sequencer::{member_journal_dir, run_sequencer};
 pub use transports::run_dispatcher;
 
 /// Why a sequencer, replayer or node stopped or could not start.
@@ -68,6 +69,10 @@ pub enum Error {
     /// A replayer could not read its journal.
     #[error("replayer: {0}")]
     Store(#[from] seqbus_core::StoreError),
+    /// The sequencer's journal cannot be read or written (a full disk, an I/O error): the
+    /// sequencer stops, and a standby of `[cluster]` takes over.
+    #[error("{0}: this sequencer stops (a standby of [cluster] takes over)")]
+    Persist(seqbus_core::StoreError),
 }
 
 impl From<seqbus_core::NodeError> for Error {

@@ -62,7 +62,10 @@ pub struct NodeClient {
     /// Sends commands and requests; receives replayer answers.
     req: Socket,
     sequencer: SockAddr,
+    /// Cluster members: (id, upstream address, the address their packets come from).
+    members: Vec<(u16, SockAddr, SockAddr)>,
     replayers: Vec<SockAddr>,
+    discovery: Option<crate::discovery::Listener>,
     idler: Idler,
     /// Downstream datagrams received by one `recvmmsg`, handed to the protocol one by one.
     rx_down: udp::RecvBatch,
@@ -75,6 +78,8 @@ pub struct NodeClient {
     rep_now: u64,
     /// Upstream datagrams of one flush, sent with one `sendmmsg`.
     upbox: Outbox,
+    /// Upstream datagrams for every cluster member.
+    to_all: Outbox,
     fds: Vec<RawFd>,
     reads: u32,
 }
@@ -132,6 +137,16 @@ impl NodeClient {
         };
         let req = udp::bind(SocketAddr::V4(SocketAddrV4::new(local, 0)), nc.recv_buffer)
             .map_err(io_error("node request socket: bind"))?;
+        let replayers: Vec<SockAddr> = cfg.node_replayers().into_iter().map(SockAddr::from).collect();
+        let members: Vec<(u16, SockAddr, SockAddr)> = match &cfg.cluster {
+            Some(c) => c
+                .members
+                .iter()
+                .map(|m| (m.id, m.upstream.into(), m.publish.into()))
+                .collect(),
+            None => Vec::new(),
+        };
+        let discovery = crate::discovery::Listener::open(cfg)?;
         udp::set_sndbuf(&req, 4 << 20);
         let now = now_ns();
         let node = Node::new(
@@ -148,7 +163,7 @@ impl NodeClient {
                 request_backoff_max_ns: nc.request_backoff_max_ms.max(nc.request_timeout_ms)
                     * 1_000_000,
                 failover_after: nc.failover_after.max(1),
-                replayers: nc.replayers.len(),
+                replayers: replayers.len(),
                 max_request: cfg.replayer.max_messages_per_request,
                 reorder_limit: nc.reorder_buffer,
             },
@@ -156,7 +171,13 @@ impl NodeClient {
         );
         let mut node = node;
         node.set_replay_depth(nc.replay_depth);
-        let fds: Vec<RawFd> = down.iter().map(|d| d.as_raw_fd()).chain([req.as_raw_fd()]).collect();
+        node.set_discovering(discovery.is_some());
+        let fds: Vec<RawFd> = down
+            .iter()
+            .map(|d| d.as_raw_fd())
+            .chain([req.as_raw_fd()])
+            .chain(discovery.as_ref().map(|d| d.fd()))
+            .collect();
         let block = opts.idle.unwrap_or(nc.idle) == IdleStrategy::Block;
         let mut c = NodeClient {
             node,
@@ -165,7 +186,9 @@ impl NodeClient {
             block,
             req,
             sequencer: cfg.sequencer.upstream.into(),
-            replayers: nc.replayers.iter().map(|&a| a.into()).collect(),
+            members,
+            replayers,
+            discovery,
             idler: Idler::new(opts.idle.unwrap_or(nc.idle)),
             rx_down: udp::RecvBatch::new(DOWN_SLOTS, 65_536),
             down_at: 0,
@@ -174,6 +197,7 @@ impl NodeClient {
             rx_now: 0,
             rep_now: 0,
             upbox: Outbox::default(),
+            to_all: Outbox::default(),
             fds,
             reads: 0,
         };
@@ -188,11 +212,18 @@ impl NodeClient {
         let feed = &mut self.feed;
         let upbox = &mut self.upbox;
         let now = now_ns();
+        // in a cluster: the leader the stream names, every member when none is known or the
+        // protocol asks for all
+        let leader = self.node.leader();
+        let members = &self.members;
+        let all = &mut self.to_all;
         self.node.poll_transmit(now, &mut |dest, d| match dest {
             // Over TCP or in-process, commands travel with the stream.
             Dest::Sequencer | Dest::AllSequencers
                 if feed.as_mut().is_some_and(|f| f.send_upstream(now, d)) => {}
-            Dest::Sequencer | Dest::AllSequencers => upbox.push(d),
+            Dest::Sequencer if members.is_empty() || leader.is_some() => upbox.push(d),
+            Dest::Sequencer | Dest::AllSequencers if members.is_empty() => upbox.push(d),
+            Dest::Sequencer | Dest::AllSequencers => all.push(d),
             Dest::Replayer(i) => {
                 // a send buffer full for longer, or an unreachable peer: the protocol retries
                 if let Err(e) = udp::send_patiently(req, d, &reps[i], Duration::from_millis(20)) {
@@ -201,17 +232,30 @@ impl NodeClient {
             }
         });
         if !self.upbox.is_empty() {
+            let to = match self.node.leader() {
+                Some(l) => self
+                    .members
+                    .iter()
+                    .find(|m| m.0 == l)
+                    .map_or(&self.sequencer, |m| &m.1),
+                None => &self.sequencer,
+            };
             // what cannot be sent within the patience is retried by the protocol
-            let sent = udp::send_all_patiently(
-                &self.req,
-                &self.upbox,
-                &self.sequencer,
-                Duration::from_millis(20),
-            );
+            let sent = udp::send_all_patiently(&self.req, &self.upbox, to, Duration::from_millis(20));
             self.upbox.clear();
             if let Err(e) = sent {
                 err = Some(e);
             }
+        }
+        if !self.to_all.is_empty() {
+            for (_, upstream, _) in &self.members {
+                if let Err(e) =
+                    udp::send_all_patiently(&self.req, &self.to_all, upstream, Duration::from_millis(20))
+                {
+                    err = Some(e);
+                }
+            }
+            self.to_all.clear();
         }
         match err {
             Some(e) => Err(io_error("node: send")(e)),
@@ -225,6 +269,9 @@ impl NodeClient {
         // (a late answer is still useful), so the live path costs one recvmmsg per batch
         if self.rep_at >= self.rx_rep.len() {
             self.reads = self.reads.wrapping_add(1);
+            if self.reads.is_multiple_of(64) {
+                self.discover();
+            }
             if self.node.awaits_replay() || self.reads.is_multiple_of(64) {
                 self.rx_rep
                     .recv(&self.req)
@@ -271,10 +318,36 @@ impl NodeClient {
         self.down_at += 1;
         match self.rx_down.get(i) {
             // the node reads no clock for live packets
-            Some(d) => self.node.handle_datagram(0, Source::Live, d),
+            Some(d) if self.members.is_empty() => self.node.handle_datagram(0, Source::Live, d),
+            Some(d) => {
+                // in a cluster, which sequencer sent it decides whether it is taken (fencing)
+                let from = self.rx_down.from(i);
+                match self.members.iter().find(|m| m.2.as_socket() == from.as_socket()) {
+                    Some(m) => self.node.handle_datagram(0, Source::Sequencer(m.0), d),
+                    None => self.node.note_fenced(),
+                }
+            }
             None => self.node.note_malformed(),
         }
         Ok(true)
+    }
+
+    /// Takes in the replayers announced since the last look.
+    fn discover(&mut self) {
+        let Some(d) = self.discovery.as_mut() else {
+            return;
+        };
+        let mut added = false;
+        for a in d.poll() {
+            let a = SockAddr::from(SocketAddr::V4(a));
+            if !self.replayers.contains(&a) {
+                self.replayers.push(a);
+                added = true;
+            }
+        }
+        if added {
+            self.node.set_replayers(self.replayers.len());
+        }
     }
 
     /// Appends up to `max_records` records to `out` (layout: docs/architecture.md, "Batches
@@ -332,6 +405,8 @@ impl NodeClient {
                 }
                 None => self.idler.idle(&self.fds, until),
             }
+            // announcements of replayers are read when the node had nothing else to do
+            self.discover();
         }
     }
 
@@ -355,6 +430,15 @@ impl NodeClient {
     /// True once the node may send.
     pub fn is_ready(&self) -> bool {
         self.node.is_ready()
+    }
+
+    /// The cluster term and leader the stream named last (0 / None without a cluster).
+    pub fn epoch(&self) -> u64 {
+        self.node.epoch()
+    }
+
+    pub fn leader(&self) -> Option<u16> {
+        self.node.leader()
     }
 
     pub fn stats(&self) -> NodeStats {

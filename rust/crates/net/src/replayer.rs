@@ -3,11 +3,11 @@
 
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use seqbus_core::Replayer;
+use seqbus_core::{Replayer, Store, StoreError};
 use seqbus_journal::JournalReader;
 use socket2::Socket;
 
@@ -19,25 +19,68 @@ use crate::{io_error, Error};
 /// Requests one `recvmmsg` takes.
 const REQUEST_SLOTS: usize = 16;
 
+/// A journal served up to a limit: a cluster member's replayer serves only what the member
+/// knows a majority holds (what was or may be published), never a suffix that may yet be
+/// moved aside.
+struct Limited {
+    reader: JournalReader,
+    upto: Option<Arc<AtomicU64>>,
+}
+
+impl Limited {
+    fn limit(&self) -> u64 {
+        self.upto
+            .as_ref()
+            .map_or(u64::MAX, |u| u.load(Ordering::Acquire))
+    }
+}
+
+impl Store for Limited {
+    fn next_seq(&mut self) -> u64 {
+        Store::next_seq(&mut self.reader).min(self.limit().saturating_add(1))
+    }
+
+    fn read(
+        &mut self,
+        from: u64,
+        max: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize, StoreError> {
+        let limit = self.limit();
+        if from > limit {
+            return Ok(0);
+        }
+        let max = max.min((limit - from).saturating_add(1).min(usize::MAX as u64) as usize);
+        Store::read(&mut self.reader, from, max, f)
+    }
+}
+
 /// A bound replayer, ready to serve.
 pub(crate) struct Serving {
     socket: Socket,
-    journal: JournalReader,
+    journal: Limited,
     replayer: Replayer,
+    announcer: Option<crate::discovery::Announcer>,
 }
 
 impl Serving {
-    /// Binds `[replayer].listen` and opens the journal in `dir` (created by the sequencer).
-    pub(crate) fn bind(cfg: &Config, dir: &Path) -> Result<Serving, Error> {
+    /// Binds `[replayer].listen` and opens the journal in `dir` (created by the sequencer),
+    /// served up to `upto` when given.
+    pub(crate) fn bind(
+        cfg: &Config,
+        dir: &Path,
+        upto: Option<Arc<AtomicU64>>,
+    ) -> Result<Serving, Error> {
         let r = &cfg.replayer;
         let socket = udp::bind(r.listen, 4 << 20)
             .map_err(io_error(format!("replayer.listen {}: bind", r.listen)))?;
         udp::set_sndbuf(&socket, 16 << 20);
-        let journal = JournalReader::open(dir, cfg.session().0)?;
+        let reader = JournalReader::open(dir, cfg.session().0)?;
         Ok(Serving {
             socket,
-            journal,
+            journal: Limited { reader, upto },
             replayer: Replayer::new(cfg.session(), r.max_packet, r.max_messages_per_request),
+            announcer: crate::discovery::Announcer::open(cfg, r.listen)?,
         })
     }
 
@@ -47,13 +90,21 @@ impl Serving {
         let mut idler = Idler::new(IdleStrategy::Block);
         let fds = [self.socket.as_raw_fd()];
         while !stop.load(Ordering::Relaxed) {
+            if let Some(a) = self.announcer.as_mut() {
+                let next = Store::next_seq(&mut self.journal);
+                a.tick(next);
+            }
             let n = rx.recv(&self.socket).map_err(io_error("replayer: recv"))?;
             if n == 0 {
                 // keep the index up with the journal while idle, so the first request after
-                // a burst of writes does not wait for the new records to be scanned (an
-                // error shows again on the next read)
-                let _ = self.journal.refresh();
-                idler.idle(&fds, Instant::now() + Duration::from_millis(50));
+                // a burst of writes does not wait for the new records to be scanned (a
+                // damaged journal stops the replayer, naming file and offset)
+                self.journal.reader.refresh()?;
+                let mut until = Instant::now() + Duration::from_millis(50);
+                if let Some(a) = &self.announcer {
+                    until = until.min(a.due());
+                }
+                idler.idle(&fds, until);
                 continue;
             }
             for i in 0..n {
@@ -80,7 +131,7 @@ pub fn run_replayer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     if cfg.replayer.follow {
         run_follower(cfg, &stop)
     } else {
-        Serving::bind(cfg, &cfg.replayer_journal_dir())?.run(&stop)
+        Serving::bind(cfg, &cfg.replayer_journal_dir(), None)?.run(&stop)
     }
 }
 
@@ -110,8 +161,18 @@ pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error>
     } else {
         r.sources.clone()
     };
+    let announcer = crate::discovery::Announcer::open(cfg, r.listen)?;
+    let mut announcer = announcer;
     let mut follow_cfg = cfg.clone();
     follow_cfg.node.replayers = sources;
+    if let Some(c) = follow_cfg.cluster.as_mut() {
+        // its own listen address is no source of its own gaps
+        for m in &mut c.members {
+            if m.replayer == Some(r.listen) {
+                m.replayer = None;
+            }
+        }
+    }
     let mut opts = crate::NodeOptions::new("REPLAYER", 0, Start::From(journal.next_seq()));
     opts.idle = Some(IdleStrategy::Block);
     let mut feed = crate::NodeClient::connect(&follow_cfg, opts)?;
@@ -121,6 +182,9 @@ pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error>
     let mut records = Vec::with_capacity(1 << 20);
     let mut outbox = Outbox::default();
     while !stop.load(Ordering::Relaxed) {
+        if let Some(a) = announcer.as_mut() {
+            a.tick(journal.next_seq());
+        }
         records.clear();
         feed.poll(&mut records, 8192, Duration::from_millis(5))?;
         let mut at = 0;

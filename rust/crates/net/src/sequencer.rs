@@ -1,14 +1,19 @@
-//! The sequencer process loop: one thread, upstream socket → `seqbus_core::Sequencer` →
-//! journal (persist) → downstream packets (publish).
+//! The sequencer process loop: one thread around a `seqbus_core::cluster::Member` — upstream
+//! socket → sequencing → journal (persist) → replication to the other sequencers of
+//! `[cluster]` → downstream packets (publish, once a majority holds them). Without
+//! `[cluster]` the member is alone: persist, then publish.
 
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use seqbus_core::{Recovered, Sequencer, SequencerParams};
-use seqbus_journal::Journal;
+use seqbus_core::cluster::{Event, Log, Member, MemberParams, Role};
+use seqbus_core::{SequencerParams, Store, StoreError};
+use seqbus_journal::{HardState, Journal};
+use seqbus_wire::cluster::is_cluster_message;
 use socket2::{SockAddr, Socket};
 
 use crate::config::{Config, FsyncPolicy, Transport};
@@ -28,8 +33,13 @@ pub(crate) struct Downstream {
 }
 
 impl Downstream {
-    /// `next_seq`: one past the last journaled message.
-    pub(crate) fn open(cfg: &Config, next_seq: u64) -> Result<Downstream, Error> {
+    /// `next_seq`: one past the last journaled message. `from`: the address packets come
+    /// from (a cluster member's `publish`).
+    pub(crate) fn open(
+        cfg: &Config,
+        next_seq: u64,
+        from: Option<SocketAddr>,
+    ) -> Result<Downstream, Error> {
         if let Some(p) = crate::transports::Publisher::open(cfg, next_seq)? {
             return Ok(Downstream {
                 socket: None,
@@ -41,9 +51,14 @@ impl Downstream {
         match d.transport {
             Transport::UdpMulticast => {
                 let group = d.group.expect("checked when parsed");
-                let socket = udp::multicast_sender(d.interface, d.ttl).map_err(io_error(format!(
-                    "downstream.interface {}: multicast sender",
-                    d.interface
+                let socket = match from {
+                    Some(SocketAddr::V4(at)) => udp::multicast_sender_at(at, d.interface, d.ttl),
+                    _ => udp::multicast_sender(d.interface, d.ttl),
+                }
+                .map_err(io_error(format!(
+                    "downstream.interface {}: multicast sender{}",
+                    d.interface,
+                    from.map_or(String::new(), |f| format!(" from {f}"))
                 )))?;
                 Ok(Downstream {
                     socket: Some(socket),
@@ -52,8 +67,9 @@ impl Downstream {
                 })
             }
             Transport::UdpUnicast => {
-                let socket = udp::bind(SocketAddr::new(d.interface.into(), 0), 1 << 20)
-                    .map_err(io_error(format!("downstream.interface {}: bind", d.interface)))?;
+                let at = from.unwrap_or(SocketAddr::new(d.interface.into(), 0));
+                let socket = udp::bind(at, 1 << 20)
+                    .map_err(io_error(format!("downstream {at}: bind")))?;
                 socket.set_nonblocking(false).map_err(io_error("downstream socket"))?;
                 udp::set_sndbuf(&socket, 8 << 20);
                 Ok(Downstream {
@@ -85,20 +101,153 @@ impl Downstream {
     }
 }
 
+/// The journal as a cluster member's replica: writes per `sequencer.fsync`, the vote in
+/// `cluster-state` beside the segments.
+pub(crate) struct JournalLog {
+    pub journal: Journal,
+    fsync: FsyncPolicy,
+    interval: Duration,
+    last_sync: Instant,
+}
+
+fn store_error(e: seqbus_journal::JournalError) -> StoreError {
+    StoreError(e.to_string())
+}
+
+impl Store for JournalLog {
+    fn next_seq(&mut self) -> u64 {
+        self.journal.next_seq()
+    }
+
+    fn read(
+        &mut self,
+        from: u64,
+        max: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize, StoreError> {
+        self.journal.read(from, max, f).map_err(store_error)
+    }
+}
+
+impl Log for JournalLog {
+    fn append(&mut self, seq: u64, msg: &[u8]) -> Result<(), StoreError> {
+        self.journal.append(seq, msg).map_err(store_error)
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        self.journal.flush().map_err(store_error)?;
+        match self.fsync {
+            FsyncPolicy::Batch => self.journal.sync().map_err(store_error)?,
+            FsyncPolicy::Interval if self.last_sync.elapsed() >= self.interval => {
+                self.journal.sync().map_err(store_error)?;
+                self.last_sync = Instant::now();
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn discard_from(&mut self, seq: u64) -> Result<(), StoreError> {
+        let next = self.journal.next_seq();
+        if let Some(path) = self.journal.discard_from(seq).map_err(store_error)? {
+            eprintln!(
+                "seqbus sequencer: messages {seq}..{next} of this journal were never published \
+                 and the leader does not hold them: moved aside to {}",
+                path.display()
+            );
+        }
+        Ok(())
+    }
+
+    fn save_vote(&mut self, term: u64, voted_for: u16) -> Result<(), StoreError> {
+        HardState { term, voted_for }
+            .store(self.journal.dir())
+            .map_err(store_error)
+    }
+}
+
+/// Opens the journal in `dir`, reporting on stderr a torn tail that was cut.
+pub(crate) fn open_journal(cfg: &Config, dir: &Path) -> Result<Journal, Error> {
+    let journal = Journal::open(dir, cfg.session().0, cfg.sequencer.segment_size)?;
+    let r = journal.recovery();
+    if let Some((path, offset, reason)) = &r.truncated_at {
+        eprintln!(
+            "seqbus sequencer: journal {}: a write cut short at offset {offset} ({reason}, \
+             {} bytes, nothing valid after it) was cut off; the journal continues at {}",
+            path.display(),
+            r.truncated_bytes,
+            journal.next_seq()
+        );
+    }
+    if let Some(path) = &r.torn_segment {
+        eprintln!(
+            "seqbus sequencer: journal segment {} was created but never written (moved aside)",
+            path.display()
+        );
+    }
+    Ok(journal)
+}
+
+/// The cluster member of this process: its id and the other members' addresses.
+struct Peers {
+    /// (id, peer address) of the other members.
+    others: Vec<(u16, SockAddr)>,
+    socket: Option<Socket>,
+}
+
 /// Runs the sequencer until `stop` is set. Every socket is bound and the journal opened and
-/// recovered before the first message is sequenced; any failure there is returned at once.
+/// recovered before the first message is sequenced; any failure there is returned at once. A
+/// journal that cannot be written stops it (a standby of `[cluster]` then takes over).
 pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
-    let session = cfg.session();
     let sc = &cfg.sequencer;
-    let mut journal = Journal::open(&cfg.journal_dir(), session.0, sc.segment_size)?;
-    let mut recovered = Recovered::new_session();
-    journal.read(1, usize::MAX, &mut |q, m| {
-        recovered.replay(q, m);
-        true
-    })?;
+    let id = cfg.member_id.unwrap_or(1);
+    let members = cfg.members();
+    let me = members
+        .iter()
+        .find(|m| m.id == id)
+        .cloned()
+        .expect("for_member checked the id");
+    let clustered = cfg.cluster.is_some();
+    let journal = open_journal(cfg, &cfg.journal_dir())?;
+    let vote = if clustered {
+        HardState::load(&cfg.journal_dir())?
+    } else {
+        HardState::default()
+    };
+    let mut log = JournalLog {
+        journal,
+        fsync: sc.fsync,
+        interval: Duration::from_millis(sc.fsync_interval_ms),
+        last_sync: Instant::now(),
+    };
+    let params = member_params(cfg, id, &members);
+    let mut member = Member::new(params, &mut log, vote.term, vote.voted_for, now_ns())
+        .map_err(Error::Persist)?;
     let upstream = udp::bind(sc.upstream, sc.recv_buffer)
         .map_err(io_error(format!("sequencer.upstream {}: bind", sc.upstream)))?;
-    let mut down = Downstream::open(cfg, recovered.next_seq)?;
+    let peers = if clustered {
+        let socket = udp::bind(me.peer, sc.recv_buffer)
+            .map_err(io_error(format!("cluster member {id} peer {}: bind", me.peer)))?;
+        udp::set_sndbuf(&socket, 16 << 20);
+        Peers {
+            others: members
+                .iter()
+                .filter(|m| m.id != id)
+                .map(|m| (m.id, m.peer.into()))
+                .collect(),
+            socket: Some(socket),
+        }
+    } else {
+        Peers {
+            others: Vec::new(),
+            socket: None,
+        }
+    };
+    let mut down = Downstream::open(
+        cfg,
+        log.journal.next_seq(),
+        clustered.then_some(me.publish),
+    )?;
     // the loop publishes its counters only when someone can read them
     let board = sc.status.map(|_| Arc::new(crate::status::Board::default()));
     let status = match (sc.status, &board) {
@@ -111,8 +260,10 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
         )?),
         _ => None,
     };
+    // the in-process replayer serves what this member knows is committed
+    let servable = Arc::new(AtomicU64::new(if clustered { member.commit() } else { u64::MAX }));
     let replayer = if sc.replayer_in_process {
-        let r = crate::replayer::Serving::bind(cfg, &cfg.journal_dir())?;
+        let r = crate::replayer::Serving::bind(cfg, &cfg.journal_dir(), Some(servable.clone()))?;
         let stop = stop.clone();
         Some(
             std::thread::Builder::new()
@@ -123,14 +274,36 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     } else {
         None
     };
+    let discovery = if clustered {
+        crate::discovery::Listener::open(cfg)?
+    } else {
+        None
+    };
+    if clustered {
+        eprintln!(
+            "seqbus sequencer: member {id} of {} ({}), journal {} up to {}, term {}",
+            members.len(),
+            members
+                .iter()
+                .map(|m| m.id.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            cfg.journal_dir().display(),
+            member.last_index(),
+            member.term()
+        );
+    }
     let result = sequence(
         cfg,
         &stop,
-        &mut journal,
-        recovered,
+        &mut log,
+        &mut member,
         &upstream,
+        &peers,
         &mut down,
         board.as_deref(),
+        &servable,
+        discovery,
     );
     if result.is_err() {
         stop.store(true, Ordering::SeqCst);
@@ -154,32 +327,71 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     result
 }
 
+fn member_params(cfg: &Config, id: u16, members: &[crate::config::MemberConfig]) -> MemberParams {
+    let sc = &cfg.sequencer;
+    let c = cfg.cluster.as_ref();
+    MemberParams {
+        sequencer: SequencerParams {
+            session: cfg.session(),
+            max_packet: cfg.bus.max_packet,
+            heartbeat_ns: sc.heartbeat_ms * 1_000_000,
+            clock_tick_ns: sc.clock_tick_ms * 1_000_000,
+            term: 0,
+            leader: 0,
+        },
+        id,
+        members: members.iter().map(|m| m.id).collect(),
+        election_timeout_ns: c.map_or(30, |c| c.election_timeout_ms) * 1_000_000,
+        heartbeat_ns: c.map_or(5, |c| c.heartbeat_ms) * 1_000_000,
+        retransmit_ns: c.map_or(2_000, |c| c.retransmit_us) * 1_000,
+        max_append: c.map_or(64_000, |c| c.max_packet),
+        seed: now_ns() ^ u64::from(id),
+        replayer_wait_ns: c.map_or(2_000, |c| c.replayer_wait_us) * 1_000,
+    }
+}
+
+/// The replayers a new leader asks before it publishes: every other member's, the static
+/// list's, and those announced on `[discovery]`.
+fn replayer_addresses(cfg: &Config, own: Option<SocketAddr>) -> Vec<SockAddr> {
+    cfg.node_replayers()
+        .into_iter()
+        .filter(|a| Some(*a) != own)
+        .map(SockAddr::from)
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
 fn sequence(
     cfg: &Config,
     stop: &AtomicBool,
-    journal: &mut Journal,
-    recovered: Recovered,
+    log: &mut JournalLog,
+    member: &mut Member,
     upstream: &Socket,
+    peers: &Peers,
     down: &mut Downstream,
     board: Option<&crate::status::Board>,
+    servable: &AtomicU64,
+    mut discovery: Option<crate::discovery::Listener>,
 ) -> Result<(), Error> {
     let sc = &cfg.sequencer;
-    let params = SequencerParams {
-        session: cfg.session(),
-        max_packet: cfg.bus.max_packet,
-        heartbeat_ns: sc.heartbeat_ms * 1_000_000,
-        clock_tick_ns: sc.clock_tick_ms * 1_000_000,
-        term: 0,
-        leader: 0,
-    };
-    let mut seq = Sequencer::new(params, recovered, now_ns());
+    let own_replayer = sc.replayer_in_process.then_some(cfg.replayer.listen);
+    let mut replayers = replayer_addresses(cfg, own_replayer);
+    member.set_replayers(if peers.socket.is_some() { replayers.len() } else { 0 });
     let mut idler = Idler::new(sc.idle);
     let mut outbox = Outbox::default();
     let rx_slots = 64;
     let mut rx = udp::RecvBatch::new(rx_slots, 65_536);
-    let mut last_sync = Instant::now();
-    let fsync_interval = Duration::from_millis(sc.fsync_interval_ms);
-    let fds = [upstream.as_raw_fd()];
+    let mut rx_peer = udp::RecvBatch::new(16, 65_536);
+    let mut peer_out: Vec<(u16, Vec<u8>)> = Vec::new();
+    let mut fds = vec![upstream.as_raw_fd()];
+    if let Some(s) = &peers.socket {
+        fds.push(s.as_raw_fd());
+    }
+    if let Some(d) = &discovery {
+        fds.push(d.fd());
+    }
+    let mut was_leader = member.role() == Role::Leader;
+    let mut takeover = crate::status::Takeover::default();
     while !stop.load(Ordering::Relaxed) {
         let mut got = 0;
         while got < MAX_DATAGRAMS_PER_BATCH {
@@ -192,9 +404,9 @@ fn sequence(
             for i in 0..n {
                 match rx.get(i) {
                     Some(d) => {
-                        seq.handle_upstream(now, d);
+                        member.handle_upstream(now, d);
                     }
-                    None => seq.note_malformed(),
+                    None => member.note_malformed(),
                 }
             }
             got += n;
@@ -202,39 +414,94 @@ fn sequence(
                 break;
             }
         }
+        if let Some(ps) = &peers.socket {
+            loop {
+                let n = rx_peer.recv(ps).map_err(io_error("cluster peer socket: recv"))?;
+                if n == 0 {
+                    break;
+                }
+                let now = now_ns();
+                for i in 0..n {
+                    let Some(d) = rx_peer.get(i) else { continue };
+                    if is_cluster_message(d) {
+                        member
+                            .handle_peer(now, d, log, &mut |to, m| peer_out.push((to, m.to_vec())))
+                            .map_err(Error::Persist)?;
+                    } else {
+                        // a replayer's answer to this member as a new leader
+                        let from = rx_peer.from(i);
+                        if let Some(r) = replayers.iter().position(|a| a.as_socket() == from.as_socket()) {
+                            member.handle_replayer(now, r, d, log).map_err(Error::Persist)?;
+                        }
+                    }
+                }
+                got += n;
+                if n < 16 {
+                    break;
+                }
+            }
+        }
+        if let Some(d) = discovery.as_mut() {
+            for a in d.poll() {
+                let a = SockAddr::from(SocketAddr::V4(a));
+                if a.as_socket() != own_replayer && !replayers.contains(&a) {
+                    replayers.push(a);
+                }
+            }
+            if peers.socket.is_some() {
+                member.set_replayers(replayers.len());
+            }
+        }
         if let Some(p) = down.other.as_mut() {
             // Commands that came over TCP or the in-process queue; TCP logins and rewinds.
-            got += p.poll(now_ns(), journal, &mut |d| {
-                seq.handle_upstream(now_ns(), d);
+            got += p.poll(now_ns(), log, &mut |d| {
+                member.handle_upstream(now_ns(), d);
             });
         }
         let now = now_ns();
-        seq.handle_timeout(now);
-        if seq.has_pending() {
-            for (q, m) in seq.pending() {
-                journal.append(q, m)?;
+        if let Some(b) = board {
+            if let Some(target) = b.take_switchover() {
+                let answer = member.switchover(now, target);
+                b.answer_switchover(answer);
             }
-            journal.flush()?;
-            match sc.fsync {
-                FsyncPolicy::Batch => journal.sync()?,
-                FsyncPolicy::Interval if last_sync.elapsed() >= fsync_interval => {
-                    journal.sync()?;
-                    last_sync = Instant::now();
-                }
-                _ => {}
-            }
-            seq.packets(|p| outbox.push(p));
-            down.send(&mut outbox, now)?;
-            seq.published(now);
-        } else if let Some(hb) = seq.poll_heartbeat(now) {
-            outbox.push(&hb);
+        }
+        member
+            .poll(now, log, &mut |to, m| peer_out.push((to, m.to_vec())))
+            .map_err(Error::Persist)?;
+        member.publish(now, &mut |p| outbox.push(p));
+        if !outbox.is_empty() {
             down.send(&mut outbox, now)?;
         }
+        if let Some(ps) = &peers.socket {
+            for (to, m) in peer_out.drain(..) {
+                if let Some((_, addr)) = peers.others.iter().find(|(id, _)| *id == to) {
+                    // a lost datagram is the protocol's to make good
+                    let _ = ps.send_to(&m, addr);
+                }
+            }
+            for (r, req) in member.take_replayer_requests() {
+                if let Some(addr) = replayers.get(r) {
+                    let _ = ps.send_to(&req, addr);
+                }
+            }
+        }
+        servable.store(member.commit(), Ordering::Release);
+        for e in member.take_events() {
+            report(member.id(), &e);
+            if let Event::BecameLeader { .. } = e {
+                takeover.became_leader_ns = now;
+            }
+        }
+        let leading = member.role() == Role::Leader;
+        if leading && !was_leader && takeover.became_leader_ns > 0 {
+            takeover.count += 1;
+        }
+        was_leader = leading;
         if let Some(board) = board {
-            board.update(&seq.stats(), seq.next_seq(), now);
+            board.update_member(member, now, &takeover);
         }
         if got == 0 {
-            let wake = seq.next_timeout().saturating_sub(now_ns());
+            let wake = member.next_timeout().saturating_sub(now_ns());
             let wake = Duration::from_nanos(wake).min(Duration::from_millis(50));
             match &down.other {
                 Some(p) => {
@@ -248,15 +515,45 @@ fn sequence(
             idler.reset();
         }
     }
-    journal.flush()?;
-    journal.sync()?;
-    if sc.end_session_on_stop {
-        // sent a few times, spaced: there is no retransmission of an end of session
-        for _ in 0..3 {
-            outbox.push(&seq.end_of_session());
-            down.send(&mut outbox, now_ns())?;
-            std::thread::sleep(Duration::from_millis(5));
+    log.journal.flush()?;
+    log.journal.sync()?;
+    if sc.end_session_on_stop && member.role() == Role::Leader {
+        if let Some(seq) = member.sequencer() {
+            // sent a few times, spaced: there is no retransmission of an end of session
+            let eos = seq.end_of_session();
+            for _ in 0..3 {
+                outbox.push(&eos);
+                down.send(&mut outbox, now_ns())?;
+                std::thread::sleep(Duration::from_millis(5));
+            }
         }
     }
     Ok(())
+}
+
+fn report(id: u16, e: &Event) {
+    let line = match e {
+        Event::BecameLeader { term, epoch_seq } => {
+            format!("leads the bus in term {term} (its Epoch is message {epoch_seq})")
+        }
+        Event::SteppedDown { term, why } => format!("stopped leading term {term}: {why}"),
+        Event::Following { term, leader } => format!("follows member {leader} in term {term}"),
+        Event::Election { term } => format!("asks for votes in term {term}"),
+        Event::Discarded { from, count } => format!(
+            "{count} never-published messages from {from} on were not the leader's: moved aside"
+        ),
+        Event::Transfer { target, started: true } => {
+            format!("hands the leadership over to member {target}")
+        }
+        Event::Transfer {
+            target,
+            started: false,
+        } => format!("switchover to member {target} gave up (it did not catch up in time)"),
+    };
+    eprintln!("seqbus sequencer {id}: {line}");
+}
+
+/// The journal directory of cluster member `id` as `cfg` names it (for tools).
+pub fn member_journal_dir(cfg: &Config, id: Option<u16>) -> Result<PathBuf, Error> {
+    Ok(cfg.for_member(id)?.journal_dir())
 }

@@ -6,10 +6,11 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use seqbus_core::cluster::{Member, Role};
 use seqbus_core::SequencerStats;
 use seqbus_transport::soupbin::frame::constant_time_eq;
 
@@ -28,6 +29,52 @@ pub struct Board {
     heartbeats: AtomicU64,
     next_sequence: AtomicU64,
     last_publish_ns: AtomicU64,
+    // the cluster member (docs/ha.md)
+    clustered: AtomicBool,
+    member: AtomicU64,
+    /// 0 follower, 1 pre-candidate, 2 candidate, 3 leader.
+    role: AtomicU64,
+    term: AtomicU64,
+    leader: AtomicU64,
+    commit: AtomicU64,
+    last_index: AtomicU64,
+    /// Entries the slowest standby lacks (leader only).
+    lag_max: AtomicU64,
+    /// (id, matched, heard ns) of up to 8 standbys (leader only); id 0 = none.
+    peers: [[AtomicU64; 3]; 8],
+    elections: AtomicU64,
+    takeovers: AtomicU64,
+    became_leader_ns: AtomicU64,
+    not_leader: AtomicU64,
+    discarded: AtomicU64,
+    // a switchover asked for over HTTP: 0 none, 1 any target, 2 + id a given one
+    switchover: AtomicU64,
+    switchover_answer: Mutex<Option<Result<u16, String>>>,
+}
+
+/// When this member last became leader, and how often it did (for the status).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Takeover {
+    pub became_leader_ns: u64,
+    pub count: u64,
+}
+
+fn role_code(r: Role) -> u64 {
+    match r {
+        Role::Follower => 0,
+        Role::PreCandidate => 1,
+        Role::Candidate => 2,
+        Role::Leader => 3,
+    }
+}
+
+fn role_name(code: u64) -> &'static str {
+    match code {
+        1 => Role::PreCandidate.as_str(),
+        2 => Role::Candidate.as_str(),
+        3 => Role::Leader.as_str(),
+        _ => Role::Follower.as_str(),
+    }
 }
 
 impl Board {
@@ -44,6 +91,132 @@ impl Board {
         self.heartbeats.store(s.heartbeats, r);
         self.next_sequence.store(next_sequence, r);
         self.last_publish_ns.store(now_ns, r);
+    }
+
+    /// Publishes a cluster member's state and, while it leads, its sequencer's counters.
+    pub fn update_member(&self, m: &Member, now_ns: u64, takeover: &Takeover) {
+        let r = Ordering::Relaxed;
+        match m.sequencer() {
+            Some(seq) => self.update(&seq.stats(), seq.next_seq(), now_ns),
+            None => {
+                self.next_sequence.store(m.last_index() + 1, r);
+                self.last_publish_ns.store(now_ns, r);
+            }
+        }
+        let st = m.stats();
+        self.clustered.store(true, r);
+        self.member.store(m.id() as u64, r);
+        self.role.store(role_code(m.role()), r);
+        self.term.store(m.term(), r);
+        self.leader.store(m.leader().unwrap_or(0) as u64, r);
+        self.commit.store(m.commit(), r);
+        self.last_index.store(m.last_index(), r);
+        self.elections.store(st.elections, r);
+        self.not_leader.store(st.not_leader, r);
+        self.discarded.store(st.discarded, r);
+        self.takeovers.store(takeover.count, r);
+        self.became_leader_ns.store(takeover.became_leader_ns, r);
+        let peers = m.peers();
+        let mut lag = 0;
+        for (slot, p) in self.peers.iter().zip(peers.iter().map(Some).chain(std::iter::repeat(None))) {
+            match p {
+                Some(p) => {
+                    lag = lag.max(m.last_index().saturating_sub(p.matched));
+                    slot[0].store(p.id as u64, r);
+                    slot[1].store(p.matched, r);
+                    slot[2].store(p.heard_ns, r);
+                }
+                None => slot[0].store(0, r),
+            }
+        }
+        self.lag_max.store(lag, r);
+    }
+
+    /// A switchover asked for over HTTP, taken by the sequencing loop: Some(target).
+    pub fn take_switchover(&self) -> Option<Option<u16>> {
+        match self.switchover.swap(0, Ordering::AcqRel) {
+            0 => None,
+            1 => Some(None),
+            n => Some(Some((n - 2) as u16)),
+        }
+    }
+
+    /// The loop's answer to the switchover it took.
+    pub fn answer_switchover(&self, answer: Result<u16, String>) {
+        *self.switchover_answer.lock().expect("not poisoned") = Some(answer);
+    }
+
+    /// Asks the loop for a switchover and waits (at most `patience`) for its answer.
+    fn ask_switchover(&self, target: Option<u16>, patience: Duration) -> Result<u16, String> {
+        *self.switchover_answer.lock().expect("not poisoned") = None;
+        self.switchover
+            .store(target.map_or(1, |t| t as u64 + 2), Ordering::Release);
+        let end = std::time::Instant::now() + patience;
+        while std::time::Instant::now() < end {
+            if let Some(a) = self.switchover_answer.lock().expect("not poisoned").take() {
+                return a;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.switchover.store(0, Ordering::Release);
+        Err("the sequencer did not answer in time".into())
+    }
+
+    /// The cluster part of the metrics (when clustered).
+    fn cluster_metrics(&self) -> Vec<(&'static str, &'static str, &'static str, u64)> {
+        let r = Ordering::Relaxed;
+        if !self.clustered.load(r) {
+            return Vec::new();
+        }
+        vec![
+            ("cluster_member", "This sequencer's member id.", "gauge", self.member.load(r)),
+            ("cluster_is_leader", "1 while this sequencer leads the bus.", "gauge", u64::from(self.role.load(r) == 3)),
+            ("cluster_term", "The current term (epoch).", "gauge", self.term.load(r)),
+            ("cluster_leader", "Member id of the leader this sequencer follows (0: none known).", "gauge", self.leader.load(r)),
+            ("cluster_commit_index", "Highest sequence known held by a majority.", "gauge", self.commit.load(r)),
+            ("cluster_last_index", "Last sequence in this sequencer's journal.", "gauge", self.last_index.load(r)),
+            ("cluster_replication_lag_max", "Messages the slowest standby lacks (on the leader).", "gauge", self.lag_max.load(r)),
+            ("cluster_elections", "Elections this sequencer started.", "counter", self.elections.load(r)),
+            ("cluster_takeovers", "Times this sequencer became leader.", "counter", self.takeovers.load(r)),
+            ("cluster_last_takeover_ns", "When this sequencer last became leader (ns since the epoch; 0: never).", "gauge", self.became_leader_ns.load(r)),
+            ("cluster_not_leader", "Upstream datagrams dropped because this sequencer was not leading.", "counter", self.not_leader.load(r)),
+            ("cluster_discarded", "Never-published journal entries moved aside.", "counter", self.discarded.load(r)),
+        ]
+    }
+
+    fn cluster_json(&self) -> serde_json::Value {
+        let r = Ordering::Relaxed;
+        if !self.clustered.load(r) {
+            return serde_json::Value::Null;
+        }
+        let last = self.last_index.load(r);
+        let peers: Vec<serde_json::Value> = self
+            .peers
+            .iter()
+            .filter(|s| s[0].load(r) != 0)
+            .map(|s| {
+                serde_json::json!({
+                    "id": s[0].load(r),
+                    "matched": s[1].load(r),
+                    "lag": last.saturating_sub(s[1].load(r)),
+                    "heard_ns": s[2].load(r),
+                })
+            })
+            .collect();
+        let became = self.became_leader_ns.load(r);
+        serde_json::json!({
+            "member": self.member.load(r),
+            "role": role_name(self.role.load(r)),
+            "term": self.term.load(r),
+            "leader": self.leader.load(r),
+            "commit_index": self.commit.load(r),
+            "last_index": last,
+            "replication_lag_max": self.lag_max.load(r),
+            "standbys": peers,
+            "elections": self.elections.load(r),
+            "takeovers": self.takeovers.load(r),
+            "last_takeover_ns": if became == 0 { serde_json::Value::Null } else { became.into() },
+        })
     }
 
     /// (name, help, kind, value) of every counter and gauge.
@@ -119,12 +292,16 @@ impl Board {
         for (name, _, _, value) in self.metrics() {
             counters.insert(name.to_string(), value.into());
         }
+        for (name, _, _, value) in self.cluster_metrics() {
+            counters.insert(name.to_string(), value.into());
+        }
         serde_json::json!({
             "role": "sequencer",
             "session": session,
             "started_ns": started_ns,
             "now_ns": now_ns(),
             "counters": counters,
+            "cluster": self.cluster_json(),
         })
         .to_string()
     }
@@ -132,7 +309,7 @@ impl Board {
     /// The `GET /metrics` document (Prometheus text exposition format 0.0.4).
     pub fn prometheus(&self, session: &str) -> String {
         let mut out = String::new();
-        for (name, help, kind, value) in self.metrics() {
+        for (name, help, kind, value) in self.metrics().into_iter().chain(self.cluster_metrics()) {
             out.push_str(&format!(
                 "# HELP seqbus_sequencer_{name} {help}\n# TYPE seqbus_sequencer_{name} {kind}\n\
                  seqbus_sequencer_{name}{{session=\"{session}\"}} {value}\n"
@@ -207,10 +384,43 @@ fn answer(
             return request.respond(text(body, 401, "text/plain; charset=utf-8"));
         }
     }
-    if *request.method() != Method::Get {
-        return request.respond(text("only GET\n".into(), 405, "text/plain; charset=utf-8"));
-    }
     let path = request.url().split('?').next().unwrap_or("").to_string();
+    if *request.method() == Method::Post && path == "/switchover" {
+        // POST /switchover[?to=ID]: a planned handover to another member (docs/ha.md)
+        let query = request.url().split_once('?').map_or("", |(_, q)| q).to_string();
+        let target = match query.strip_prefix("to=") {
+            None if query.is_empty() => None,
+            Some(id) => match id.parse::<u16>() {
+                Ok(id) => Some(id),
+                Err(_) => {
+                    return request.respond(text(
+                        format!("bad member id {id:?}\n"),
+                        400,
+                        "text/plain; charset=utf-8",
+                    ))
+                }
+            },
+            None => {
+                return request.respond(text(
+                    "POST /switchover or /switchover?to=ID\n".into(),
+                    400,
+                    "text/plain; charset=utf-8",
+                ))
+            }
+        };
+        let body = match board.ask_switchover(target, Duration::from_secs(2)) {
+            Ok(to) => (serde_json::json!({"ok": true, "target": to}).to_string(), 200),
+            Err(e) => (serde_json::json!({"ok": false, "error": e}).to_string(), 409),
+        };
+        return request.respond(text(body.0, body.1, "application/json"));
+    }
+    if *request.method() != Method::Get {
+        return request.respond(text(
+            "only GET (and POST /switchover)\n".into(),
+            405,
+            "text/plain; charset=utf-8",
+        ));
+    }
     let response = match path.as_str() {
         "/status" => text(board.status_json(session, started), 200, "application/json"),
         "/metrics" => text(board.prometheus(session), 200, "text/plain; version=0.0.4"),

@@ -98,8 +98,14 @@ pub fn multicast_receiver(group: SocketAddrV4, iface: Ipv4Addr, rcvbuf: usize) -
 
 /// A socket sending multicast out of `iface` (looped back to local receivers).
 pub fn multicast_sender(iface: Ipv4Addr, ttl: u32) -> io::Result<Socket> {
+    multicast_sender_at(SocketAddrV4::new(iface, 0), iface, ttl)
+}
+
+/// [`multicast_sender`] whose packets come from `from` (a cluster member's `publish`
+/// address, by which nodes fence a deposed leader).
+pub fn multicast_sender_at(from: SocketAddrV4, iface: Ipv4Addr, ttl: u32) -> io::Result<Socket> {
     let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
-    s.bind(&SocketAddr::V4(SocketAddrV4::new(iface, 0)).into())?;
+    s.bind(&SocketAddr::V4(from).into())?;
     s.set_multicast_if_v4(&iface)?;
     s.set_multicast_loop_v4(true)?;
     s.set_multicast_ttl_v4(ttl)?;

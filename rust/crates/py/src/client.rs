@@ -153,8 +153,12 @@ impl NodeClient {
     }
 
     fn stats<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.client()?.stats();
+        let client = self.client()?;
+        let s = client.stats();
+        let (epoch, leader) = (client.epoch(), client.leader());
         let d = PyDict::new(py);
+        d.set_item("epoch", epoch)?;
+        d.set_item("leader", leader.unwrap_or(0))?;
         for (k, v) in [
             ("received", s.received),
             ("delivered", s.delivered),
@@ -170,6 +174,8 @@ impl NodeClient {
             ("in_flight", s.in_flight),
             ("resent", s.resent),
             ("sent", s.sent),
+            ("fenced", s.fenced),
+            ("leader_changes", s.leader_changes),
         ] {
             d.set_item(k, v)?;
         }
@@ -255,7 +261,7 @@ impl Drop for Background {
 /// A Python class running one service loop of seqbus-net on a Rust thread: `stop()`, and
 /// `join(timeout)`, True once stopped, raising the error the service stopped with.
 macro_rules! service {
-    ($(#[$doc:meta])* $name:ident, $thread:literal, $run:path) => {
+    ($(#[$doc:meta])* $name:ident, $thread:literal, $run:path, $prepare:expr) => {
         $(#[$doc])*
         #[pyclass(module = "seqbus._core")]
         pub struct $name(Background);
@@ -263,8 +269,12 @@ macro_rules! service {
         #[pymethods]
         impl $name {
             #[new]
-            fn new(py: Python<'_>, config: &str) -> PyResult<Self> {
-                Ok($name(Background::spawn($thread, load(py, config)?, $run)?))
+            #[pyo3(signature = (config, id = None))]
+            fn new(py: Python<'_>, config: &str, id: Option<u16>) -> PyResult<Self> {
+                let prepare: fn(Config, Option<u16>) -> Result<Config, seqbus_net::ConfigError> =
+                    $prepare;
+                let cfg = prepare(load(py, config)?, id).map_err(|e| config_error(py, &e))?;
+                Ok($name(Background::spawn($thread, cfg, $run)?))
             }
 
             fn stop(&self) {
@@ -280,24 +290,47 @@ macro_rules! service {
 }
 
 service!(
-    /// The sequencer (and, when configured, its in-process replayer) on a Rust thread.
+    /// The sequencer (and, when configured, its in-process replayer) on a Rust thread; `id`
+    /// names which member of `[cluster]` it is (docs/ha.md).
     Sequencer,
     "seqbus-sequencer",
-    seqbus_net::run_sequencer
+    seqbus_net::run_sequencer,
+    |cfg, id| cfg.for_member(id)
 );
 service!(
     /// A standalone replayer on a Rust thread.
     Replayer,
     "seqbus-replayer",
-    seqbus_net::run_replayer
+    seqbus_net::run_replayer,
+    |cfg, id| match id {
+        None => Ok(cfg),
+        Some(_) => cfg.for_member(id),
+    }
 );
 service!(
     /// This host's dispatcher (the one downstream reader, writing the shared-memory ring that
     /// local nodes read; docs/transports.md) on a Rust thread.
     Dispatcher,
     "seqbus-dispatcher",
-    seqbus_net::run_dispatcher
+    seqbus_net::run_dispatcher,
+    |cfg, _id| Ok(cfg)
 );
+
+/// The sequencers of the bus of `config` and their status endpoints: a list of `(member id,
+/// "host:port" or None, token or None)` (one entry, id 1, without `[cluster]`).
+#[pyfunction]
+pub fn status_endpoints(
+    py: Python<'_>,
+    config: &str,
+) -> PyResult<Vec<(u16, Option<String>, Option<String>)>> {
+    let cfg = load(py, config)?;
+    let token = cfg.sequencer.status_token.clone();
+    Ok(cfg
+        .members()
+        .into_iter()
+        .map(|m| (m.id, m.status.map(|a| a.to_string()), token.clone()))
+        .collect())
+}
 
 /// Parse and validate a configuration file; ConfigError naming the key when invalid.
 #[pyfunction]

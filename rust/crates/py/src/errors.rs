@@ -39,7 +39,9 @@ pub fn net_error(py: Python<'_>, e: Error) -> PyErr {
     match e {
         Error::Config(c) => config_error(py, &c),
         Error::Option { .. } => seqbus_error(py, "ConfigError", (text,)),
-        Error::Journal(_) | Error::Store(_) => seqbus_error(py, "JournalError", (text,)),
+        Error::Journal(_) | Error::Store(_) | Error::Persist(_) => {
+            seqbus_error(py, "JournalError", (text,))
+        }
         Error::Io { .. } => seqbus_error(py, "TransportError", (text,)),
         Error::Gap { .. } => seqbus_error(py, "GapError", (text,)),
         Error::SessionEnded(last) => seqbus_error(py, "SessionEndedError", (text, last)),

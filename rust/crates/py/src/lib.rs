@@ -7,6 +7,7 @@ mod batch;
 mod client;
 mod errors;
 mod filter;
+mod journal;
 mod sim;
 
 #[pymodule]
@@ -20,6 +21,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sim::SimBus>()?;
     m.add_class::<filter::PyTopicFilter>()?;
     m.add_function(wrap_pyfunction!(client::check_config, m)?)?;
+    m.add_function(wrap_pyfunction!(client::status_endpoints, m)?)?;
+    m.add_function(wrap_pyfunction!(journal::verify_journal, m)?)?;
+    m.add_function(wrap_pyfunction!(journal::repair_journal, m)?)?;
     m.add_function(wrap_pyfunction!(batch::walk_batch, m)?)?;
     m.add("TIME_GRID_NS", filter::TIME_GRID_NS)?;
     m.add("BUS_SCHEMA_ID", filter::BUS_SCHEMA_ID)?;
