@@ -48,7 +48,9 @@ def samples() -> dict[str, list[Any]]:
 
     px = x.Price
     return {
-        "bus": [bus.ClockTick(), bus.SessionStart(session="2026-11-22")],
+        "bus": [bus.ClockTick(), bus.SessionStart(session="2026-11-22"),
+                bus.SenderState(next_command_seq=77, account="ME", instance=2, term=5, leader=3),
+                bus.Epoch(term=5, leader=3, previous_leader=1)],
         "pingpong": [pingpong.Ping(id=1, sent_at_ns=1_700_000_000_000_000_000),
                      pingpong.Pong(id=2**64 - 1, ping_sent_at_ns=0)],
         "exchange": [
