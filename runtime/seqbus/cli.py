@@ -236,8 +236,12 @@ def _add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         "nothing lost; docs/ha.md)",
     )
     p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
-    p.add_argument("--to", type=int, metavar="ID", help="the member to hand over to (default: "
-                   "the most up-to-date standby)")
+    p.add_argument(
+        "--to",
+        type=int,
+        metavar="ID",
+        help="the member to hand over to (default: the most up-to-date standby)",
+    )
     p.add_argument("--timeout", type=float, default=5.0, help="give up after this many s")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=_cmd_admin_switchover)

@@ -75,7 +75,9 @@ def fetch_status(config: str, path: str = "/status", timeout: float = 5.0) -> st
     raise TransportError("; ".join(errors))
 
 
-def member_statuses(config: str, timeout: float = 2.0) -> list[tuple[Endpoint, dict[str, Any] | str]]:
+def member_statuses(
+    config: str, timeout: float = 2.0
+) -> list[tuple[Endpoint, dict[str, Any] | str]]:
     """Every sequencer's ``/status`` document, or why it could not be read."""
     out: list[tuple[Endpoint, dict[str, Any] | str]] = []
     for endpoint in endpoints(config):
@@ -156,13 +158,13 @@ def main(config: str, as_json: bool, metrics: bool) -> int:
         else:
             print(json.dumps({str(e.member): s for e, s in statuses}))
         return 0
-    readable = 0
+    failed = [f"sequencer {e.member}: {s}" for e, s in statuses if not isinstance(s, dict)]
+    if len(failed) == len(statuses):
+        raise TransportError("; ".join(failed))
     for endpoint, status in statuses:
-        if isinstance(status, dict):
-            print(format_status(status))
-            readable += 1
-        else:
-            print(f"sequencer {endpoint.member}: {status}")
-    if not readable:
-        raise TransportError("no sequencer's status endpoint answered")
+        print(
+            format_status(status)
+            if isinstance(status, dict)
+            else f"sequencer {endpoint.member}: {status}"
+        )
     return 0

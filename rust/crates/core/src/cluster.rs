@@ -119,7 +119,7 @@ pub struct MemberParams {
     pub id: u16,
     /// Every member's id, this one's included.
     pub members: Vec<u16>,
-    /// A follower that hears no leader for a random time in `[t, 2t)` starts an election;
+    /// A follower that hears no leader for a random time in `[t, 1.5t)` starts an election;
     /// a leader that hears no majority for `t` steps down.
     pub election_timeout_ns: u64,
     /// The leader sends an append (empty if need be) to each follower at least this often.
@@ -443,8 +443,10 @@ impl Member {
     }
 
     fn reset_election_timer(&mut self, now_ns: u64) {
+        // randomised over [t, 1.5 t): two standbys rarely time out together (Raft §5.2),
+        // and a dead leader is noticed within 1.5 election timeouts
         let t = self.p.election_timeout_ns;
-        self.election_deadline = now_ns + t + self.rng.next() % t.max(1);
+        self.election_deadline = now_ns + t + self.rng.next() % (t / 2).max(1);
     }
 
     fn save_vote(&mut self, log: &mut dyn Log) -> Result<(), StoreError> {

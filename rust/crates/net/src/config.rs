@@ -189,8 +189,8 @@ pub struct ReplayerConfig {
 pub struct ClusterConfig {
     /// Every sequencer of the bus; a process is one of them (`seqbus sequencer --id N`).
     pub members: Vec<MemberConfig>,
-    /// A standby that hears no leader for a random time between this and twice this starts
-    /// an election; a leader that hears no majority for this long steps down.
+    /// A standby that hears no leader for a random time between this and 1.5 times this
+    /// starts an election; a leader that hears no majority for this long steps down.
     #[serde(default = "default_election_timeout")]
     pub election_timeout_ms: u64,
     /// The leader sends each standby an append (empty if need be) at least this often.
@@ -357,7 +357,7 @@ fn default_reorder() -> usize {
     1 << 20
 }
 fn default_election_timeout() -> u64 {
-    30
+    40
 }
 fn default_cluster_heartbeat() -> u64 {
     5

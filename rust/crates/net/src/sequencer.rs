@@ -341,7 +341,7 @@ fn member_params(cfg: &Config, id: u16, members: &[crate::config::MemberConfig])
         },
         id,
         members: members.iter().map(|m| m.id).collect(),
-        election_timeout_ns: c.map_or(30, |c| c.election_timeout_ms) * 1_000_000,
+        election_timeout_ns: c.map_or(40, |c| c.election_timeout_ms) * 1_000_000,
         heartbeat_ns: c.map_or(5, |c| c.heartbeat_ms) * 1_000_000,
         retransmit_ns: c.map_or(2_000, |c| c.retransmit_us) * 1_000,
         max_append: c.map_or(64_000, |c| c.max_packet),

@@ -1,0 +1,205 @@
+"""A cluster of sequencer processes for the high-availability tests (docs/ha.md), and nodes
+that record every record they are handed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import struct
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from seqbus import _core
+from seqbus.errors import BackPressureError
+from tests.conftest import Processes, free_tcp_port, free_udp_port, seqbus_cli
+
+#: IDL header of the test bodies (block 16, template 1, schema 9, version 1), then tag, counter.
+HEADER = struct.pack("<HHHH", 16, 1, 9, 1)
+BODY = struct.Struct("<8sQ")
+RECORD = struct.Struct("<IHHQ")  # length, type, reserved, sequence (docs/architecture.md)
+MESSAGE, CAUGHT_UP = 1, 2
+
+
+def body(tag: str, n: int) -> bytes:
+    return HEADER + BODY.pack(tag.encode().ljust(8, b"\0"), n)
+
+
+@dataclass
+class Member:
+    id: int
+    upstream: int
+    peer: int
+    publish: int
+    replayer: int
+    status: int
+
+
+@dataclass
+class Cluster:
+    path: Path
+    workdir: Path
+    members: dict[int, Member]
+    group: int
+    processes: Processes
+    running: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    starts: dict[int, int] = field(default_factory=dict)
+
+    def start(self, member: int, wrap: list[str] | None = None) -> subprocess.Popen[bytes]:
+        """Starts sequencer ``member`` (``wrap``: a command line it runs inside, e.g. a mount
+        namespace)."""
+        self.starts[member] = self.starts.get(member, 0) + 1
+        name = f"seq{member}-{self.starts[member]}"
+        argv = [*seqbus_cli(), "sequencer", "-c", str(self.path), "--id", str(member)]
+        proc = self.processes.start(name, [*(wrap or []), *argv])
+        self.running[member] = proc
+        return proc
+
+    def log(self, member: int) -> str:
+        return self.processes.log(f"seq{member}-{self.starts[member]}")
+
+    def kill(self, member: int, sig: int = signal.SIGKILL) -> None:
+        proc = self.running[member]
+        self.processes.kill(proc, sig)
+        if sig == signal.SIGKILL:
+            proc.wait(timeout=10)
+            del self.running[member]
+
+    def status(self, member: int, timeout: float = 0.5) -> dict[str, Any] | None:
+        url = f"http://127.0.0.1:{self.members[member].status}/status"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as r:
+                doc: dict[str, Any] = json.loads(r.read())
+                return doc
+        except OSError:
+            return None
+
+    def leader(self, timeout: float = 20.0, exclude: int | None = None) -> int:
+        """The member whose status says it leads (waits for one)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for m in self.running:
+                if m == exclude:
+                    continue
+                s = self.status(m)
+                if s and s["cluster"]["role"] == "leader":
+                    return m
+            time.sleep(0.02)
+        raise AssertionError(f"no leader within {timeout} s\n{self.processes.logs()}")
+
+
+def write_cluster(
+    workdir: Path,
+    processes: Processes,
+    *,
+    members: int = 3,
+    session: str = "HA00000001",
+    extra: str = "",
+    journal_dirs: dict[int, Path] | None = None,
+) -> Cluster:
+    group = free_udp_port()
+    ms = {
+        i: Member(
+            i, free_udp_port(), free_udp_port(), free_udp_port(), free_udp_port(), free_tcp_port()
+        )
+        for i in range(1, members + 1)
+    }
+    lines = []
+    for m in ms.values():
+        jd = (
+            f', journal_dir = "{journal_dirs[m.id]}"'
+            if journal_dirs and m.id in journal_dirs
+            else ""
+        )
+        lines.append(
+            f'  {{ id = {m.id}, upstream = "127.0.0.1:{m.upstream}", peer = "127.0.0.1:{m.peer}", '
+            f'publish = "127.0.0.1:{m.publish}", replayer = "127.0.0.1:{m.replayer}", '
+            f'status = "127.0.0.1:{m.status}"{jd} }},'
+        )
+    members_text = "\n".join(lines)
+    text = f"""\
+[bus]
+session = "{session}"
+
+[sequencer]
+journal_dir = "{workdir / "journal"}"
+clock_tick_ms = 50
+
+[downstream]
+transport = "udp-multicast"
+group = "239.7.7.8:{group}"
+interface = "127.0.0.1"
+
+[node]
+retry_ms = 20
+
+[cluster]
+members = [
+{members_text}
+]
+{extra}
+"""
+    path = workdir / "bus.toml"
+    path.write_text(text)
+    return Cluster(path, workdir, ms, group, processes)
+
+
+class Stream:
+    """A node that records every record it is handed, and sends tagged bodies."""
+
+    def __init__(self, cluster: Cluster, account: str, start: str | int = "rewind") -> None:
+        self.account = account
+        self.client = _core.NodeClient(str(cluster.path), account, 1, start=start)
+        self.records: list[tuple[int, int, bytes]] = []  # (type, sequence, envelope + body)
+        self.sent = 0
+        self.caught_up = False
+
+    def poll(self, timeout: float = 0.002) -> int:
+        batch = self.client.poll(4096, timeout)
+        at = 0
+        while at < len(batch):
+            length, kind, _, seq = RECORD.unpack_from(batch, at)
+            if kind == CAUGHT_UP:
+                self.caught_up = True
+            else:
+                self.records.append((kind, seq, bytes(batch[at + 16 : at + length])))
+            at += length
+        return len(batch)
+
+    def send_upto(self, n: int) -> None:
+        while self.sent < n:
+            try:
+                self.client.send(body(self.account, self.sent))
+            except BackPressureError:
+                return
+            self.sent += 1
+
+    def messages(self) -> list[tuple[int, bytes]]:
+        return [(seq, data) for kind, seq, data in self.records if kind == MESSAGE]
+
+    def from_tag(self, tag: str) -> list[int]:
+        """The counters of ``tag``'s messages, in stream order."""
+        out = []
+        for _, data in self.messages():
+            t, n = BODY.unpack_from(data, 32 + 8)
+            if t.rstrip(b"\0").decode() == tag:
+                out.append(n)
+        return out
+
+
+def pump(streams: list[Stream], until: Any, timeout: float, what: str, cluster: Cluster) -> None:
+    """Polls every node in turn (senders keep retrying only while polled) until ``until()``."""
+    deadline = time.monotonic() + timeout
+    while not until():
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"{what}: not within {timeout} s: "
+                + ", ".join(f"{s.account} {len(s.messages())} {s.client.stats()}" for s in streams)
+                + "\n"
+                + cluster.processes.logs()
+            )
+        for s in streams:
+            s.poll()
