@@ -154,6 +154,9 @@ class DemoGateway(OrderGateway):
         super().__init__()
         self.sent_at: dict[int, int] = {}
         self.latencies: list[int] = []
+        #: wall-clock time (ns since the epoch) of every answer: the demo finds when the bus
+        #: stood still (its sequencer takeover) from it
+        self.answered_at: list[int] = []
         self.started = 0.0
         self.checkpoint_at = int(os.environ.get("EXCHANGE_CHECKPOINT_AT", "0"))
 
@@ -172,6 +175,7 @@ class DemoGateway(OrderGateway):
         sent = self.sent_at.pop(order_id, None)
         if sent is not None:
             self.latencies.append(time.perf_counter_ns() - sent)
+            self.answered_at.append(time.time_ns())
         super()._answer(order_id)
         if len(self.answers) % 100 == 0:
             _write("progress", {"answered": len(self.answers)})
@@ -188,6 +192,7 @@ class DemoGateway(OrderGateway):
                     "trades": self.trades,
                     "elapsed_s": time.perf_counter() - self.started,
                     "latency_ns": self.latencies,
+                    "answered_at_ns": self.answered_at,
                 },
             )
             self.post(CancelOrder(order_id=END_MARKER, client_id=self.client_id))

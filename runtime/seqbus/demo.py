@@ -55,6 +55,27 @@ def free_udp_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_tcp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cluster_config(members: int) -> tuple[str, dict[int, str]]:
+    """A ``[cluster]`` of ``members`` sequencers on loopback (docs/ha.md), each with its
+    in-process replayer and status endpoint; returns the section and each member's status
+    address."""
+    lines, status = [], {}
+    for i in range(1, members + 1):
+        status[i] = f"127.0.0.1:{free_tcp_port()}"
+        lines.append(
+            f'  {{ id = {i}, upstream = "127.0.0.1:{free_udp_port()}", '
+            f'peer = "127.0.0.1:{free_udp_port()}", publish = "127.0.0.1:{free_udp_port()}", '
+            f'replayer = "127.0.0.1:{free_udp_port()}", status = "{status[i]}" }},'
+        )
+    return "[cluster]\nmembers = [\n" + "\n".join(lines) + "\n]\n", status
+
+
 def bus_config(
     workdir: Path,
     multicast: bool,
@@ -62,11 +83,15 @@ def bus_config(
     idle: str = "block",
     *,
     standalone_replayer: bool = False,
+    cluster: str = "",
 ) -> str:
     """The demo bus (keys: docs/configuration.md): one sequencer on loopback, journal in
     ``workdir``, a replayer on a thread of the sequencer (or, with ``standalone_replayer``, in
     its own process: ``seqbus replayer``); ``subscribers`` are the nodes' unicast addresses;
-    ``idle`` the idle strategy of the sequencer and the nodes."""
+    ``idle`` the idle strategy of the sequencer and the nodes. With ``cluster`` (a
+    ``[cluster]`` section, :func:`cluster_config`) the sequencers are its members, each
+    journaling into ``sequencer-journal-<id>``, and the standalone replayer follows the stream
+    into ``journal`` (what was published, for the archive)."""
     upstream, downstream, replayer = free_udp_port(), free_udp_port(), free_udp_port()
     if multicast:
         down = f'transport = "udp-multicast"\ngroup = "239.7.7.7:{downstream}"\n'
@@ -74,26 +99,33 @@ def bus_config(
     else:
         down = 'transport = "udp-unicast"\nsubscribers = ['
         down += ", ".join(f'"{a}"' for a in subscribers) + "]"
+    if cluster:
+        sequencer = f'journal_dir = "{workdir / "sequencer-journal"}"'
+        replayer_keys = f'follow = true\njournal_dir = "{workdir / "journal"}"'
+    else:
+        sequencer = f'upstream = "127.0.0.1:{upstream}"\njournal_dir = "{workdir / "journal"}"'
+        sequencer += f'\nreplayer_in_process = {"false" if standalone_replayer else "true"}'
+        replayer_keys = ""
     return f"""\
 [bus]
 session = "DEMO000001"
 
 [sequencer]
-upstream = "127.0.0.1:{upstream}"
-journal_dir = "{workdir / "journal"}"
+{sequencer}
 idle = "{idle}"
-replayer_in_process = {"false" if standalone_replayer else "true"}
 
 [downstream]
 {down}
 
 [replayer]
 listen = "127.0.0.1:{replayer}"
+{replayer_keys}
 
 [node]
 replayers = ["127.0.0.1:{replayer}"]
 idle = "{idle}"
-"""
+
+{cluster}"""
 
 
 def percentiles(values: list[int], points: tuple[float, ...]) -> dict[str, float]:
@@ -197,12 +229,46 @@ def _examples_root() -> Path | None:
     return None
 
 
+def _status(address: str) -> dict[str, Any] | None:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://{address}/status", timeout=0.5) as r:
+            doc: dict[str, Any] = json.loads(r.read())
+            return doc
+    except (OSError, ValueError):
+        return None
+
+
+def _sequencer_priority() -> None:
+    """Runs in a sequencer's process before it starts: a higher scheduling priority when this
+    user may set one (docs/ha.md: the sequencers are the bus's critical path; on a host with
+    more busy processes than cores a leader starved of the CPU for an election timeout is
+    taken for dead and replaced, which costs a pause)."""
+    try:
+        os.nice(-10)
+    except OSError:
+        pass
+
+
+def _leader(status: dict[int, str], alive: dict[str, subprocess.Popen[bytes]]) -> int | None:
+    for member, address in status.items():
+        if f"sequencer-{member}" not in alive:
+            continue
+        s = _status(address)
+        if s and s["cluster"]["role"] == "leader":
+            return member
+    return None
+
+
 def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int:
-    """The exchange as separate processes: sequencer, standalone replayer, order gateway with
-    its load generator, matching engine primary (ME/1) and hot backup (ME/2), market data. At
-    the checkpoint (half the orders sent) every engine records its state hash; the primary is
-    killed right after and a late joiner (ME/3) starts, rewinds the session and follows it
-    live. At the end: orders/s, trades, order → answer percentiles, the hashes (they must be
+    """The exchange as separate processes: three sequencers (a leader and two standbys,
+    docs/ha.md), a standalone replayer, an order gateway with its load generator, matching
+    engine primary (ME/1) and hot backup (ME/2), market data. At the checkpoint (half the
+    orders sent) every engine records its state hash; the primary engine is killed right after
+    and a late joiner (ME/3) starts, rewinds the session and follows it live; at three quarters
+    the leading sequencer is killed (kill -9) and a standby takes over. At the end: orders/s,
+    trades, order → answer percentiles, the sequencer takeover time, the hashes (they must be
     equal) and, unless --no-report or --json, a Spark report over the session archive."""
     root = _examples_root()
     if root is None:
@@ -216,9 +282,10 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
         reports.mkdir()
         listen = {n: f"127.0.0.1:{free_udp_port()}" for n in names}
         config = workdir / "bus.toml"
+        cluster, status = cluster_config(3)
         config.write_text(
             bus_config(workdir, multicast, list(listen.values()), args.idle,
-                       standalone_replayer=True)
+                       standalone_replayer=True, cluster=cluster)
         )
         env = dict(
             os.environ,
@@ -252,13 +319,15 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
                 time.sleep(0.02)
 
         deadline = time.monotonic() + args.timeout
+        takeover: dict[str, Any] = {}
         try:
-            procs["sequencer"] = subprocess.Popen(
-                [*cli, "sequencer", "-c", str(config)], env=env, stdout=out_to
-            )
-            journal = workdir / "journal"
-            while not any(journal.glob("*.seg")):  # the replayer reads the sequencer's journal
-                _check(procs, deadline, "journal from the sequencer")
+            for member in status:
+                procs[f"sequencer-{member}"] = subprocess.Popen(
+                    [*cli, "sequencer", "-c", str(config), "--id", str(member)],
+                    env=env, stdout=out_to, preexec_fn=_sequencer_priority,
+                )
+            while _leader(status, procs) is None:
+                _check(procs, deadline, "leader among the sequencers")
                 time.sleep(0.01)
             procs["replayer"] = subprocess.Popen(
                 [*cli, "replayer", "-c", str(config)], env=env, stdout=out_to
@@ -280,6 +349,35 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
                            f"{killed_at:,} answers; backup ME/2 carries on")
             node("ME-3", "demo_nodes:DemoEngine")  # a late joiner: rewinds, then live
             progress.event("late joiner ME/3 started: rewinding the session")
+            while answered() < args.orders * 3 // 4 and not (reports / "GW-1.json").exists():
+                _check(procs, deadline, "three quarters of the orders answered")
+                progress.status(f"orders answered {answered():>8,} / {args.orders:,}")
+                time.sleep(0.005)
+            # the leading sequencer dies; a standby takes over
+            old = _leader(status, procs)
+            if old is not None:
+                seq_proc = procs.pop(f"sequencer-{old}")
+                answers_before = answered()
+                seq_proc.kill()
+                killed_ns = time.time_ns()
+                seq_proc.wait()
+                new = None
+                while new is None:
+                    _check(procs, deadline, "a new leader among the sequencers")
+                    new = _leader(status, procs)
+                    time.sleep(0.001)
+                # the new leader leads once it has sequenced its first message (its Epoch)
+                became = None
+                while not became or int(became) < killed_ns:
+                    _check(procs, deadline, "the new leader's first message")
+                    became = (_status(status[new]) or {}).get("cluster", {}).get(
+                        "last_takeover_ns"
+                    )
+                    time.sleep(0.001)
+                takeover = {"killed_member": old, "new_leader": new, "killed_ns": killed_ns,
+                            "killed_after_answers": answers_before, "became_leader_ns": became}
+                progress.event(f"leading sequencer {old} killed (kill -9) after "
+                               f"{answers_before:,} answers; sequencer {new} took over")
             wait_for(reports / "GW-1.json", procs, "end of the order flow")
             procs["GW-1"].wait(10)
             del procs["GW-1"]
@@ -292,6 +390,22 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
                      for n in ("ME-2", "ME-3", "MD-1")}
             checkpoint = {n: json.loads((reports / f"{n}.checkpoint.json").read_text())
                           for n in ("ME-1", "ME-2", "ME-3")}
+            # the replayer's journal (what was published, the archive's source) holds the
+            # whole run before anything stops
+            from seqbus import _core
+
+            end = max(int(final[n]["last_sequence"]) for n in final)
+            while True:
+                try:
+                    got = int(str(_core.verify_journal(str(workdir / "journal"))["next_sequence"]))
+                except Exception:  # noqa: BLE001 - not yet created, or being written
+                    got = 0
+                if got > end:
+                    break
+                _check(procs, deadline, "the replayer's journal up to the end")
+                time.sleep(0.01)
+            if takeover:
+                takeover.update(_takeover_times(takeover, gateway))
         except (RuntimeError, TimeoutError, subprocess.TimeoutExpired) as exc:
             progress.event(f"error: {exc}")
             return 1
@@ -308,6 +422,8 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
             )
 
     latency = percentiles(gateway["latency_ns"], (50, 90, 99, 99.9, 100))
+    for key in ("killed_ns", "became_leader_ns"):
+        takeover.pop(key, None)
     check_hashes = {n: c["state_hash"] for n, c in checkpoint.items()}
     check_seqs = {c["last_sequence"] for c in checkpoint.values()}
     final_hashes = {n: final[n]["state_hash"] for n in ("ME-2", "ME-3")}
@@ -334,6 +450,7 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
             "late_joiner": check_hashes["ME-3"],
         },
         "final_state_hash": {"backup": final_hashes["ME-2"], "late_joiner": final_hashes["ME-3"]},
+        "sequencer_takeover": takeover,
         "final_sequence": final["ME-2"]["last_sequence"],
         "market_data_updates": final["MD-1"]["updates"],
         "hashes_equal": equal,
@@ -356,6 +473,13 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
           + "  (gateway → sequencer → engine → sequencer → gateway)")
     print(f"failover         primary ME/1 killed after {killed_at:,} answers; "
           "backup ME/2 took over with no gap")
+    if takeover:
+        print(
+            f"sequencer        leader {takeover['killed_member']} killed (kill -9) after "
+            f"{takeover['killed_after_answers']:,} answers; sequencer {takeover['new_leader']} "
+            f"took over: its first message {takeover['takeover_ms']:.1f} ms after the kill, "
+            f"the first order answered {takeover['first_answer_ms']:.1f} ms after it"
+        )
     print(f"state hash       at checkpoint (sequence {summary['checkpoint_sequence']:,}): "
           f"primary {check_hashes['ME-1']}")
     print(f"                 backup {check_hashes['ME-2']}  late joiner {check_hashes['ME-3']}")
@@ -366,6 +490,21 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
     for line in report:
         print(line)
     return 0 if ok else 1
+
+
+def _takeover_times(takeover: dict[str, Any], gateway: dict[str, Any]) -> dict[str, float]:
+    """How long the bus stood still: from the kill to the new leader's first message (its
+    ``Epoch``, sequenced when it took over: its status endpoint's ``last_takeover_ns``), and
+    to the first order the gateway saw answered after the kill (its clock, the same host's)."""
+    killed = int(takeover["killed_ns"])
+    became = int(takeover.get("became_leader_ns") or 0)
+    answered_after = [t for t in gateway.get("answered_at_ns", []) if t >= killed]
+    return {
+        "takeover_ms": round((became - killed) / 1e6, 2) if became else float("nan"),
+        "first_answer_ms": round((min(answered_after) - killed) / 1e6, 2)
+        if answered_after
+        else float("nan"),
+    }
 
 
 #: The report the exchange demo runs over its archive: schemas and the latency pair.
