@@ -256,7 +256,7 @@ def _leader(status: dict[int, str], alive: dict[str, subprocess.Popen[bytes]]) -
         if f"sequencer-{member}" not in alive:
             continue
         s = _status(address)
-        if s and s["cluster"]["role"] == "leader":
+        if s and (s.get("cluster") or {}).get("role") == "leader":
             return member
     return None
 

@@ -85,7 +85,7 @@ class Cluster:
                 if m == exclude:
                     continue
                 s = self.status(m)
-                if s and s["cluster"]["role"] == "leader":
+                if s and (s.get("cluster") or {}).get("role") == "leader":
                     return m
             time.sleep(0.02)
         raise AssertionError(f"no leader within {timeout} s\n{self.processes.logs()}")

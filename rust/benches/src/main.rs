@@ -14,11 +14,19 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod ha;
+
 use seqbus_net::udp::{self, Outbox};
 use seqbus_net::{Config, NodeClient, NodeOptions, SendError, Start, RECORD_CAUGHT_UP};
 use socket2::SockAddr;
 
 fn main() {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("--run-sequencer") {
+        // a sequencer process of the --ha benchmark
+        ha::run_sequencer_process(&argv[2], argv[3].parse().expect("a member id"));
+        return;
+    }
     if std::env::var("SEQBUS_IN_NETNS").as_deref() != Ok("1") {
         let exe = std::env::current_exe().unwrap();
         let status = std::process::Command::new("unshare")
@@ -41,6 +49,10 @@ fn main() {
     let messages = arg("--messages", 2_000_000);
     let samples = arg("--samples", 20_000) as usize;
 
+    if args.iter().any(|a| a == "--ha") {
+        ha::run(arg("--kills", 20) as usize, samples, messages);
+        return;
+    }
     if args.iter().any(|a| a == "--throughput-only") {
         let (t, c) = bus_throughput(messages);
         println!("throughput {:.2} M msg/s, catch-up {:.2} M msg/s", t / 1e6, c / 1e6);
@@ -89,13 +101,13 @@ fn main() {
     );
 }
 
-fn percentile(v: &mut [f64], p: f64) -> f64 {
+pub(crate) fn percentile(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[((v.len() as f64 - 1.0) * p) as usize]
 }
 
 /// p50/p99 round trip of a 64-byte UDP ping-pong between two spinning threads, µs.
-fn raw_ping_pong(samples: usize) -> (f64, f64) {
+pub(crate) fn raw_ping_pong(samples: usize) -> (f64, f64) {
     let a = UdpSocket::bind("127.0.0.1:0").unwrap();
     let b = UdpSocket::bind("127.0.0.1:0").unwrap();
     a.set_nonblocking(true).unwrap();
@@ -176,7 +188,7 @@ fn start_bus(idle: &str, extra: &str) -> Bench {
     }
 }
 
-fn body(i: u64) -> [u8; 32] {
+pub(crate) fn body(i: u64) -> [u8; 32] {
     let mut b = [0u8; 32];
     b[2..4].copy_from_slice(&1u16.to_le_bytes());
     b[4..6].copy_from_slice(&9u16.to_le_bytes());
@@ -184,7 +196,7 @@ fn body(i: u64) -> [u8; 32] {
     b
 }
 
-fn wait_caught_up(c: &mut NodeClient) {
+pub(crate) fn wait_caught_up(c: &mut NodeClient) {
     let mut out = Vec::new();
     let end = Instant::now() + Duration::from_secs(30);
     loop {
@@ -198,7 +210,7 @@ fn wait_caught_up(c: &mut NodeClient) {
 }
 
 /// (type, sequence, command_seq, account[0]) of each record.
-fn records(buf: &[u8]) -> impl Iterator<Item = (u16, u64, u64, u8)> + '_ {
+pub(crate) fn records(buf: &[u8]) -> impl Iterator<Item = (u16, u64, u64, u8)> + '_ {
     let mut at = 0;
     std::iter::from_fn(move || {
         if at >= buf.len() {
@@ -217,7 +229,12 @@ fn records(buf: &[u8]) -> impl Iterator<Item = (u16, u64, u64, u8)> + '_ {
 /// p50/p99 of send → own message delivered, sequencer and node busy-spinning, µs.
 fn bus_round_trip(samples: usize) -> (f64, f64) {
     let b = start_bus("busy-spin", "");
-    let mut c = NodeClient::connect(&b.cfg, NodeOptions::new("P", 1, Start::From(1))).unwrap();
+    round_trip(&b.cfg, samples)
+}
+
+/// p50/p99 of send → own message delivered on the bus of `cfg` (its idle strategy), µs.
+pub(crate) fn round_trip(cfg: &Config, samples: usize) -> (f64, f64) {
+    let mut c = NodeClient::connect(cfg, NodeOptions::new("P", 1, Start::From(1))).unwrap();
     wait_caught_up(&mut c);
     let mut out = Vec::new();
     let mut rtts = Vec::with_capacity(samples);
@@ -310,12 +327,18 @@ fn raw_blast(messages: u64, size: usize) -> f64 {
 fn bus_throughput(messages: u64) -> (f64, f64) {
     let idle = std::env::var("BENCH_IDLE").unwrap_or("block".into());
     let b = start_bus(&idle, "clock_tick_ms = 0");
+    throughput(&b.cfg, messages, true)
+}
+
+/// Throughput to 2 nodes on the bus of `cfg`, and (with `catch_up`) the catch-up rate of a
+/// late joiner, messages per second.
+pub(crate) fn throughput(cfg: &Config, messages: u64, catch_up: bool) -> (f64, f64) {
     let done = Arc::new(AtomicU64::new(0));
     let barrier = Arc::new(Barrier::new(3));
     let receivers: Vec<_> = (0..2)
         .map(|i| {
             let mut c =
-                NodeClient::connect(&b.cfg, NodeOptions::new(&format!("R{i}"), 1, Start::From(1)))
+                NodeClient::connect(cfg, NodeOptions::new(&format!("R{i}"), 1, Start::From(1)))
                     .unwrap();
             wait_caught_up(&mut c);
             let bar = barrier.clone();
@@ -342,7 +365,7 @@ fn bus_throughput(messages: u64) -> (f64, f64) {
             }).unwrap()
         })
         .collect();
-    let mut s = NodeClient::connect(&b.cfg, NodeOptions::new("S", 1, Start::From(1))).unwrap();
+    let mut s = NodeClient::connect(cfg, NodeOptions::new("S", 1, Start::From(1))).unwrap();
     wait_caught_up(&mut s);
     barrier.wait();
     let mut out = Vec::new();
@@ -369,8 +392,11 @@ fn bus_throughput(messages: u64) -> (f64, f64) {
         .into_iter()
         .map(|h| h.join().unwrap())
         .fold(f64::MAX, f64::min);
+    if !catch_up {
+        return (rate, 0.0);
+    }
     // a late joiner rewinds everything through the in-process replayer
-    let mut late = NodeClient::connect(&b.cfg, NodeOptions::new("L", 1, Start::From(1))).unwrap();
+    let mut late = NodeClient::connect(cfg, NodeOptions::new("L", 1, Start::From(1))).unwrap();
     let t = Instant::now();
     let mut out = Vec::with_capacity(1 << 20);
     let mut got = 0u64;

@@ -285,6 +285,9 @@ pub struct Member {
     requests: Vec<(usize, [u8; REQUEST_LEN])>,
     /// Messages a new leader took from replayers.
     recovered_from_replayers: u64,
+    /// This election was started by the leader handing over (TimeoutNow): the old leader
+    /// made sure this member holds all it published, so no replayer need be asked.
+    handed_over: bool,
     /// When the leader last checked that a majority is with it.
     quorum_checked_ns: u64,
     rng: Rng,
@@ -328,6 +331,7 @@ impl Member {
             recovering: None,
             requests: Vec::new(),
             recovered_from_replayers: 0,
+            handed_over: false,
             quorum_checked_ns: now_ns,
             buf: Vec::new(),
             events: Vec::new(),
@@ -524,6 +528,7 @@ impl Member {
     ) -> Result<(), StoreError> {
         self.votes.clear();
         self.votes.insert(self.p.id);
+        self.handed_over = transfer;
         self.reset_election_timer(now_ns);
         if let Some(l) = self.leader.take() {
             self.previous_leader = l;
@@ -588,7 +593,7 @@ impl Member {
                 sent_upto: 0,
             })
             .collect();
-        if self.replayers > 0 {
+        if self.replayers > 0 && !self.handed_over {
             // whatever any node may have seen is held by a replayer: ask them first
             self.recovering = Some((now_ns + self.p.replayer_wait_ns, vec![true; self.replayers]));
             for i in 0..self.replayers {

@@ -250,6 +250,10 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     )?;
     // the loop publishes its counters only when someone can read them
     let board = sc.status.map(|_| Arc::new(crate::status::Board::default()));
+    if let (Some(b), true) = (&board, clustered) {
+        // the first answer already describes the member
+        b.update_member(&member, now_ns(), &crate::status::Takeover::default());
+    }
     let status = match (sc.status, &board) {
         (Some(listen), Some(board)) => Some(crate::status::serve(
             listen,
