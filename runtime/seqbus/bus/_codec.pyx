@@ -21,7 +21,7 @@ from seqbus.errors import DecodeError
 
 _require_abi(__name__, 1)
 SCHEMA_ID = 1
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 PACKAGE = "bus"
 
 cdef uint8_t _ZERO[65536]  # what absent fixed fields read as (fields newer than the writer)
@@ -487,7 +487,7 @@ cdef class ClockTickBuilder(_s.Writer):
         _s.st_u16(q, 0)
         _s.st_u16(q + 2, 1)
         _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 1)
+        _s.st_u16(q + 6, 2)
         memset(q + _s.HEADER, 0, 0)
         q[_s.HEADER + 0] = 0
         q[_s.HEADER + 0 + 1] = 0
@@ -574,7 +574,7 @@ cdef class ClockTick:
         _s.st_u16(q, 0)
         _s.st_u16(q + 2, 1)
         _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 1)
+        _s.st_u16(q + 6, 2)
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 0] = 0
         q[_s.HEADER + 0 + 1] = 0
@@ -589,7 +589,7 @@ cdef class ClockTick:
         _s.st_u16(q, 0)
         _s.st_u16(q + 2, 1)
         _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 1)
+        _s.st_u16(q + 6, 2)
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 0] = 0
         q[_s.HEADER + 0 + 1] = 0
@@ -859,7 +859,7 @@ cdef class SessionStartBuilder(_s.Writer):
         _s.st_u16(q, 10)
         _s.st_u16(q + 2, 2)
         _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 1)
+        _s.st_u16(q + 6, 2)
         memset(q + _s.HEADER, 0, 10)
         q[_s.HEADER + 10] = 0
         q[_s.HEADER + 10 + 1] = 0
@@ -954,7 +954,7 @@ cdef class SessionStart:
         _s.st_u16(q, 10)
         _s.st_u16(q + 2, 2)
         _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 1)
+        _s.st_u16(q + 6, 2)
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 10] = 0
         q[_s.HEADER + 10 + 1] = 0
@@ -969,7 +969,7 @@ cdef class SessionStart:
         _s.st_u16(q, 10)
         _s.st_u16(q + 2, 2)
         _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 1)
+        _s.st_u16(q + 6, 2)
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 10] = 0
         q[_s.HEADER + 10 + 1] = 0
@@ -1090,6 +1090,10 @@ cdef object _SenderState_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, P
     v_account = _s.ld_char(q, 8, "SenderState", "account", base + at + 8)
     q = p + at + 16
     v_instance = _s.ld_u16(q)
+    q = p + at + 18 if bl >= 26 else _ZERO
+    v_term = _s.ld_u64(q)
+    q = p + at + 26 if bl >= 28 else _ZERO
+    v_leader = _s.ld_u16(q)
     for k in range(0, ng):
         pos = _s.skip_group(p, n, pos, 1, "SenderState", "", base)
     for k in range(0, nv):
@@ -1099,6 +1103,8 @@ cdef object _SenderState_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, P
         "next_command_seq": v_next_command_seq,
         "account": v_account,
         "instance": v_instance,
+        "term": v_term,
+        "leader": v_leader,
     }
 
 
@@ -1117,6 +1123,10 @@ cdef object _SenderState_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, 
     r.account = _s.ld_char(q, 8, "SenderState", "account", base + at + 8)
     q = p + at + 16
     r.instance = _s.ld_u16(q)
+    q = p + at + 18 if bl >= 26 else _ZERO
+    r.term = _s.ld_u64(q)
+    q = p + at + 26 if bl >= 28 else _ZERO
+    r.leader = _s.ld_u16(q)
     for k in range(0, ng):
         pos = _s.skip_group(p, n, pos, 1, "SenderState", "", base)
     for k in range(0, nv):
@@ -1130,7 +1140,8 @@ cdef object _SenderState_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, 
 cdef class SenderStateView:
     """The next command sequence the sequencer expects from an account: its answer to a node's
     upstream hello (docs/upstream.md), so a node that did not rewind the whole session can
-    number its commands.
+    number its commands. In a cluster (docs/ha.md) it also names the leader that sequenced it,
+    so a node that started at live knows whose packets to accept.
 
     Zero-copy view of a SenderState message: wraps bytes, bytearray, memoryview or mmap and reads a field only when asked. Truncated or corrupt input raises seqbus.errors.DecodeError.
     """
@@ -1151,7 +1162,7 @@ cdef class SenderStateView:
     cdef Py_ssize_t _vat[1]
 
     TEMPLATE_ID = 3
-    BLOCK_LENGTH = 18
+    BLOCK_LENGTH = 28
 
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _SenderStateView_init(self, buf, offset, length)
@@ -1202,6 +1213,22 @@ cdef class SenderStateView:
         """
         return self._get_instance()
 
+    @property
+    def term(self):
+        """Term.
+
+        ``u64``, since version 2.
+        """
+        return self._get_term()
+
+    @property
+    def leader(self):
+        """Leader.
+
+        ``u16``, since version 2.
+        """
+        return self._get_leader()
+
     cdef inline uint64_t _get_next_command_seq(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 0
         return _s.ld_u64(q)
@@ -1212,6 +1239,14 @@ cdef class SenderStateView:
 
     cdef inline uint16_t _get_instance(self) noexcept:
         cdef const uint8_t* q = self._p + self._at + 16
+        return _s.ld_u16(q)
+
+    cdef inline uint64_t _get_term(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 18 if self._bl >= 26 else _ZERO
+        return _s.ld_u64(q)
+
+    cdef inline uint16_t _get_leader(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 26 if self._bl >= 28 else _ZERO
         return _s.ld_u16(q)
 
     cdef object _dict_end(self, Py_ssize_t* end):
@@ -1280,14 +1315,14 @@ cdef class SenderStateBuilder(_s.Writer):
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
-        q = self._c.reserve(_s.HEADER + 18 + 2, "SenderState")
-        _s.st_u16(q, 18)
+        q = self._c.reserve(_s.HEADER + 28 + 2, "SenderState")
+        _s.st_u16(q, 28)
         _s.st_u16(q + 2, 3)
         _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 1)
-        memset(q + _s.HEADER, 0, 18)
-        q[_s.HEADER + 18] = 0
-        q[_s.HEADER + 18 + 1] = 0
+        _s.st_u16(q + 6, 2)
+        memset(q + _s.HEADER, 0, 28)
+        q[_s.HEADER + 28] = 0
+        q[_s.HEADER + 28 + 1] = 0
         self._at = offset + _s.HEADER
         self._stage = 0
         self._path = "SenderState"
@@ -1337,32 +1372,47 @@ cdef class SenderStateBuilder(_s.Writer):
             cdef uint8_t* q = self._c.p + self._at + 16
             _s.st_u16(q, value)
 
+    property term:
+        def __set__(self, value):
+            cdef uint8_t* q = self._c.p + self._at + 18
+            _s.st_u64(q, value)
+
+    property leader:
+        def __set__(self, value):
+            cdef uint8_t* q = self._c.p + self._at + 26
+            _s.st_u16(q, value)
+
 
 @cython.final
 @cython.freelist(16)
 cdef class SenderState:
     """The next command sequence the sequencer expects from an account: its answer to a node's
     upstream hello (docs/upstream.md), so a node that did not rewind the whole session can
-    number its commands.
+    number its commands. In a cluster (docs/ha.md) it also names the leader that sequenced it,
+    so a node that started at live knows whose packets to accept.
 
     A plain value: construct it with keyword arguments, ``encode()`` it, or ``SenderState.decode(buf)`` to get a SenderStateView.
     """
     cdef public uint64_t next_command_seq
     cdef public object account
     cdef public uint16_t instance
+    cdef public uint64_t term
+    cdef public uint16_t leader
 
     TEMPLATE_ID = 3
     SCHEMA_ID = 1
-    BLOCK_LENGTH = 18
+    BLOCK_LENGTH = 28
 
 
-    def __init__(self, *, next_command_seq, account, instance):
+    def __init__(self, *, next_command_seq, account, instance, term, leader):
         # ``SenderState(...)`` does not come here: its vectorcall (_SenderState_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
-        cdef PyObject* _a[3]
+        cdef PyObject* _a[5]
         _a[0] = <PyObject*>next_command_seq
         _a[1] = <PyObject*>account
         _a[2] = <PyObject*>instance
+        _a[3] = <PyObject*>term
+        _a[4] = <PyObject*>leader
         _SenderState_fill(self, _a)
 
 
@@ -1378,51 +1428,55 @@ cdef class SenderState:
         return _SenderStateView_wrap(buf, offset, length)
 
     @staticmethod
-    def encode_fields(*, next_command_seq, account, instance):
+    def encode_fields(*, next_command_seq, account, instance, term, leader):
         """The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
         ints. The same bytes as ``SenderState(...).encode()``."""
-        cdef PyObject* _a[3]
+        cdef PyObject* _a[5]
         _a[0] = <PyObject*>next_command_seq
         _a[1] = <PyObject*>account
         _a[2] = <PyObject*>instance
+        _a[3] = <PyObject*>term
+        _a[4] = <PyObject*>leader
         return _SenderState_encode_a(_a)
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 18 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 28 + 2 + self._tail_size()
         cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
         cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 18)
+        _s.st_u16(q, 28)
         _s.st_u16(q + 2, 3)
         _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 1)
+        _s.st_u16(q + 6, 2)
         self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 18] = 0
-        q[_s.HEADER + 18 + 1] = 0
-        self._write_tail(q + _s.HEADER + 18 + 2, q + n)
+        q[_s.HEADER + 28] = 0
+        q[_s.HEADER + 28 + 1] = 0
+        self._write_tail(q + _s.HEADER + 28 + 2, q + n)
         return out
 
     def encode_into(self, buf, Py_ssize_t offset=0):
         """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 18 + 2 + self._tail_size()
+        cdef Py_ssize_t n = _s.HEADER + 28 + 2 + self._tail_size()
         cdef _s.Cursor c = _s.cursor(buf, offset)
         cdef uint8_t* q = c.reserve(n, "SenderState")
-        _s.st_u16(q, 18)
+        _s.st_u16(q, 28)
         _s.st_u16(q + 2, 3)
         _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 1)
+        _s.st_u16(q + 6, 2)
         self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 18] = 0
-        q[_s.HEADER + 18 + 1] = 0
-        self._write_tail(q + _s.HEADER + 18 + 2, q + n)
+        q[_s.HEADER + 28] = 0
+        q[_s.HEADER + 28 + 1] = 0
+        self._write_tail(q + _s.HEADER + 28 + 2, q + n)
         return n
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_u64(q + 0, self.next_command_seq)
         _s.st_char(q + 8, 8, self.account, "SenderState.account")
         _s.st_u16(q + 16, self.instance)
+        _s.st_u64(q + 18, self.term)
+        _s.st_u16(q + 26, self.leader)
         return 0
 
     cdef Py_ssize_t _tail_size(self) except -1:
@@ -1438,6 +1492,8 @@ cdef class SenderState:
             "next_command_seq": self.next_command_seq,
             "account": self.account.rstrip('\0 '),
             "instance": self.instance,
+            "term": self.term,
+            "leader": self.leader,
         }
 
     def __eq__(self, other):
@@ -1456,7 +1512,7 @@ cdef class SenderState:
 
 
 
-cdef tuple _SenderState_names = ("next_command_seq", "account", "instance", )
+cdef tuple _SenderState_names = ("next_command_seq", "account", "instance", "term", "leader", )
 
 
 cdef int _SenderState_fill(SenderState r, PyObject** a) except -1:
@@ -1469,11 +1525,17 @@ cdef int _SenderState_fill(SenderState r, PyObject** a) except -1:
     if a[2] == NULL:
         _s.missing("SenderState", "instance")
     r.instance = <object>a[2]
+    if a[3] == NULL:
+        _s.missing("SenderState", "term")
+    r.term = <object>a[3]
+    if a[4] == NULL:
+        _s.missing("SenderState", "leader")
+    r.leader = <object>a[4]
     return 0
 
 
 cdef object _SenderState_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[3]
+    cdef PyObject* a[5]
     cdef SenderState r
     _s.parse_kwargs(args, nargsf, kwnames, _SenderState_names, a, "SenderState")
     r = SenderState.__new__(SenderState)
@@ -1495,6 +1557,12 @@ cdef int _SenderState_block_a(uint8_t* q, PyObject** a) except -1:
     if a[2] == NULL:
         _s.missing("SenderState", "instance")
     _s.st_u16(q + 16, <object>a[2])
+    if a[3] == NULL:
+        _s.missing("SenderState", "term")
+    _s.st_u64(q + 18, <object>a[3])
+    if a[4] == NULL:
+        _s.missing("SenderState", "leader")
+    _s.st_u16(q + 26, <object>a[4])
     return 0
 
 
@@ -1508,27 +1576,29 @@ cdef uint8_t* _SenderState_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except
 
 
 cdef bytes _SenderState_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 18 + 2 + _SenderState_tail_size_a(a)
+    cdef Py_ssize_t n = _s.HEADER + 28 + 2 + _SenderState_tail_size_a(a)
     cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
     cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 18)
+    _s.st_u16(q, 28)
     _s.st_u16(q + 2, 3)
     _s.st_u16(q + 4, SCHEMA_ID)
     _s.st_u16(q + 6, SCHEMA_VERSION)
     _SenderState_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 18] = 0
-    q[_s.HEADER + 18 + 1] = 0
-    _SenderState_tail_a(q + _s.HEADER + 18 + 2, q + n, a)
+    q[_s.HEADER + 28] = 0
+    q[_s.HEADER + 28 + 1] = 0
+    _SenderState_tail_a(q + _s.HEADER + 28 + 2, q + n, a)
     return out
 
 
-def _send_sender_state(node, *, next_command_seq, account, instance):
+def _send_sender_state(node, *, next_command_seq, account, instance, term, leader):
     """Encode a SenderState from its fields and send it: ``node.send(...)`` with no value
     object built (group entries as values, tuples of their fields or dicts)."""
-    cdef PyObject* _a[3]
+    cdef PyObject* _a[5]
     _a[0] = <PyObject*>next_command_seq
     _a[1] = <PyObject*>account
     _a[2] = <PyObject*>instance
+    _a[3] = <PyObject*>term
+    _a[4] = <PyObject*>leader
     return node.send(_SenderState_encode_a(_a))
 
 
@@ -2227,7 +2297,7 @@ cdef class AdminCommandBuilder(_s.Writer):
         _s.st_u16(q, 16)
         _s.st_u16(q + 2, 4)
         _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 1)
+        _s.st_u16(q + 6, 2)
         memset(q + _s.HEADER, 0, 16)
         q[_s.HEADER + 16] = 1
         q[_s.HEADER + 16 + 1] = 1
@@ -2373,7 +2443,7 @@ cdef class AdminCommand:
         _s.st_u16(q, 16)
         _s.st_u16(q + 2, 4)
         _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 1)
+        _s.st_u16(q + 6, 2)
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 16] = 1
         q[_s.HEADER + 16 + 1] = 1
@@ -2388,7 +2458,7 @@ cdef class AdminCommand:
         _s.st_u16(q, 16)
         _s.st_u16(q + 2, 4)
         _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 1)
+        _s.st_u16(q + 6, 2)
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 16] = 1
         q[_s.HEADER + 16 + 1] = 1
@@ -2847,7 +2917,7 @@ cdef class AdminReplyBuilder(_s.Writer):
         _s.st_u16(q, 25)
         _s.st_u16(q + 2, 5)
         _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 1)
+        _s.st_u16(q + 6, 2)
         memset(q + _s.HEADER, 0, 25)
         q[_s.HEADER + 25] = 0
         q[_s.HEADER + 25 + 1] = 2
@@ -2993,7 +3063,7 @@ cdef class AdminReply:
         _s.st_u16(q, 25)
         _s.st_u16(q + 2, 5)
         _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 1)
+        _s.st_u16(q + 6, 2)
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 25] = 0
         q[_s.HEADER + 25 + 1] = 2
@@ -3008,7 +3078,7 @@ cdef class AdminReply:
         _s.st_u16(q, 25)
         _s.st_u16(q + 2, 5)
         _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 1)
+        _s.st_u16(q + 6, 2)
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 25] = 0
         q[_s.HEADER + 25 + 1] = 2
@@ -3165,6 +3235,469 @@ def _send_admin_reply(node, *, command_sequence, request_id, requester, status, 
 
 
 
+# ---- Epoch ----
+
+
+cdef object _Epoch_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of Epoch at ``at`` in one forward pass (``to_dict``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    q = p + at + 0
+    v_term = _s.ld_u64(q)
+    q = p + at + 8
+    v_leader = _s.ld_u16(q)
+    q = p + at + 10
+    v_previous_leader = _s.ld_u16(q)
+    for k in range(0, ng):
+        pos = _s.skip_group(p, n, pos, 1, "Epoch", "", base)
+    for k in range(0, nv):
+        pos = _s.skip_var(p, n, pos, "Epoch", "", base)
+    end[0] = pos
+    return {
+        "term": v_term,
+        "leader": v_leader,
+        "previous_leader": v_previous_leader,
+    }
+
+
+cdef object _Epoch_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssize_t at, Py_ssize_t bl, int ng, int nv, Py_ssize_t tail, Py_ssize_t* end):
+    """Every field of Epoch at ``at`` in one forward pass (``to_value``);
+    ``end`` receives the offset just past it."""
+    cdef const uint8_t* q
+    cdef Py_ssize_t pos = tail
+    cdef Py_ssize_t start, g_bl, g_count, g_i
+    cdef int k, g_ng, g_nv
+    cdef list g_out
+    cdef Epoch r = Epoch.__new__(Epoch)
+    q = p + at + 0
+    r.term = _s.ld_u64(q)
+    q = p + at + 8
+    r.leader = _s.ld_u16(q)
+    q = p + at + 10
+    r.previous_leader = _s.ld_u16(q)
+    for k in range(0, ng):
+        pos = _s.skip_group(p, n, pos, 1, "Epoch", "", base)
+    for k in range(0, nv):
+        pos = _s.skip_var(p, n, pos, "Epoch", "", base)
+    end[0] = pos
+    return r
+
+@cython.final
+@cython.freelist(16)
+@cython.no_gc_clear
+cdef class EpochView:
+    """The first message a sequencer puts into the stream when it becomes the leader of a cluster
+    (docs/ha.md): every message from here on comes from `leader` until the next Epoch, and
+    nodes and replayers accept downstream packets from no other sequencer (fencing). Terms only
+    grow; a deposed leader's packets carry an older term's stream and are dropped and counted.
+
+    Zero-copy view of a Epoch message: wraps bytes, bytearray, memoryview or mmap and reads a field only when asked. Truncated or corrupt input raises seqbus.errors.DecodeError.
+    """
+    cdef object _obj
+    cdef object _keep
+    cdef Py_buffer _pybuf
+    cdef bint _held
+    cdef const uint8_t* _p
+    cdef Py_ssize_t _n
+    cdef Py_ssize_t _base
+    cdef Py_ssize_t _at
+    cdef Py_ssize_t _bl
+    cdef int _ng
+    cdef int _nv
+    cdef Py_ssize_t _tail
+    cdef Py_ssize_t _end
+    cdef Py_ssize_t _gat[1]
+    cdef Py_ssize_t _vat[1]
+
+    TEMPLATE_ID = 6
+    BLOCK_LENGTH = 12
+
+    def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
+        _EpochView_init(self, buf, offset, length)
+
+    def __dealloc__(self):
+        if self._held:
+            PyBuffer_Release(&self._pybuf)
+
+    @property
+    def wire_version(self):
+        """The schema version the writer used."""
+        return _s.ld_u16(self._p + 6)
+
+    @property
+    def wire_size(self):
+        """Bytes the message takes, header and every group and variable-length field included."""
+        if self._end < 0:
+            self._scan()
+        return self._end
+
+    cdef int _scan(self) except -1:
+        self._end = _s.scan_tail(self._p, self._n, self._tail, self._ng, self._nv, self._gat,
+                               0, self._vat, 0, 0, "Epoch",
+                               "", self._base)
+        return 0
+
+    @property
+    def term(self):
+        """Term.
+
+        ``u64``.
+        """
+        return self._get_term()
+
+    @property
+    def leader(self):
+        """Leader.
+
+        ``u16``.
+        """
+        return self._get_leader()
+
+    @property
+    def previous_leader(self):
+        """Previous leader.
+
+        ``u16``.
+        """
+        return self._get_previous_leader()
+
+    cdef inline uint64_t _get_term(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 0
+        return _s.ld_u64(q)
+
+    cdef inline uint16_t _get_leader(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 8
+        return _s.ld_u16(q)
+
+    cdef inline uint16_t _get_previous_leader(self) noexcept:
+        cdef const uint8_t* q = self._p + self._at + 10
+        return _s.ld_u16(q)
+
+    cdef object _dict_end(self, Py_ssize_t* end):
+        return _Epoch_dict(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
+
+    cdef object _value_end(self, Py_ssize_t* end):
+        return _Epoch_value(self._p, self._n, self._base, self._at, self._bl, self._ng, self._nv, self._tail, end)
+
+    cdef dict _dict(self):
+        cdef Py_ssize_t end
+        return self._dict_end(&end)
+
+    cdef Epoch _value(self):
+        cdef Py_ssize_t end
+        return self._value_end(&end)
+
+    def to_value(self):
+        """A :class:`Epoch` holding a copy of every field (the full decode)."""
+        return self._value()
+
+    def to_dict(self):
+        """Every field as plain Python values (groups as lists of dicts, bytes as bytes)."""
+        return self._dict()
+
+    def __eq__(self, other):
+        if type(other) is EpochView or type(other) is Epoch:
+            return self.to_dict() == other.to_dict()
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self):
+        return _repr("EpochView", self.to_dict())
+
+
+cdef int _EpochView_init(EpochView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
+    cdef const uint8_t* ptr
+    cdef Py_ssize_t size
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._obj = buf
+    v._n = _s.window(size, offset, length, "Epoch")
+    v._p = ptr + offset
+    v._base = offset
+    v._at = _s.HEADER
+    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 6, 12, "Epoch")
+    v._ng = v._p[_s.HEADER + v._bl]
+    v._nv = v._p[_s.HEADER + v._bl + 1]
+    v._tail = _s.HEADER + v._bl + 2
+    v._end = -1
+    return 0
+
+
+cdef EpochView _EpochView_wrap(object buf, Py_ssize_t offset, Py_ssize_t length):
+    cdef EpochView v = EpochView.__new__(EpochView)
+    _EpochView_init(v, buf, offset, length)
+    return v
+
+
+@cython.final
+cdef class EpochBuilder(_s.Writer):
+    """Writes a Epoch straight into a caller's writable buffer.
+
+    Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
+    """
+
+    def __init__(self, buf, Py_ssize_t offset=0):
+        cdef uint8_t* q
+        self._c = _s.cursor(buf, offset)
+        q = self._c.reserve(_s.HEADER + 12 + 2, "Epoch")
+        _s.st_u16(q, 12)
+        _s.st_u16(q + 2, 6)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 2)
+        memset(q + _s.HEADER, 0, 12)
+        q[_s.HEADER + 12] = 0
+        q[_s.HEADER + 12 + 1] = 0
+        self._at = offset + _s.HEADER
+        self._stage = 0
+        self._path = "Epoch"
+
+    def finish(self):
+        """Complete the message (absent groups and variable-length fields written empty);
+        returns its length in bytes."""
+        if not self._closed:
+            self._close()
+            self._closed = True
+        return self._c.pos - self._c.start
+
+    cdef int _close(self) except -1:
+        self._advance(0)
+        return 0
+
+    cdef int _advance(self, int stage) except -1:
+        """Write every group and variable-length field before ``stage`` not yet written."""
+        if self._child is not None:
+            self._child._done()
+            self._child = None
+        while self._stage < stage:
+            _s.empty_var(self._c, "Epoch")
+            self._stage += 1
+        return 0
+
+    cdef int _enter(self, int stage, str name) except -1:
+        self._check_open()
+        if self._stage > stage:
+            raise ValueError(f"Epoch.{name} is written already (groups and "
+                             "variable-length fields go in declaration order)")
+        self._advance(stage)
+        return 0
+
+    property term:
+        def __set__(self, value):
+            cdef uint8_t* q = self._c.p + self._at + 0
+            _s.st_u64(q, value)
+
+    property leader:
+        def __set__(self, value):
+            cdef uint8_t* q = self._c.p + self._at + 8
+            _s.st_u16(q, value)
+
+    property previous_leader:
+        def __set__(self, value):
+            cdef uint8_t* q = self._c.p + self._at + 10
+            _s.st_u16(q, value)
+
+
+@cython.final
+@cython.freelist(16)
+cdef class Epoch:
+    """The first message a sequencer puts into the stream when it becomes the leader of a cluster
+    (docs/ha.md): every message from here on comes from `leader` until the next Epoch, and
+    nodes and replayers accept downstream packets from no other sequencer (fencing). Terms only
+    grow; a deposed leader's packets carry an older term's stream and are dropped and counted.
+
+    A plain value: construct it with keyword arguments, ``encode()`` it, or ``Epoch.decode(buf)`` to get a EpochView.
+    """
+    cdef public uint64_t term
+    cdef public uint16_t leader
+    cdef public uint16_t previous_leader
+
+    TEMPLATE_ID = 6
+    SCHEMA_ID = 1
+    BLOCK_LENGTH = 12
+
+
+    def __init__(self, *, term, leader, previous_leader):
+        # ``Epoch(...)`` does not come here: its vectorcall (_Epoch_new) parses the
+        # keywords without a dict; this serves an explicit ``__init__`` call.
+        cdef PyObject* _a[3]
+        _a[0] = <PyObject*>term
+        _a[1] = <PyObject*>leader
+        _a[2] = <PyObject*>previous_leader
+        _Epoch_fill(self, _a)
+
+
+    @staticmethod
+    def from_dict(dict d):
+        """The inverse of ``to_dict()`` (the same as ``Epoch(**d)``): dicts stand for
+        group entries and structs."""
+        return _s.construct(Epoch, d)
+
+    @staticmethod
+    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
+        """A zero-copy :class:`EpochView` over ``buf`` at ``offset`` (header included)."""
+        return _EpochView_wrap(buf, offset, length)
+
+    @staticmethod
+    def encode_fields(*, term, leader, previous_leader):
+        """The message as bytes, from its fields, with no value object built: the arguments
+        of the constructor; group entries as values, tuples of their fields (declaration
+        order) or dicts, structs as values, tuples or dicts, enums and flags as members or
+        ints. The same bytes as ``Epoch(...).encode()``."""
+        cdef PyObject* _a[3]
+        _a[0] = <PyObject*>term
+        _a[1] = <PyObject*>leader
+        _a[2] = <PyObject*>previous_leader
+        return _Epoch_encode_a(_a)
+
+    def encode(self):
+        """The message as bytes: 8-byte header, block, groups, variable-length data."""
+        cdef Py_ssize_t n = _s.HEADER + 12 + 2 + self._tail_size()
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+        _s.st_u16(q, 12)
+        _s.st_u16(q + 2, 6)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 12] = 0
+        q[_s.HEADER + 12 + 1] = 0
+        self._write_tail(q + _s.HEADER + 12 + 2, q + n)
+        return out
+
+    def encode_into(self, buf, Py_ssize_t offset=0):
+        """Write the message into a writable buffer at ``offset``; returns its length."""
+        cdef Py_ssize_t n = _s.HEADER + 12 + 2 + self._tail_size()
+        cdef _s.Cursor c = _s.cursor(buf, offset)
+        cdef uint8_t* q = c.reserve(n, "Epoch")
+        _s.st_u16(q, 12)
+        _s.st_u16(q + 2, 6)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 2)
+        self._write_block(q + _s.HEADER)
+        q[_s.HEADER + 12] = 0
+        q[_s.HEADER + 12 + 1] = 0
+        self._write_tail(q + _s.HEADER + 12 + 2, q + n)
+        return n
+
+    cdef int _write_block(self, uint8_t* q) except -1:
+        _s.st_u64(q + 0, self.term)
+        _s.st_u16(q + 8, self.leader)
+        _s.st_u16(q + 10, self.previous_leader)
+        return 0
+
+    cdef Py_ssize_t _tail_size(self) except -1:
+        cdef Py_ssize_t n = 0
+        return n
+
+    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+        return q
+
+    def to_dict(self):
+        """Every field as plain Python values (groups as lists of dicts)."""
+        return {
+            "term": self.term,
+            "leader": self.leader,
+            "previous_leader": self.previous_leader,
+        }
+
+    def __eq__(self, other):
+        if type(other) is Epoch or type(other) is EpochView:
+            return self.to_dict() == other.to_dict()
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self):
+        return _repr("Epoch", self.to_dict())
+
+    def __reduce__(self):
+        return (_rebuild, (Epoch, self.to_dict()))
+
+
+
+
+cdef tuple _Epoch_names = ("term", "leader", "previous_leader", )
+
+
+cdef int _Epoch_fill(Epoch r, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("Epoch", "term")
+    r.term = <object>a[0]
+    if a[1] == NULL:
+        _s.missing("Epoch", "leader")
+    r.leader = <object>a[1]
+    if a[2] == NULL:
+        _s.missing("Epoch", "previous_leader")
+    r.previous_leader = <object>a[2]
+    return 0
+
+
+cdef object _Epoch_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[3]
+    cdef Epoch r
+    _s.parse_kwargs(args, nargsf, kwnames, _Epoch_names, a, "Epoch")
+    r = Epoch.__new__(Epoch)
+    _Epoch_fill(r, a)
+    return r
+
+
+_s.set_vectorcall(Epoch, <void*>_Epoch_new)
+
+
+
+cdef int _Epoch_block_a(uint8_t* q, PyObject** a) except -1:
+    if a[0] == NULL:
+        _s.missing("Epoch", "term")
+    _s.st_u64(q + 0, <object>a[0])
+    if a[1] == NULL:
+        _s.missing("Epoch", "leader")
+    _s.st_u16(q + 8, <object>a[1])
+    if a[2] == NULL:
+        _s.missing("Epoch", "previous_leader")
+    _s.st_u16(q + 10, <object>a[2])
+    return 0
+
+
+cdef Py_ssize_t _Epoch_tail_size_a(PyObject** a) except -1:
+    cdef Py_ssize_t n = 0
+    return n
+
+
+cdef uint8_t* _Epoch_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+    return q
+
+
+cdef bytes _Epoch_encode_a(PyObject** a):
+    cdef Py_ssize_t n = _s.HEADER + 12 + 2 + _Epoch_tail_size_a(a)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
+    _s.st_u16(q, 12)
+    _s.st_u16(q + 2, 6)
+    _s.st_u16(q + 4, SCHEMA_ID)
+    _s.st_u16(q + 6, SCHEMA_VERSION)
+    _Epoch_block_a(q + _s.HEADER, a)
+    q[_s.HEADER + 12] = 0
+    q[_s.HEADER + 12 + 1] = 0
+    _Epoch_tail_a(q + _s.HEADER + 12 + 2, q + n, a)
+    return out
+
+
+def _send_epoch(node, *, term, leader, previous_leader):
+    """Encode a Epoch from its fields and send it: ``node.send(...)`` with no value
+    object built (group entries as values, tuples of their fields or dicts)."""
+    cdef PyObject* _a[3]
+    _a[0] = <PyObject*>term
+    _a[1] = <PyObject*>leader
+    _a[2] = <PyObject*>previous_leader
+    return node.send(_Epoch_encode_a(_a))
+
+
+
+
 def _seqbus_dispatch_(node, int template_id, buf, Py_ssize_t offset, Py_ssize_t length, bint mine):
     """Wrap a body in its view and call the node's handler; False for an unknown template id."""
     if template_id == 1:
@@ -3182,6 +3715,9 @@ def _seqbus_dispatch_(node, int template_id, buf, Py_ssize_t offset, Py_ssize_t 
     elif template_id == 5:
         node.on_admin_reply(_AdminReplyView_wrap(buf, offset, length), mine)
         return True
+    elif template_id == 6:
+        node.on_epoch(_EpochView_wrap(buf, offset, length), mine)
+        return True
     return False
 
 
@@ -3192,6 +3728,7 @@ MESSAGES = {
     3: SenderState,
     4: AdminCommand,
     5: AdminReply,
+    6: Epoch,
 }
 
 

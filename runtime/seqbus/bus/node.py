@@ -20,6 +20,7 @@ from ._codec import (
     _send_sender_state,
     _send_admin_command,
     _send_admin_reply,
+    _send_epoch,
 )
 
 __all__ = ["BusNode"]
@@ -49,6 +50,7 @@ class BusNode(Node):
     send_sender_state = _send_sender_state
     send_admin_command = _send_admin_command
     send_admin_reply = _send_admin_reply
+    send_epoch = _send_epoch
 
     def on_clock_tick(self, msg: ClockTickView, mine: bool) -> None:
         """Handle a ClockTick (template 1); ``mine``: sent by this node's account."""
