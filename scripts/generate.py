@@ -8,7 +8,9 @@ The table below is the one place that says which schema's code goes where:
 * each example's schema → a ``messages`` package inside its example
   (``examples/exchange/messages/`` is :mod:`examples.exchange.messages`);
 * every schema → a Rust module in ``generated/rust/`` (the ``seqbus-codecs`` crate), beside
-  the support module they share.
+  the support module they share;
+* the bus's schema → its IR as JSON, built into the archive readers
+  (``rust/crates/archive/src/bus.ir.json``): control messages are always decoded by name.
 
 ``--check`` regenerates into memory and compares with the committed files: any changed,
 missing or extra generated file is printed as a unified diff and the exit status is 1.
@@ -31,6 +33,8 @@ SCHEMAS = {
 }
 PYTHON = list(SCHEMAS.values())
 RUST_DIR = "generated/rust"
+#: The bus schema's IR, built into the archive crate.
+BUS_IR = "rust/crates/archive/src/bus.ir.json"
 #: Files of a generated package (anything else there, e.g. a compiled extension, is not ours).
 GENERATED_SUFFIXES = {".pyx", ".py", ".pyi", ".typed", ".rs"}
 
@@ -62,6 +66,9 @@ def generate() -> dict[Path, str]:
     rust.update(gen_rust.generate_index(schemas))
     for rel, text in rust.items():
         files[ROOT / RUST_DIR / rel] = text
+    from seqc.ir import to_json
+
+    files[ROOT / BUS_IR] = to_json(schemas[0])
     return files
 
 
@@ -70,8 +77,9 @@ def committed() -> set[Path]:
     generated/rust with a source suffix."""
     dirs = [ROOT / root / package.replace(".", "/") for _, package, root in PYTHON]
     dirs.append(ROOT / RUST_DIR)
-    return {p for d in dirs if d.is_dir() for p in d.rglob("*")
-            if p.is_file() and p.suffix in GENERATED_SUFFIXES and "__pycache__" not in p.parts}
+    found = {p for d in dirs if d.is_dir() for p in d.rglob("*")
+             if p.is_file() and p.suffix in GENERATED_SUFFIXES and "__pycache__" not in p.parts}
+    return found | {ROOT / BUS_IR}
 
 
 def check(files: dict[Path, str]) -> int:

@@ -108,6 +108,11 @@ def test_exchange_demo_keeps_every_order_through_a_failover(tmp_path: Path) -> N
     assert final["backup"] == final["late_joiner"] != checkpoint["backup"]
     assert summary["hashes_equal"] is True
     assert summary["final_sequence"] > summary["checkpoint_sequence"] > 0
+    # the leading sequencer was killed at three quarters and a standby took over
+    takeover = summary["sequencer_takeover"]
+    assert takeover["new_leader"] != takeover["killed_member"]
+    assert 0 < takeover["killed_after_answers"] < orders
+    assert 0 < takeover["takeover_ms"] <= takeover["first_answer_ms"] < 10_000
     # the run's journal is kept with --workdir, and its engine reports agree with the summary
     assert any((tmp_path / "run" / "journal").glob("*.seg"))
     me2 = json.loads((tmp_path / "run" / "reports" / "ME-2.json").read_text())

@@ -322,6 +322,16 @@ fn switchover(times: usize) -> (Vec<f64>, f64) {
     (pauses, usual)
 }
 
+/// Throughput through a cluster of `members` only (for profiling).
+pub fn throughput_only(members: usize, messages: u64) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, _) = load(dir.path(), "block", members, "clock_tick_ms = 0");
+    let threads = start_threads(&cfg, members);
+    let (tput, _) = throughput(&cfg, messages, false);
+    drop(threads);
+    tput
+}
+
 pub fn run(kills: usize, samples: usize, messages: u64) {
     gating_cost(samples, messages);
     println!();

@@ -49,6 +49,12 @@ fn main() {
     let messages = arg("--messages", 2_000_000);
     let samples = arg("--samples", 20_000) as usize;
 
+    if args.iter().any(|a| a == "--ha-throughput") {
+        let members = arg("--members", 3) as usize;
+        let t = ha::throughput_only(members, messages);
+        println!("throughput, {members} sequencer(s): {:.2} M msg/s", t / 1e6);
+        return;
+    }
     if args.iter().any(|a| a == "--ha") {
         ha::run(arg("--kills", 20) as usize, samples, messages);
         return;

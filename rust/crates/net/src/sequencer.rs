@@ -394,7 +394,6 @@ fn sequence(
     if let Some(d) = &discovery {
         fds.push(d.fd());
     }
-    let mut was_leader = member.role() == Role::Leader;
     let mut takeover = crate::status::Takeover::default();
     while !stop.load(Ordering::Relaxed) {
         let mut got = 0;
@@ -494,13 +493,9 @@ fn sequence(
             report(member.id(), &e);
             if let Event::BecameLeader { .. } = e {
                 takeover.became_leader_ns = now;
+                takeover.count += 1;
             }
         }
-        let leading = member.role() == Role::Leader;
-        if leading && !was_leader && takeover.became_leader_ns > 0 {
-            takeover.count += 1;
-        }
-        was_leader = leading;
         if let Some(board) = board {
             board.update_member(member, now, &takeover);
         }
