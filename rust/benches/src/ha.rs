@@ -23,7 +23,11 @@ use seqbus_net::{Config, NodeClient, NodeOptions, SendError, Start};
 use crate::{body, percentile, records, round_trip, throughput, wait_caught_up};
 
 fn port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn tcp_port() -> u16 {
@@ -162,7 +166,11 @@ fn gating_cost(samples: usize, messages: u64) {
 /// A sequencer process: this benchmark binary run as `--run-sequencer CONFIG ID`.
 fn spawn(config: &Path, id: u16) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--run-sequencer", &config.display().to_string(), &id.to_string()])
+        .args([
+            "--run-sequencer",
+            &config.display().to_string(),
+            &id.to_string(),
+        ])
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap()
@@ -204,7 +212,8 @@ struct Probe {
 
 impl Probe {
     fn new(cfg: &Config, account: &str, interval: Duration) -> Probe {
-        let mut node = NodeClient::connect(cfg, NodeOptions::new(account, 1, Start::From(1))).unwrap();
+        let mut node =
+            NodeClient::connect(cfg, NodeOptions::new(account, 1, Start::From(1))).unwrap();
         wait_caught_up(&mut node);
         Probe {
             node,
@@ -256,7 +265,10 @@ fn takeover(kills: usize) -> Vec<f64> {
         child.wait().unwrap();
         while probe.node.epoch() == epoch {
             probe.turn();
-            assert!(killed.elapsed() < Duration::from_secs(30), "kill {k}: no takeover");
+            assert!(
+                killed.elapsed() < Duration::from_secs(30),
+                "kill {k}: no takeover"
+            );
         }
         times.push(killed.elapsed().as_secs_f64() * 1e3);
         children[leader as usize - 1] = Some(spawn(&path, leader));
@@ -264,7 +276,10 @@ fn takeover(kills: usize) -> Vec<f64> {
         let back = Instant::now();
         while role(status[leader as usize - 1]).as_deref() != Some("follower") {
             probe.turn();
-            assert!(back.elapsed() < Duration::from_secs(30), "member {leader} not back");
+            assert!(
+                back.elapsed() < Duration::from_secs(30),
+                "member {leader} not back"
+            );
         }
     }
     for c in children.iter_mut().flatten() {

@@ -30,7 +30,13 @@ fn main() {
     if std::env::var("SEQBUS_IN_NETNS").as_deref() != Ok("1") {
         let exe = std::env::current_exe().unwrap();
         let status = std::process::Command::new("unshare")
-            .args(["-n", "--", "sh", "-c", "ip link set lo up && exec \"$0\" \"$@\""])
+            .args([
+                "-n",
+                "--",
+                "sh",
+                "-c",
+                "ip link set lo up && exec \"$0\" \"$@\"",
+            ])
             .arg(exe)
             .args(std::env::args().skip(1))
             .env("SEQBUS_IN_NETNS", "1")
@@ -61,7 +67,11 @@ fn main() {
     }
     if args.iter().any(|a| a == "--throughput-only") {
         let (t, c) = bus_throughput(messages);
-        println!("throughput {:.2} M msg/s, catch-up {:.2} M msg/s", t / 1e6, c / 1e6);
+        println!(
+            "throughput {:.2} M msg/s, catch-up {:.2} M msg/s",
+            t / 1e6,
+            c / 1e6
+        );
         return;
     }
     if args.iter().any(|a| a == "--rtt-only") {
@@ -84,11 +94,15 @@ fn main() {
     let bus = bus_round_trip(samples);
     println!(
         "| round trip p50 | {:.1} µs | {:.1} µs | {:.2}× | ≤ 1.3× |",
-        raw.0, bus.0, bus.0 / raw.0
+        raw.0,
+        bus.0,
+        bus.0 / raw.0
     );
     println!(
         "| round trip p99 | {:.1} µs | {:.1} µs | {:.2}× | ≤ 3× |",
-        raw.1, bus.1, bus.1 / raw.1
+        raw.1,
+        bus.1,
+        bus.1 / raw.1
     );
     let raw32 = raw_blast(messages, 32);
     let raw64 = raw_blast(messages, 64);
@@ -164,7 +178,11 @@ impl Drop for Bench {
 }
 
 fn port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn start_bus(idle: &str, extra: &str) -> Bench {
@@ -175,7 +193,14 @@ fn start_bus(idle: &str, extra: &str) -> Bench {
         port(),
         port()
     );
-    let rep = text.split("listen = ").nth(1).unwrap().lines().next().unwrap().to_string();
+    let rep = text
+        .split("listen = ")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
     let text = format!("{text}[node]\nreplayers = [{rep}]\nwindow = 4096\nidle = \"{idle}\"\n");
     let path = dir.path().join("bus.toml");
     std::fs::write(&path, text).unwrap();
@@ -294,7 +319,8 @@ fn raw_blast(messages: u64, size: usize) -> f64 {
                             idle_since = last;
                         }
                         None => {
-                            if first.is_some() && idle_since.elapsed() > Duration::from_millis(300) {
+                            if first.is_some() && idle_since.elapsed() > Duration::from_millis(300)
+                            {
                                 break; // the rest was dropped
                             }
                             thread::yield_now();
@@ -349,26 +375,29 @@ pub(crate) fn throughput(cfg: &Config, messages: u64, catch_up: bool) -> (f64, f
             wait_caught_up(&mut c);
             let bar = barrier.clone();
             let done = done.clone();
-            thread::Builder::new().name(format!("receiver{i}")).spawn(move || {
-                let mut out = Vec::with_capacity(1 << 20);
-                let mut got = 0u64;
-                bar.wait();
-                let mut first = None;
-                let end = Instant::now() + Duration::from_secs(300);
-                while got < messages {
-                    out.clear();
-                    c.poll(&mut out, 8192, Duration::from_millis(10)).unwrap();
-                    let n = records(&out).filter(|r| r.0 == 1 && r.3 == b'S').count() as u64;
-                    if n > 0 {
-                        first.get_or_insert_with(Instant::now);
+            thread::Builder::new()
+                .name(format!("receiver{i}"))
+                .spawn(move || {
+                    let mut out = Vec::with_capacity(1 << 20);
+                    let mut got = 0u64;
+                    bar.wait();
+                    let mut first = None;
+                    let end = Instant::now() + Duration::from_secs(300);
+                    while got < messages {
+                        out.clear();
+                        c.poll(&mut out, 8192, Duration::from_millis(10)).unwrap();
+                        let n = records(&out).filter(|r| r.0 == 1 && r.3 == b'S').count() as u64;
+                        if n > 0 {
+                            first.get_or_insert_with(Instant::now);
+                        }
+                        got += n;
+                        assert!(Instant::now() < end, "receiver stalled at {got}");
                     }
-                    got += n;
-                    assert!(Instant::now() < end, "receiver stalled at {got}");
-                }
-                done.fetch_add(1, Ordering::SeqCst);
-                eprintln!("receiver: {:?}", c.stats());
-                got as f64 / first.unwrap().elapsed().as_secs_f64()
-            }).unwrap()
+                    done.fetch_add(1, Ordering::SeqCst);
+                    eprintln!("receiver: {:?}", c.stats());
+                    got as f64 / first.unwrap().elapsed().as_secs_f64()
+                })
+                .unwrap()
         })
         .collect();
     let mut s = NodeClient::connect(cfg, NodeOptions::new("S", 1, Start::From(1))).unwrap();
@@ -408,12 +437,16 @@ pub(crate) fn throughput(cfg: &Config, messages: u64, catch_up: bool) -> (f64, f
     let mut got = 0u64;
     loop {
         out.clear();
-        late.poll(&mut out, 8192, Duration::from_millis(100)).unwrap();
+        late.poll(&mut out, 8192, Duration::from_millis(100))
+            .unwrap();
         got += records(&out).filter(|r| r.0 == 1).count() as u64;
         if records(&out).any(|r| r.0 == RECORD_CAUGHT_UP) {
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(300), "late joiner stalled at {got}");
+        assert!(
+            t.elapsed() < Duration::from_secs(300),
+            "late joiner stalled at {got}"
+        );
     }
     let catchup = got as f64 / t.elapsed().as_secs_f64();
     eprintln!("late joiner: {:?}", late.stats());

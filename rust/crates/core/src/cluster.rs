@@ -307,7 +307,10 @@ impl Member {
         voted_for: u16,
         now_ns: u64,
     ) -> Result<Member, StoreError> {
-        assert!(p.id != 0 && p.members.contains(&p.id), "member id in members");
+        assert!(
+            p.id != 0 && p.members.contains(&p.id),
+            "member id in members"
+        );
         let mut m = Member {
             session: p.sequencer.session,
             writer: AppendWriter::new(p.max_append),
@@ -486,12 +489,12 @@ impl Member {
         self.peers.clear();
         self.transfer = None;
         self.votes.clear();
-        if leader.is_some() && leader != self.leader {
+        if let Some(new) = leader.filter(|&l| Some(l) != self.leader) {
             self.previous_leader = self.leader.unwrap_or(self.previous_leader);
-            self.leader = leader;
+            self.leader = Some(new);
             self.events.push(Event::Following {
                 term: self.term,
-                leader: leader.expect("some"),
+                leader: new,
             });
         } else if leader.is_none() {
             if let Some(l) = self.leader.take() {
@@ -512,7 +515,10 @@ impl Member {
             Role::Leader => true,
             _ => {
                 self.leader.is_some()
-                    && now_ns < self.leader_heard_ns.saturating_add(self.p.election_timeout_ns)
+                    && now_ns
+                        < self
+                            .leader_heard_ns
+                            .saturating_add(self.p.election_timeout_ns)
             }
         }
     }
@@ -906,9 +912,10 @@ impl Member {
         }
         self.leader_heard_ns = now_ns;
         self.reset_election_timer(now_ns);
-        let reply = |m: &mut Member, success: bool, index: u64, emit: &mut dyn FnMut(u16, &[u8])| {
-            m.send(from, &Body::AppendReply { success, index }, emit);
-        };
+        let reply =
+            |m: &mut Member, success: bool, index: u64, emit: &mut dyn FnMut(u16, &[u8])| {
+                m.send(from, &Body::AppendReply { success, index }, emit);
+            };
         if a.prev_index > self.last {
             self.stats.rejected_appends += 1;
             reply(self, false, self.last + 1, emit);
@@ -1107,8 +1114,7 @@ impl Member {
                 let ids: Vec<u16> = self.peers.iter().map(|p| p.p.id).collect();
                 for id in ids {
                     let peer = self.peers.iter().find(|p| p.p.id == id).expect("peer");
-                    if peer.last_sent_ns == 0 || now_ns >= peer.last_sent_ns + self.p.heartbeat_ns
-                    {
+                    if peer.last_sent_ns == 0 || now_ns >= peer.last_sent_ns + self.p.heartbeat_ns {
                         self.replicate(now_ns, id, log, emit)?;
                     }
                 }
@@ -1202,21 +1208,34 @@ impl Member {
         let peer = &self.peers[pi];
         let mut next = peer.p.next;
         let limit = peer.p.matched + MAX_IN_FLIGHT;
-        let max_datagrams = if peer.probing { 1 } else { MAX_APPENDS_PER_POLL };
+        let max_datagrams = if peer.probing {
+            1
+        } else {
+            MAX_APPENDS_PER_POLL
+        };
         let mut sent = 0;
         loop {
             let carries = next < end && next < limit;
             // an empty append (a heartbeat, or a full pipeline) names the last confirmed entry
             // while entries are on their way, so that those are not taken for lost: loss is
             // the retransmission timer's to find
-            let prev = if !carries && !self.peers[pi].probing && self.peers[pi].sent_upto > self.peers[pi].p.matched {
+            let prev = if !carries
+                && !self.peers[pi].probing
+                && self.peers[pi].sent_upto > self.peers[pi].p.matched
+            {
                 self.peers[pi].p.matched
             } else {
                 next - 1
             };
             let prev_term = self.term_at(prev);
-            self.writer
-                .begin(self.session, self.p.id, self.term, prev, prev_term, self.commit);
+            self.writer.begin(
+                self.session,
+                self.p.id,
+                self.term,
+                prev,
+                prev_term,
+                self.commit,
+            );
             let mut q = next;
             if carries {
                 let first_pending = self.seq.as_ref().map_or(u64::MAX, Sequencer::first_pending);
@@ -1293,13 +1312,14 @@ impl Member {
         let target = match target {
             Some(t) if self.peers.iter().any(|p| p.p.id == t) => t,
             Some(t) => return Err(format!("{t} is not another member of the cluster")),
-            None => self
-                .peers
-                .iter()
-                .max_by_key(|p| (p.p.matched, std::cmp::Reverse(p.p.id)))
-                .expect("peers")
-                .p
-                .id,
+            None => {
+                self.peers
+                    .iter()
+                    .max_by_key(|p| (p.p.matched, std::cmp::Reverse(p.p.id)))
+                    .expect("peers")
+                    .p
+                    .id
+            }
         };
         self.transfer = Some((target, now_ns + self.p.election_timeout_ns, false));
         self.events.push(Event::Transfer {
@@ -1313,10 +1333,7 @@ impl Member {
     pub fn next_timeout(&self) -> u64 {
         match self.role {
             Role::Leader => {
-                let mut t = self
-                    .seq
-                    .as_ref()
-                    .map_or(u64::MAX, Sequencer::next_timeout);
+                let mut t = self.seq.as_ref().map_or(u64::MAX, Sequencer::next_timeout);
                 if let Some((until, _)) = &self.recovering {
                     t = t.min(*until);
                 }

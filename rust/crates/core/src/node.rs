@@ -380,7 +380,9 @@ impl Node {
         }
         if p.kind() == PacketKind::Messages {
             for (_, m) in p.messages() {
-                let Ok(env) = Envelope::parse(m) else { continue };
+                let Ok(env) = Envelope::parse(m) else {
+                    continue;
+                };
                 if env.kind != KIND_CONTROL {
                     continue;
                 }
@@ -653,7 +655,10 @@ impl Node {
         } else if self.rewinding && !self.head_known {
             // rewinding before the end of the stream is known: ask on from where we are, as
             // far as the requests kept outstanding reach (the replayer answers what it has)
-            Some((have, have + self.p.max_request as u64 * self.replay_depth as u64))
+            Some((
+                have,
+                have + self.p.max_request as u64 * self.replay_depth as u64,
+            ))
         } else {
             None
         }

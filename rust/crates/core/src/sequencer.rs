@@ -364,7 +364,11 @@ impl Sequencer {
     /// The waiting messages from `from` on (none if `from` is not pending).
     pub fn pending_from(&self, from: u64) -> impl Iterator<Item = (u64, &[u8])> + '_ {
         let skip = from.saturating_sub(self.pending_first) as usize;
-        let skip = if from < self.pending_first { self.pending_ends.len() } else { skip };
+        let skip = if from < self.pending_first {
+            self.pending_ends.len()
+        } else {
+            skip
+        };
         let mut start = if skip == 0 || skip > self.pending_ends.len() {
             0
         } else {

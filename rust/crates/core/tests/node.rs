@@ -367,7 +367,9 @@ fn a_twin_catches_up_only_once_the_application_handled_every_record() {
     };
     let mut answers = Vec::new();
     bus.replayer
-        .handle_request(&request.encode(), &mut bus.store, &mut |p| answers.push(p.to_vec()))
+        .handle_request(&request.encode(), &mut bus.store, &mut |p| {
+            answers.push(p.to_vec())
+        })
         .unwrap();
     for a in &answers {
         backup.handle_datagram(bus.now, Source::Replayer(0), a);

@@ -7,8 +7,8 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use seqbus_wire::Session;
+use serde::Deserialize;
 
 use crate::idle::IdleStrategy;
 
@@ -510,11 +510,13 @@ impl Config {
                 }
             }
         }
-        if self.downstream.interface.is_multicast() || self.downstream.interface.is_unspecified()
-        {
+        if self.downstream.interface.is_multicast() || self.downstream.interface.is_unspecified() {
             return Err((
                 "downstream.interface",
-                format!("{} is not a unicast interface address", self.downstream.interface),
+                format!(
+                    "{} is not a unicast interface address",
+                    self.downstream.interface
+                ),
             ));
         }
         if let Some(addr) = self.sequencer.status {
@@ -525,8 +527,16 @@ impl Config {
                 ));
             }
         }
-        if self.sequencer.status_token.as_ref().is_some_and(|t| t.len() < 16) {
-            return Err(("sequencer.status_token", "must be at least 16 characters".into()));
+        if self
+            .sequencer
+            .status_token
+            .as_ref()
+            .is_some_and(|t| t.len() < 16)
+        {
+            return Err((
+                "sequencer.status_token",
+                "must be at least 16 characters".into(),
+            ));
         }
         if let IpAddr::V4(ip) = self.sequencer.upstream.ip() {
             if ip.is_multicast() {
@@ -562,7 +572,10 @@ impl Config {
         if !matches!(
             self.downstream.transport,
             Transport::UdpMulticast | Transport::UdpUnicast
-        ) || self.node.transport.is_some_and(|t| t != self.downstream.transport)
+        ) || self
+            .node
+            .transport
+            .is_some_and(|t| t != self.downstream.transport)
         {
             return Err((
                 "cluster",
@@ -581,9 +594,15 @@ impl Config {
                     format!("member ids must be unique and at least 1 (id {})", m.id),
                 ));
             }
-            for a in [Some(m.upstream), Some(m.peer), Some(m.publish), m.replayer, m.status]
-                .into_iter()
-                .flatten()
+            for a in [
+                Some(m.upstream),
+                Some(m.peer),
+                Some(m.publish),
+                m.replayer,
+                m.status,
+            ]
+            .into_iter()
+            .flatten()
             {
                 if !addrs.insert(a) {
                     return Err((
@@ -594,7 +613,10 @@ impl Config {
                 if a.ip().is_multicast() || a.port() == 0 {
                     return Err((
                         "cluster.members",
-                        format!("{a} (member {}) must be a unicast address with a port", m.id),
+                        format!(
+                            "{a} (member {}) must be a unicast address with a port",
+                            m.id
+                        ),
                     ));
                 }
             }
@@ -603,11 +625,17 @@ impl Config {
             {
                 return Err((
                     "sequencer.status_token",
-                    format!("required when member {}'s status is not a loopback address", m.id),
+                    format!(
+                        "required when member {}'s status is not a loopback address",
+                        m.id
+                    ),
                 ));
             }
         }
-        if c.election_timeout_ms == 0 || c.heartbeat_ms == 0 || c.heartbeat_ms * 2 > c.election_timeout_ms {
+        if c.election_timeout_ms == 0
+            || c.heartbeat_ms == 0
+            || c.heartbeat_ms * 2 > c.election_timeout_ms
+        {
             return Err((
                 "cluster.heartbeat_ms",
                 "must be at least 1 and at most half of cluster.election_timeout_ms".into(),
@@ -617,7 +645,10 @@ impl Config {
             return Err(("cluster.retransmit_us", "must be at least 1".into()));
         }
         if !(1500..=65_507).contains(&c.max_packet) {
-            return Err(("cluster.max_packet", "must be between 1500 and 65507".into()));
+            return Err((
+                "cluster.max_packet",
+                "must be between 1500 and 65507".into(),
+            ));
         }
         Ok(())
     }
@@ -652,7 +683,10 @@ impl Config {
         let Some(m) = c.members.iter().find(|m| m.id == id) else {
             return Err(err(
                 "--id",
-                format!("{id} is not a member of [cluster] ({:?})", c.members.iter().map(|m| m.id).collect::<Vec<_>>()),
+                format!(
+                    "{id} is not a member of [cluster] ({:?})",
+                    c.members.iter().map(|m| m.id).collect::<Vec<_>>()
+                ),
             ));
         };
         let mut cfg = self.clone();
@@ -762,16 +796,25 @@ group = "239.1.2.3:30001"
     #[test]
     fn errors_name_the_key() {
         let e = err(&format!("{GOOD}[sequencer]\nupstream = \"nope\"\n"));
-        assert!(e.starts_with("<string>: sequencer.upstream: invalid socket address"), "{e}");
+        assert!(
+            e.starts_with("<string>: sequencer.upstream: invalid socket address"),
+            "{e}"
+        );
         let e = err(&format!("{GOOD}[node]\nwindoww = 3\n"));
         assert!(e.contains("unknown field `windoww`"), "{e}");
         assert!(e.starts_with("<string>: node"), "{e}");
         let e = err(&GOOD.replace("239.1.2.3", "10.0.0.1"));
-        assert!(e.starts_with("<string>: downstream.group: 10.0.0.1 is not"), "{e}");
+        assert!(
+            e.starts_with("<string>: downstream.group: 10.0.0.1 is not"),
+            "{e}"
+        );
         let e = err(&GOOD.replace("TEST", "MUCH TOO LONG SESSION"));
         assert!(e.starts_with("<string>: bus.session:"), "{e}");
         let e = err(&GOOD.replace("udp-multicast", "carrier-pigeon"));
-        assert!(e.starts_with("<string>: downstream.transport: unknown variant"), "{e}");
+        assert!(
+            e.starts_with("<string>: downstream.transport: unknown variant"),
+            "{e}"
+        );
         let e = err(&format!("{GOOD}[sequencer]\nfsync = \"sometimes\"\n"));
         assert!(e.starts_with("<string>: sequencer.fsync:"), "{e}");
         let e = err(&format!("{GOOD}[node]\nidle = \"nap\"\n"));
@@ -786,7 +829,10 @@ group = "239.1.2.3:30001"
         let p = dir.path().join("bus.toml");
         std::fs::write(&p, format!("{GOOD}[sequencer]\nupstream = \"x\"\n")).unwrap();
         let e = Config::from_path(&p).unwrap_err().to_string();
-        assert!(e.contains("bus.toml: sequencer.upstream: invalid socket address"), "{e}");
+        assert!(
+            e.contains("bus.toml: sequencer.upstream: invalid socket address"),
+            "{e}"
+        );
         let c = {
             std::fs::write(&p, GOOD).unwrap();
             Config::from_path(&p).unwrap()

@@ -115,7 +115,9 @@ impl Announcer {
         if address.ip().is_unspecified() {
             return Err(Error::Option {
                 name: "replayer.listen",
-                message: format!("{listen}: name the address nodes reach it at (not 0.0.0.0) to announce it"),
+                message: format!(
+                    "{listen}: name the address nodes reach it at (not 0.0.0.0) to announce it"
+                ),
             });
         }
         let socket = udp::multicast_sender(cfg.downstream.interface, cfg.downstream.ttl)

@@ -115,21 +115,27 @@ impl NodeClient {
                     unreachable!("checked when parsed")
                 };
                 udp::multicast_receiver(group, cfg.downstream.interface, nc.recv_buffer).map_err(
-                    io_error(format!("downstream.group {group}: join on {}", cfg.downstream.interface)),
+                    io_error(format!(
+                        "downstream.group {group}: join on {}",
+                        cfg.downstream.interface
+                    )),
                 )?
             }),
             Transport::UdpUnicast => Some({
                 let Some(listen) = opts.listen.or(nc.listen) else {
                     return Err(Error::Option {
                         name: "listen",
-                        message: "a udp-unicast node needs node.listen (one of downstream.subscribers)"
-                            .into(),
+                        message:
+                            "a udp-unicast node needs node.listen (one of downstream.subscribers)"
+                                .into(),
                     });
                 };
                 udp::bind(listen, nc.recv_buffer)
                     .map_err(io_error(format!("node.listen {listen}: bind")))?
             }),
-            Transport::Tcp | Transport::Shm | Transport::Memory => unreachable!("read through a feed"),
+            Transport::Tcp | Transport::Shm | Transport::Memory => {
+                unreachable!("read through a feed")
+            }
         };
         let local = match cfg.sequencer.upstream {
             SocketAddr::V4(a) if a.ip().is_loopback() => Ipv4Addr::LOCALHOST,
@@ -137,7 +143,11 @@ impl NodeClient {
         };
         let req = udp::bind(SocketAddr::V4(SocketAddrV4::new(local, 0)), nc.recv_buffer)
             .map_err(io_error("node request socket: bind"))?;
-        let replayers: Vec<SockAddr> = cfg.node_replayers().into_iter().map(SockAddr::from).collect();
+        let replayers: Vec<SockAddr> = cfg
+            .node_replayers()
+            .into_iter()
+            .map(SockAddr::from)
+            .collect();
         let members: Vec<(u16, SockAddr, SockAddr)> = match &cfg.cluster {
             Some(c) => c
                 .members
@@ -241,7 +251,8 @@ impl NodeClient {
                 None => &self.sequencer,
             };
             // what cannot be sent within the patience is retried by the protocol
-            let sent = udp::send_all_patiently(&self.req, &self.upbox, to, Duration::from_millis(20));
+            let sent =
+                udp::send_all_patiently(&self.req, &self.upbox, to, Duration::from_millis(20));
             self.upbox.clear();
             if let Err(e) = sent {
                 err = Some(e);
@@ -249,9 +260,12 @@ impl NodeClient {
         }
         if !self.to_all.is_empty() {
             for (_, upstream, _) in &self.members {
-                if let Err(e) =
-                    udp::send_all_patiently(&self.req, &self.to_all, upstream, Duration::from_millis(20))
-                {
+                if let Err(e) = udp::send_all_patiently(
+                    &self.req,
+                    &self.to_all,
+                    upstream,
+                    Duration::from_millis(20),
+                ) {
                     err = Some(e);
                 }
             }
@@ -301,7 +315,9 @@ impl NodeClient {
             let now = now_ns();
             return f.read(now, &mut |p| node.handle_datagram(now, Source::Live, p));
         }
-        let Some(down) = &self.down else { return Ok(false) };
+        let Some(down) = &self.down else {
+            return Ok(false);
+        };
         if self.down_at >= self.rx_down.len() {
             self.down_at = 0;
             if self
@@ -322,7 +338,11 @@ impl NodeClient {
             Some(d) => {
                 // in a cluster, which sequencer sent it decides whether it is taken (fencing)
                 let from = self.rx_down.from(i);
-                match self.members.iter().find(|m| m.2.as_socket() == from.as_socket()) {
+                match self
+                    .members
+                    .iter()
+                    .find(|m| m.2.as_socket() == from.as_socket())
+                {
                     Some(m) => self.node.handle_datagram(0, Source::Sequencer(m.0), d),
                     None => self.node.note_fenced(),
                 }

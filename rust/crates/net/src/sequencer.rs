@@ -68,9 +68,11 @@ impl Downstream {
             }
             Transport::UdpUnicast => {
                 let at = from.unwrap_or(SocketAddr::new(d.interface.into(), 0));
-                let socket = udp::bind(at, 1 << 20)
-                    .map_err(io_error(format!("downstream {at}: bind")))?;
-                socket.set_nonblocking(false).map_err(io_error("downstream socket"))?;
+                let socket =
+                    udp::bind(at, 1 << 20).map_err(io_error(format!("downstream {at}: bind")))?;
+                socket
+                    .set_nonblocking(false)
+                    .map_err(io_error("downstream socket"))?;
                 udp::set_sndbuf(&socket, 8 << 20);
                 Ok(Downstream {
                     socket: Some(socket),
@@ -223,11 +225,15 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     let params = member_params(cfg, id, &members);
     let mut member = Member::new(params, &mut log, vote.term, vote.voted_for, now_ns())
         .map_err(Error::Persist)?;
-    let upstream = udp::bind(sc.upstream, sc.recv_buffer)
-        .map_err(io_error(format!("sequencer.upstream {}: bind", sc.upstream)))?;
+    let upstream = udp::bind(sc.upstream, sc.recv_buffer).map_err(io_error(format!(
+        "sequencer.upstream {}: bind",
+        sc.upstream
+    )))?;
     let peers = if clustered {
-        let socket = udp::bind(me.peer, sc.recv_buffer)
-            .map_err(io_error(format!("cluster member {id} peer {}: bind", me.peer)))?;
+        let socket = udp::bind(me.peer, sc.recv_buffer).map_err(io_error(format!(
+            "cluster member {id} peer {}: bind",
+            me.peer
+        )))?;
         udp::set_sndbuf(&socket, 16 << 20);
         Peers {
             others: members
@@ -243,11 +249,7 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
             socket: None,
         }
     };
-    let mut down = Downstream::open(
-        cfg,
-        log.journal.next_seq(),
-        clustered.then_some(me.publish),
-    )?;
+    let mut down = Downstream::open(cfg, log.journal.next_seq(), clustered.then_some(me.publish))?;
     // the loop publishes its counters only when someone can read them
     let board = sc.status.map(|_| Arc::new(crate::status::Board::default()));
     if let (Some(b), true) = (&board, clustered) {
@@ -265,7 +267,11 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
         _ => None,
     };
     // the in-process replayer serves what this member knows is committed
-    let servable = Arc::new(AtomicU64::new(if clustered { member.commit() } else { u64::MAX }));
+    let servable = Arc::new(AtomicU64::new(if clustered {
+        member.commit()
+    } else {
+        u64::MAX
+    }));
     let replayer = if sc.replayer_in_process {
         let r = crate::replayer::Serving::bind(cfg, &cfg.journal_dir(), Some(servable.clone()))?;
         let stop = stop.clone();
@@ -380,7 +386,11 @@ fn sequence(
     let sc = &cfg.sequencer;
     let own_replayer = sc.replayer_in_process.then_some(cfg.replayer.listen);
     let mut replayers = replayer_addresses(cfg, own_replayer);
-    member.set_replayers(if peers.socket.is_some() { replayers.len() } else { 0 });
+    member.set_replayers(if peers.socket.is_some() {
+        replayers.len()
+    } else {
+        0
+    });
     let mut idler = Idler::new(sc.idle);
     let mut outbox = Outbox::default();
     let rx_slots = 64;
@@ -398,7 +408,9 @@ fn sequence(
     while !stop.load(Ordering::Relaxed) {
         let mut got = 0;
         while got < MAX_DATAGRAMS_PER_BATCH {
-            let n = rx.recv(upstream).map_err(io_error("sequencer.upstream: recv"))?;
+            let n = rx
+                .recv(upstream)
+                .map_err(io_error("sequencer.upstream: recv"))?;
             if n == 0 {
                 break;
             }
@@ -419,7 +431,9 @@ fn sequence(
         }
         if let Some(ps) = &peers.socket {
             loop {
-                let n = rx_peer.recv(ps).map_err(io_error("cluster peer socket: recv"))?;
+                let n = rx_peer
+                    .recv(ps)
+                    .map_err(io_error("cluster peer socket: recv"))?;
                 if n == 0 {
                     break;
                 }
@@ -433,8 +447,13 @@ fn sequence(
                     } else {
                         // a replayer's answer to this member as a new leader
                         let from = rx_peer.from(i);
-                        if let Some(r) = replayers.iter().position(|a| a.as_socket() == from.as_socket()) {
-                            member.handle_replayer(now, r, d, log).map_err(Error::Persist)?;
+                        if let Some(r) = replayers
+                            .iter()
+                            .position(|a| a.as_socket() == from.as_socket())
+                        {
+                            member
+                                .handle_replayer(now, r, d, log)
+                                .map_err(Error::Persist)?;
                         }
                     }
                 }
@@ -541,7 +560,10 @@ fn report(id: u16, e: &Event) {
         Event::Discarded { from, count } => format!(
             "{count} never-published messages from {from} on were not the leader's: moved aside"
         ),
-        Event::Transfer { target, started: true } => {
+        Event::Transfer {
+            target,
+            started: true,
+        } => {
             format!("hands the leadership over to member {target}")
         }
         Event::Transfer {

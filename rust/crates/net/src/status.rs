@@ -118,7 +118,11 @@ impl Board {
         self.became_leader_ns.store(takeover.became_leader_ns, r);
         let peers = m.peers();
         let mut lag = 0;
-        for (slot, p) in self.peers.iter().zip(peers.iter().map(Some).chain(std::iter::repeat(None))) {
+        for (slot, p) in self
+            .peers
+            .iter()
+            .zip(peers.iter().map(Some).chain(std::iter::repeat(None)))
+        {
             match p {
                 Some(p) => {
                     lag = lag.max(m.last_index().saturating_sub(p.matched));
@@ -169,18 +173,78 @@ impl Board {
             return Vec::new();
         }
         vec![
-            ("cluster_member", "This sequencer's member id.", "gauge", self.member.load(r)),
-            ("cluster_is_leader", "1 while this sequencer leads the bus.", "gauge", u64::from(self.role.load(r) == 3)),
-            ("cluster_term", "The current term (epoch).", "gauge", self.term.load(r)),
-            ("cluster_leader", "Member id of the leader this sequencer follows (0: none known).", "gauge", self.leader.load(r)),
-            ("cluster_commit_index", "Highest sequence known held by a majority.", "gauge", self.commit.load(r)),
-            ("cluster_last_index", "Last sequence in this sequencer's journal.", "gauge", self.last_index.load(r)),
-            ("cluster_replication_lag_max", "Messages the slowest standby lacks (on the leader).", "gauge", self.lag_max.load(r)),
-            ("cluster_elections", "Elections this sequencer started.", "counter", self.elections.load(r)),
-            ("cluster_takeovers", "Times this sequencer became leader.", "counter", self.takeovers.load(r)),
-            ("cluster_last_takeover_ns", "When this sequencer last became leader (ns since the epoch; 0: never).", "gauge", self.became_leader_ns.load(r)),
-            ("cluster_not_leader", "Upstream datagrams dropped because this sequencer was not leading.", "counter", self.not_leader.load(r)),
-            ("cluster_discarded", "Never-published journal entries moved aside.", "counter", self.discarded.load(r)),
+            (
+                "cluster_member",
+                "This sequencer's member id.",
+                "gauge",
+                self.member.load(r),
+            ),
+            (
+                "cluster_is_leader",
+                "1 while this sequencer leads the bus.",
+                "gauge",
+                u64::from(self.role.load(r) == 3),
+            ),
+            (
+                "cluster_term",
+                "The current term (epoch).",
+                "gauge",
+                self.term.load(r),
+            ),
+            (
+                "cluster_leader",
+                "Member id of the leader this sequencer follows (0: none known).",
+                "gauge",
+                self.leader.load(r),
+            ),
+            (
+                "cluster_commit_index",
+                "Highest sequence known held by a majority.",
+                "gauge",
+                self.commit.load(r),
+            ),
+            (
+                "cluster_last_index",
+                "Last sequence in this sequencer's journal.",
+                "gauge",
+                self.last_index.load(r),
+            ),
+            (
+                "cluster_replication_lag_max",
+                "Messages the slowest standby lacks (on the leader).",
+                "gauge",
+                self.lag_max.load(r),
+            ),
+            (
+                "cluster_elections",
+                "Elections this sequencer started.",
+                "counter",
+                self.elections.load(r),
+            ),
+            (
+                "cluster_takeovers",
+                "Times this sequencer became leader.",
+                "counter",
+                self.takeovers.load(r),
+            ),
+            (
+                "cluster_last_takeover_ns",
+                "When this sequencer last became leader (ns since the epoch; 0: never).",
+                "gauge",
+                self.became_leader_ns.load(r),
+            ),
+            (
+                "cluster_not_leader",
+                "Upstream datagrams dropped because this sequencer was not leading.",
+                "counter",
+                self.not_leader.load(r),
+            ),
+            (
+                "cluster_discarded",
+                "Never-published journal entries moved aside.",
+                "counter",
+                self.discarded.load(r),
+            ),
         ]
     }
 
@@ -387,7 +451,11 @@ fn answer(
     let path = request.url().split('?').next().unwrap_or("").to_string();
     if *request.method() == Method::Post && path == "/switchover" {
         // POST /switchover[?to=ID]: a planned handover to another member (docs/ha.md)
-        let query = request.url().split_once('?').map_or("", |(_, q)| q).to_string();
+        let query = request
+            .url()
+            .split_once('?')
+            .map_or("", |(_, q)| q)
+            .to_string();
         let target = match query.strip_prefix("to=") {
             None if query.is_empty() => None,
             Some(id) => match id.parse::<u16>() {
@@ -409,8 +477,14 @@ fn answer(
             }
         };
         let body = match board.ask_switchover(target, Duration::from_secs(2)) {
-            Ok(to) => (serde_json::json!({"ok": true, "target": to}).to_string(), 200),
-            Err(e) => (serde_json::json!({"ok": false, "error": e}).to_string(), 409),
+            Ok(to) => (
+                serde_json::json!({"ok": true, "target": to}).to_string(),
+                200,
+            ),
+            Err(e) => (
+                serde_json::json!({"ok": false, "error": e}).to_string(),
+                409,
+            ),
         };
         return request.respond(text(body.0, body.1, "application/json"));
     }

@@ -85,7 +85,11 @@ pub fn send_patiently(
 }
 
 /// A non-blocking socket receiving the multicast `group` on interface `iface`.
-pub fn multicast_receiver(group: SocketAddrV4, iface: Ipv4Addr, rcvbuf: usize) -> io::Result<Socket> {
+pub fn multicast_receiver(
+    group: SocketAddrV4,
+    iface: Ipv4Addr,
+    rcvbuf: usize,
+) -> io::Result<Socket> {
     let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
     s.set_reuse_address(true)?;
     s.set_reuse_port(true)?;
@@ -156,7 +160,9 @@ impl Outbox {
     /// The datagrams, in order.
     pub fn datagrams(&self) -> impl Iterator<Item = &[u8]> {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts.zip(self.ends.iter().copied()).map(|(a, b)| &self.buf[a..b])
+        starts
+            .zip(self.ends.iter().copied())
+            .map(|(a, b)| &self.buf[a..b])
     }
 
     /// Sends every datagram to `dest` with as few `sendmmsg` calls as possible, then clears.
@@ -349,7 +355,11 @@ impl RecvBatch {
             }
         };
         // batch while datagrams keep coming back to back
-        self.batching = if self.batching { n > 1 } else { n > 0 && self.busy };
+        self.batching = if self.batching {
+            n > 1
+        } else {
+            n > 0 && self.busy
+        };
         self.busy = n > 0;
         if n < 0 {
             let e = io::Error::last_os_error();
@@ -433,7 +443,12 @@ pub fn send_all_patiently(
         let batch = (msgs.len() - done).min(1024);
         // SAFETY: msgs[done..done+batch] are valid headers pointing at live buffers.
         let n = unsafe {
-            libc::sendmmsg(s.as_raw_fd(), msgs[done..].as_mut_ptr(), batch as libc::c_uint, 0)
+            libc::sendmmsg(
+                s.as_raw_fd(),
+                msgs[done..].as_mut_ptr(),
+                batch as libc::c_uint,
+                0,
+            )
         };
         if n > 0 {
             done += n as usize;

@@ -316,13 +316,13 @@ service!(
     |cfg, _id| Ok(cfg)
 );
 
-/// The sequencers of the bus of `config` and their status endpoints: a list of `(member id,
-/// "host:port" or None, token or None)` (one entry, id 1, without `[cluster]`).
+/// A sequencer's status endpoint: (member id, "host:port" or None, token or None).
+type StatusEndpoint = (u16, Option<String>, Option<String>);
+
+/// The sequencers of the bus of `config` and their status endpoints (one entry, id 1,
+/// without `[cluster]`).
 #[pyfunction]
-pub fn status_endpoints(
-    py: Python<'_>,
-    config: &str,
-) -> PyResult<Vec<(u16, Option<String>, Option<String>)>> {
+pub fn status_endpoints(py: Python<'_>, config: &str) -> PyResult<Vec<StatusEndpoint>> {
     let cfg = load(py, config)?;
     let token = cfg.sequencer.status_token.clone();
     Ok(cfg

@@ -43,12 +43,20 @@ pub fn verify_journal<'py>(py: Python<'py>, dir: &str) -> PyResult<Bound<'py, Py
     });
     read.map_err(|e| journal_error(py, e))?;
     let d = PyDict::new(py);
-    d.set_item("session", String::from_utf8_lossy(&session).trim_end().to_string())?;
+    d.set_item(
+        "session",
+        String::from_utf8_lossy(&session).trim_end().to_string(),
+    )?;
     d.set_item("first_sequence", first)?;
     d.set_item("next_sequence", reader.next_seq())?;
     d.set_item("messages", messages)?;
     d.set_item("segments", reader.segments())?;
-    d.set_item("torn_tail", reader.torn_tail().map(|(p, o)| (p.display().to_string(), o)))?;
+    d.set_item(
+        "torn_tail",
+        reader
+            .torn_tail()
+            .map(|(p, o)| (p.display().to_string(), o)),
+    )?;
     Ok(d)
 }
 

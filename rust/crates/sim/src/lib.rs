@@ -518,9 +518,13 @@ impl Bus {
         let now = self.now;
         match to {
             To::Member(id) if self.members[(id - 1) as usize].paused => {
-                self.members[(id - 1) as usize].held.push((to, data.to_vec()));
+                self.members[(id - 1) as usize]
+                    .held
+                    .push((to, data.to_vec()));
             }
-            To::Replayer { index, .. } if index < self.members.len() && self.members[index].paused => {
+            To::Replayer { index, .. }
+                if index < self.members.len() && self.members[index].paused =>
+            {
                 self.members[index].held.push((to, data.to_vec()));
             }
             To::Member(id) => {
@@ -532,7 +536,9 @@ impl Bus {
                 };
                 if is_cluster_message(data) {
                     member
-                        .handle_peer(now, data, &mut m.log, &mut |to, d| out.push((to, d.to_vec())))
+                        .handle_peer(now, data, &mut m.log, &mut |to, d| {
+                            out.push((to, d.to_vec()))
+                        })
                         .expect("cluster safety holds");
                 } else {
                     member.handle_upstream(now, data);
@@ -604,7 +610,9 @@ impl Bus {
             return;
         };
         member
-            .poll(now, &mut m.log, &mut |to, d| peer_out.push((to, d.to_vec())))
+            .poll(now, &mut m.log, &mut |to, d| {
+                peer_out.push((to, d.to_vec()))
+            })
             .expect("cluster safety holds");
         member.publish(now, &mut |p| packets.push(p.to_vec()));
         let id = member.id();
@@ -666,21 +674,28 @@ impl Bus {
             return;
         };
         f.out.clear();
-        f.node.deliver(&mut f.out, usize::MAX).expect("a follower has replayers");
+        f.node
+            .deliver(&mut f.out, usize::MAX)
+            .expect("a follower has replayers");
         let mut at = 0;
         while at < f.out.len() {
             let len = u32::from_le_bytes(f.out[at..at + 4].try_into().expect("4")) as usize;
             let ty = u16::from_le_bytes(f.out[at + 4..at + 6].try_into().expect("2"));
             let seq = u64::from_le_bytes(f.out[at + 8..at + 16].try_into().expect("8"));
             if ty == seqbus_core::node::RECORD_MESSAGE {
-                assert_eq!(seq, f.store.len() as u64 + 1, "the follower stores in order");
+                assert_eq!(
+                    seq,
+                    f.store.len() as u64 + 1,
+                    "the follower stores in order"
+                );
                 f.store
                     .push(&f.out[at + seqbus_core::node::RAW_RECORD_HEADER_LEN..at + len]);
             }
             at += len;
         }
         let mut out = Vec::new();
-        f.node.poll_transmit(now, &mut |d, data| out.push((d, data.to_vec())));
+        f.node
+            .poll_transmit(now, &mut |d, data| out.push((d, data.to_vec())));
         for (d, data) in out {
             if let Dest::Replayer(i) = d {
                 self.send(
@@ -717,7 +732,8 @@ impl Bus {
         };
         let leader = n.node.leader();
         let mut out = Vec::new();
-        n.node.poll_transmit(now, &mut |d, data| out.push((d, data.to_vec())));
+        n.node
+            .poll_transmit(now, &mut |d, data| out.push((d, data.to_vec())));
         let loss = self.upstream_loss_pct;
         for (d, data) in out {
             match (d, leader) {
@@ -745,7 +761,12 @@ impl Bus {
         if let Some(Reverse(e)) = self.queue.peek() {
             t = t.min(e.0);
         }
-        for m in self.members.iter().filter(|m| !m.paused).filter_map(|m| m.member.as_ref()) {
+        for m in self
+            .members
+            .iter()
+            .filter(|m| !m.paused)
+            .filter_map(|m| m.member.as_ref())
+        {
             t = t.min(m.next_timeout());
         }
         for n in self.nodes.iter().flatten() {

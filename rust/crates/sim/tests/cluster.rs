@@ -137,13 +137,12 @@ pub fn run(seed: u64, faults: Faults, members: u16, total: u64, double_kill: boo
                 true
             }
         });
-        for i in 0..watches.len() {
+        for (i, w) in watches.iter_mut().enumerate() {
             out.clear();
             if bus.deliver(i, &mut out, usize::MAX).is_err() {
                 panic!("seed {seed}: node {i} cannot go on");
             }
             let now = bus.now();
-            let w = &mut watches[i];
             let mut at = 0;
             while at < out.len() {
                 let len = u32::from_le_bytes(out[at..at + 4].try_into().unwrap()) as usize;
@@ -158,7 +157,11 @@ pub fn run(seed: u64, faults: Faults, members: u16, total: u64, double_kill: boo
                     }
                 }
                 if ty == RECORD_MESSAGE {
-                    assert!(s > w.last_seq, "seed {seed} node {i}: {s} after {}", w.last_seq);
+                    assert!(
+                        s > w.last_seq,
+                        "seed {seed} node {i}: {s} after {}",
+                        w.last_seq
+                    );
                     w.last_seq = s;
                     w.hash.write_u64(s);
                     w.hash.write(&out[at + 16..at + len]);
@@ -204,16 +207,15 @@ pub fn run(seed: u64, faults: Faults, members: u16, total: u64, double_kill: boo
             bus.add_node(&NodeOptions::new("LATE", Start::From(1)));
             watches.push(mk(0));
         }
-        let all_members_back = restarts.is_empty() && (1..=members).all(|id| bus.member(id).is_some());
+        let all_members_back =
+            restarts.is_empty() && (1..=members).all(|id| bus.member(id).is_some());
         let done = late_started
             && all_members_back
             && watches
                 .iter()
                 .all(|w| w.app == total && w.caught_up && w.quota == 0)
             && epochs_after_kill.iter().all(|e| e.1.is_some())
-            && watches
-                .iter()
-                .all(|w| w.first_at.iter().all(|f| f.1 > 0));
+            && watches.iter().all(|w| w.first_at.iter().all(|f| f.1 > 0));
         if done {
             // every member's journal catches up with the stream
             let end = watches.iter().map(|w| w.high).max().unwrap();
@@ -226,7 +228,9 @@ pub fn run(seed: u64, faults: Faults, members: u16, total: u64, double_kill: boo
             "seed {seed}: no convergence: {:?}, members {:?}, leader {:?}",
             watches.iter().map(|w| w.app).collect::<Vec<_>>(),
             (1..=members)
-                .map(|id| bus.member(id).map(|m| (m.role(), m.term(), m.commit(), m.last_index())))
+                .map(|id| bus
+                    .member(id)
+                    .map(|m| (m.role(), m.term(), m.commit(), m.last_index())))
                 .collect::<Vec<_>>(),
             bus.leader()
         );
@@ -236,9 +240,17 @@ pub fn run(seed: u64, faults: Faults, members: u16, total: u64, double_kill: boo
     let h0 = watches[0].hash.finish();
     for (i, w) in watches.iter().enumerate() {
         assert_eq!(w.app, total, "seed {seed} node {i}");
-        assert_eq!(w.hash.finish(), h0, "seed {seed}: node {i}'s stream differs");
+        assert_eq!(
+            w.hash.finish(),
+            h0,
+            "seed {seed}: node {i}'s stream differs"
+        );
     }
-    assert!(bus.renumbered.is_empty(), "seed {seed}: sequence numbers reused: {:?}", bus.renumbered);
+    assert!(
+        bus.renumbered.is_empty(),
+        "seed {seed}: sequence numbers reused: {:?}",
+        bus.renumbered
+    );
     // every journal holds exactly what was published and what the nodes were handed
     let mut logs: Vec<Vec<Vec<u8>>> = Vec::new();
     for id in 1..=members {
@@ -252,14 +264,24 @@ pub fn run(seed: u64, faults: Faults, members: u16, total: u64, double_kill: boo
             .unwrap();
         for (q, m) in v.iter().enumerate() {
             if let Some(p) = bus.published(q as u64 + 1) {
-                assert_eq!(p, &m[..], "seed {seed}: member {id} journal differs at {}", q + 1);
+                assert_eq!(
+                    p,
+                    &m[..],
+                    "seed {seed}: member {id} journal differs at {}",
+                    q + 1
+                );
             }
         }
         logs.push(v);
     }
     let shortest = logs.iter().map(Vec::len).min().unwrap();
     for (k, l) in logs.iter().enumerate() {
-        assert_eq!(&l[..shortest], &logs[0][..shortest], "seed {seed}: journals of 1 and {}", k + 1);
+        assert_eq!(
+            &l[..shortest],
+            &logs[0][..shortest],
+            "seed {seed}: journals of 1 and {}",
+            k + 1
+        );
     }
     for w in &watches {
         for (s, m) in &w.seen {
@@ -279,7 +301,13 @@ pub fn run(seed: u64, faults: Faults, members: u16, total: u64, double_kill: boo
         })
         .collect();
     let discarded = (1..=members)
-        .map(|id| bus.log(id).discarded.iter().map(|d| d.1.len() as u64).sum::<u64>())
+        .map(|id| {
+            bus.log(id)
+                .discarded
+                .iter()
+                .map(|d| d.1.len() as u64)
+                .sum::<u64>()
+        })
         .sum();
     let resent = (0..watches.len())
         .map(|i| bus.node(i).map_or(0, |n| n.node.stats().resent))
@@ -295,7 +323,10 @@ pub fn run(seed: u64, faults: Faults, members: u16, total: u64, double_kill: boo
 }
 
 fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn many_seeds(loss: f64, dup: f64, first_seed: u64) {
@@ -304,7 +335,11 @@ fn many_seeds(loss: f64, dup: f64, first_seed: u64) {
     let faults = Faults {
         loss_pct: loss,
         dup_pct: dup,
-        delay: if loss > 0.0 { (20_000, 400_000) } else { (30_000, 30_000) },
+        delay: if loss > 0.0 {
+            (20_000, 400_000)
+        } else {
+            (30_000, 30_000)
+        },
     };
     let mut takeovers = Vec::new();
     let (mut kills, mut planned, mut discarded, mut resent) = (0, 0, 0, 0);
@@ -379,7 +414,11 @@ fn a_stopped_leader_that_resumes_is_fenced() {
                     let len = u32::from_le_bytes(out[at..at + 4].try_into().unwrap()) as usize;
                     let ty = u16::from_le_bytes(out[at + 4..at + 6].try_into().unwrap());
                     if ty == RECORD_MESSAGE {
-                        assert_ne!(&out[at + 32..at + 38], b"FORGED", "a deposed leader's message");
+                        assert_ne!(
+                            &out[at + 32..at + 38],
+                            b"FORGED",
+                            "a deposed leader's message"
+                        );
                         handed[i] += 1;
                     }
                     at += len;
@@ -445,12 +484,28 @@ fn a_stopped_leader_that_resumes_is_fenced() {
         }
         for &i in &nodes {
             let n = &bus.node(i).unwrap().node;
-            assert!(n.stats().fenced >= 2, "seed {seed}: node {i}: {:?} leader {:?} epoch {} old {old} new {new}", n.stats(), n.leader(), n.epoch());
+            assert!(
+                n.stats().fenced >= 2,
+                "seed {seed}: node {i}: {:?} leader {:?} epoch {} old {old} new {new}",
+                n.stats(),
+                n.leader(),
+                n.epoch()
+            );
         }
         let m = bus.member(old).unwrap();
-        assert!(m.term() > old_term && m.role() == seqbus_core::Role::Follower, "seed {seed}");
-        assert!(bus.renumbered.is_empty(), "seed {seed}: {:?}", bus.renumbered);
-        assert_eq!(handed, [2700; 3], "seed {seed}: every command once, at every node");
+        assert!(
+            m.term() > old_term && m.role() == seqbus_core::Role::Follower,
+            "seed {seed}"
+        );
+        assert!(
+            bus.renumbered.is_empty(),
+            "seed {seed}: {:?}",
+            bus.renumbered
+        );
+        assert_eq!(
+            handed, [2700; 3],
+            "seed {seed}: every command once, at every node"
+        );
         for &i in &nodes {
             assert_eq!(bus.node(i).unwrap().node.leader(), Some(new), "seed {seed}");
         }
@@ -591,7 +646,10 @@ fn a_leader_without_a_majority_steps_down_and_the_bus_resumes() {
             break;
         }
     }
-    assert_eq!(l.handed, handed_before, "nothing is published without a majority");
+    assert_eq!(
+        l.handed, handed_before,
+        "nothing is published without a majority"
+    );
     let m = l.bus.member(leader).unwrap();
     assert_ne!(m.role(), seqbus_core::Role::Leader, "it stepped down");
     l.bus.restart_member(others[0]);

@@ -448,7 +448,10 @@ mod tests {
         assert!(w.push(b"xy"));
         let m = Message::parse(w.bytes()).unwrap();
         let Body::Append(a) = m.body else { panic!() };
-        assert_eq!((a.prev_index, a.prev_term, a.commit, a.count()), (10, 6, 9, 2));
+        assert_eq!(
+            (a.prev_index, a.prev_term, a.commit, a.count()),
+            (10, 6, 9, 2)
+        );
         let e: Vec<&[u8]> = a.entries().collect();
         assert_eq!(e, vec![&b"0123456789"[..], &b"xy"[..]]);
         let mut bytes = w.bytes().to_vec();

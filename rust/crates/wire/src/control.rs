@@ -133,7 +133,9 @@ impl Control {
                         *d = c;
                     }
                 }
-                Ok(Control::SessionStart { session: Session(s) })
+                Ok(Control::SessionStart {
+                    session: Session(s),
+                })
             }
             SENDER_STATE => {
                 need_block(18)?;
@@ -211,7 +213,10 @@ mod generated_codecs {
 
     #[test]
     fn same_bytes_as_seqc() {
-        assert_eq!(Control::ClockTick.encode(), bus::ClockTick {}.encode().unwrap());
+        assert_eq!(
+            Control::ClockTick.encode(),
+            bus::ClockTick {}.encode().unwrap()
+        );
         let s = Control::SessionStart {
             session: Session::new("TEST").unwrap(),
         };
