@@ -32,6 +32,12 @@ def _commands(quick: bool) -> dict[str, tuple[list[str], Path]]:
              *(["--messages", "200000", "--samples", "5000"] if quick else [])],
             ROOT / "rust",
         ),
+        "ha": (
+            ["cargo", "run", "-q", "--release", "-p", "seqbus-bench", "--", "--ha",
+             *(["--messages", "300000", "--samples", "3000", "--kills", "5"] if quick
+               else ["--messages", "1000000", "--samples", "10000", "--kills", "20"])],
+            ROOT / "rust",
+        ),
     }
 
 
