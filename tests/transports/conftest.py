@@ -27,7 +27,7 @@ def transport_bus() -> Path:
             "--release",
             "-q",
             "-p",
-            "seqbus-transport",
+            "seqbus-net",
             "--example",
             "transport_bus",
         ],

@@ -1,6 +1,6 @@
 """Running the bus's roles on any transport for the transport tests.
 
-The roles come from one small Rust program, `rust/crates/transport/examples/transport_bus.rs`
+The roles come from one small Rust program, `rust/crates/net/examples/transport_bus.rs`
 (sequencer, replayer, dispatcher, a node that sends and checks the stream, and everything in
 one process for the in-process transport), built once per test session.
 """

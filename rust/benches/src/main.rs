@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 mod ha;
 
-use seqbus_net::udp::{self, Outbox};
 use seqbus_net::{Config, NodeClient, NodeOptions, SendError, Start, RECORD_CAUGHT_UP};
+use seqbus_transport::udp::{self, Outbox};
 use socket2::SockAddr;
 
 fn main() {

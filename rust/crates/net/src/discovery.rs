@@ -10,9 +10,9 @@ use seqbus_wire::cluster::Announce;
 use seqbus_wire::Session;
 use socket2::{SockAddr, Socket};
 
-use crate::config::{Config, DiscoveryConfig};
-use crate::udp;
 use crate::{io_error, Error};
+use seqbus_config::{Config, DiscoveryConfig};
+use seqbus_transport::udp;
 
 /// A replayer some announcement named.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

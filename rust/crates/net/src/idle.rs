@@ -3,33 +3,7 @@
 use std::os::fd::RawFd;
 use std::time::Instant;
 
-use serde::Deserialize;
-
-/// How a process waits for input (`idle` keys of the configuration).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum IdleStrategy {
-    /// Never sleep: poll the sockets in a tight loop (lowest latency, one core at 100%).
-    BusySpin,
-    /// Spin for a while, then `sched_yield` between polls.
-    SpinYield,
-    /// Sleep in `poll(2)` until a socket is readable or the next deadline.
-    Block,
-}
-
-impl std::str::FromStr for IdleStrategy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "busy-spin" => Ok(IdleStrategy::BusySpin),
-            "spin-yield" => Ok(IdleStrategy::SpinYield),
-            "block" => Ok(IdleStrategy::Block),
-            _ => Err(format!(
-                "unknown idle strategy {s:?} (busy-spin, spin-yield or block)"
-            )),
-        }
-    }
-}
+pub use seqbus_config::IdleStrategy;
 
 const SPINS_BEFORE_YIELD: u32 = 2_000;
 
@@ -42,10 +16,7 @@ pub struct Idler {
 
 impl Idler {
     pub fn new(strategy: IdleStrategy) -> Idler {
-        Idler {
-            strategy,
-            spins: 0,
-        }
+        Idler { strategy, spins: 0 }
     }
 
     /// Work was found: start spinning afresh.
@@ -71,7 +42,10 @@ impl Idler {
                 if until <= now {
                     return;
                 }
-                let ms = (until - now).as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+                let ms = (until - now)
+                    .as_micros()
+                    .div_ceil(1000)
+                    .min(i32::MAX as u128) as i32;
                 let pfd = |fd| libc::pollfd {
                     fd,
                     events: libc::POLLIN,

@@ -1,10 +1,13 @@
-//! seqbus-net: the bus over real sockets — configuration, the sequencer and replayer
-//! process loops, and the node client the Python SDK wraps.
+//! seqbus-net: the roles' processes — the sequencer (a cluster member), the replayer (serving
+//! a journal, or following the stream into one of its own), the per-host dispatcher, and the
+//! node client the Python SDK wraps — each a loop that moves datagrams between the
+//! transports of `seqbus-transport` and the state machines of `seqbus-core`, built from a
+//! `seqbus-config` [`Config`]; plus replayer discovery and the status endpoint.
 //!
 //! Public API (stable; `rust/crates/py` builds on it):
 //!
-//! * [`config::Config`]: `Config::from_path(&Path)` / `Config::from_str(&str)`; every error is
-//!   a [`config::ConfigError`] naming the file and the key.
+//! * [`Config`] (from `seqbus-config`): `Config::from_path(&Path)` / `Config::from_str(&str)`;
+//!   every error is a [`ConfigError`] naming the file and the key.
 //! * [`run_sequencer`]`(&cfg, stop)`: blocking; binds every socket and opens the journal
 //!   before it starts (so a bad port or journal fails at once, nothing half started), then
 //!   sequences until `stop` is set. Runs the replayer on a thread of its own when
@@ -13,28 +16,28 @@
 //!   journal directory until `stop`.
 //! * [`NodeClient`]: `connect(&cfg, NodeOptions)`, `poll(&mut out, max_records, timeout)`
 //!   (records in the "Batches from Rust to Python" layout of `docs/architecture.md`),
-//!   `send(body)` (queues; sent by the next `poll` or `flush`), `set_timer_deadline`,
-//!   `is_rewinding`, `stats`. It is `Send`.
+//!   `send(body)` (queues; sent by the next `poll` or `flush`), `is_rewinding`, `stats`. It is
+//!   `Send`.
 //!
-//! The protocol itself lives in `seqbus-core` (no I/O); this crate only moves datagrams
-//! between sockets and those state machines.
+//! The protocol itself lives in `seqbus-core` (no I/O) and the sockets in `seqbus-transport`;
+//! this crate only joins them, as the configuration says.
 
-pub mod config;
 pub mod discovery;
 pub mod idle;
 mod node;
 mod replayer;
 mod sequencer;
 pub mod status;
-pub mod transports;
-pub mod udp;
+mod transports;
 
 use std::io;
 
-pub use config::{Config, ConfigError};
 pub use idle::IdleStrategy;
 pub use node::{NodeClient, NodeOptions};
 pub use replayer::run_replayer;
+/// The configuration (the `seqbus-config` crate), under the name the roles' API uses.
+pub use seqbus_config as config;
+pub use seqbus_config::{Config, ConfigError};
 pub use seqbus_core::node::{RECORD_CAUGHT_UP, RECORD_HEADER_LEN, RECORD_MESSAGE, RECORD_TIME};
 pub use seqbus_core::{NodeStats, SendError, Start};
 pub use sequencer::{member_journal_dir, run_sequencer};

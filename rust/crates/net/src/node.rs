@@ -4,18 +4,17 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
+use seqbus_config::Config;
 use seqbus_core::{Dest, Node, NodeParams, NodeStats, SendError, Source, Start};
+use seqbus_transport::udp::{self, Outbox};
+use seqbus_transport::Feed;
 use socket2::{SockAddr, Socket};
 
-use crate::config::{Config, Transport};
 use crate::idle::{IdleStrategy, Idler};
-use crate::udp::{self, Outbox};
+use crate::{io_error, now_ns, Error};
 
-/// Datagrams one `recvmmsg` takes from the downstream socket.
-const DOWN_SLOTS: usize = 32;
 /// Datagrams one `recvmmsg` takes from the request socket (replayer answers).
 const REPLAY_SLOTS: usize = 16;
-use crate::{io_error, now_ns, Error};
 
 /// How a node joins the bus.
 #[derive(Debug, Clone)]
@@ -50,38 +49,43 @@ impl NodeOptions {
 }
 
 /// A node's connection to the bus. See the crate documentation for the call sequence.
-#[derive(Debug)]
 pub struct NodeClient {
     node: Node,
-    /// Downstream feed (multicast or unicast); None when `feed` carries the stream.
-    down: Option<Socket>,
-    /// The stream over TCP, shared memory or in-process (`crate::transports`).
-    feed: Option<crate::transports::Feed>,
+    /// Where the stream comes from (UDP, TCP, shared memory or in-process: the
+    /// configuration's transport, `crate::transports`).
+    feed: Box<dyn Feed>,
     /// Blocking idle strategy: a ring feed then sleeps on the ring's futex.
     block: bool,
     /// Sends commands and requests; receives replayer answers.
     req: Socket,
     sequencer: SockAddr,
     /// Cluster members: (id, upstream address, the address their packets come from).
-    members: Vec<(u16, SockAddr, SockAddr)>,
+    members: Vec<(u16, SockAddr, SocketAddr)>,
     replayers: Vec<SockAddr>,
     discovery: Option<crate::discovery::Listener>,
     idler: Idler,
-    /// Downstream datagrams received by one `recvmmsg`, handed to the protocol one by one.
-    rx_down: udp::RecvBatch,
-    down_at: usize,
-    /// Replayer answers likewise.
+    /// Replayer answers received by one `recvmmsg`, handed to the protocol one by one.
     rx_rep: udp::RecvBatch,
     rep_at: usize,
-    /// When the batches were received.
-    rx_now: u64,
+    /// When they were received.
     rep_now: u64,
     /// Upstream datagrams of one flush, sent with one `sendmmsg`.
     upbox: Outbox,
     /// Upstream datagrams for every cluster member.
     to_all: Outbox,
+    /// The request and discovery sockets; `wait_fds` adds the feed's when idle.
     fds: Vec<RawFd>,
+    wait_fds: Vec<RawFd>,
     reads: u32,
+}
+
+impl std::fmt::Debug for NodeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeClient")
+            .field("node", &self.node)
+            .field("replayers", &self.replayers.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl NodeClient {
@@ -106,37 +110,7 @@ impl NodeClient {
             });
         }
         let nc = &cfg.node;
-        let feed = crate::transports::Feed::open(cfg, opts.start)?;
-        let down = match cfg.downstream.transport {
-            _ if feed.is_some() => None,
-            Transport::UdpMulticast => Some({
-                let SocketAddr::V4(group) = cfg.downstream.group.expect("checked when parsed")
-                else {
-                    unreachable!("checked when parsed")
-                };
-                udp::multicast_receiver(group, cfg.downstream.interface, nc.recv_buffer).map_err(
-                    io_error(format!(
-                        "downstream.group {group}: join on {}",
-                        cfg.downstream.interface
-                    )),
-                )?
-            }),
-            Transport::UdpUnicast => Some({
-                let Some(listen) = opts.listen.or(nc.listen) else {
-                    return Err(Error::Option {
-                        name: "listen",
-                        message:
-                            "a udp-unicast node needs node.listen (one of downstream.subscribers)"
-                                .into(),
-                    });
-                };
-                udp::bind(listen, nc.recv_buffer)
-                    .map_err(io_error(format!("node.listen {listen}: bind")))?
-            }),
-            Transport::Tcp | Transport::Shm | Transport::Memory => {
-                unreachable!("read through a feed")
-            }
-        };
+        let feed = crate::transports::feed(cfg, opts.listen)?;
         let local = match cfg.sequencer.upstream {
             SocketAddr::V4(a) if a.ip().is_loopback() => Ipv4Addr::LOCALHOST,
             _ => Ipv4Addr::UNSPECIFIED,
@@ -148,11 +122,11 @@ impl NodeClient {
             .into_iter()
             .map(SockAddr::from)
             .collect();
-        let members: Vec<(u16, SockAddr, SockAddr)> = match &cfg.cluster {
+        let members: Vec<(u16, SockAddr, SocketAddr)> = match &cfg.cluster {
             Some(c) => c
                 .members
                 .iter()
-                .map(|m| (m.id, m.upstream.into(), m.publish.into()))
+                .map(|m| (m.id, m.upstream.into(), m.publish))
                 .collect(),
             None => Vec::new(),
         };
@@ -182,16 +156,13 @@ impl NodeClient {
         let mut node = node;
         node.set_replay_depth(nc.replay_depth);
         node.set_discovering(discovery.is_some());
-        let fds: Vec<RawFd> = down
-            .iter()
-            .map(|d| d.as_raw_fd())
-            .chain([req.as_raw_fd()])
+        let fds: Vec<RawFd> = [req.as_raw_fd()]
+            .into_iter()
             .chain(discovery.as_ref().map(|d| d.fd()))
             .collect();
         let block = opts.idle.unwrap_or(nc.idle) == IdleStrategy::Block;
         let mut c = NodeClient {
             node,
-            down,
             feed,
             block,
             req,
@@ -200,15 +171,13 @@ impl NodeClient {
             replayers,
             discovery,
             idler: Idler::new(opts.idle.unwrap_or(nc.idle)),
-            rx_down: udp::RecvBatch::new(DOWN_SLOTS, 65_536),
-            down_at: 0,
             rx_rep: udp::RecvBatch::new(REPLAY_SLOTS, 65_536),
             rep_at: 0,
-            rx_now: 0,
             rep_now: 0,
             upbox: Outbox::default(),
             to_all: Outbox::default(),
             fds,
+            wait_fds: Vec::new(),
             reads: 0,
         };
         c.flush()?;
@@ -229,8 +198,7 @@ impl NodeClient {
         let all = &mut self.to_all;
         self.node.poll_transmit(now, &mut |dest, d| match dest {
             // Over TCP or in-process, commands travel with the stream.
-            Dest::Sequencer | Dest::AllSequencers
-                if feed.as_mut().is_some_and(|f| f.send_upstream(now, d)) => {}
+            Dest::Sequencer | Dest::AllSequencers if feed.send_upstream(now, d) => {}
             Dest::Sequencer if members.is_empty() || leader.is_some() => upbox.push(d),
             Dest::Sequencer | Dest::AllSequencers if members.is_empty() => upbox.push(d),
             Dest::Sequencer | Dest::AllSequencers => all.push(d),
@@ -310,46 +278,24 @@ impl NodeClient {
             }
             return Ok(true);
         }
-        if let Some(f) = self.feed.as_mut() {
-            let node = &mut self.node;
-            let now = now_ns();
-            return f.read(now, &mut |p| node.handle_datagram(now, Source::Live, p));
-        }
-        let Some(down) = &self.down else {
-            return Ok(false);
-        };
-        if self.down_at >= self.rx_down.len() {
-            self.down_at = 0;
-            if self
-                .rx_down
-                .recv(down)
-                .map_err(io_error("node: recv (downstream)"))?
-                == 0
-            {
-                return Ok(false);
-            }
-            self.rx_now = now_ns();
-        }
-        let i = self.down_at;
-        self.down_at += 1;
-        match self.rx_down.get(i) {
-            // the node reads no clock for live packets
-            Some(d) if self.members.is_empty() => self.node.handle_datagram(0, Source::Live, d),
-            Some(d) => {
+        // one live datagram at a time: the node takes no more than it can deliver at once
+        let node = &mut self.node;
+        let members = &self.members;
+        let read = self
+            .feed
+            .read(now_ns(), 1, &mut |r| match (r.data, r.from) {
+                (None, _) => node.note_malformed(),
+                // the node reads no clock for live packets
+                (Some(d), _) if members.is_empty() => node.handle_datagram(0, Source::Live, d),
                 // in a cluster, which sequencer sent it decides whether it is taken (fencing)
-                let from = self.rx_down.from(i);
-                match self
-                    .members
-                    .iter()
-                    .find(|m| m.2.as_socket() == from.as_socket())
-                {
-                    Some(m) => self.node.handle_datagram(0, Source::Sequencer(m.0), d),
-                    None => self.node.note_fenced(),
-                }
-            }
-            None => self.node.note_malformed(),
-        }
-        Ok(true)
+                (Some(d), Some(from)) => match members.iter().find(|m| m.2 == from) {
+                    Some(m) => node.handle_datagram(0, Source::Sequencer(m.0), d),
+                    None => node.note_fenced(),
+                },
+                // a transport that names no sender (a ring, TCP): its source fenced already
+                (Some(d), None) => node.handle_datagram(0, Source::Live, d),
+            });
+        Ok(read.map_err(io_error("node: read (downstream)"))? > 0)
     }
 
     /// Takes in the replayers announced since the last look.
@@ -409,21 +355,14 @@ impl NodeClient {
                 let now = now_ns();
                 until = until.min(Instant::now() + Duration::from_nanos(t.saturating_sub(now)));
             }
-            match &self.feed {
-                // A ring has no socket: sleep on its futex, at most 1 ms so that replayer
-                // answers on the request socket are read promptly.
-                Some(f) if self.block => {
-                    let left = until.saturating_duration_since(Instant::now());
-                    if !f.wait(left.min(Duration::from_millis(1))) {
-                        let fds: Vec<RawFd> = self.fds.iter().copied().chain(f.fd()).collect();
-                        self.idler.idle(&fds, until);
-                    }
-                }
-                Some(f) => {
-                    let fds: Vec<RawFd> = self.fds.iter().copied().chain(f.fd()).collect();
-                    self.idler.idle(&fds, until);
-                }
-                None => self.idler.idle(&self.fds, until),
+            // A ring has no socket: sleep on its futex, at most 1 ms so that replayer answers
+            // on the request socket are read promptly.
+            let left = until.saturating_duration_since(Instant::now());
+            if !(self.block && self.feed.wait(left.min(Duration::from_millis(1)))) {
+                self.wait_fds.clear();
+                self.wait_fds
+                    .extend(self.fds.iter().copied().chain(self.feed.fd()));
+                self.idler.idle(&self.wait_fds, until);
             }
             // announcements of replayers are read when the node had nothing else to do
             self.discover();

@@ -11,10 +11,10 @@ use seqbus_core::{Replayer, Store, StoreError};
 use seqbus_journal::JournalReader;
 use socket2::Socket;
 
-use crate::config::Config;
 use crate::idle::{IdleStrategy, Idler};
-use crate::udp::{self, Outbox};
 use crate::{io_error, Error};
+use seqbus_config::Config;
+use seqbus_transport::udp::{self, Outbox};
 
 /// Requests one `recvmmsg` takes.
 const REQUEST_SLOTS: usize = 16;

@@ -16,92 +16,15 @@ use seqbus_journal::{HardState, Journal};
 use seqbus_wire::cluster::is_cluster_message;
 use socket2::{SockAddr, Socket};
 
-use crate::config::{Config, FsyncPolicy, Transport};
+use seqbus_config::{Config, FsyncPolicy, MemberConfig};
+use seqbus_transport::udp::{self, Outbox};
+use seqbus_transport::Publisher;
+
 use crate::idle::Idler;
-use crate::udp::{self, Outbox};
 use crate::{io_error, now_ns, Error};
 
 /// Most upstream datagrams handled before the waiting messages are persisted and published.
 const MAX_DATAGRAMS_PER_BATCH: usize = 256;
-
-/// The downstream side: a socket and where its packets go.
-pub(crate) struct Downstream {
-    pub socket: Option<Socket>,
-    pub dests: Vec<SockAddr>,
-    /// TCP, shared memory or in-process (`crate::transports`) instead of UDP.
-    pub other: Option<crate::transports::Publisher>,
-}
-
-impl Downstream {
-    /// `next_seq`: one past the last journaled message. `from`: the address packets come
-    /// from (a cluster member's `publish`).
-    pub(crate) fn open(
-        cfg: &Config,
-        next_seq: u64,
-        from: Option<SocketAddr>,
-    ) -> Result<Downstream, Error> {
-        if let Some(p) = crate::transports::Publisher::open(cfg, next_seq)? {
-            return Ok(Downstream {
-                socket: None,
-                dests: Vec::new(),
-                other: Some(p),
-            });
-        }
-        let d = &cfg.downstream;
-        match d.transport {
-            Transport::UdpMulticast => {
-                let group = d.group.expect("checked when parsed");
-                let socket = match from {
-                    Some(SocketAddr::V4(at)) => udp::multicast_sender_at(at, d.interface, d.ttl),
-                    _ => udp::multicast_sender(d.interface, d.ttl),
-                }
-                .map_err(io_error(format!(
-                    "downstream.interface {}: multicast sender{}",
-                    d.interface,
-                    from.map_or(String::new(), |f| format!(" from {f}"))
-                )))?;
-                Ok(Downstream {
-                    socket: Some(socket),
-                    dests: vec![group.into()],
-                    other: None,
-                })
-            }
-            Transport::UdpUnicast => {
-                let at = from.unwrap_or(SocketAddr::new(d.interface.into(), 0));
-                let socket =
-                    udp::bind(at, 1 << 20).map_err(io_error(format!("downstream {at}: bind")))?;
-                socket
-                    .set_nonblocking(false)
-                    .map_err(io_error("downstream socket"))?;
-                udp::set_sndbuf(&socket, 8 << 20);
-                Ok(Downstream {
-                    socket: Some(socket),
-                    dests: d.subscribers.iter().map(|&a| a.into()).collect(),
-                    other: None,
-                })
-            }
-            Transport::Tcp | Transport::Shm | Transport::Memory => {
-                unreachable!("opened by crate::transports")
-            }
-        }
-    }
-
-    /// Publishes the packets of `outbox` and empties it.
-    pub(crate) fn send(&mut self, outbox: &mut Outbox, now: u64) -> Result<(), Error> {
-        if let Some(p) = &mut self.other {
-            for d in outbox.datagrams() {
-                p.publish(now, d)?;
-            }
-            outbox.clear();
-            p.flush();
-            return Ok(());
-        }
-        let socket = self.socket.as_ref().expect("a UDP downstream has a socket");
-        outbox
-            .send_to_all(socket, &self.dests)
-            .map_err(io_error("downstream: send"))
-    }
-}
 
 /// The journal as a cluster member's replica: writes per `sequencer.fsync`, the vote in
 /// `cluster-state` beside the segments.
@@ -249,7 +172,8 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
             socket: None,
         }
     };
-    let mut down = Downstream::open(cfg, log.journal.next_seq(), clustered.then_some(me.publish))?;
+    let mut down =
+        crate::transports::publisher(cfg, log.journal.next_seq(), clustered.then_some(me.publish))?;
     // the loop publishes its counters only when someone can read them
     let board = sc.status.map(|_| Arc::new(crate::status::Board::default()));
     if let (Some(b), true) = (&board, clustered) {
@@ -310,7 +234,7 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
         &mut member,
         &upstream,
         &peers,
-        &mut down,
+        down.as_mut(),
         board.as_deref(),
         &servable,
         discovery,
@@ -337,7 +261,7 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     result
 }
 
-fn member_params(cfg: &Config, id: u16, members: &[crate::config::MemberConfig]) -> MemberParams {
+fn member_params(cfg: &Config, id: u16, members: &[MemberConfig]) -> MemberParams {
     let sc = &cfg.sequencer;
     let c = cfg.cluster.as_ref();
     MemberParams {
@@ -378,7 +302,7 @@ fn sequence(
     member: &mut Member,
     upstream: &Socket,
     peers: &Peers,
-    down: &mut Downstream,
+    down: &mut dyn Publisher,
     board: Option<&crate::status::Board>,
     servable: &AtomicU64,
     mut discovery: Option<crate::discovery::Listener>,
@@ -474,12 +398,10 @@ fn sequence(
                 member.set_replayers(replayers.len());
             }
         }
-        if let Some(p) = down.other.as_mut() {
-            // Commands that came over TCP or the in-process queue; TCP logins and rewinds.
-            got += p.poll(now_ns(), log, &mut |d| {
-                member.handle_upstream(now_ns(), d);
-            });
-        }
+        // Commands that came over TCP or the in-process queue; TCP logins and rewinds.
+        got += down.poll(now_ns(), log, &mut |d| {
+            member.handle_upstream(now_ns(), d);
+        });
         let now = now_ns();
         if let Some(b) = board {
             if let Some(target) = b.take_switchover() {
@@ -492,7 +414,8 @@ fn sequence(
             .map_err(Error::Persist)?;
         member.publish(now, &mut |p| outbox.push(p));
         if !outbox.is_empty() {
-            down.send(&mut outbox, now)?;
+            down.publish(now, &mut outbox)
+                .map_err(io_error("downstream: publish"))?;
         }
         if let Some(ps) = &peers.socket {
             for (to, m) in peer_out.drain(..) {
@@ -521,13 +444,13 @@ fn sequence(
         if got == 0 {
             let wake = member.next_timeout().saturating_sub(now_ns());
             let wake = Duration::from_nanos(wake).min(Duration::from_millis(50));
-            match &down.other {
-                Some(p) => {
-                    let wake = p.idle_limit().map_or(wake, |l| wake.min(l));
-                    let all: Vec<_> = fds.iter().copied().chain(p.fds()).collect();
-                    idler.idle(&all, Instant::now() + wake);
-                }
-                None => idler.idle(&fds, Instant::now() + wake),
+            let wake = down.idle_limit().map_or(wake, |l| wake.min(l));
+            let more = down.fds();
+            if more.is_empty() {
+                idler.idle(&fds, Instant::now() + wake);
+            } else {
+                let all: Vec<_> = fds.iter().copied().chain(more).collect();
+                idler.idle(&all, Instant::now() + wake);
             }
         } else {
             idler.reset();
@@ -541,7 +464,8 @@ fn sequence(
             let eos = seq.end_of_session();
             for _ in 0..3 {
                 outbox.push(&eos);
-                down.send(&mut outbox, now_ns())?;
+                down.publish(now_ns(), &mut outbox)
+                    .map_err(io_error("downstream: publish"))?;
                 std::thread::sleep(Duration::from_millis(5));
             }
         }

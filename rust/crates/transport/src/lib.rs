@@ -1,5 +1,8 @@
-//! seqbus-transport: the transports beside UDP, each carrying the same sequenced stream.
+//! seqbus-transport: the transports, each carrying the same sequenced stream behind the same
+//! two traits ([`Publisher`] for the sequencer, [`Feed`] for a node or a dispatcher).
 //!
+//! * [`udp`]: MoldUDP64 over UDP multicast or unicast, and the batched socket calls
+//!   (`sendmmsg`, `recvmmsg`) every UDP user of the workspace shares.
 //! * [`soupbin`]: SoupBinTCP 4.0 packets and session state machines (no I/O).
 //! * [`tcp`]: the SoupBinTCP server fed by the sequencer (rewind from the journal, bounded
 //!   per-client buffers) and the reconnecting client a node uses.
@@ -14,4 +17,8 @@ pub mod memory;
 pub mod ring;
 pub mod shm;
 pub mod soupbin;
+mod stream;
 pub mod tcp;
+pub mod udp;
+
+pub use stream::{Feed, Publisher, Received};

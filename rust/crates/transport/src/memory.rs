@@ -8,8 +8,14 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use std::time::Duration;
+
+use seqbus_core::Store;
+
 use crate::ring::Ring;
 use crate::shm::{ShmPublisher, ShmSubscriber};
+use crate::stream::{Feed, Publisher, Received};
+use crate::udp::Outbox;
 
 /// One in-process bus.
 pub struct MemoryBus {
@@ -91,6 +97,80 @@ impl MemoryBus {
             f(d);
         }
         batch.len()
+    }
+}
+
+/// The sequencer's side of an in-process bus: the downstream ring, and the upstream queue
+/// it drains.
+pub struct MemoryPublisher {
+    ring: ShmPublisher,
+    bus: Arc<MemoryBus>,
+}
+
+impl MemoryPublisher {
+    /// The one publisher of `bus`.
+    pub fn new(bus: Arc<MemoryBus>) -> io::Result<MemoryPublisher> {
+        Ok(MemoryPublisher {
+            ring: bus.publisher()?,
+            bus,
+        })
+    }
+}
+
+impl Publisher for MemoryPublisher {
+    fn publish(&mut self, now_ns: u64, packets: &mut Outbox) -> io::Result<()> {
+        Publisher::publish(&mut self.ring, now_ns, packets)
+    }
+
+    fn poll(
+        &mut self,
+        _now_ns: u64,
+        _store: &mut dyn Store,
+        upstream: &mut dyn FnMut(&[u8]),
+    ) -> usize {
+        self.bus.drain_upstream(upstream)
+    }
+
+    fn idle_limit(&self) -> Option<Duration> {
+        // commands arrive in a queue no socket announces
+        Some(Duration::from_millis(1))
+    }
+}
+
+/// A node's side of an in-process bus: the downstream ring, commands into the queue.
+pub struct MemoryFeed {
+    ring: ShmSubscriber,
+    bus: Arc<MemoryBus>,
+}
+
+impl MemoryFeed {
+    /// Follows `bus` from live.
+    pub fn new(bus: Arc<MemoryBus>) -> MemoryFeed {
+        MemoryFeed {
+            ring: bus.subscribe(),
+            bus,
+        }
+    }
+}
+
+impl Feed for MemoryFeed {
+    fn read(
+        &mut self,
+        now_ns: u64,
+        max: usize,
+        f: &mut dyn FnMut(Received<'_>),
+    ) -> io::Result<usize> {
+        self.ring.read(now_ns, max, f)
+    }
+
+    fn send_upstream(&mut self, _now_ns: u64, datagram: &[u8]) -> bool {
+        // a full queue drops it, as the network drops a datagram: the node sends it again
+        self.bus.send_upstream(datagram);
+        true
+    }
+
+    fn wait(&self, timeout: Duration) -> bool {
+        Feed::wait(&self.ring, timeout)
     }
 }
 

@@ -11,7 +11,6 @@
 //! the stream down, so a dispatcher restart never loses a command in flight.
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -21,7 +20,8 @@ use seqbus_wire::mold::PacketKind;
 use seqbus_wire::MoldPacket;
 
 use crate::ring::{Reader, Ring, Writer};
-use crate::tcp::TcpClient;
+use crate::stream::{Feed, Publisher, Received};
+use crate::udp::Outbox;
 
 /// Counters of a [`ShmPublisher`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -177,46 +177,6 @@ impl ShmSubscriber {
     }
 }
 
-/// Where a dispatcher reads the stream from.
-pub enum Source {
-    /// A UDP socket: bound to the multicast group's port and joined to it, or bound to this
-    /// host's unicast subscriber address.
-    Udp(UdpSocket),
-    /// A SoupBinTCP client of the sequencer.
-    Tcp(Box<TcpClient>),
-}
-
-impl Source {
-    /// A socket joined to `group` on `interface` (SO_REUSEADDR, so nodes that read the group
-    /// themselves can share the port).
-    pub fn multicast(
-        group: SocketAddrV4,
-        interface: Ipv4Addr,
-        recv_buffer: usize,
-    ) -> io::Result<Source> {
-        use socket2::{Domain, Protocol, Socket, Type};
-        let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
-        s.set_reuse_address(true)?;
-        let _ = s.set_recv_buffer_size(recv_buffer);
-        s.bind(&SocketAddr::V4(SocketAddrV4::new(*group.ip(), group.port())).into())?;
-        s.join_multicast_v4(group.ip(), &interface)?;
-        let u: UdpSocket = s.into();
-        u.set_read_timeout(Some(Duration::from_millis(10)))?;
-        Ok(Source::Udp(u))
-    }
-
-    /// A socket bound to `listen` (this host's address in the sequencer's subscriber list).
-    pub fn unicast(listen: SocketAddr, recv_buffer: usize) -> io::Result<Source> {
-        use socket2::{Domain, Protocol, Socket, Type};
-        let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
-        let _ = s.set_recv_buffer_size(recv_buffer);
-        s.bind(&listen.into())?;
-        let u: UdpSocket = s.into();
-        u.set_read_timeout(Some(Duration::from_millis(10)))?;
-        Ok(Source::Udp(u))
-    }
-}
-
 /// Counters of a dispatcher run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DispatcherStats {
@@ -224,59 +184,38 @@ pub struct DispatcherStats {
     pub publisher: PublisherStats,
 }
 
-/// Runs a dispatcher until `stop` is set or the session ends: every packet from `source`
-/// is written once into the ring of `publisher`.
+/// Runs a dispatcher until `stop` is set or the session ends: every packet of `source` (a
+/// network feed: UDP multicast or unicast, or SoupBinTCP) is written once into the ring of
+/// `publisher`.
 pub fn run_dispatcher(
-    mut source: Source,
+    source: &mut dyn Feed,
     publisher: &mut ShmPublisher,
     stop: &AtomicBool,
 ) -> io::Result<DispatcherStats> {
     let mut stats = DispatcherStats::default();
-    let mut buf = vec![0u8; 65_536];
     let t0 = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        match &mut source {
-            Source::Udp(sock) => match sock.recv(&mut buf) {
-                Ok(n) => {
-                    stats.received += 1;
-                    let ended = MoldPacket::parse(&buf[..n])
-                        .map(|p| p.kind() == PacketKind::EndOfSession)
-                        .unwrap_or(false);
-                    publisher.publish(&buf[..n])?;
-                    if ended {
-                        break;
-                    }
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return Err(e),
-            },
-            Source::Tcp(client) => {
-                let now = t0.elapsed().as_nanos() as u64;
-                let mut err = None;
-                let n = client
-                    .poll(now, &mut |p| {
-                        stats.received += 1;
-                        if let Err(e) = publisher.publish(p) {
-                            err = Some(e);
-                        }
-                    })
-                    .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e.to_string()))?;
-                if let Some(e) = err {
-                    return Err(e);
-                }
-                if client.is_ended() {
-                    break;
-                }
-                if n == 0 {
-                    wait_readable(client.raw_fd(), Duration::from_millis(10));
-                }
+        let now = t0.elapsed().as_nanos() as u64;
+        let mut err = None;
+        let mut ended = false;
+        let n = source.read(now, 64, &mut |r| {
+            let Some(p) = r.data else {
+                return; // cut short: the nodes fill the gap from a replayer
+            };
+            stats.received += 1;
+            ended |= MoldPacket::parse(p).is_ok_and(|p| p.kind() == PacketKind::EndOfSession);
+            if let Err(e) = publisher.publish(p) {
+                err = Some(e);
             }
+        })?;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        if ended || source.is_ended() {
+            break;
+        }
+        if n == 0 {
+            wait_readable(source.fd(), Duration::from_millis(10));
         }
     }
     stats.publisher = publisher.stats();
@@ -295,6 +234,37 @@ pub fn wait_readable(fd: Option<std::os::fd::RawFd>, timeout: Duration) {
             unsafe { libc::poll(&mut p, 1, timeout.as_millis() as libc::c_int) };
         }
         None => std::thread::sleep(timeout),
+    }
+}
+
+impl Publisher for ShmPublisher {
+    fn publish(&mut self, _now_ns: u64, packets: &mut Outbox) -> io::Result<()> {
+        for d in packets.datagrams() {
+            ShmPublisher::publish(self, d)?;
+        }
+        packets.clear();
+        Ok(())
+    }
+}
+
+impl Feed for ShmSubscriber {
+    fn read(
+        &mut self,
+        _now_ns: u64,
+        max: usize,
+        f: &mut dyn FnMut(Received<'_>),
+    ) -> io::Result<usize> {
+        Ok(self.poll(max, &mut |p| {
+            f(Received {
+                data: Some(p),
+                from: None,
+            })
+        }))
+    }
+
+    fn wait(&self, timeout: Duration) -> bool {
+        ShmSubscriber::wait(self, timeout);
+        true
     }
 }
 

@@ -793,3 +793,66 @@ impl TcpClient {
         Ok(delivered)
     }
 }
+
+impl crate::stream::Publisher for TcpServer {
+    fn publish(&mut self, now_ns: u64, packets: &mut crate::udp::Outbox) -> io::Result<()> {
+        for d in packets.datagrams() {
+            self.publish_packet(now_ns, d)
+                .map_err(|e| io::Error::new(ErrorKind::InvalidData, e.to_string()))?;
+        }
+        packets.clear();
+        // live clients need not wait for the next poll
+        self.flush();
+        Ok(())
+    }
+
+    fn poll(
+        &mut self,
+        now_ns: u64,
+        store: &mut dyn Store,
+        upstream: &mut dyn FnMut(&[u8]),
+    ) -> usize {
+        TcpServer::poll(self, now_ns, store, upstream)
+    }
+
+    fn idle_limit(&self) -> Option<Duration> {
+        // output pending: the sockets are waited on for input only
+        self.has_pending_output()
+            .then_some(Duration::from_micros(200))
+    }
+
+    fn fds(&self) -> Vec<RawFd> {
+        self.raw_fds()
+    }
+}
+
+impl crate::stream::Feed for TcpClient {
+    fn read(
+        &mut self,
+        now_ns: u64,
+        _max: usize,
+        f: &mut dyn FnMut(crate::stream::Received<'_>),
+    ) -> io::Result<usize> {
+        self.poll(now_ns, &mut |p| {
+            f(crate::stream::Received {
+                data: Some(p),
+                from: None,
+            })
+        })
+        .map_err(|e| io::Error::new(ErrorKind::PermissionDenied, e.to_string()))
+    }
+
+    fn send_upstream(&mut self, now_ns: u64, datagram: &[u8]) -> bool {
+        // not logged in: dropped, and the node retries until it is sequenced
+        TcpClient::send_upstream(self, now_ns, datagram);
+        true
+    }
+
+    fn fd(&self) -> Option<RawFd> {
+        self.raw_fd()
+    }
+
+    fn is_ended(&self) -> bool {
+        TcpClient::is_ended(self)
+    }
+}

@@ -5,6 +5,8 @@
 //! * [`upstream`]: node → sequencer command packets (our own format, `docs/upstream.md`).
 //! * [`control`]: the bodies of the bus's own control messages (`schemas/bus.idl`).
 //! * [`cluster`]: sequencer ↔ sequencer messages of a cluster, replayer announcements.
+//! * [`soupbin`]: SoupBinTCP 4.0 packets (NASDAQ's format; the sessions that use them are in
+//!   `seqbus-transport`).
 //!
 //! Every parser validates its whole input before handing out views, so a view never reads
 //! past its buffer; malformed input is a [`WireError`].
@@ -13,6 +15,7 @@ pub mod cluster;
 pub mod control;
 pub mod envelope;
 pub mod mold;
+pub mod soupbin;
 pub mod upstream;
 
 pub use envelope::{Envelope, ENVELOPE_LEN};

@@ -1,11 +1,15 @@
-//! UDP sockets: unicast, multicast, and batched sends (`sendmmsg`).
+//! UDP: sockets (unicast, multicast), batched sends (`sendmmsg`) and receives (`recvmmsg`),
+//! and the stream over them — MoldUDP64 packets multicast to a group or sent to each
+//! subscriber ([`UdpPublisher`]) and read by a node or a dispatcher ([`UdpFeed`]).
 
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use crate::stream::{Feed, Publisher, Received};
 
 /// A non-blocking UDP socket bound to `addr` with a receive buffer of `rcvbuf` bytes.
 pub fn bind(addr: SocketAddr, rcvbuf: usize) -> io::Result<Socket> {
@@ -476,4 +480,112 @@ pub fn send_all_patiently(
         }
     }
     Ok(done)
+}
+
+/// The sequencer's side of the stream over UDP: every packet multicast to the group, or sent
+/// to each subscriber (`udp-unicast`).
+#[derive(Debug)]
+pub struct UdpPublisher {
+    socket: Socket,
+    dests: Vec<SockAddr>,
+}
+
+impl UdpPublisher {
+    /// Multicasts to `group` out of `iface`; packets come from `from` when given (a cluster
+    /// member's `publish` address, by which nodes fence a deposed leader).
+    pub fn multicast(
+        group: SocketAddrV4,
+        iface: Ipv4Addr,
+        ttl: u32,
+        from: Option<SocketAddrV4>,
+    ) -> io::Result<UdpPublisher> {
+        let socket = multicast_sender_at(from.unwrap_or(SocketAddrV4::new(iface, 0)), iface, ttl)?;
+        Ok(UdpPublisher {
+            socket,
+            dests: vec![SocketAddr::V4(group).into()],
+        })
+    }
+
+    /// Sends to every address of `subscribers`, from `at`.
+    pub fn unicast(at: SocketAddr, subscribers: &[SocketAddr]) -> io::Result<UdpPublisher> {
+        let socket = bind(at, 1 << 20)?;
+        socket.set_nonblocking(false)?;
+        set_sndbuf(&socket, 8 << 20);
+        Ok(UdpPublisher {
+            socket,
+            dests: subscribers.iter().map(|&a| a.into()).collect(),
+        })
+    }
+}
+
+impl Publisher for UdpPublisher {
+    fn publish(&mut self, _now_ns: u64, packets: &mut Outbox) -> io::Result<()> {
+        packets.send_to_all(&self.socket, &self.dests)
+    }
+}
+
+/// Datagrams one `recvmmsg` of a feed takes.
+const FEED_SLOTS: usize = 32;
+
+/// A node's or a dispatcher's side of the stream over UDP: a socket joined to the multicast
+/// group, or bound to the node's own `udp-unicast` address. Datagrams are received in batches
+/// (`recvmmsg`) and handed out one by one as asked, so a node takes no more than it can
+/// deliver at once.
+#[derive(Debug)]
+pub struct UdpFeed {
+    socket: Socket,
+    rx: RecvBatch,
+    at: usize,
+}
+
+impl UdpFeed {
+    /// Joins `group` on `iface` (SO_REUSEADDR/SO_REUSEPORT: every reader of the host gets
+    /// every packet).
+    pub fn multicast(group: SocketAddrV4, iface: Ipv4Addr, rcvbuf: usize) -> io::Result<UdpFeed> {
+        Ok(UdpFeed::on(multicast_receiver(group, iface, rcvbuf)?))
+    }
+
+    /// Receives what the sequencer sends to `listen` (one of `downstream.subscribers`).
+    pub fn unicast(listen: SocketAddr, rcvbuf: usize) -> io::Result<UdpFeed> {
+        Ok(UdpFeed::on(bind(listen, rcvbuf)?))
+    }
+
+    fn on(socket: Socket) -> UdpFeed {
+        UdpFeed {
+            socket,
+            rx: RecvBatch::new(FEED_SLOTS, 65_536),
+            at: 0,
+        }
+    }
+}
+
+impl Feed for UdpFeed {
+    fn read(
+        &mut self,
+        _now_ns: u64,
+        max: usize,
+        f: &mut dyn FnMut(Received<'_>),
+    ) -> io::Result<usize> {
+        let mut n = 0;
+        while n < max {
+            if self.at >= self.rx.len() {
+                self.at = 0;
+                if self.rx.recv(&self.socket)? == 0 {
+                    break;
+                }
+            }
+            let i = self.at;
+            self.at += 1;
+            n += 1;
+            f(Received {
+                data: self.rx.get(i),
+                from: self.rx.from(i).as_socket(),
+            });
+        }
+        Ok(n)
+    }
+
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.socket.as_raw_fd())
+    }
 }

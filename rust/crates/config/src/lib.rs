@@ -1,4 +1,6 @@
-//! TOML configuration of a bus (every key: `docs/configuration.md`).
+//! seqbus-config: the TOML configuration of a bus (every key: `docs/configuration.md`), the
+//! one parser every process uses (and Python, through `seqbus._core`). It knows no sockets:
+//! `seqbus-net` builds the processes from a [`Config`].
 //!
 //! Parsed with serde (`deny_unknown_fields`) and checked for meaning after parsing; every
 //! error names the file and the key, e.g. `bus.toml: sequencer.upstream: invalid socket
@@ -10,7 +12,11 @@ use std::path::{Path, PathBuf};
 use seqbus_wire::Session;
 use serde::Deserialize;
 
-use crate::idle::IdleStrategy;
+mod idle;
+pub mod transports;
+
+pub use idle::IdleStrategy;
+pub use transports::{CredentialConfig, MemoryConfig, ShmConfig, TcpConfig, Transport};
 
 /// A configuration file that cannot be used; the message names the file and the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,11 +43,11 @@ pub struct Config {
     pub node: NodeConfig,
     /// `[tcp]`, `[shm]`, `[memory]`: docs/transports.md.
     #[serde(default)]
-    pub tcp: crate::transports::TcpConfig,
+    pub tcp: TcpConfig,
     #[serde(default)]
-    pub shm: crate::transports::ShmConfig,
+    pub shm: ShmConfig,
     #[serde(default)]
-    pub memory: crate::transports::MemoryConfig,
+    pub memory: MemoryConfig,
     /// `[cluster]`: the sequencers of the bus when there is more than one (docs/ha.md).
     #[serde(default)]
     pub cluster: Option<ClusterConfig>,
@@ -124,20 +130,6 @@ pub struct SequencerConfig {
     /// `status` is not a loopback address.
     #[serde(default)]
     pub status_token: Option<String>,
-}
-
-/// How sequenced packets reach the nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Transport {
-    UdpMulticast,
-    UdpUnicast,
-    /// SoupBinTCP 4.0 (`[tcp]`, docs/transports.md).
-    Tcp,
-    /// A shared-memory ring (`[shm]`).
-    Shm,
-    /// In-process (`[memory]`).
-    Memory,
 }
 
 /// `[downstream]`
@@ -543,7 +535,7 @@ impl Config {
                 return Err(("sequencer.upstream", "must be a unicast address".into()));
             }
         }
-        crate::transports::check(self)?;
+        check_transports(self)?;
         self.check_cluster()?;
         Ok(())
     }
@@ -759,12 +751,144 @@ impl Config {
             None => self.journal_dir(),
         }
     }
+
+    /// The shared-memory ring file (`shm.path`, default `/dev/shm/seqbus-<session>.ring`).
+    pub fn shm_path(&self) -> PathBuf {
+        shm_path(self)
+    }
+
+    /// The name the in-process bus is found under (`memory.name`, default the session).
+    pub fn memory_name(&self) -> String {
+        self.memory
+            .name
+            .clone()
+            .unwrap_or_else(|| self.session().as_str().to_string())
+    }
 }
 
 impl std::str::FromStr for Config {
     type Err = ConfigError;
     fn from_str(text: &str) -> Result<Config, ConfigError> {
         Config::from_str(text)
+    }
+}
+
+/// Checks the keys of the transports in use; the error names the key.
+fn check_transports(cfg: &Config) -> Result<(), (&'static str, String)> {
+    let down = cfg.downstream.transport;
+    let node = cfg.node.transport.unwrap_or(down);
+    if node != down && node != Transport::Shm {
+        return Err((
+            "node.transport",
+            format!(
+                "nodes read what the sequencer sends ({}), or \"shm\" from this host's dispatcher",
+                transport_name(down)
+            ),
+        ));
+    }
+    if node == Transport::Shm && down == Transport::Memory {
+        return Err((
+            "node.transport",
+            "\"shm\" cannot follow an in-process bus".into(),
+        ));
+    }
+    let t = &cfg.tcp;
+    if down == Transport::Tcp {
+        if t.credentials.is_empty() {
+            return Err((
+                "tcp.credentials",
+                "at least one login required when transport = \"tcp\"".into(),
+            ));
+        }
+        for c in &t.credentials {
+            if c.username.is_empty() {
+                return Err(("tcp.credentials", "a username must not be empty".into()));
+            }
+            seqbus_wire::soupbin::alpha::<6>("username", &c.username)
+                .map_err(|m| ("tcp.credentials", m))?;
+            seqbus_wire::soupbin::alpha::<10>("password", &c.password)
+                .map_err(|m| ("tcp.credentials", m))?;
+        }
+        let user = t.username.as_deref().unwrap_or("");
+        seqbus_wire::soupbin::alpha::<6>("username", user).map_err(|m| ("tcp.username", m))?;
+        seqbus_wire::soupbin::alpha::<10>("password", t.password.as_deref().unwrap_or(""))
+            .map_err(|m| ("tcp.password", m))?;
+        if t.heartbeat_ms == 0 {
+            return Err(("tcp.heartbeat_ms", "must be at least 1".into()));
+        }
+        if t.timeout_ms <= t.heartbeat_ms {
+            return Err((
+                "tcp.timeout_ms",
+                "must be longer than tcp.heartbeat_ms".into(),
+            ));
+        }
+        if t.client_buffer < 1 << 16 {
+            return Err(("tcp.client_buffer", "must be at least 65536".into()));
+        }
+        if t.max_clients == 0 {
+            return Err(("tcp.max_clients", "must be at least 1".into()));
+        }
+        if t.reconnect_ms == 0 || t.reconnect_max_ms < t.reconnect_ms {
+            return Err((
+                "tcp.reconnect_ms",
+                "must be at least 1 and at most tcp.reconnect_max_ms".into(),
+            ));
+        }
+    }
+    if node == Transport::Shm || down == Transport::Shm {
+        let c = cfg.shm.capacity;
+        if !c.is_power_of_two() || !(1 << 16..=1 << 40).contains(&c) {
+            return Err((
+                "shm.capacity",
+                "must be a power of two between 65536 and 2^40".into(),
+            ));
+        }
+        if c / 8 < cfg.bus.max_packet.max(cfg.replayer.max_packet) + 8 {
+            return Err((
+                "shm.capacity",
+                "must hold at least 8 packets of the largest size".into(),
+            ));
+        }
+        if down == Transport::UdpUnicast
+            && node == Transport::Shm
+            && cfg.shm.dispatcher_listen.is_none()
+        {
+            return Err((
+                "shm.dispatcher_listen",
+                "required for a dispatcher when downstream.transport = \"udp-unicast\"".into(),
+            ));
+        }
+    }
+    if down == Transport::Memory {
+        let c = cfg.memory.capacity;
+        if !c.is_power_of_two() || !(1 << 16..=1 << 40).contains(&c) {
+            return Err((
+                "memory.capacity",
+                "must be a power of two between 65536 and 2^40".into(),
+            ));
+        }
+        if cfg.memory.upstream_queue == 0 {
+            return Err(("memory.upstream_queue", "must be at least 1".into()));
+        }
+    }
+    Ok(())
+}
+
+fn transport_name(t: Transport) -> &'static str {
+    match t {
+        Transport::UdpMulticast => "udp-multicast",
+        Transport::UdpUnicast => "udp-unicast",
+        Transport::Tcp => "tcp",
+        Transport::Shm => "shm",
+        Transport::Memory => "memory",
+    }
+}
+
+/// The ring file of this configuration.
+fn shm_path(cfg: &Config) -> PathBuf {
+    match &cfg.shm.path {
+        Some(p) => cfg.base_dir.join(p),
+        None => PathBuf::from(format!("/dev/shm/seqbus-{}.ring", cfg.session().as_str())),
     }
 }
 
@@ -838,5 +962,82 @@ group = "239.1.2.3:30001"
             Config::from_path(&p).unwrap()
         };
         assert_eq!(c.journal_dir(), dir.path().join("journal"));
+    }
+}
+
+/// `[tcp]`, `[shm]`, `[memory]` and the transports they must agree with.
+#[cfg(test)]
+mod transport_tests {
+    use crate::{Config, Transport};
+
+    const BASE: &str = "[bus]\nsession = \"T\"\n";
+
+    fn err(text: &str) -> String {
+        Config::from_str(&format!("{BASE}{text}"))
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn every_transport_parses_with_defaults() {
+        let c = Config::from_str(&format!(
+            "{BASE}[downstream]\ntransport = \"tcp\"\n[tcp]\ncredentials = [{{ username = \"a\", password = \"b\" }}]\nusername = \"a\"\npassword = \"b\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.downstream.transport, Transport::Tcp);
+        assert_eq!(c.tcp.heartbeat_ms, 1000);
+        assert_eq!(c.tcp.timeout_ms, 15_000);
+        let c = Config::from_str(&format!("{BASE}[downstream]\ntransport = \"shm\"\n")).unwrap();
+        assert_eq!(
+            c.shm_path(),
+            std::path::PathBuf::from("/dev/shm/seqbus-T.ring")
+        );
+        let c = Config::from_str(&format!("{BASE}[downstream]\ntransport = \"memory\"\n")).unwrap();
+        assert_eq!(c.memory.capacity, 16 << 20);
+        let c = Config::from_str(&format!(
+            "{BASE}[downstream]\ntransport = \"udp-multicast\"\ngroup = \"239.1.1.1:5000\"\n[node]\ntransport = \"shm\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.node.transport, Some(Transport::Shm));
+    }
+
+    #[test]
+    fn bad_transport_keys_are_named() {
+        let e = err("[downstream]\ntransport = \"tcp\"\n");
+        assert!(
+            e.starts_with("<string>: tcp.credentials: at least one login"),
+            "{e}"
+        );
+        let e = err("[downstream]\ntransport = \"tcp\"\n[tcp]\ncredentials = [{ username = \"much too long\", password = \"\" }]\n");
+        assert!(
+            e.starts_with("<string>: tcp.credentials: username must be at most 6"),
+            "{e}"
+        );
+        let e = err("[downstream]\ntransport = \"tcp\"\n[tcp]\ncredentials = [{ username = \"a\", password = \"b\" }]\ntimeout_ms = 500\n");
+        assert!(e.starts_with("<string>: tcp.timeout_ms:"), "{e}");
+        let e = err("[downstream]\ntransport = \"tcp\"\n[tcp]\ncredentials = [{ username = \"a\", pasword = \"b\" }]\n");
+        assert!(e.contains("unknown field `pasword`"), "{e}");
+        let e = err("[downstream]\ntransport = \"shm\"\n[shm]\ncapacity = 100000\n");
+        assert!(
+            e.starts_with("<string>: shm.capacity: must be a power of two"),
+            "{e}"
+        );
+        let e = err("[downstream]\ntransport = \"memory\"\n[node]\ntransport = \"shm\"\n");
+        assert!(e.starts_with("<string>: node.transport:"), "{e}");
+        let e = err("[downstream]\ntransport = \"udp-multicast\"\ngroup = \"239.1.1.1:5000\"\n[node]\ntransport = \"tcp\"\n");
+        assert!(
+            e.starts_with("<string>: node.transport: nodes read what the sequencer sends"),
+            "{e}"
+        );
+        let e = err("[downstream]\ntransport = \"udp-unicast\"\nsubscribers = [\"127.0.0.1:9\"]\n[node]\ntransport = \"shm\"\n");
+        assert!(
+            e.starts_with("<string>: shm.dispatcher_listen: required"),
+            "{e}"
+        );
+        let e = err("[downstream]\ntransport = \"pigeon\"\n");
+        assert!(
+            e.starts_with("<string>: downstream.transport: unknown variant"),
+            "{e}"
+        );
     }
 }
