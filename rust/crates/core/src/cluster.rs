@@ -288,6 +288,10 @@ pub struct Member {
     /// This election was started by the leader handing over (TimeoutNow): the old leader
     /// made sure this member holds all it published, so no replayer need be asked.
     handed_over: bool,
+    /// Given to every sequencer this member runs ([`Member::set_tail_heartbeat`],
+    /// [`Member::set_nak_holdoff`]); None: the sequencer's defaults.
+    tail_heartbeat_ns: Option<u64>,
+    nak_holdoff_ns: Option<u64>,
     /// When the leader last checked that a majority is with it.
     quorum_checked_ns: u64,
     rng: Rng,
@@ -335,6 +339,8 @@ impl Member {
             requests: Vec::new(),
             recovered_from_replayers: 0,
             handed_over: false,
+            tail_heartbeat_ns: None,
+            nak_holdoff_ns: None,
             quorum_checked_ns: now_ns,
             buf: Vec::new(),
             events: Vec::new(),
@@ -353,6 +359,27 @@ impl Member {
             m.reset_election_timer(now_ns);
         }
         Ok(m)
+    }
+
+    /// The first heartbeat after data comes this soon (`Sequencer::set_tail_heartbeat`).
+    pub fn set_tail_heartbeat(&mut self, ns: u64) {
+        self.tail_heartbeat_ns = Some(ns);
+        if let Some(seq) = self.seq.as_mut() {
+            seq.set_tail_heartbeat(ns);
+        }
+    }
+
+    /// At most one NAK per account per this long (`Sequencer::set_nak_holdoff`).
+    pub fn set_nak_holdoff(&mut self, ns: u64) {
+        self.nak_holdoff_ns = Some(ns);
+        if let Some(seq) = self.seq.as_mut() {
+            seq.set_nak_holdoff(ns);
+        }
+    }
+
+    /// The NAK the last [`Member::handle_upstream`] produced, for the datagram's sender.
+    pub fn take_nak(&mut self) -> Option<[u8; seqbus_wire::upstream::NAK_LEN]> {
+        self.seq.as_mut().and_then(Sequencer::take_nak)
     }
 
     /// Rebuilds terms and dedupe state from the log.
@@ -702,6 +729,12 @@ impl Member {
             true
         })?;
         let empty = self.last == 0;
+        if let Some(ns) = self.tail_heartbeat_ns {
+            seq.set_tail_heartbeat(ns);
+        }
+        if let Some(ns) = self.nak_holdoff_ns {
+            seq.set_nak_holdoff(ns);
+        }
         seq.sequence_epoch(now_ns, self.term, self.p.id, self.previous_leader);
         let epoch_seq = self.last + 1;
         if empty {

@@ -26,7 +26,7 @@ use seqbus_wire::envelope::{
     Envelope, MessageHeader, FLAG_FRAGMENT, FLAG_LAST_FRAGMENT, KIND_APPLICATION, KIND_CONTROL,
 };
 use seqbus_wire::mold::{MoldPacket, PacketKind, Request, MOLD_HEADER_LEN};
-use seqbus_wire::upstream::{Command, UpstreamWriter, TYPE_COMMANDS, TYPE_HELLO};
+use seqbus_wire::upstream::{Command, Nak, UpstreamWriter, TYPE_COMMANDS, TYPE_HELLO};
 use seqbus_wire::{Account, Session, ENVELOPE_LEN};
 
 /// Record type: a sequenced message for the node.
@@ -39,6 +39,8 @@ pub const RECORD_TIME: u16 = 3;
 pub const RECORD_HEADER_LEN: usize = 48;
 /// Length of a raw-mode record header (length, type, reserved, sequence).
 pub const RAW_RECORD_HEADER_LEN: usize = 16;
+/// The least retransmission timeout of a command ([`Node::set_retry_floor`]).
+pub const DEFAULT_RTO_MIN_NS: u64 = 200_000;
 
 /// Where a node starts reading the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,6 +154,12 @@ pub struct NodeStats {
     pub sent: u64,
     /// Live packets of a sequencer that is not the leader (a deposed one) dropped.
     pub fenced: u64,
+    /// NAKs from the sequencer (a gap in this node's commands) that made it resend.
+    pub naks: u64,
+    /// Smoothed round trip of a command (send → seen in the stream), ns; 0 before the first.
+    pub srtt_ns: u64,
+    /// The retransmission timeout in force, ns.
+    pub rto_ns: u64,
     /// Leader changes seen in the stream.
     pub leader_changes: u64,
 }
@@ -163,6 +171,8 @@ struct Pending {
     body_length: u32,
     fragment: Vec<u8>,
     sent_ns: u64,
+    /// Sent more than once: its confirmation times no round trip (Karn's rule).
+    resent: bool,
 }
 
 /// The node state machine.
@@ -224,6 +234,24 @@ pub struct Node {
     fenced_head: u64,
     /// Commands in flight go out again at once (the leader changed).
     resend_now: bool,
+    // retransmission timing (RFC 6298, with Karn's rule)
+    srtt_ns: u64,
+    rttvar_ns: u64,
+    rto_ns: u64,
+    rto_min_ns: u64,
+    /// Send time of the newest command confirmed that was sent once: a round-trip sample,
+    /// taken at the next transmission (delivery reads no clock).
+    rtt_sample: Option<u64>,
+    /// A NAK asked for the commands from this sequence on.
+    nak_from: Option<u64>,
+    nak_resent_ns: u64,
+    /// Replay requests: smoothed round trip to the first answer, its variation, and the
+    /// timeout they give (the request timeout once the replayer answered).
+    req_srtt_ns: u64,
+    req_rttvar_ns: u64,
+    req_rto_ns: u64,
+    /// When the request a round trip can be timed from was sent (Karn: not a repeat).
+    req_timed: Option<u64>,
     /// Replayers are announced while the node runs: a gap with none known yet waits.
     discovering: bool,
     // delivery
@@ -278,6 +306,17 @@ impl Node {
             pending_leader: None,
             fenced_head: 0,
             resend_now: false,
+            srtt_ns: 0,
+            rttvar_ns: 0,
+            rto_ns: p.retry_ns,
+            rto_min_ns: DEFAULT_RTO_MIN_NS.min(p.retry_ns),
+            rtt_sample: None,
+            nak_from: None,
+            nak_resent_ns: 0,
+            req_srtt_ns: 0,
+            req_rttvar_ns: 0,
+            req_rto_ns: p.request_timeout_ns,
+            req_timed: None,
             discovering: false,
             deadline: None,
             frags: HashMap::new(),
@@ -290,7 +329,54 @@ impl Node {
     pub fn stats(&self) -> NodeStats {
         let mut s = self.stats;
         s.in_flight = self.in_flight.len() as u64;
+        s.srtt_ns = self.srtt_ns;
+        s.rto_ns = self.rto_ns;
         s
+    }
+
+    /// The least retransmission timeout (default [`DEFAULT_RTO_MIN_NS`]): a command not seen
+    /// in the stream after max(this, smoothed round trip + 4 × its variation) is sent again
+    /// (RFC 6298), doubling while nothing is confirmed, up to `retry_ns`.
+    pub fn set_retry_floor(&mut self, ns: u64) {
+        self.rto_min_ns = ns.min(self.p.retry_ns).max(1);
+        self.rto_ns = self.rto_ns.max(self.rto_min_ns);
+    }
+
+    /// Handles a NAK from the sequencer (its answer to a gap in this account's commands):
+    /// the commands in flight from `expected` on are sent again at the next transmission, at
+    /// most once per half a retransmission timeout. Anything else is counted malformed.
+    pub fn handle_nak(&mut self, now_ns: u64, datagram: &[u8]) {
+        let Ok(n) = Nak::parse(datagram) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        if n.session != self.p.session || n.account != self.p.account {
+            self.stats.wrong_session += 1;
+            return;
+        }
+        let sent = self.in_flight.len() - self.unsent;
+        let in_flight = self.in_flight.iter().take(sent).any(|c| c.seq >= n.expected);
+        if !in_flight || now_ns < self.nak_resent_ns + self.rto_ns / 2 {
+            return;
+        }
+        self.nak_from = Some(self.nak_from.map_or(n.expected, |f| f.min(n.expected)));
+    }
+
+    /// Takes a round-trip sample and sets the retransmission timeout from it.
+    fn sample_rtt(&mut self, now_ns: u64) {
+        let Some(sent) = self.rtt_sample.take() else {
+            return;
+        };
+        let r = now_ns.saturating_sub(sent).max(1);
+        if self.srtt_ns == 0 {
+            self.srtt_ns = r;
+            self.rttvar_ns = r / 2;
+        } else {
+            let err = self.srtt_ns.abs_diff(r);
+            self.rttvar_ns = (3 * self.rttvar_ns + err) / 4;
+            self.srtt_ns = (7 * self.srtt_ns + r) / 8;
+        }
+        self.rto_ns = (self.srtt_ns + 4 * self.rttvar_ns).clamp(self.rto_min_ns, self.p.retry_ns);
     }
 
     /// True until a rewinding node has caught up with live.
@@ -457,7 +543,20 @@ impl Node {
         if let Source::Replayer(i) = src {
             if i == self.replayer {
                 self.failures = 0;
-                self.timeout_ns = self.p.request_timeout_ns;
+                if let Some(sent) = self.req_timed.take() {
+                    // the first answer to a request sent once: a round-trip sample
+                    let r = now_ns.saturating_sub(sent).max(1);
+                    if self.req_srtt_ns == 0 {
+                        self.req_srtt_ns = r;
+                        self.req_rttvar_ns = r / 2;
+                    } else {
+                        self.req_rttvar_ns = (3 * self.req_rttvar_ns + self.req_srtt_ns.abs_diff(r)) / 4;
+                        self.req_srtt_ns = (7 * self.req_srtt_ns + r) / 8;
+                    }
+                    self.req_rto_ns = (self.req_srtt_ns + 4 * self.req_rttvar_ns)
+                        .clamp(self.rto_min_ns, self.p.request_timeout_ns);
+                }
+                self.timeout_ns = self.req_rto_ns;
                 // the replayer is answering: outstanding requests time out only once it has
                 // been silent for a whole timeout (answers to pipelined requests may take
                 // longer than one timeout in all)
@@ -753,8 +852,14 @@ impl Node {
 
     fn confirm(&mut self, cmd: u64) {
         self.confirmed = self.confirmed.max(cmd);
+        let sent = self.in_flight.len() - self.unsent;
+        let mut i = 0;
         while self.in_flight.front().is_some_and(|c| c.seq <= cmd) {
             let c = self.in_flight.pop_front().expect("present");
+            if i < sent && !c.resent && c.sent_ns > 0 {
+                self.rtt_sample = Some(c.sent_ns);
+            }
+            i += 1;
             self.recycle(c.fragment);
             self.progressed = true;
         }
@@ -816,6 +921,7 @@ impl Node {
                 body_length: body.len() as u32,
                 fragment,
                 sent_ns: 0,
+                resent: false,
             };
             if self.rewinding {
                 self.suppressed.push_back(c);
@@ -851,6 +957,7 @@ impl Node {
 
     fn transmit_commands(&mut self, now_ns: u64, emit: &mut dyn FnMut(Dest, &[u8])) {
         let sent = self.in_flight.len() - self.unsent;
+        self.sample_rtt(now_ns);
         if self.progressed {
             self.progressed = false;
             self.last_progress_ns = now_ns;
@@ -859,17 +966,27 @@ impl Node {
         // the oldest is overdue (and nothing was confirmed for as long) everything after it
         // is sent again too; in a cluster, to every member (the leader may have changed)
         let mut dest = Dest::Sequencer;
+        let nak_from = self.nak_from.take();
         let from = match self.in_flight.front() {
             Some(_) if sent > 0 && self.resend_now => {
                 self.stats.resent += sent as u64;
                 0
             }
-            Some(c)
-                if sent > 0 && now_ns >= c.sent_ns.max(self.last_progress_ns) + self.p.retry_ns =>
-            {
+            Some(c) if sent > 0 && now_ns >= c.sent_ns.max(self.last_progress_ns) + self.rto_ns => {
                 self.stats.resent += sent as u64;
                 dest = Dest::AllSequencers;
+                // nothing confirmed for a whole timeout: back off (RFC 6298 5.5)
+                self.rto_ns = (self.rto_ns * 2).min(self.p.retry_ns);
                 0
+            }
+            Some(_) if sent > 0 && nak_from.is_some() => {
+                // the sequencer saw a gap: from the first command it lacks, at once
+                let at = nak_from.expect("some");
+                let i = self.in_flight.iter().take(sent).position(|c| c.seq >= at).unwrap_or(sent);
+                self.stats.resent += (sent - i) as u64;
+                self.stats.naks += 1;
+                self.nak_resent_ns = now_ns;
+                i
             }
             _ => sent,
         };
@@ -879,7 +996,10 @@ impl Node {
         }
         let (s, a, i) = (self.p.session, self.p.account, self.p.instance);
         self.upw.begin(TYPE_COMMANDS, s, a, i);
-        for c in self.in_flight.iter_mut().skip(from) {
+        for (k, c) in self.in_flight.iter_mut().enumerate().skip(from) {
+            if k < sent {
+                c.resent = true;
+            }
             c.sent_ns = now_ns;
             let cmd = Command {
                 command_seq: c.seq,
@@ -932,6 +1052,7 @@ impl Node {
             // unanswered (or answered in part and the rest lost): back off, maybe fail over
             self.failures += 1;
             self.timeout_ns = (self.timeout_ns * 2).min(self.p.request_backoff_max_ns);
+            self.req_timed = None; // a repeat's answer times nothing (Karn)
             if self.failures >= self.p.failover_after {
                 self.failures = 0;
                 self.replayer = (self.replayer + 1) % self.p.replayers;
@@ -939,6 +1060,8 @@ impl Node {
             }
         } else {
             self.stats.gaps += 1;
+            self.timeout_ns = self.req_rto_ns;
+            self.req_timed = Some(now_ns);
         }
         let count = (to - from).min(self.p.max_request as u64) as u16;
         let r = Request {
@@ -970,7 +1093,10 @@ impl Node {
             add(0);
         }
         if let Some(c) = self.in_flight.front() {
-            add(c.sent_ns.max(self.last_progress_ns) + self.p.retry_ns);
+            add(c.sent_ns.max(self.last_progress_ns) + self.rto_ns);
+        }
+        if self.nak_from.is_some() {
+            add(0);
         }
         // a request's deadline matters only while there is still a gap to fill
         if self.p.replayers > 0 && self.requested_upto > self.requested_from && self.gap().is_some()

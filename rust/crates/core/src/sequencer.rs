@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use seqbus_wire::control::Control;
 use seqbus_wire::envelope::{Envelope, KIND_APPLICATION, KIND_CONTROL};
 use seqbus_wire::mold::{self, MoldWriter};
-use seqbus_wire::upstream::{UpstreamPacket, TYPE_COMMANDS, TYPE_HELLO};
+use seqbus_wire::upstream::{Nak, UpstreamPacket, NAK_LEN, TYPE_COMMANDS, TYPE_HELLO};
 use seqbus_wire::{Account, Session, ENVELOPE_LEN, SEQUENCER_ACCOUNT};
 
 /// Settings of the sequencer's protocol logic.
@@ -93,6 +93,8 @@ pub struct SequencerStats {
     /// Downstream packets built (data and heartbeats).
     pub packets: u64,
     pub heartbeats: u64,
+    /// NAKs sent (a gap in a sender's commands).
+    pub naks: u64,
 }
 
 /// The sequencer state machine.
@@ -112,7 +114,22 @@ pub struct Sequencer {
     last_packet_ns: u64,
     writer: MoldWriter,
     stats: SequencerStats,
+    /// The heartbeat due after the last packet: `tail_heartbeat_ns` after data, doubling up to
+    /// `heartbeat_ns` while the stream stays idle.
+    hb_interval: u64,
+    tail_heartbeat_ns: u64,
+    /// When each account was last NAKed (only accounts that had a gap).
+    nak_at: HashMap<Account, u64>,
+    nak_holdoff_ns: u64,
+    /// The NAK of the last upstream datagram, for its sender ([`Sequencer::take_nak`]).
+    nak: Option<[u8; NAK_LEN]>,
 }
+
+/// After data, a heartbeat this soon, so a node that lost the last packet of a burst learns of
+/// it within about this long ([`Sequencer::set_tail_heartbeat`]).
+pub const DEFAULT_TAIL_HEARTBEAT_NS: u64 = 250_000;
+/// At most one NAK per account in this long ([`Sequencer::set_nak_holdoff`]).
+pub const DEFAULT_NAK_HOLDOFF_NS: u64 = 100_000;
 
 impl Sequencer {
     /// A sequencer continuing from `recovered` (use [`Recovered::new_session`] for a new
@@ -150,8 +167,36 @@ impl Sequencer {
             last_message_ns: now_ns,
             last_packet_ns: now_ns,
             stats: SequencerStats::default(),
+            hb_interval: params.heartbeat_ns,
+            tail_heartbeat_ns: DEFAULT_TAIL_HEARTBEAT_NS.min(params.heartbeat_ns),
+            nak_at: HashMap::new(),
+            nak_holdoff_ns: DEFAULT_NAK_HOLDOFF_NS,
+            nak: None,
             params,
         }
+    }
+
+    /// The first heartbeat after data comes this soon (0: only every `heartbeat_ns`), the
+    /// next ones at double the interval up to `heartbeat_ns`: a node that lost the end of a
+    /// burst learns of it in about this long, not a whole heartbeat period.
+    pub fn set_tail_heartbeat(&mut self, ns: u64) {
+        self.tail_heartbeat_ns = if ns == 0 {
+            self.params.heartbeat_ns
+        } else {
+            ns.min(self.params.heartbeat_ns)
+        };
+    }
+
+    /// At most one NAK to an account per this long (0: NAKs off; senders then resend on their
+    /// own timer only).
+    pub fn set_nak_holdoff(&mut self, ns: u64) {
+        self.nak_holdoff_ns = ns;
+    }
+
+    /// The NAK the last [`Sequencer::handle_upstream`] produced, to be sent to the address that
+    /// datagram came from.
+    pub fn take_nak(&mut self) -> Option<[u8; NAK_LEN]> {
+        self.nak.take()
     }
 
     /// Adds an already journaled message to the messages waiting to be published (see
@@ -272,6 +317,7 @@ impl Sequencer {
             }
             TYPE_COMMANDS => {
                 let mut n = 0;
+                let out_of_order_before = self.stats.out_of_order;
                 let max_fragment = self.max_fragment();
                 // one look-up per packet, written back at the end
                 let mut expected = *self.expected.get(&account).unwrap_or(&1);
@@ -309,6 +355,24 @@ impl Sequencer {
                     self.stamp(now_ns);
                     self.expected.insert(account, expected);
                 }
+                if self.stats.out_of_order > out_of_order_before && self.nak_holdoff_ns > 0 {
+                    // commands after a gap: ask the sender for the missing one now, not after
+                    // its retransmission timer
+                    let last = self.nak_at.entry(account).or_insert(0);
+                    if now_ns >= *last + self.nak_holdoff_ns {
+                        *last = now_ns;
+                        self.stats.naks += 1;
+                        self.nak = Some(
+                            Nak {
+                                session: self.params.session,
+                                account,
+                                instance,
+                                expected,
+                            }
+                            .encode(),
+                        );
+                    }
+                }
                 n
             }
             _ => unreachable!("parse accepts only known packet types"),
@@ -333,7 +397,7 @@ impl Sequencer {
 
     /// When the next timer-driven action is due (clock tick or heartbeat).
     pub fn next_timeout(&self) -> u64 {
-        let hb = self.last_packet_ns + self.params.heartbeat_ns;
+        let hb = self.last_packet_ns + self.hb_interval;
         if self.params.clock_tick_ns > 0 {
             hb.min(self.last_message_ns + self.params.clock_tick_ns)
         } else {
@@ -450,6 +514,7 @@ impl Sequencer {
         }
         self.pending_first += n as u64;
         self.last_packet_ns = now_ns;
+        self.hb_interval = self.tail_heartbeat_ns;
     }
 
     /// The time of the last packet sent (heartbeats included).
@@ -459,8 +524,9 @@ impl Sequencer {
 
     /// A heartbeat packet when nothing was sent for `heartbeat_ns`.
     pub fn poll_heartbeat(&mut self, now_ns: u64) -> Option<[u8; mold::MOLD_HEADER_LEN]> {
-        if now_ns.saturating_sub(self.last_packet_ns) >= self.params.heartbeat_ns {
+        if now_ns.saturating_sub(self.last_packet_ns) >= self.hb_interval {
             self.last_packet_ns = now_ns;
+            self.hb_interval = (self.hb_interval * 2).min(self.params.heartbeat_ns);
             self.stats.heartbeats += 1;
             self.stats.packets += 1;
             Some(mold::heartbeat(self.params.session, self.next_seq))

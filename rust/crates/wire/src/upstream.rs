@@ -15,6 +15,10 @@
 //!
 //! Command block (16-byte header then the fragment):
 //! `command_seq u64 | body_length u32 | flags u8 | reserved u8 | fragment_length u16 | fragment`.
+//!
+//! The sequencer answers a gap in an account's commands with a **NAK** (type 3, sequencer →
+//! the sender's address, 36 bytes): the same header with count 0, then `expected u64`, the
+//! command sequence it needs next from that account ([`Nak`]).
 
 use crate::envelope::{FLAG_FRAGMENT, FLAG_LAST_FRAGMENT};
 use crate::{le_u16, le_u32, le_u64, need, Account, Session, WireError};
@@ -27,6 +31,10 @@ pub const COMMAND_HEADER_LEN: usize = 16;
 pub const TYPE_COMMANDS: u8 = 1;
 /// Packet type: hello (asks the sequencer to publish the sender's `SenderState`).
 pub const TYPE_HELLO: u8 = 2;
+/// Packet type: NAK (sequencer → sender: resend from `expected`).
+pub const TYPE_NAK: u8 = 3;
+/// Length of a NAK.
+pub const NAK_LEN: usize = UPSTREAM_HEADER_LEN + 8;
 const MAGIC: [u8; 2] = *b"SU";
 const VERSION: u8 = 1;
 
@@ -154,6 +162,68 @@ impl<'a> UpstreamPacket<'a> {
             at: UPSTREAM_HEADER_LEN,
             left: self.count(),
         }
+    }
+}
+
+/// The sequencer's request to a sender to resend its commands from `expected` on: a command
+/// after it arrived while it was missing (lost, or still on its way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Nak {
+    pub session: Session,
+    pub account: Account,
+    pub instance: u16,
+    pub expected: u64,
+}
+
+impl Nak {
+    pub fn encode(&self) -> [u8; NAK_LEN] {
+        let mut b = [0u8; NAK_LEN];
+        b[0..2].copy_from_slice(&MAGIC);
+        b[2] = VERSION;
+        b[3] = TYPE_NAK;
+        b[4..14].copy_from_slice(&self.session.0);
+        b[14..22].copy_from_slice(&self.account);
+        b[22..24].copy_from_slice(&self.instance.to_le_bytes());
+        b[UPSTREAM_HEADER_LEN..].copy_from_slice(&self.expected.to_le_bytes());
+        b
+    }
+
+    /// Validates a whole datagram.
+    pub fn parse(buf: &[u8]) -> Result<Nak, WireError> {
+        const WHAT: &str = "NAK";
+        need(WHAT, buf, 0, NAK_LEN)?;
+        if buf[0..2] != MAGIC || buf[2] != VERSION || buf[3] != TYPE_NAK {
+            return Err(WireError::Invalid {
+                what: WHAT,
+                field: "magic/version/type",
+                value: le_u32(buf, 0) as u64,
+            });
+        }
+        if buf.len() != NAK_LEN {
+            return Err(WireError::Trailing {
+                what: WHAT,
+                extra: buf.len() - NAK_LEN,
+            });
+        }
+        let expected = le_u64(buf, UPSTREAM_HEADER_LEN);
+        if expected == 0 || le_u16(buf, 24) != 0 {
+            return Err(WireError::Invalid {
+                what: WHAT,
+                field: "expected",
+                value: expected,
+            });
+        }
+        Ok(Nak {
+            session: Session(buf[4..14].try_into().expect("10 bytes")),
+            account: buf[14..22].try_into().expect("8 bytes"),
+            instance: le_u16(buf, 22),
+            expected,
+        })
+    }
+
+    /// True when `buf` starts like a NAK (to tell it from replayer answers on one socket).
+    pub fn is_nak(buf: &[u8]) -> bool {
+        buf.len() >= 4 && buf[0..2] == MAGIC && buf[3] == TYPE_NAK
     }
 }
 
@@ -307,5 +377,23 @@ mod tests {
         assert!(UpstreamPacket::parse(&m).is_err());
         w.begin(TYPE_HELLO, s, a, 1);
         assert!(UpstreamPacket::parse(w.bytes()).is_ok());
+    }
+
+    #[test]
+    fn nak_round_trip_and_errors() {
+        let n = Nak {
+            session: Session::new("S1").unwrap(),
+            account: crate::account("ME").unwrap(),
+            instance: 2,
+            expected: 41,
+        };
+        let b = n.encode();
+        assert!(Nak::is_nak(&b));
+        assert_eq!(Nak::parse(&b).unwrap(), n);
+        assert!(Nak::parse(&b[..NAK_LEN - 1]).is_err());
+        assert!(UpstreamPacket::parse(&b).is_err(), "a NAK is no upstream packet");
+        let mut z = b;
+        z[UPSTREAM_HEADER_LEN..].copy_from_slice(&0u64.to_le_bytes());
+        assert!(Nak::parse(&z).is_err());
     }
 }
