@@ -337,8 +337,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=120.0, help="give up after this many s")
     p.add_argument(
         "--idle",
-        choices=("block", "spin-yield", "busy-spin"),
-        default="block",
+        choices=("hybrid", "block", "spin-yield", "busy-spin"),
+        default="hybrid",
         help="idle strategy of the sequencer and the nodes (busy-spin costs a core each)",
     )
     p.add_argument(

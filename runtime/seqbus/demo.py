@@ -80,7 +80,7 @@ def bus_config(
     workdir: Path,
     multicast: bool,
     subscribers: list[str],
-    idle: str = "block",
+    idle: str = "hybrid",
     *,
     standalone_replayer: bool = False,
     cluster: str = "",

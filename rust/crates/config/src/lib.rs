@@ -109,6 +109,15 @@ pub struct SequencerConfig {
     /// A clock-tick message is sequenced after this long without any message; 0 = never.
     #[serde(default = "default_clock_tick")]
     pub clock_tick_ms: u64,
+    /// The first heartbeat after data comes this soon (µs; 0 = only every `heartbeat_ms`),
+    /// later ones at double the interval up to `heartbeat_ms`: a node that lost the last
+    /// packet of a burst learns of it this soon.
+    #[serde(default = "default_tail_heartbeat")]
+    pub tail_heartbeat_us: u64,
+    /// At most one NAK (a request to resend, on a gap in a sender's commands) per account per
+    /// this long (µs; 0 = no NAKs: senders resend on their own timer only).
+    #[serde(default = "default_nak_holdoff")]
+    pub nak_holdoff_us: u64,
     /// Run the replayer inside the sequencer process (serving `[replayer].listen`).
     #[serde(default = "default_true")]
     pub replayer_in_process: bool,
@@ -254,9 +263,13 @@ pub struct NodeConfig {
     pub replayers: Vec<SocketAddr>,
     /// Address a node binds to receive `udp-unicast` downstream (one node per address).
     pub listen: Option<SocketAddr>,
-    /// Commands not seen in the stream after this long are sent again.
+    /// The longest a command waits before it is sent again: the retransmission timeout is
+    /// learned from measured round trips (RFC 6298) between `retry_min_us` and this.
     #[serde(default = "default_retry")]
     pub retry_ms: u64,
+    /// The least retransmission timeout of a command, µs.
+    #[serde(default = "default_retry_min")]
+    pub retry_min_us: u64,
     /// First wait before a gap request is repeated (doubles up to `request_backoff_max_ms`).
     #[serde(default = "default_request_timeout")]
     pub request_timeout_ms: u64,
@@ -304,10 +317,10 @@ fn default_true() -> bool {
     true
 }
 fn default_seq_idle() -> IdleStrategy {
-    IdleStrategy::Block
+    IdleStrategy::Hybrid
 }
 fn default_node_idle() -> IdleStrategy {
-    IdleStrategy::Block
+    IdleStrategy::Hybrid
 }
 fn default_rcvbuf() -> usize {
     16 << 20
@@ -347,6 +360,15 @@ fn default_replay_depth() -> usize {
 }
 fn default_reorder() -> usize {
     1 << 20
+}
+fn default_tail_heartbeat() -> u64 {
+    250
+}
+fn default_nak_holdoff() -> u64 {
+    100
+}
+fn default_retry_min() -> u64 {
+    200
 }
 fn default_election_timeout() -> u64 {
     40
@@ -475,6 +497,12 @@ impl Config {
         }
         if self.node.retry_ms == 0 {
             return Err(("node.retry_ms", "must be at least 1".into()));
+        }
+        if self.node.retry_min_us == 0 || self.node.retry_min_us > self.node.retry_ms * 1000 {
+            return Err((
+                "node.retry_min_us",
+                "must be at least 1 and at most node.retry_ms".into(),
+            ));
         }
         match self.downstream.transport {
             Transport::UdpMulticast => match self.downstream.group {

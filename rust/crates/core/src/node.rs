@@ -334,6 +334,11 @@ impl Node {
         s
     }
 
+    /// Command fragments sent (or queued) and not yet seen in the stream.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
     /// The least retransmission timeout (default [`DEFAULT_RTO_MIN_NS`]): a command not seen
     /// in the stream after max(this, smoothed round trip + 4 × its variation) is sent again
     /// (RFC 6298), doubling while nothing is confirmed, up to `retry_ns`.

@@ -1,71 +1,207 @@
 //! Idle strategies: what a loop does when it found no work.
 
 use std::os::fd::RawFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use seqbus_config::IdleStrategy;
 
 const SPINS_BEFORE_YIELD: u32 = 2_000;
+/// The longest `hybrid` spins after the last work before it sleeps.
+pub const HYBRID_SPIN: Duration = Duration::from_micros(50);
+/// The shortest spin `hybrid` keeps (so it notices when spinning pays again).
+const HYBRID_SPIN_MIN: Duration = Duration::from_micros(2);
+/// How long `busy-spin` goes without work before it sleeps until a socket is readable.
+pub const BUSY_SPIN_LIMIT: Duration = Duration::from_millis(2);
+/// How long `spin-yield` spins and yields without work before it sleeps.
+pub const SPIN_YIELD_LIMIT: Duration = Duration::from_millis(1);
 
 /// Carries out an [`IdleStrategy`].
 #[derive(Debug)]
 pub struct Idler {
     strategy: IdleStrategy,
     spins: u32,
+    /// When the current stretch without work began.
+    idle_since: Option<Instant>,
+    /// `hybrid`: the spin window now, and whether this stretch went to sleep.
+    spin: Duration,
+    slept: bool,
 }
 
 impl Idler {
     pub fn new(strategy: IdleStrategy) -> Idler {
-        Idler { strategy, spins: 0 }
+        Idler {
+            strategy,
+            spins: 0,
+            idle_since: None,
+            spin: Idler::max_spin(strategy),
+            slept: false,
+        }
+    }
+
+    /// The longest a strategy goes without work before it sleeps.
+    fn max_spin(strategy: IdleStrategy) -> Duration {
+        match strategy {
+            IdleStrategy::BusySpin => BUSY_SPIN_LIMIT,
+            IdleStrategy::SpinYield => SPIN_YIELD_LIMIT,
+            IdleStrategy::Hybrid => HYBRID_SPIN,
+            IdleStrategy::Block => Duration::ZERO,
+        }
+    }
+
+    pub fn strategy(&self) -> IdleStrategy {
+        self.strategy
     }
 
     /// Work was found: start spinning afresh.
     pub fn reset(&mut self) {
+        // a spin that ended in a sleep was wasted (what it waited for needed a core this
+        // process held); one that found work paid: halve, or double back
+        if self.strategy != IdleStrategy::Block && self.idle_since.is_some() {
+            self.spin = if self.slept {
+                (self.spin / 2).max(HYBRID_SPIN_MIN)
+            } else {
+                (self.spin * 2).min(Idler::max_spin(self.strategy))
+            };
+        }
         self.spins = 0;
+        self.idle_since = None;
+        self.slept = false;
+    }
+
+    /// `hybrid`'s spin window now.
+    pub fn spin_window(&self) -> Duration {
+        self.spin
+    }
+
+    /// How long this stretch without work has lasted (starting it on the first call).
+    fn idle_for(&mut self) -> Duration {
+        let now = Instant::now();
+        now - *self.idle_since.get_or_insert(now)
     }
 
     /// No work: wait per the strategy, at most until `until`, waking early when one of
-    /// `fds` becomes readable (blocking strategy).
+    /// `fds` becomes readable (when it sleeps).
     pub fn idle(&mut self, fds: &[RawFd], until: Instant) {
         match self.strategy {
-            IdleStrategy::BusySpin => std::hint::spin_loop(),
+            IdleStrategy::BusySpin => {
+                if self.idle_for() >= self.spin {
+                    self.slept = true;
+                    block(fds, until);
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
             IdleStrategy::SpinYield => {
-                if self.spins < SPINS_BEFORE_YIELD {
+                if self.idle_for() >= self.spin {
+                    self.slept = true;
+                    block(fds, until);
+                } else if self.spins < SPINS_BEFORE_YIELD {
                     self.spins += 1;
                     std::hint::spin_loop();
                 } else {
                     std::thread::yield_now();
                 }
             }
-            IdleStrategy::Block => {
-                let now = Instant::now();
-                if until <= now {
-                    return;
-                }
-                let ms = (until - now)
-                    .as_micros()
-                    .div_ceil(1000)
-                    .min(i32::MAX as u128) as i32;
-                let pfd = |fd| libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // no allocation for the usual few sockets (this runs on every wait)
-                let mut few = [pfd(-1); 8];
-                let mut many = Vec::new();
-                let pfds: &mut [libc::pollfd] = if fds.len() <= few.len() {
-                    for (p, &fd) in few.iter_mut().zip(fds) {
-                        *p = pfd(fd);
-                    }
-                    &mut few[..fds.len()]
+            IdleStrategy::Hybrid => {
+                if self.idle_for() >= self.spin {
+                    self.slept = true;
+                    block(fds, until);
                 } else {
-                    many.extend(fds.iter().map(|&fd| pfd(fd)));
-                    &mut many
-                };
-                // SAFETY: pfds is a valid array of pollfd for the duration of the call.
-                unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+                    std::hint::spin_loop();
+                }
             }
+            IdleStrategy::Block => block(fds, until),
         }
+    }
+}
+
+/// Sleeps in `ppoll` until one of `fds` is readable or `until` (µs precision: `poll`'s
+/// milliseconds would round a 200 µs retransmission timeout up to 1 ms).
+fn block(fds: &[RawFd], until: Instant) {
+    let now = Instant::now();
+    if until <= now {
+        return;
+    }
+    let left = until - now;
+    let ts = libc::timespec {
+        tv_sec: left.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: left.subsec_nanos() as libc::c_long,
+    };
+    let pfd = |fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // no allocation for the usual few sockets (this runs on every wait)
+    let mut few = [pfd(-1); 8];
+    let mut many = Vec::new();
+    let pfds: &mut [libc::pollfd] = if fds.len() <= few.len() {
+        for (p, &fd) in few.iter_mut().zip(fds) {
+            *p = pfd(fd);
+        }
+        &mut few[..fds.len()]
+    } else {
+        many.extend(fds.iter().map(|&fd| pfd(fd)));
+        &mut many
+    };
+    // SAFETY: pfds is a valid array of pollfd and ts a valid timespec for the duration of
+    // the call; a null signal mask leaves the mask as it is.
+    unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse() {
+        for (s, v) in [
+            ("busy-spin", IdleStrategy::BusySpin),
+            ("spin-yield", IdleStrategy::SpinYield),
+            ("hybrid", IdleStrategy::Hybrid),
+            ("block", IdleStrategy::Block),
+        ] {
+            assert_eq!(s.parse::<IdleStrategy>().unwrap(), v);
+        }
+        assert!("nap".parse::<IdleStrategy>().unwrap_err().contains("hybrid"));
+    }
+
+    #[test]
+    fn hybrid_sleeps_until_the_deadline_once_its_spin_is_over() {
+        let mut i = Idler::new(IdleStrategy::Hybrid);
+        i.idle(&[], Instant::now()); // starts the stretch
+        std::thread::sleep(HYBRID_SPIN);
+        let t = Instant::now();
+        i.idle(&[], t + Duration::from_millis(30));
+        assert!(t.elapsed() >= Duration::from_millis(29), "{:?}", t.elapsed());
+        assert!(i.slept);
+    }
+
+    #[test]
+    fn hybrids_spin_halves_when_wasted_and_doubles_back_when_it_pays() {
+        let mut i = Idler::new(IdleStrategy::Hybrid);
+        let stretch = |i: &mut Idler, slept: bool| {
+            i.idle_since = Some(Instant::now());
+            i.slept = slept;
+            i.reset();
+        };
+        stretch(&mut i, true);
+        assert_eq!(i.spin_window(), HYBRID_SPIN / 2);
+        stretch(&mut i, false);
+        assert_eq!(i.spin_window(), HYBRID_SPIN);
+        for _ in 0..20 {
+            stretch(&mut i, true);
+        }
+        assert_eq!(i.spin_window(), HYBRID_SPIN_MIN);
+        // work found without any idle call in between changes nothing
+        i.reset();
+        assert_eq!(i.spin_window(), HYBRID_SPIN_MIN);
     }
 }

@@ -156,6 +156,7 @@ impl NodeClient {
         let mut node = node;
         node.set_replay_depth(nc.replay_depth);
         node.set_discovering(discovery.is_some());
+        node.set_retry_floor(nc.retry_min_us * 1000);
         let fds: Vec<RawFd> = [req.as_raw_fd()]
             .into_iter()
             .chain(discovery.as_ref().map(|d| d.fd()))
@@ -254,7 +255,12 @@ impl NodeClient {
             if self.reads.is_multiple_of(64) {
                 self.discover();
             }
-            if self.node.awaits_replay() || self.reads.is_multiple_of(64) {
+            // (and more often while commands are in flight: the sequencer's NAKs come here)
+            let in_flight = self.node.in_flight() > 0;
+            if self.node.awaits_replay()
+                || self.reads.is_multiple_of(64)
+                || (in_flight && self.reads.is_multiple_of(8))
+            {
                 self.rx_rep
                     .recv(&self.req)
                     .map_err(io_error("node: recv (replayer)"))?;
@@ -273,6 +279,10 @@ impl NodeClient {
                     .unwrap_or(usize::MAX),
             );
             match self.rx_rep.get(i) {
+                // the sequencer's NAK comes to the socket commands leave from
+                Some(d) if seqbus_wire::upstream::Nak::is_nak(d) => {
+                    self.node.handle_nak(self.rep_now, d)
+                }
                 Some(d) => self.node.handle_datagram(self.rep_now, src, d),
                 None => self.node.note_malformed(),
             }

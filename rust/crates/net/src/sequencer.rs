@@ -148,6 +148,8 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     let params = member_params(cfg, id, &members);
     let mut member = Member::new(params, &mut log, vote.term, vote.voted_for, now_ns())
         .map_err(Error::Persist)?;
+    member.set_tail_heartbeat(sc.tail_heartbeat_us * 1000);
+    member.set_nak_holdoff(sc.nak_holdoff_us * 1000);
     let upstream = udp::bind(sc.upstream, sc.recv_buffer).map_err(io_error(format!(
         "sequencer.upstream {}: bind",
         sc.upstream
@@ -344,6 +346,10 @@ fn sequence(
                 match rx.get(i) {
                     Some(d) => {
                         member.handle_upstream(now, d);
+                        if let Some(nak) = member.take_nak() {
+                            // to the address the commands came from: the sender resends now
+                            let _ = upstream.send_to(&nak, &rx.from(i));
+                        }
                     }
                     None => member.note_malformed(),
                 }
@@ -401,6 +407,8 @@ fn sequence(
         // Commands that came over TCP or the in-process queue; TCP logins and rewinds.
         got += down.poll(now_ns(), log, &mut |d| {
             member.handle_upstream(now_ns(), d);
+            // a reliable transport loses no command: no NAK to send
+            let _ = member.take_nak();
         });
         let now = now_ns();
         if let Some(b) = board {
