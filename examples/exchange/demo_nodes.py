@@ -8,6 +8,10 @@ files named by the environment.
   same point of the stream. The demo kills the primary once its checkpoint is written.
 * The gateway also writes ``progress`` (answers so far) every 100 answers, and its report
   (with order → answer latencies from its own clock) once every order is answered.
+* ``EXCHANGE_HOLD_AT``: once that many orders are answered the gateway writes ``hold`` and keeps
+  only two orders in flight until a file ``release`` appears (looked for every 5 ms on its
+  local clock): the demo kills the leading sequencer meanwhile, so the takeover happens with
+  orders in flight, however fast the run.
 * When every order is answered the gateway sends an end-of-run marker (a cancel of order 0);
   engines write their report when they handle it, then stop. Market data publishes the whole
   book at the marker and writes its report once every update it published is in the stream.
@@ -36,10 +40,17 @@ from examples.exchange.messages import (
 )
 
 from examples.exchange.engine import MatchingEngine
-from examples.exchange.gateway import OrderGateway
+from examples.exchange.gateway import IN_FLIGHT, OrderGateway
 from examples.exchange.market_data import MarketDataPublisher
 
 __all__ = ["DemoEngine", "DemoGateway", "DemoMarketData"]
+
+
+def _bus_stats(node: Any) -> dict[str, int]:
+    """The node's protocol counters (retransmissions, gaps, NAKs…), when it runs on a bus."""
+    client = getattr(node, "_client", None)
+    stats = getattr(client, "stats", None)
+    return dict(stats()) if callable(stats) else {}
 
 
 def _write(name: str, data: dict[str, Any]) -> None:
@@ -72,6 +83,7 @@ class DemoEngine(MatchingEngine):
                 "handled": self.handled,
                 "trades": self.trades,
                 "last_sequence": self.sequence(),
+                "bus": _bus_stats(self),
             },
         )
 
@@ -150,6 +162,8 @@ class DemoMarketData(MarketDataPublisher):
 
 
 class DemoGateway(OrderGateway):
+    """The gateway with latencies, progress, the checkpoint marker and the hold (above)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.sent_at: dict[int, int] = {}
@@ -159,10 +173,19 @@ class DemoGateway(OrderGateway):
         self.answered_at: list[int] = []
         self.started = 0.0
         self.checkpoint_at = int(os.environ.get("EXCHANGE_CHECKPOINT_AT", "0"))
+        self.hold_at = int(os.environ.get("EXCHANGE_HOLD_AT", "0"))
+        self.held = False
 
     def on_opened(self) -> None:
         self.started = time.perf_counter()
         super().on_opened()
+
+    def _release(self) -> None:
+        if (Path(os.environ["EXCHANGE_REPORT_DIR"]) / "release").exists():
+            self.in_flight_limit = IN_FLIGHT
+            self.pump()
+        else:
+            self.set_local_timer(0.005, self._release)
 
     def post(self, message: object) -> None:
         if isinstance(message, NewOrder):
@@ -179,6 +202,11 @@ class DemoGateway(OrderGateway):
         super()._answer(order_id)
         if len(self.answers) % 100 == 0:
             _write("progress", {"answered": len(self.answers)})
+        if self.hold_at and not self.held and len(self.answers) >= self.hold_at:
+            self.held = True
+            self.in_flight_limit = 2
+            _write("hold", {"answered": len(self.answers)})
+            self.set_local_timer(0.005, self._release)
         if self.done:
             _write(
                 f"{self.account}-{self.instance}.json",
@@ -192,6 +220,7 @@ class DemoGateway(OrderGateway):
                     "trades": self.trades,
                     "elapsed_s": time.perf_counter() - self.started,
                     "latency_ns": self.latencies,
+                    "bus": _bus_stats(self),
                     "answered_at_ns": self.answered_at,
                 },
             )

@@ -42,6 +42,8 @@ class OrderGateway(ExchangeNode):
             seed if seed is not None else int(os.environ.get("EXCHANGE_SEED", "1"))
         )
         self.client_id = 1
+        #: orders kept in flight (without an answer) at most
+        self.in_flight_limit = IN_FLIGHT
         self.sent = 0
         self.answers: dict[int, int] = {}
         self.accepted = 0
@@ -68,7 +70,7 @@ class OrderGateway(ExchangeNode):
 
     def pump(self) -> None:
         rng = self.rng
-        while self.sent < self.total and self.sent - len(self.answers) < IN_FLIGHT:
+        while self.sent < self.total and self.sent - len(self.answers) < self.in_flight_limit:
             if self.open_ids and rng.random() < 0.05:
                 victim = self.open_ids.pop(rng.randrange(len(self.open_ids)))
                 self.post(CancelOrder(order_id=victim, client_id=self.client_id))

@@ -331,6 +331,12 @@ def _parser() -> argparse.ArgumentParser:
         help="a sequencer and two nodes ping-ponging: the round-trip latency demo",
     )
     p.add_argument("--orders", type=int, default=20000, help="orders the exchange gateway sends")
+    p.add_argument(
+        "--no-sequencer-kill",
+        dest="sequencer_kill",
+        action="store_false",
+        help="keep the leading sequencer alive (the exchange kills it at three quarters)",
+    )
     p.add_argument("--count", type=int, default=20000, help="ping-pong round trips to measure")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.add_argument("--unicast", action="store_true", help="use UDP unicast, not multicast")

@@ -104,7 +104,7 @@ def bus_config(
         replayer_keys = f'follow = true\njournal_dir = "{workdir / "journal"}"'
     else:
         sequencer = f'upstream = "127.0.0.1:{upstream}"\njournal_dir = "{workdir / "journal"}"'
-        sequencer += f'\nreplayer_in_process = {"false" if standalone_replayer else "true"}'
+        sequencer += f"\nreplayer_in_process = {'false' if standalone_replayer else 'true'}"
         replayer_keys = ""
     return f"""\
 [bus]
@@ -176,6 +176,8 @@ def _argv(args: argparse.Namespace) -> list[str]:
         argv.append("--no-report")
     if args.json:
         argv.append("--json")
+    if not getattr(args, "sequencer_kill", True):
+        argv.append("--no-sequencer-kill")
     if args.unicast:
         argv.append("--unicast")
     argv += ["--exchange", "--orders", str(args.orders)] if args.exchange else ["--pingpong"]
@@ -272,8 +274,10 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
     equal) and, unless --no-report or --json, a Spark report over the session archive."""
     root = _examples_root()
     if root is None:
-        print("seqbus demo: examples/exchange not found (run it from the repository root)",
-              file=sys.stderr)
+        print(
+            "seqbus demo: examples/exchange not found (run it from the repository root)",
+            file=sys.stderr,
+        )
         return 1
     progress = _Progress()
     names = ["ME-1", "ME-2", "MD-1", "GW-1", "ME-3"]
@@ -284,14 +288,23 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
         config = workdir / "bus.toml"
         cluster, status = cluster_config(3)
         config.write_text(
-            bus_config(workdir, multicast, list(listen.values()), args.idle,
-                       standalone_replayer=True, cluster=cluster)
+            bus_config(
+                workdir,
+                multicast,
+                list(listen.values()),
+                args.idle,
+                standalone_replayer=True,
+                cluster=cluster,
+            )
         )
         env = dict(
             os.environ,
             EXCHANGE_REPORT_DIR=str(reports),
             EXCHANGE_ORDERS=str(args.orders),
             EXCHANGE_CHECKPOINT_AT=str(max(1, args.orders // 2)),
+            EXCHANGE_HOLD_AT=str(
+                max(1, args.orders * 3 // 4) if getattr(args, "sequencer_kill", True) else 0
+            ),
         )
         cli = [sys.executable, "-m", "seqbus.cli"]
         procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -324,7 +337,9 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
             for member in status:
                 procs[f"sequencer-{member}"] = subprocess.Popen(
                     [*cli, "sequencer", "-c", str(config), "--id", str(member)],
-                    env=env, stdout=out_to, preexec_fn=_sequencer_priority,
+                    env=env,
+                    stdout=out_to,
+                    preexec_fn=_sequencer_priority,
                 )
             while _leader(status, procs) is None:
                 _check(procs, deadline, "leader among the sequencers")
@@ -345,16 +360,18 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
             primary.kill()  # the primary dies mid-run; the hot backup's commands count now
             primary.wait()
             killed_at = answered()
-            progress.event(f"checkpoint passed; primary ME/1 killed (kill -9) after "
-                           f"{killed_at:,} answers; backup ME/2 carries on")
+            progress.event(
+                f"checkpoint passed; primary ME/1 killed (kill -9) after "
+                f"{killed_at:,} answers; backup ME/2 carries on"
+            )
             node("ME-3", "demo_nodes:DemoEngine")  # a late joiner: rewinds, then live
             progress.event("late joiner ME/3 started: rewinding the session")
-            while answered() < args.orders * 3 // 4 and not (reports / "GW-1.json").exists():
-                _check(procs, deadline, "three quarters of the orders answered")
-                progress.status(f"orders answered {answered():>8,} / {args.orders:,}")
-                time.sleep(0.005)
+            # the gateway holds at three quarters (two orders in flight) until released
+            kill_sequencer = getattr(args, "sequencer_kill", True)
+            if kill_sequencer:
+                wait_for(reports / "hold", procs, "three quarters of the orders answered")
             # the leading sequencer dies; a standby takes over
-            old = _leader(status, procs)
+            old = _leader(status, procs) if kill_sequencer else None
             if old is not None:
                 seq_proc = procs.pop(f"sequencer-{old}")
                 answers_before = answered()
@@ -370,26 +387,36 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
                 became = None
                 while not became or int(became) < killed_ns:
                     _check(procs, deadline, "the new leader's first message")
-                    became = (_status(status[new]) or {}).get("cluster", {}).get(
-                        "last_takeover_ns"
-                    )
+                    became = (_status(status[new]) or {}).get("cluster", {}).get("last_takeover_ns")
                     time.sleep(0.001)
-                takeover = {"killed_member": old, "new_leader": new, "killed_ns": killed_ns,
-                            "killed_after_answers": answers_before, "became_leader_ns": became}
-                progress.event(f"leading sequencer {old} killed (kill -9) after "
-                               f"{answers_before:,} answers; sequencer {new} took over")
+                takeover = {
+                    "killed_member": old,
+                    "new_leader": new,
+                    "killed_ns": killed_ns,
+                    "killed_after_answers": answers_before,
+                    "became_leader_ns": became,
+                }
+                progress.event(
+                    f"leading sequencer {old} killed (kill -9) after "
+                    f"{answers_before:,} answers; sequencer {new} took over"
+                )
+            (reports / "release").write_text("")
             wait_for(reports / "GW-1.json", procs, "end of the order flow")
             procs["GW-1"].wait(10)
             del procs["GW-1"]
             for name in ("ME-2", "ME-3", "MD-1"):  # each saw the end marker
                 wait_for(reports / f"{name}.json", procs, f"end marker at {name}")
-            progress.event("every order answered; backup, late joiner and market data at "
-                           "the end marker")
+            progress.event(
+                "every order answered; backup, late joiner and market data at the end marker"
+            )
             gateway = json.loads((reports / "GW-1.json").read_text())
-            final = {n: json.loads((reports / f"{n}.json").read_text())
-                     for n in ("ME-2", "ME-3", "MD-1")}
-            checkpoint = {n: json.loads((reports / f"{n}.checkpoint.json").read_text())
-                          for n in ("ME-1", "ME-2", "ME-3")}
+            final = {
+                n: json.loads((reports / f"{n}.json").read_text()) for n in ("ME-2", "ME-3", "MD-1")
+            }
+            checkpoint = {
+                n: json.loads((reports / f"{n}.checkpoint.json").read_text())
+                for n in ("ME-1", "ME-2", "ME-3")
+            }
             # the replayer's journal (what was published, the archive's source) holds the
             # whole run before anything stops
             from seqbus import _core
@@ -451,6 +478,20 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
         },
         "final_state_hash": {"backup": final_hashes["ME-2"], "late_joiner": final_hashes["ME-3"]},
         "sequencer_takeover": takeover,
+        # what loss recovery cost at the nodes that ran from the start (the late joiner's
+        # rewind is history, not recovery)
+        "recovery": {
+            key: sum(
+                int(r.get("bus", {}).get(field, 0)) for r in (gateway, final["ME-2"], final["MD-1"])
+            )
+            for key, field in (
+                ("retransmitted_messages", "retransmits"),
+                ("resent_commands", "resent"),
+                ("naks", "naks"),
+                ("gap_requests", "requests"),
+                ("gaps", "gaps"),
+            )
+        },
         "final_sequence": final["ME-2"]["last_sequence"],
         "market_data_updates": final["MD-1"]["updates"],
         "hashes_equal": equal,
@@ -467,12 +508,19 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
         f"{summary['rejected']:,}); {summary['cancelled']:,} cancels, "
         f"{summary['trades']:,} trades"
     )
-    print(f"throughput       {summary['orders_per_s']:,} orders/s "
-          f"({summary['elapsed_s']} s, one gateway, 32 orders in flight)")
-    print("order → answer   " + "  ".join(f"{k}={v:.1f}µs" for k, v in latency.items())
-          + "  (gateway → sequencer → engine → sequencer → gateway)")
-    print(f"failover         primary ME/1 killed after {killed_at:,} answers; "
-          "backup ME/2 took over with no gap")
+    print(
+        f"throughput       {summary['orders_per_s']:,} orders/s "
+        f"({summary['elapsed_s']} s, one gateway, 32 orders in flight)"
+    )
+    print(
+        "order → answer   "
+        + "  ".join(f"{k}={v:.1f}µs" for k, v in latency.items())
+        + "  (gateway → sequencer → engine → sequencer → gateway)"
+    )
+    print(
+        f"failover         primary ME/1 killed after {killed_at:,} answers; "
+        "backup ME/2 took over with no gap"
+    )
     if takeover:
         print(
             f"sequencer        leader {takeover['killed_member']} killed (kill -9) after "
@@ -480,11 +528,15 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
             f"took over: its first message {takeover['takeover_ms']:.1f} ms after the kill, "
             f"the first order answered {takeover['first_answer_ms']:.1f} ms after it"
         )
-    print(f"state hash       at checkpoint (sequence {summary['checkpoint_sequence']:,}): "
-          f"primary {check_hashes['ME-1']}")
+    print(
+        f"state hash       at checkpoint (sequence {summary['checkpoint_sequence']:,}): "
+        f"primary {check_hashes['ME-1']}"
+    )
     print(f"                 backup {check_hashes['ME-2']}  late joiner {check_hashes['ME-3']}")
-    print(f"                 at the end (sequence {summary['final_sequence']:,}): "
-          f"backup {final_hashes['ME-2']}  late joiner {final_hashes['ME-3']}")
+    print(
+        f"                 at the end (sequence {summary['final_sequence']:,}): "
+        f"backup {final_hashes['ME-2']}  late joiner {final_hashes['ME-3']}"
+    )
     print("                 " + ("all equal" if equal else "DIFFERENT"))
     print(f"market data      {summary['market_data_updates']:,} book updates published")
     for line in report:
@@ -508,8 +560,7 @@ def _takeover_times(takeover: dict[str, Any], gateway: dict[str, Any]) -> dict[s
 
 
 #: The report the exchange demo runs over its archive: schemas and the latency pair.
-EXCHANGE_REPORT = (("bus", "exchange"), ("exchange.NewOrder", "exchange.OrderAccepted",
-                                                    "order_id"))
+EXCHANGE_REPORT = (("bus", "exchange"), ("exchange.NewOrder", "exchange.OrderAccepted", "order_id"))
 
 
 #: The report the ping-pong demo runs over its archive.
@@ -529,8 +580,10 @@ def main(args: argparse.Namespace) -> int:
         return exchange(args, multicast, notes)
     root = _examples_root()  # the ping-pong nodes are examples/pingpong/nodes.py
     if root is None:
-        print("seqbus demo: examples/pingpong not found (run it from the repository root)",
-              file=sys.stderr)
+        print(
+            "seqbus demo: examples/pingpong not found (run it from the repository root)",
+            file=sys.stderr,
+        )
         return 1
 
     with _workdir(args, "seqbus-demo-") as workdir:
@@ -540,8 +593,18 @@ def main(args: argparse.Namespace) -> int:
         config.write_text(bus_config(workdir, multicast, list(listen.values()), args.idle))
 
         def node(target: str, account: str, *extra: str) -> list[str]:
-            args = [*cli, "node", target, "-c", str(config), "--account", account,
-                    "--path", str(root), *extra]
+            args = [
+                *cli,
+                "node",
+                target,
+                "-c",
+                str(config),
+                "--account",
+                account,
+                "--path",
+                str(root),
+                *extra,
+            ]
             return args if multicast else [*args, "--listen", listen[account]]
 
         out = workdir / "summary.json"
@@ -555,7 +618,9 @@ def main(args: argparse.Namespace) -> int:
             )
             procs.append(
                 subprocess.Popen(
-                    node("examples.pingpong.nodes:Ponger", "PONGER", "--rewind"), env=env, stdout=out_to
+                    node("examples.pingpong.nodes:Ponger", "PONGER", "--rewind"),
+                    env=env,
+                    stdout=out_to,
                 )
             )
             pinger = subprocess.Popen(

@@ -29,7 +29,7 @@
 //! m.publish(now, |packet| send downstream)                      // committed → MoldUDP64
 //! ```
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 
 use seqbus_wire::cluster::{self, AppendWriter, Body, Message};
 use seqbus_wire::control::Control;
@@ -124,7 +124,9 @@ pub struct MemberParams {
     pub election_timeout_ns: u64,
     /// The leader sends an append (empty if need be) to each follower at least this often.
     pub heartbeat_ns: u64,
-    /// Entries a follower has not confirmed after this long are sent again.
+    /// Entries a follower has not confirmed after this long are sent again: the most; the
+    /// timeout in force is learned per follower from the round trips of its answers (RFC
+    /// 6298), at least [`RETRANSMIT_MIN_NS`].
     pub retransmit_ns: u64,
     /// Largest append datagram.
     pub max_append: usize,
@@ -216,6 +218,34 @@ struct Peer {
     probing: bool,
     /// Highest index sent.
     sent_upto: u64,
+    /// Appends carrying entries, not yet confirmed: (last index, when sent, sent before).
+    timed: VecDeque<(u64, u64, bool)>,
+    srtt_ns: u64,
+    rttvar_ns: u64,
+    /// The retransmission timeout in force for this follower.
+    rto_ns: u64,
+}
+
+impl Peer {
+    /// A success answer confirmed everything up to `index`: a round-trip sample from the
+    /// newest append it covers that was sent once (Karn's rule).
+    fn sample(&mut self, now_ns: u64, index: u64, max_ns: u64) {
+        let mut sent = None;
+        while self.timed.front().is_some_and(|t| t.0 <= index) {
+            let (_, at, again) = self.timed.pop_front().expect("present");
+            sent = if again { None } else { Some(at) };
+        }
+        let Some(at) = sent else { return };
+        let r = now_ns.saturating_sub(at).max(1);
+        if self.srtt_ns == 0 {
+            self.srtt_ns = r;
+            self.rttvar_ns = r / 2;
+        } else {
+            self.rttvar_ns = (3 * self.rttvar_ns + self.srtt_ns.abs_diff(r)) / 4;
+            self.srtt_ns = (7 * self.srtt_ns + r) / 8;
+        }
+        self.rto_ns = (self.srtt_ns + 4 * self.rttvar_ns).clamp(RETRANSMIT_MIN_NS.min(max_ns), max_ns);
+    }
 }
 
 /// splitmix64, for election timeouts.
@@ -230,6 +260,9 @@ impl Rng {
         z ^ (z >> 31)
     }
 }
+
+/// The least retransmission timeout of an append.
+pub const RETRANSMIT_MIN_NS: u64 = 200_000;
 
 /// Most entries sent to a follower beyond what it confirmed.
 const MAX_IN_FLIGHT: u64 = 1 << 16;
@@ -624,6 +657,10 @@ impl Member {
                 resent_ns: 0,
                 probing: true,
                 sent_upto: 0,
+                timed: VecDeque::new(),
+                srtt_ns: 0,
+                rttvar_ns: 0,
+                rto_ns: self.p.retransmit_ns,
             })
             .collect();
         if self.replayers > 0 && !self.handed_over {
@@ -1033,6 +1070,7 @@ impl Member {
         };
         peer.p.heard_ns = now_ns;
         if success {
+            peer.sample(now_ns, index, self.p.retransmit_ns);
             if index > peer.p.matched {
                 peer.p.matched = index;
                 peer.progress_ns = now_ns;
@@ -1050,7 +1088,7 @@ impl Member {
             }
         } else if index > peer.p.matched
             && index < peer.p.next
-            && now_ns >= peer.resent_ns + self.p.retransmit_ns / 4
+            && now_ns >= peer.resent_ns + peer.rto_ns / 4
         {
             // in step, but the follower lacks entries from `index` on (a datagram lost ahead
             // of later ones): send again from there, once for the rejections of a whole
@@ -1190,14 +1228,19 @@ impl Member {
         for id in ids {
             let peer = self.peers.iter_mut().find(|p| p.p.id == id).expect("peer");
             if peer.p.matched < self.last
-                && now_ns >= peer.progress_ns + self.p.retransmit_ns
-                && now_ns >= peer.last_sent_ns + self.p.retransmit_ns / 2
+                && now_ns >= peer.progress_ns + peer.rto_ns
+                && now_ns >= peer.last_sent_ns + peer.rto_ns / 2
             {
                 // unconfirmed for a retransmission time: back to probing from what it
-                // confirmed (or, still probing, the same probe again)
+                // confirmed (or, still probing, the same probe again), with the timeout
+                // doubled (RFC 6298 5.5) and nothing in flight timed any more (Karn)
                 if !peer.probing {
                     peer.p.next = peer.p.matched + 1;
                     peer.probing = true;
+                }
+                peer.rto_ns = (peer.rto_ns * 2).min(self.p.retransmit_ns);
+                for t in &mut peer.timed {
+                    t.2 = true;
                 }
                 peer.progress_ns = now_ns;
                 peer.last_sent_ns = 0;
@@ -1296,6 +1339,14 @@ impl Member {
             emit(id, self.writer.bytes());
             self.stats.appends_sent += 1;
             self.stats.entries_sent += n;
+            if n > 0 {
+                let peer = &mut self.peers[pi];
+                let again = next <= peer.sent_upto;
+                if peer.timed.len() >= 1024 {
+                    peer.timed.pop_front();
+                }
+                peer.timed.push_back((q - 1, now_ns, again));
+            }
             sent += 1;
             next = q;
             if n == 0 || next >= end || next >= limit || sent >= max_datagrams {
@@ -1375,7 +1426,7 @@ impl Member {
                     for p in &self.peers {
                         t = t.min(p.last_sent_ns + self.p.heartbeat_ns);
                         if p.p.matched < self.last {
-                            t = t.min(p.progress_ns + self.p.retransmit_ns);
+                            t = t.min(p.progress_ns + p.rto_ns);
                         }
                     }
                 }

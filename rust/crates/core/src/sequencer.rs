@@ -529,7 +529,10 @@ impl Sequencer {
             self.hb_interval = (self.hb_interval * 2).min(self.params.heartbeat_ns);
             self.stats.heartbeats += 1;
             self.stats.packets += 1;
-            Some(mold::heartbeat(self.params.session, self.next_seq))
+            // the next sequence *published*: in a cluster, numbered messages wait for a
+            // majority, and a heartbeat naming them would send nodes after a gap that no
+            // replayer can fill yet
+            Some(mold::heartbeat(self.params.session, self.pending_first))
         } else {
             None
         }
@@ -537,7 +540,7 @@ impl Sequencer {
 
     /// The end-of-session packet (send it after the last published batch).
     pub fn end_of_session(&self) -> [u8; mold::MOLD_HEADER_LEN] {
-        mold::end_of_session(self.params.session, self.next_seq)
+        mold::end_of_session(self.params.session, self.pending_first)
     }
 }
 

@@ -176,6 +176,9 @@ impl NodeClient {
             ("sent", s.sent),
             ("fenced", s.fenced),
             ("leader_changes", s.leader_changes),
+            ("naks", s.naks),
+            ("srtt_ns", s.srtt_ns),
+            ("rto_ns", s.rto_ns),
         ] {
             d.set_item(k, v)?;
         }
