@@ -152,15 +152,16 @@ def main(config: str, as_json: bool, metrics: bool) -> int:
         print(fetch_status(config, "/metrics"), end="")
         return 0
     statuses = member_statuses(config)
+    failed = [f"sequencer {e.member}: {s}" for e, s in statuses if not isinstance(s, dict)]
+    if len(failed) == len(statuses):
+        raise TransportError("; ".join(failed))
     if as_json:
-        if len(statuses) == 1 and isinstance(statuses[0][1], dict):
+        # one sequencer: its document; a cluster: every member's, by id (an error as text)
+        if len(statuses) == 1:
             print(json.dumps(statuses[0][1]))
         else:
             print(json.dumps({str(e.member): s for e, s in statuses}))
         return 0
-    failed = [f"sequencer {e.member}: {s}" for e, s in statuses if not isinstance(s, dict)]
-    if len(failed) == len(statuses):
-        raise TransportError("; ".join(failed))
     for endpoint, status in statuses:
         print(
             format_status(status)

@@ -60,7 +60,7 @@ def test_demo_prints_a_json_summary_over_unicast() -> None:
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)  # stdout is exactly one JSON object
     assert summary["transport"] == "udp-unicast"
-    assert summary["idle"] == "block"
+    assert summary["idle"] == "hybrid"  # the default strategy
     assert summary["round_trips"] == 300
     assert 0 < summary["rtt_us"]["p50"] <= summary["rtt_us"]["p99"]
 

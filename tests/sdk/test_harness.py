@@ -44,6 +44,11 @@ class Client(PingpongNode):
         self.acks[msg.id] = self.acks.get(msg.id, 0) + 1
 
 
+#: The engine's timer period: short enough that a run of a few hundred pings, however fast the
+#: simulated network carries it, spans several periods of stream time.
+TICK_NS = 100_000
+
+
 class Engine(PingpongNode):
     """A deterministic state machine: answers each Ping, hashes what it saw, runs a timer."""
 
@@ -54,13 +59,13 @@ class Engine(PingpongNode):
         self.timer_points: list[tuple[int, int]] = []
 
     def on_opened(self) -> None:
-        self.set_timer_after(1_000_000, self._tick)
+        self.set_timer_after(TICK_NS, self._tick)
 
     def _tick(self) -> None:
         self.timer_points.append((self.sequence(), self.sequencer_time()))
         self.hash.update(_PACK.pack(0, self.sequence(), self.sequencer_time()))
         if self.sequencer_time():
-            self.set_timer(self.sequencer_time() + 1_000_000, self._tick)
+            self.set_timer(self.sequencer_time() + TICK_NS, self._tick)
 
     def on_ping(self, msg: PingView, mine: bool) -> None:
         self.handled += 1
