@@ -171,6 +171,11 @@ pub struct ReplayerConfig {
     /// Largest answer datagram in bytes (answers are unicast; loopback allows large ones).
     #[serde(default = "default_replay_packet")]
     pub max_packet: usize,
+    /// Replay answers leave at most this fast, MB/s (a token bucket of one millisecond's
+    /// worth, at least one answer datagram), so that filling one node's gap does not overrun
+    /// its (or the network's) buffers and cause new loss; 0 = as fast as the socket takes them.
+    #[serde(default)]
+    pub pace_mb_per_s: u64,
     /// Most messages sent for one request.
     #[serde(default = "default_replay_batch")]
     pub max_messages_per_request: u16,

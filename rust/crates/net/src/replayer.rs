@@ -55,12 +55,66 @@ impl Store for Limited {
     }
 }
 
+/// Paces answers: a token bucket of `rate` bytes per second holding at most one millisecond's
+/// worth (or one datagram).
+pub(crate) struct Pacer {
+    rate: f64,
+    tokens: f64,
+    burst: f64,
+    at: Instant,
+}
+
+impl Pacer {
+    /// None when `mb_per_s` is 0 (unpaced).
+    pub(crate) fn new(mb_per_s: u64, max_datagram: usize) -> Option<Pacer> {
+        (mb_per_s > 0).then(|| {
+            let rate = mb_per_s as f64 * 1e6;
+            let burst = (rate / 1000.0).max(max_datagram as f64);
+            Pacer {
+                rate,
+                tokens: burst,
+                burst,
+                at: Instant::now(),
+            }
+        })
+    }
+
+    /// Waits until `bytes` may leave, then takes them from the bucket.
+    pub(crate) fn take(&mut self, bytes: usize) {
+        let now = Instant::now();
+        self.tokens = (self.tokens + (now - self.at).as_secs_f64() * self.rate).min(self.burst);
+        self.at = now;
+        let need = bytes as f64 - self.tokens;
+        if need > 0.0 {
+            std::thread::sleep(Duration::from_secs_f64(need / self.rate));
+            self.at = Instant::now();
+            self.tokens = 0.0;
+        } else {
+            self.tokens -= bytes as f64;
+        }
+    }
+}
+
+/// Sends the answers in `outbox` to `to`, paced; a requester that is gone is its own problem.
+fn answer(socket: &Socket, outbox: &mut Outbox, to: &socket2::SockAddr, pacer: &mut Option<Pacer>) {
+    if let Some(p) = pacer.as_mut() {
+        for d in outbox.datagrams() {
+            p.take(d.len());
+            let _ = socket.send_to(d, to);
+        }
+        outbox.clear();
+    } else if outbox.send_to(socket, to).is_err() {
+        outbox.clear();
+    }
+}
+
 /// A bound replayer, ready to serve.
 pub(crate) struct Serving {
     socket: Socket,
     journal: Limited,
     replayer: Replayer,
     announcer: Option<crate::discovery::Announcer>,
+    pacer: Option<Pacer>,
 }
 
 impl Serving {
@@ -81,6 +135,7 @@ impl Serving {
             journal: Limited { reader, upto },
             replayer: Replayer::new(cfg.session(), r.max_packet, r.max_messages_per_request),
             announcer: crate::discovery::Announcer::open(cfg, r.listen)?,
+            pacer: Pacer::new(r.pace_mb_per_s, r.max_packet),
         })
     }
 
@@ -112,11 +167,7 @@ impl Serving {
                 self.replayer
                     .handle_request(d, &mut self.journal, &mut |p| outbox.push(p))?;
                 if !outbox.is_empty() {
-                    // the requester may be gone; that is its problem, not the replayer's
-                    if let Err(e) = outbox.send_to(&self.socket, &rx.from(i)) {
-                        outbox.clear();
-                        let _ = e;
-                    }
+                    answer(&self.socket, &mut outbox, &rx.from(i), &mut self.pacer);
                 }
             }
         }
@@ -161,6 +212,7 @@ pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error>
     } else {
         r.sources.clone()
     };
+    let mut pacer = Pacer::new(r.pace_mb_per_s, r.max_packet);
     let announcer = crate::discovery::Announcer::open(cfg, r.listen)?;
     let mut announcer = announcer;
     let mut follow_cfg = cfg.clone();
@@ -202,12 +254,29 @@ pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error>
             udp::try_recv(&listen, &mut buf).map_err(io_error("replayer: recv"))?
         {
             replayer.handle_request(&buf[..n], &mut journal, &mut |p| outbox.push(p))?;
-            if !outbox.is_empty() && outbox.send_to(&listen, &from).is_err() {
-                outbox.clear();
+            if !outbox.is_empty() {
+                answer(&listen, &mut outbox, &from, &mut pacer);
             }
         }
     }
     journal.flush()?;
     journal.sync()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pacer_holds_answers_to_its_rate() {
+        // 1 MB/s with a 1000-byte burst: 21 datagrams of 1000 bytes take at least 20 ms
+        let mut p = Pacer::new(1, 1000).unwrap();
+        let t = Instant::now();
+        for _ in 0..21 {
+            p.take(1000);
+        }
+        assert!(t.elapsed() >= Duration::from_millis(19), "{:?}", t.elapsed());
+        assert!(Pacer::new(0, 1000).is_none(), "0 = unpaced");
+    }
 }
