@@ -138,7 +138,7 @@ fn gating_cost(samples: usize, messages: u64) {
         drop(threads);
         rows.push((rtt, tput));
     }
-    let raw = raw_blocking_ping_pong(samples);
+    let raw = crate::raw_blocking_ping_pong(samples);
     let (one, three) = (rows[0], rows[1]);
     println!("| gating replication ({idle}) | one sequencer (same run) | cluster of 3 | cost |");
     println!("|---|---|---|---|");
@@ -161,39 +161,6 @@ fn gating_cost(samples: usize, messages: u64) {
         three.1 / 1e6,
         100.0 * three.1 / one.1
     );
-}
-
-/// p50/p99 round trip of a 64-byte UDP ping-pong between two threads that block in
-/// `recv` (what one extra hop costs sequencers with the `block` idle strategy), µs.
-fn raw_blocking_ping_pong(samples: usize) -> (f64, f64) {
-    let a = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let b = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let (aa, ba) = (a.local_addr().unwrap(), b.local_addr().unwrap());
-    b.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    let echo = thread::spawn(move || {
-        let mut buf = [0u8; 2048];
-        while !s2.load(Ordering::Relaxed) {
-            if let Ok(n) = b.recv(&mut buf) {
-                b.send_to(&buf[..n], aa).unwrap();
-            }
-        }
-    });
-    let mut buf = [0u8; 2048];
-    let msg = [7u8; 64];
-    let mut rtts = Vec::with_capacity(samples);
-    for i in 0..samples + 1000 {
-        let t = Instant::now();
-        a.send_to(&msg, ba).unwrap();
-        a.recv(&mut buf).unwrap();
-        if i >= 1000 {
-            rtts.push(t.elapsed().as_secs_f64() * 1e6);
-        }
-    }
-    stop.store(true, Ordering::Relaxed);
-    echo.join().unwrap();
-    (percentile(&mut rtts, 0.5), percentile(&mut rtts, 0.99))
 }
 
 /// A sequencer process: this benchmark binary run as `--run-sequencer CONFIG ID`.

@@ -128,10 +128,25 @@ pub(crate) fn percentile(v: &mut [f64], p: f64) -> f64 {
 
 /// p50/p99 round trip of a 64-byte UDP ping-pong between two spinning threads, µs.
 pub(crate) fn raw_ping_pong(samples: usize) -> (f64, f64) {
+    ping_pong(samples, false)
+}
+
+/// The same between two threads that block in `recv` (what one extra hop costs processes
+/// with the `block` idle strategy), µs.
+pub(crate) fn raw_blocking_ping_pong(samples: usize) -> (f64, f64) {
+    ping_pong(samples, true)
+}
+
+fn ping_pong(samples: usize, blocking: bool) -> (f64, f64) {
     let a = UdpSocket::bind("127.0.0.1:0").unwrap();
     let b = UdpSocket::bind("127.0.0.1:0").unwrap();
-    a.set_nonblocking(true).unwrap();
-    b.set_nonblocking(true).unwrap();
+    if blocking {
+        b.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+    } else {
+        a.set_nonblocking(true).unwrap();
+        b.set_nonblocking(true).unwrap();
+    }
     let (aa, ba) = (a.local_addr().unwrap(), b.local_addr().unwrap());
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();

@@ -38,6 +38,7 @@ use seqbus_wire::mold::{MoldPacket, PacketKind, Request, REQUEST_LEN};
 use seqbus_wire::{Session, ENVELOPE_LEN};
 
 use crate::replayer::{MemoryStore, Store, StoreError};
+use crate::rto::Rto;
 use crate::sequencer::{Recovered, Sequencer, SequencerParams};
 
 /// A member's replica of the stream: what [`Member`] needs from the journal.
@@ -220,31 +221,22 @@ struct Peer {
     sent_upto: u64,
     /// Appends carrying entries, not yet confirmed: (last index, when sent, sent before).
     timed: VecDeque<(u64, u64, bool)>,
-    srtt_ns: u64,
-    rttvar_ns: u64,
     /// The retransmission timeout in force for this follower.
-    rto_ns: u64,
+    rto: Rto,
 }
 
 impl Peer {
     /// A success answer confirmed everything up to `index`: a round-trip sample from the
     /// newest append it covers that was sent once (Karn's rule).
-    fn sample(&mut self, now_ns: u64, index: u64, max_ns: u64) {
+    fn sample(&mut self, now_ns: u64, index: u64) {
         let mut sent = None;
         while self.timed.front().is_some_and(|t| t.0 <= index) {
             let (_, at, again) = self.timed.pop_front().expect("present");
             sent = if again { None } else { Some(at) };
         }
-        let Some(at) = sent else { return };
-        let r = now_ns.saturating_sub(at).max(1);
-        if self.srtt_ns == 0 {
-            self.srtt_ns = r;
-            self.rttvar_ns = r / 2;
-        } else {
-            self.rttvar_ns = (3 * self.rttvar_ns + self.srtt_ns.abs_diff(r)) / 4;
-            self.srtt_ns = (7 * self.srtt_ns + r) / 8;
+        if let Some(at) = sent {
+            self.rto.sample(now_ns.saturating_sub(at));
         }
-        self.rto_ns = (self.srtt_ns + 4 * self.rttvar_ns).clamp(RETRANSMIT_MIN_NS.min(max_ns), max_ns);
     }
 }
 
@@ -658,9 +650,11 @@ impl Member {
                 probing: true,
                 sent_upto: 0,
                 timed: VecDeque::new(),
-                srtt_ns: 0,
-                rttvar_ns: 0,
-                rto_ns: self.p.retransmit_ns,
+                rto: Rto::new(
+                    self.p.retransmit_ns,
+                    RETRANSMIT_MIN_NS,
+                    self.p.retransmit_ns,
+                ),
             })
             .collect();
         if self.replayers > 0 && !self.handed_over {
@@ -1070,7 +1064,7 @@ impl Member {
         };
         peer.p.heard_ns = now_ns;
         if success {
-            peer.sample(now_ns, index, self.p.retransmit_ns);
+            peer.sample(now_ns, index);
             if index > peer.p.matched {
                 peer.p.matched = index;
                 peer.progress_ns = now_ns;
@@ -1088,7 +1082,7 @@ impl Member {
             }
         } else if index > peer.p.matched
             && index < peer.p.next
-            && now_ns >= peer.resent_ns + peer.rto_ns / 4
+            && now_ns >= peer.resent_ns + peer.rto.get() / 4
         {
             // in step, but the follower lacks entries from `index` on (a datagram lost ahead
             // of later ones): send again from there, once for the rejections of a whole
@@ -1228,8 +1222,8 @@ impl Member {
         for id in ids {
             let peer = self.peers.iter_mut().find(|p| p.p.id == id).expect("peer");
             if peer.p.matched < self.last
-                && now_ns >= peer.progress_ns + peer.rto_ns
-                && now_ns >= peer.last_sent_ns + peer.rto_ns / 2
+                && now_ns >= peer.progress_ns + peer.rto.get()
+                && now_ns >= peer.last_sent_ns + peer.rto.get() / 2
             {
                 // unconfirmed for a retransmission time: back to probing from what it
                 // confirmed (or, still probing, the same probe again), with the timeout
@@ -1238,7 +1232,7 @@ impl Member {
                     peer.p.next = peer.p.matched + 1;
                     peer.probing = true;
                 }
-                peer.rto_ns = (peer.rto_ns * 2).min(self.p.retransmit_ns);
+                peer.rto.backoff();
                 for t in &mut peer.timed {
                     t.2 = true;
                 }
@@ -1426,7 +1420,7 @@ impl Member {
                     for p in &self.peers {
                         t = t.min(p.last_sent_ns + self.p.heartbeat_ns);
                         if p.p.matched < self.last {
-                            t = t.min(p.progress_ns + p.rto_ns);
+                            t = t.min(p.progress_ns + p.rto.get());
                         }
                     }
                 }

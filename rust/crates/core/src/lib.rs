@@ -7,6 +7,7 @@
 pub mod cluster;
 pub mod node;
 pub mod replayer;
+pub mod rto;
 pub mod sequencer;
 
 pub use cluster::{Log, Member, MemberParams, MemoryLog, Role};

@@ -27,6 +27,8 @@ use seqbus_wire::envelope::{
 };
 use seqbus_wire::mold::{MoldPacket, PacketKind, Request, MOLD_HEADER_LEN};
 use seqbus_wire::upstream::{Command, Nak, UpstreamWriter, TYPE_COMMANDS, TYPE_HELLO};
+
+use crate::rto::Rto;
 use seqbus_wire::{Account, Session, ENVELOPE_LEN};
 
 /// Record type: a sequenced message for the node.
@@ -234,22 +236,17 @@ pub struct Node {
     fenced_head: u64,
     /// Commands in flight go out again at once (the leader changed).
     resend_now: bool,
-    // retransmission timing (RFC 6298, with Karn's rule)
-    srtt_ns: u64,
-    rttvar_ns: u64,
-    rto_ns: u64,
-    rto_min_ns: u64,
+    /// The commands' retransmission timeout (RFC 6298, with Karn's rule).
+    rto: Rto,
     /// Send time of the newest command confirmed that was sent once: a round-trip sample,
     /// taken at the next transmission (delivery reads no clock).
     rtt_sample: Option<u64>,
     /// A NAK asked for the commands from this sequence on.
     nak_from: Option<u64>,
     nak_resent_ns: u64,
-    /// Replay requests: smoothed round trip to the first answer, its variation, and the
-    /// timeout they give (the request timeout once the replayer answered).
-    req_srtt_ns: u64,
-    req_rttvar_ns: u64,
-    req_rto_ns: u64,
+    /// Replay requests: the timeout learned from the round trip to the first answer (the
+    /// request timeout once the replayer answered).
+    req_rto: Rto,
     /// When the request a round trip can be timed from was sent (Karn: not a repeat).
     req_timed: Option<u64>,
     /// Replayers are announced while the node runs: a gap with none known yet waits.
@@ -306,16 +303,15 @@ impl Node {
             pending_leader: None,
             fenced_head: 0,
             resend_now: false,
-            srtt_ns: 0,
-            rttvar_ns: 0,
-            rto_ns: p.retry_ns,
-            rto_min_ns: DEFAULT_RTO_MIN_NS.min(p.retry_ns),
+            rto: Rto::new(p.retry_ns, DEFAULT_RTO_MIN_NS, p.retry_ns),
             rtt_sample: None,
             nak_from: None,
             nak_resent_ns: 0,
-            req_srtt_ns: 0,
-            req_rttvar_ns: 0,
-            req_rto_ns: p.request_timeout_ns,
+            req_rto: Rto::new(
+                p.request_timeout_ns,
+                DEFAULT_RTO_MIN_NS,
+                p.request_timeout_ns,
+            ),
             req_timed: None,
             discovering: false,
             deadline: None,
@@ -329,8 +325,8 @@ impl Node {
     pub fn stats(&self) -> NodeStats {
         let mut s = self.stats;
         s.in_flight = self.in_flight.len() as u64;
-        s.srtt_ns = self.srtt_ns;
-        s.rto_ns = self.rto_ns;
+        s.srtt_ns = self.rto.srtt();
+        s.rto_ns = self.rto.get();
         s
     }
 
@@ -343,8 +339,8 @@ impl Node {
     /// in the stream after max(this, smoothed round trip + 4 × its variation) is sent again
     /// (RFC 6298), doubling while nothing is confirmed, up to `retry_ns`.
     pub fn set_retry_floor(&mut self, ns: u64) {
-        self.rto_min_ns = ns.min(self.p.retry_ns).max(1);
-        self.rto_ns = self.rto_ns.max(self.rto_min_ns);
+        self.rto.set_min(ns);
+        self.req_rto.set_min(ns);
     }
 
     /// Handles a NAK from the sequencer (its answer to a gap in this account's commands):
@@ -360,28 +356,22 @@ impl Node {
             return;
         }
         let sent = self.in_flight.len() - self.unsent;
-        let in_flight = self.in_flight.iter().take(sent).any(|c| c.seq >= n.expected);
-        if !in_flight || now_ns < self.nak_resent_ns + self.rto_ns / 2 {
+        let in_flight = self
+            .in_flight
+            .iter()
+            .take(sent)
+            .any(|c| c.seq >= n.expected);
+        if !in_flight || now_ns < self.nak_resent_ns + self.rto.get() / 2 {
             return;
         }
         self.nak_from = Some(self.nak_from.map_or(n.expected, |f| f.min(n.expected)));
     }
 
-    /// Takes a round-trip sample and sets the retransmission timeout from it.
+    /// Takes a round-trip sample, when a confirmation left one.
     fn sample_rtt(&mut self, now_ns: u64) {
-        let Some(sent) = self.rtt_sample.take() else {
-            return;
-        };
-        let r = now_ns.saturating_sub(sent).max(1);
-        if self.srtt_ns == 0 {
-            self.srtt_ns = r;
-            self.rttvar_ns = r / 2;
-        } else {
-            let err = self.srtt_ns.abs_diff(r);
-            self.rttvar_ns = (3 * self.rttvar_ns + err) / 4;
-            self.srtt_ns = (7 * self.srtt_ns + r) / 8;
+        if let Some(sent) = self.rtt_sample.take() {
+            self.rto.sample(now_ns.saturating_sub(sent));
         }
-        self.rto_ns = (self.srtt_ns + 4 * self.rttvar_ns).clamp(self.rto_min_ns, self.p.retry_ns);
     }
 
     /// True until a rewinding node has caught up with live.
@@ -550,18 +540,9 @@ impl Node {
                 self.failures = 0;
                 if let Some(sent) = self.req_timed.take() {
                     // the first answer to a request sent once: a round-trip sample
-                    let r = now_ns.saturating_sub(sent).max(1);
-                    if self.req_srtt_ns == 0 {
-                        self.req_srtt_ns = r;
-                        self.req_rttvar_ns = r / 2;
-                    } else {
-                        self.req_rttvar_ns = (3 * self.req_rttvar_ns + self.req_srtt_ns.abs_diff(r)) / 4;
-                        self.req_srtt_ns = (7 * self.req_srtt_ns + r) / 8;
-                    }
-                    self.req_rto_ns = (self.req_srtt_ns + 4 * self.req_rttvar_ns)
-                        .clamp(self.rto_min_ns, self.p.request_timeout_ns);
+                    self.req_rto.sample(now_ns.saturating_sub(sent));
                 }
-                self.timeout_ns = self.req_rto_ns;
+                self.timeout_ns = self.req_rto.get();
                 // the replayer is answering: outstanding requests time out only once it has
                 // been silent for a whole timeout (answers to pipelined requests may take
                 // longer than one timeout in all)
@@ -977,17 +958,24 @@ impl Node {
                 self.stats.resent += sent as u64;
                 0
             }
-            Some(c) if sent > 0 && now_ns >= c.sent_ns.max(self.last_progress_ns) + self.rto_ns => {
+            Some(c)
+                if sent > 0 && now_ns >= c.sent_ns.max(self.last_progress_ns) + self.rto.get() =>
+            {
                 self.stats.resent += sent as u64;
                 dest = Dest::AllSequencers;
                 // nothing confirmed for a whole timeout: back off (RFC 6298 5.5)
-                self.rto_ns = (self.rto_ns * 2).min(self.p.retry_ns);
+                self.rto.backoff();
                 0
             }
             Some(_) if sent > 0 && nak_from.is_some() => {
                 // the sequencer saw a gap: from the first command it lacks, at once
                 let at = nak_from.expect("some");
-                let i = self.in_flight.iter().take(sent).position(|c| c.seq >= at).unwrap_or(sent);
+                let i = self
+                    .in_flight
+                    .iter()
+                    .take(sent)
+                    .position(|c| c.seq >= at)
+                    .unwrap_or(sent);
                 self.stats.resent += (sent - i) as u64;
                 self.stats.naks += 1;
                 self.nak_resent_ns = now_ns;
@@ -1065,7 +1053,7 @@ impl Node {
             }
         } else {
             self.stats.gaps += 1;
-            self.timeout_ns = self.req_rto_ns;
+            self.timeout_ns = self.req_rto.get();
             self.req_timed = Some(now_ns);
         }
         let count = (to - from).min(self.p.max_request as u64) as u16;
@@ -1098,7 +1086,7 @@ impl Node {
             add(0);
         }
         if let Some(c) = self.in_flight.front() {
-            add(c.sent_ns.max(self.last_progress_ns) + self.rto_ns);
+            add(c.sent_ns.max(self.last_progress_ns) + self.rto.get());
         }
         if self.nak_from.is_some() {
             add(0);

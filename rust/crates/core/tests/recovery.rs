@@ -173,7 +173,10 @@ impl Net {
     ) -> u64 {
         let start = self.now;
         while !done(self) {
-            assert!(self.now - start < limit_ns, "not within {limit_ns} ns of virtual time");
+            assert!(
+                self.now - start < limit_ns,
+                "not within {limit_ns} ns of virtual time"
+            );
             self.step(drop);
         }
         self.now - start
@@ -185,6 +188,18 @@ fn body(i: u64) -> Vec<u8> {
     b.extend_from_slice(&i.to_le_bytes());
     b.extend_from_slice(&[0; 8]);
     b
+}
+
+/// Loses the first datagram carrying messages that goes `to` (a live packet, or an answer).
+fn lose_first(to: To) -> impl FnMut(To, &[u8]) -> bool {
+    let mut lost = false;
+    move |t: To, d: &[u8]| {
+        if t == to && !lost && MoldPacket::parse(d).is_ok_and(|p| p.message_count() > 0) {
+            lost = true;
+            return true;
+        }
+        false
+    }
 }
 
 /// Sends `n` commands, one datagram each, letting the node learn its round trip first.
@@ -234,27 +249,16 @@ fn a_lost_last_packet_is_announced_by_the_early_heartbeat() {
     let mut net = Net::new(Start::Live);
     warm_up(&mut net);
     // the packet carrying the next message (the last of its burst) is lost on its way down
-    let mut lost = false;
-    let mut lose_data = |to: To, d: &[u8]| {
-        if to == To::Node(true) && !lost {
-            if let Ok(p) = MoldPacket::parse(d) {
-                if p.message_count() > 0 {
-                    lost = true;
-                    return true;
-                }
-            }
-        }
-        false
-    };
+    let mut lose_data = lose_first(To::Node(true));
     let before = net.handed.len();
     net.node.send(&body(200)).unwrap();
-    let took = net.run_until(
-        50_000_000,
-        &|n| n.handed.len() > before,
-        &mut lose_data,
-    );
+    let took = net.run_until(50_000_000, &|n| n.handed.len() > before, &mut lose_data);
     // the heartbeat 250 µs after the data, then a replay round trip: not a 1 s heartbeat
-    assert!(took <= 250_000 + 8 * RTT, "recovered in {took} ns, {:?}", net.node.stats());
+    assert!(
+        took <= 250_000 + 8 * RTT,
+        "recovered in {took} ns, {:?}",
+        net.node.stats()
+    );
     assert!(net.node.stats().retransmits >= 1);
 }
 
@@ -264,18 +268,7 @@ fn a_lost_replay_answer_is_asked_for_again_after_a_learned_timeout() {
     warm_up(&mut net);
     // time a few replay round trips: a live packet lost each time, filled from the replayer
     for k in 0..5 {
-        let mut lost = false;
-        let mut lose_data = |to: To, d: &[u8]| {
-            if to == To::Node(true) && !lost {
-                if let Ok(p) = MoldPacket::parse(d) {
-                    if p.message_count() > 0 {
-                        lost = true;
-                        return true;
-                    }
-                }
-            }
-            false
-        };
+        let mut lose_data = lose_first(To::Node(true));
         let before = net.handed.len();
         net.node.send(&body(300 + k)).unwrap();
         net.run_until(50_000_000, &|n| n.handed.len() > before, &mut lose_data);
@@ -283,7 +276,9 @@ fn a_lost_replay_answer_is_asked_for_again_after_a_learned_timeout() {
     // now the data packet is lost and so is the replayer's first answer
     let (mut lost_data, mut lost_answer) = (false, false);
     let mut lose_both = |to: To, d: &[u8]| {
-        let Ok(p) = MoldPacket::parse(d) else { return false };
+        let Ok(p) = MoldPacket::parse(d) else {
+            return false;
+        };
         if p.message_count() == 0 {
             return false;
         }
@@ -304,5 +299,8 @@ fn a_lost_replay_answer_is_asked_for_again_after_a_learned_timeout() {
     assert!(st.requests >= 7, "{st:?}");
     // tail heartbeat, a lost round trip, the learned timeout (well under the 10 ms request
     // timeout), one more round trip
-    assert!(took <= 250_000 + 12 * RTT + 1_000_000, "recovered in {took} ns, {st:?}");
+    assert!(
+        took <= 250_000 + 12 * RTT + 1_000_000,
+        "recovered in {took} ns, {st:?}"
+    );
 }
