@@ -11,13 +11,13 @@ export PATH := $(VENV)/bin:$(PATH)
 CARGO := cargo
 SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
-.PHONY: help fuzz setup venv ext generate generated-build check-generated system-deps fmt lint \
+.PHONY: help fuzz setup venv ext spark-jar generate generated-build check-generated system-deps fmt lint \
         test test-rust test-python typecheck bench demo clean
 
 help: ## list every target
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
 
-setup: venv ext generated-build ## everything a fresh machine needs: .venv, Rust extension, compiled generated code
+setup: venv ext generated-build spark-jar ## everything a fresh machine needs: .venv, Rust extension, compiled generated code, the Spark source
 
 venv: $(VENV)/.deps-stamp
 $(VENV)/.deps-stamp: requirements-dev.txt compiler/pyproject.toml
@@ -29,6 +29,9 @@ $(VENV)/.deps-stamp: requirements-dev.txt compiler/pyproject.toml
 
 ext: venv ## build the Rust core into the venv (seqbus._core)
 	cd $(CURDIR) && $(VENV)/bin/maturin develop --release -q
+
+spark-jar: venv ## build the Spark source (JVM + its native decoder) into runtime/seqbus/spark/jars/
+	bash rust/crates/spark/build-jar.sh $(PY) runtime/seqbus/spark/jars/seqbus-spark.jar
 
 generate: venv ## regenerate every generated file (table in scripts/generate.py): seqbus.bus, the examples' messages, generated/rust
 	$(PY) scripts/generate.py

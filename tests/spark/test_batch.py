@@ -114,7 +114,7 @@ def test_reports_and_parquet_export(spark: Any, tmp_path: Path, session_archive:
 
 def test_unknown_option_is_an_error_naming_the_known_ones(spark: Any, session_archive: tuple[Path, list[sess.Msg]]) -> None:
     path, _ = session_archive
-    with pytest.raises(Exception, match="unknown option 'rowspartition'.*rowsPerPartition"):
+    with pytest.raises(Exception, match="SeqbusException: unknown option 'rowsPartition' for the seqbus source; it knows: path, message, table, mode, rowsPerPartition"):
         spark.read.format("seqbus").option("rowsPartition", "10").load(str(path)).count()
 
 

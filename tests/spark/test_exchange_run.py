@@ -9,9 +9,8 @@ of (sequence, sequencer time, key field) in stream order. The archive is sealed 
 run's journal: with ``--segment-mb 1`` and with segments so small that many fragmented
 messages lie across two of them.
 
-``SEQBUS_DEMO_ORDERS`` sets the run's size: 100,000 orders by default (~290,000 messages, ~30
-segments of 1 MiB); ``SEQBUS_DEMO_ORDERS=300000`` is the size issue 18 names (~870,000
-messages, ~90 segments; about three minutes on two busy cores).
+``SEQBUS_DEMO_ORDERS`` sets the run's size: by default 300,000 orders, the size issue 18 names
+(~870,000 messages, ~90 segments of 1 MiB; about 1.5 minutes on two busy cores).
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from tests.conftest import run_demo
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("multicast")]
 
 SEEN = struct.Struct("<QQQ")  # examples/exchange/demo_nodes.py: DemoMarketData
-ORDERS = int(os.environ.get("SEQBUS_DEMO_ORDERS", "100000"))
+ORDERS = int(os.environ.get("SEQBUS_DEMO_ORDERS", "300000"))
 
 
 def _key(row: Any, name: str) -> int:
@@ -113,7 +112,16 @@ def test_verify_export_cat_and_replay_see_what_the_nodes_saw(run: dict[str, Any]
                        capture_output=True, text=True, timeout=900, check=False)
     assert p.returncode == 0, p.stderr[-3000:]
     for name, want in seen.items():
-        rows = pq.read_table(out / name).to_pylist()
+        key = {"exchange.Trade": "trade_id", "exchange.BookUpdate": "levels"}.get(name, "order_id")
+        t = pq.read_table(out / name, columns=["sequence", "timestamp_ns", key])
+        if name == "exchange.BookUpdate":
+            keys = [sum(int(x["quantity"]) for x in levels) for levels in t.column(key).to_pylist()]
+        else:
+            keys = [int(k) for k in t.column(key).to_pylist()]
+        rows = ({"sequence": s, "timestamp_ns": ts, "trade_id": k, "order_id": k,
+                 "levels": [{"quantity": k}]}
+                for s, ts, k in zip(t.column("sequence").to_pylist(), t.column("timestamp_ns").to_pylist(),
+                                    keys, strict=True))
         assert digests(rows, name, last) == (want["count"], want["digest"]), (cut, "export", name)
     env = pq.read_table(out / "envelope", columns=["type", "fragments"])
     assert env.num_rows == rep.records - sum(n - 1 for n in env.column("fragments").to_pylist())
@@ -145,19 +153,37 @@ def test_verify_export_cat_and_replay_see_what_the_nodes_saw(run: dict[str, Any]
     assert replayed["seen"] == seen and replayed["last_sequence"] == last
 
 
+def _spark_key(df: Any, name: str) -> Any:
+    """The key DemoMarketData digests, computed by Spark (only three columns come back)."""
+    from pyspark.sql import functions as F
+
+    if name == "exchange.Trade":
+        key = F.col("trade_id")
+    elif name == "exchange.BookUpdate":
+        key = F.aggregate("levels", F.lit(0).cast("decimal(38,0)"), lambda acc, x: acc + x["quantity"])
+    else:
+        key = F.col("order_id")
+    seq = "envelope_sequence" if "envelope_sequence" in df.columns else "sequence"
+    ts = "envelope_timestamp_ns" if "envelope_timestamp_ns" in df.columns else "timestamp_ns"
+    return df.select(F.col(seq).alias("sequence"), F.col(ts).alias("timestamp_ns"),
+                     key.cast("decimal(38,0)").alias("key"))
+
+
 @pytest.mark.parametrize("cut", ["mb1", "small"])
 def test_spark_typed_and_envelope_tables_see_what_the_nodes_saw(spark: Any, run: dict[str, Any], cut: str) -> None:
     path = str(run["archives"][cut])
     seen, last = run["seen"]["seen"], int(run["seen"]["last_sequence"])
-    envelope = spark.read.format("seqbus").option("rowsPerPartition", "200000").load(path)
+    envelope = spark.read.format("seqbus").load(path)
     counts = {r["type"]: r["count"] for r in
               envelope.where(f"sequence <= {last}").groupBy("type").count().collect()}
     for name, want in seen.items():
-        rows = (spark.read.format("seqbus").option("message", name)
-                .option("rowsPerPartition", "200000").load(path)
-                .where(f"sequence <= {last}").orderBy("sequence").collect())
-        assert digests((r.asDict(recursive=True) for r in rows), name, last) == (
-            want["count"], want["digest"]), (cut, name)
+        df = spark.read.format("seqbus").option("message", name).load(path)
+        t = _spark_key(df, name).where(f"sequence <= {last}").orderBy("sequence").toArrow()
+        d = hashlib.blake2b(digest_size=16)
+        for seq, ts, key in zip(t.column("sequence").to_pylist(), t.column("timestamp_ns").to_pylist(),
+                                t.column("key").to_pylist(), strict=True):
+            d.update(SEEN.pack(seq, ts, int(key)))
+        assert (t.num_rows, d.hexdigest()) == (want["count"], want["digest"]), (cut, name)
         assert counts[name] == want["count"], (cut, name)
     # nothing of an exchange type the node did not see; control messages named
     assert {t for t in counts if t.startswith("exchange.")} == set(seen)

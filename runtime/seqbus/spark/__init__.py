@@ -12,12 +12,13 @@ import logging
 import os
 import shutil
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["java_missing_reason", "register", "session"]
+__all__ = ["jar", "java_missing_reason", "register", "session", "skipped"]
 
 log = logging.getLogger("seqbus.spark")
 
@@ -33,13 +34,54 @@ def java_missing_reason() -> str | None:
             "or set JAVA_HOME)")
 
 
-def register(spark: SparkSession) -> SparkSession:
-    """Registers the ``seqbus`` format with ``spark`` and enables Python filter pushdown."""
-    from seqbus.spark.datasource import SeqbusDataSource
+#: The JVM half of the ``seqbus`` format (rust/crates/spark, built by ``make setup``).
+JAR = Path(__file__).with_name("jars") / "seqbus-spark.jar"
+SOURCE_CLASS = "seqbus.spark.SeqbusSource"
 
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(SeqbusDataSource)
+
+def jar() -> str:
+    """The path of ``seqbus-spark.jar``: the ``seqbus`` Spark source, its native decoder
+    inside (``spark-submit --jars "$(python -m seqbus.spark.jar)"``)."""
+    if not JAR.exists():
+        from seqbus.archive.errors import ArchiveError
+
+        raise ArchiveError(f"{JAR} is missing: build it with `make setup` (it needs a JDK 17)")
+    return str(JAR)
+
+
+def _loadable(spark: SparkSession) -> bool:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(SOURCE_CLASS, False, loader)
+        return True
+    except Exception:  # py4j raises its own error type for a Java ClassNotFoundException
+        return False
+
+
+def register(spark: SparkSession) -> SparkSession:
+    """Makes the ``seqbus`` format available in ``spark``: a session started by
+    :func:`session` (or with ``spark.jars``/``--jars`` naming :func:`jar`) has it already;
+    any other gets the jar added (``ADD JAR``)."""
+    if not _loadable(spark):
+        spark.sql(f"ADD JAR '{jar()}'")
+        if not _loadable(spark):
+            from seqbus.archive.errors import ArchiveError
+
+            raise ArchiveError(
+                f"the seqbus source is not on this session's classpath; start Spark with "
+                f"spark.jars={jar()} (spark-submit --jars) or through seqbus.spark.session()")
     return spark
+
+
+def skipped(spark: SparkSession) -> list[str]:
+    """Records that PERMISSIVE reads skipped in this Spark application, oldest first, each as
+    ``ARCHIVE/file:offset: sequence N: what was wrong`` (they are also logged on the driver
+    as warnings, logger ``seqbus.spark``)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return [str(x) for x in jvm.seqbus.spark.Problems.recent()]
 
 
 def session(master: str | None = None, app: str = "seqbus", **conf: str) -> SparkSession:
@@ -62,11 +104,15 @@ def session(master: str | None = None, app: str = "seqbus", **conf: str) -> Spar
     from pyspark.sql import SparkSession
 
     settings = {k.replace("_", "."): v for k, v in conf.items()}
+    jars = [j for j in settings.get("spark.jars", "").split(",") if j]
+    settings["spark.jars"] = ",".join([*jars, jar()])
     chosen, source = _master(master, settings)
     b = SparkSession.builder.appName(app)
     if chosen is not None:
         b = b.master(chosen)
     b = b.config("spark.sql.session.timeZone", "UTC")
+    # Spark's own timestamps in Parquet are INT96 unless told: the export's are µs (INT64)
+    b = b.config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     for k, v in settings.items():
         b = b.config(k, v)
     spark = b.getOrCreate()

@@ -167,6 +167,18 @@ pub fn account_text(raw: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+/// The type of a message without a message header.
+pub const NO_BODY: &str = "(no body)";
+
+/// `package.Message` of (schema id, template id), or `schema<id>.template<id>` when no schema
+/// of the archive names it.
+pub fn type_name(names: &TypeNames, sid: u16, tid: u16) -> std::borrow::Cow<'_, str> {
+    match names.get(&(sid, tid)) {
+        Some(n) => n.as_str().into(),
+        None => format!("schema{sid}.template{tid}").into(),
+    }
+}
+
 /// The envelope kind as text.
 pub fn kind_text(kind: u8) -> &'static [u8] {
     match kind {
@@ -274,38 +286,31 @@ impl EnvelopeColumns {
     /// Appends one row per message with sequence in `[lo, hi]`; corrupt records and messages
     /// that cannot be reassembled go to `problems`.
     pub fn decode(&mut self, a: &ArchiveReader, lo: u64, hi: u64, problems: &mut Vec<Problem>) {
-        let names = &a.names;
-        let mut last_key = (u16::MAX, u16::MAX);
-        let mut last_name: Option<&String> = None;
         a.read(lo, hi, Mode::Messages, problems, &mut |m| {
-            self.prefix.push(m);
-            match m.header() {
-                Some((sid, tid, ver)) => {
-                    self.schema_id.push(sid as i32);
-                    self.template_id.push(tid as i32);
-                    self.version.push(ver as i32);
-                    if (sid, tid) != last_key {
-                        last_key = (sid, tid);
-                        last_name = names.get(&(sid, tid));
-                    }
-                    match last_name {
-                        Some(n) => self.type_name.push(n.as_bytes()),
-                        None => self
-                            .type_name
-                            .push(format!("schema{sid}.template{tid}").as_bytes()),
-                    }
-                }
-                None => {
-                    self.schema_id.push(0);
-                    self.template_id.push(0);
-                    self.version.push(0);
-                    self.type_name.push(b"(no body)");
-                }
-            }
-            self.size.push(m.size() as i32);
-            self.fragments.push(m.fragments as i32);
-            self.rows += 1;
+            self.push(m, &a.names)
         });
+    }
+
+    /// Appends message `m` as a row.
+    pub fn push(&mut self, m: &Msg<'_>, names: &TypeNames) {
+        self.prefix.push(m);
+        match m.header() {
+            Some((sid, tid, ver)) => {
+                self.schema_id.push(sid as i32);
+                self.template_id.push(tid as i32);
+                self.version.push(ver as i32);
+                self.type_name.push(type_name(names, sid, tid).as_bytes());
+            }
+            None => {
+                self.schema_id.push(0);
+                self.template_id.push(0);
+                self.version.push(0);
+                self.type_name.push(NO_BODY.as_bytes());
+            }
+        }
+        self.size.push(m.size() as i32);
+        self.fragments.push(m.fragments as i32);
+        self.rows += 1;
     }
 }
 

@@ -45,8 +45,8 @@ pub enum Mode {
 /// One message (or, in [`Mode::Raw`], one record).
 pub struct Msg<'a> {
     pub sequence: u64,
-    /// Where its last record is: segment position in the archive, byte offset.
-    pub segment: usize,
+    /// Where its last record is: the file (or stream) and the byte offset in it.
+    pub file: &'a str,
     pub offset: u64,
     /// The envelope of its last record (its flags as recorded).
     pub envelope: &'a [u8],
@@ -67,12 +67,83 @@ impl Msg<'_> {
     pub fn size(&self) -> usize {
         ENVELOPE_LEN + self.body.len()
     }
+    /// A problem at this message (its last record).
+    pub fn problem(&self, message: impl Into<String>) -> Problem {
+        Problem {
+            file: self.file.to_string(),
+            offset: self.offset,
+            sequence: self.sequence,
+            message: message.into(),
+        }
+    }
+}
+
+/// Reassembles fragmented messages from records handed over in sequence order, from the
+/// start of a stream (or from a point where no sender is between fragments), as
+/// seqbus-core does: per sender account, the fragments' bodies concatenated, delivered at
+/// the last one.
+#[derive(Default)]
+pub struct Reassembler {
+    open: HashMap<[u8; 8], (Vec<u8>, u32)>,
+}
+
+/// What a record is, once reassembly has seen it.
+pub enum Step {
+    /// A whole message: the record's own body, or (fragments > 1) a reassembled one.
+    Whole(Option<Vec<u8>>, u32),
+    /// A fragment with more to follow.
+    More,
+    /// A last fragment whose body does not add up: what is wrong.
+    Bad(String),
+}
+
+impl Reassembler {
+    /// Takes record `message` (envelope + part); a whole body is returned when it completes.
+    pub fn push(&mut self, message: &[u8]) -> Step {
+        let flags = message[27];
+        if flags == 0 {
+            return Step::Whole(None, 1);
+        }
+        let account: [u8; 8] = message[16..24].try_into().expect("8 bytes");
+        let part = &message[ENVELOPE_LEN..];
+        match flags {
+            FLAG_MORE => {
+                let e = self.open.entry(account).or_default();
+                e.0.extend_from_slice(part);
+                e.1 += 1;
+                Step::More
+            }
+            FLAG_LAST => {
+                let (mut body, n) = self.open.remove(&account).unwrap_or_default();
+                body.extend_from_slice(part);
+                let total = le_u32(message, 28) as usize;
+                if body.len() == total {
+                    Step::Whole(Some(body), n + 1)
+                } else {
+                    Step::Bad(format!(
+                        "reassembled body is {} bytes, the envelope says {total}",
+                        body.len()
+                    ))
+                }
+            }
+            x => Step::Bad(format!(
+                "envelope flags are {x}: neither 1 (fragment) nor 2 (last fragment)"
+            )),
+        }
+    }
+
+    /// Whether no sender is between fragments (a clean point to cut a stream at).
+    pub fn is_idle(&self) -> bool {
+        self.open.is_empty()
+    }
 }
 
 /// One segment as the manifest (and, for the live segment, its index) lists it.
 #[derive(Debug, Clone)]
 pub struct SegRef {
     pub number: u32,
+    /// The segment's file name (problems name it).
+    pub name: String,
     pub seg: PathBuf,
     pub idx: PathBuf,
     pub first_sequence: u64,
@@ -100,12 +171,6 @@ pub struct ArchiveReader {
     pub names: TypeNames,
 }
 
-fn file_name(p: &Path) -> String {
-    p.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
 impl ArchiveReader {
     /// Opens the archive in `dir`: its manifest and schemas (segments are mapped on use).
     /// The live segment of an unsealed archive counts what its index lists now.
@@ -117,6 +182,7 @@ impl ArchiveReader {
         for (k, s) in manifest.segments.iter().enumerate() {
             let r = SegRef {
                 number: s.number,
+                name: s.file.clone(),
                 seg: dir.join(&s.file),
                 idx: dir.join(&s.index),
                 first_sequence: s.first_sequence,
@@ -184,7 +250,7 @@ impl ArchiveReader {
         let r = self.opened[k].get_or_init(|| {
             let s = &self.segments[k];
             Segment::open(&s.seg, &s.idx).map_err(|e| Problem {
-                file: file_name(&s.seg),
+                file: s.name.clone(),
                 offset: 0,
                 sequence: s.first_sequence,
                 message: format!("segment cannot be read: {e}"),
@@ -337,7 +403,7 @@ impl ArchiveReader {
                 if mode == Mode::Raw {
                     f(&Msg {
                         sequence: r.sequence,
-                        segment: k,
+                        file: &s.name,
                         offset: r.offset,
                         envelope: &m[..ENVELOPE_LEN],
                         body: Cow::Borrowed(&m[ENVELOPE_LEN..]),
@@ -348,7 +414,7 @@ impl ArchiveReader {
                 match m[27] {
                     0 => f(&Msg {
                         sequence: r.sequence,
-                        segment: k,
+                        file: &s.name,
                         offset: r.offset,
                         envelope: &m[..ENVELOPE_LEN],
                         body: Cow::Borrowed(&m[ENVELOPE_LEN..]),
@@ -358,7 +424,7 @@ impl ArchiveReader {
                     FLAG_LAST => match self.reassemble(k, i, &r) {
                         Ok((body, fragments)) => f(&Msg {
                             sequence: r.sequence,
-                            segment: k,
+                            file: &s.name,
                             offset: r.offset,
                             envelope: &m[..ENVELOPE_LEN],
                             body: Cow::Owned(body),
@@ -393,7 +459,7 @@ impl ArchiveReader {
         let total = le_u32(m, 28) as usize;
         let account = &m[16..24];
         let here = |msg: String| Problem {
-            file: file_name(&self.segments[k].seg),
+            file: self.segments[k].name.clone(),
             offset: last.offset,
             sequence: last.sequence,
             message: msg,
@@ -449,16 +515,6 @@ impl ArchiveReader {
             body.extend_from_slice(p);
         }
         Ok((body, parts.len() as u32))
-    }
-
-    /// A problem at a message (its last record).
-    pub fn problem(&self, msg: &Msg<'_>, message: impl Into<String>) -> Problem {
-        Problem {
-            file: file_name(&self.segments[msg.segment].seg),
-            offset: msg.offset,
-            sequence: msg.sequence,
-            message: message.into(),
-        }
     }
 
     /// The schema with id `schema_id`.

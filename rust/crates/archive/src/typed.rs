@@ -16,10 +16,13 @@ use std::collections::HashMap;
 use crate::columns::{account_text, Column, Data};
 use crate::format::{le_u16, le_u32, le_u64, MESSAGE_HEADER_LEN};
 use crate::ir;
-use crate::reader::{ArchiveReader, Mode};
+use crate::reader::{ArchiveReader, Mode, Msg};
 use crate::segment::Problem;
 
 const MAX_DEPTH: usize = 16;
+/// Columns every typed table starts with: sequence, timestamp_ns, account, instance,
+/// command_seq, version.
+pub const PREFIX_COLUMNS: usize = 6;
 static ZEROS: [u8; 4096] = [0; 4096];
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -408,10 +411,14 @@ fn walk_block(
     nv: usize,
     cols: &mut [Column],
     emit: bool,
+    want: &[bool],
     depth: usize,
 ) -> Walk<usize> {
+    // `want` (top level only; empty: every column) prunes the columns written, not the checks
+    let wanted = |c: usize| emit && (want.is_empty() || want[c]);
     let block = &buf[pos..pos + bl];
-    for ((name, kind), col) in plan.fields.iter().zip(cols.iter_mut()) {
+    for (i, ((name, kind), col)) in plan.fields.iter().zip(cols.iter_mut()).enumerate() {
+        let emit = wanted(i);
         match kind {
             Kind::Fixed { offset, ty } => {
                 let size = ty.size();
@@ -483,6 +490,7 @@ fn walk_block(
         }
         match (known, gblock) {
             (Some(c), Some(block)) => {
+                let emit = wanted(c);
                 let col = &mut cols[c];
                 let Data::List { offsets, child } = &mut col.data else {
                     unreachable!()
@@ -508,6 +516,7 @@ fn walk_block(
                         gnv,
                         children,
                         emit,
+                        &[],
                         depth + 1,
                     )?;
                     if emit {
@@ -544,14 +553,15 @@ fn walk_block(
                         gnv,
                         &mut [],
                         false,
+                        &[],
                         depth + 1,
                     )?;
                 }
             }
         }
     }
-    if emit {
-        for &c in plan.groups.iter().skip(ng) {
+    for &c in plan.groups.iter().skip(ng) {
+        if wanted(c) {
             cols[c].push_default();
         }
     }
@@ -587,14 +597,14 @@ fn walk_block(
                     );
                 }
             }
-            if emit {
+            if wanted(c) {
                 cols[c].push_var(v);
             }
         }
         p += 4 + n;
     }
-    if emit {
-        for &c in plan.vars.iter().skip(nv) {
+    for &c in plan.vars.iter().skip(nv) {
+        if wanted(c) {
             cols[c].push_default();
         }
     }
@@ -635,7 +645,7 @@ impl TypedDecoder {
     }
 
     pub fn columns(&self) -> TypedColumns {
-        let mut cols = vec![
+        let mut cols: Vec<Column> = vec![
             Column::fixed(8, false), // sequence
             Column::fixed(8, false), // timestamp_ns
             Column::var(false),      // account
@@ -650,8 +660,9 @@ impl TypedDecoder {
         }
     }
 
-    /// Decodes the message `body` (starting with its 8-byte header) into the field columns.
-    fn body(&self, body: &[u8], cols: &mut [Column], emit: bool) -> Walk<()> {
+    /// Decodes the message `body` (starting with its 8-byte header) into the field columns
+    /// (`want`: which of them to write; empty: all).
+    fn body(&self, body: &[u8], cols: &mut [Column], emit: bool, want: &[bool]) -> Walk<()> {
         let path = &self.plan.path;
         let bl = le_u16(body, 0) as usize;
         if body.len() - MESSAGE_HEADER_LEN < bl + 2 {
@@ -675,9 +686,73 @@ impl TypedDecoder {
             nv,
             cols,
             emit,
+            want,
             0,
         )
         .map(|_| ())
+    }
+
+    /// Whether `msg` is a message of this type.
+    #[inline]
+    pub fn is_mine(&self, msg: &Msg<'_>) -> bool {
+        let body = &msg.body[..];
+        body.len() >= MESSAGE_HEADER_LEN
+            && le_u16(body, 4) == self.schema_id
+            && le_u16(body, 2) == self.template_id
+    }
+
+    /// Appends `msg`, when it is of this type, as a row; a body that does not decode is a
+    /// problem and adds no row. `want` (one flag per column of [`TypedDecoder::columns`];
+    /// empty: all) prunes the columns written — every message is still checked whole.
+    pub fn push(
+        &self,
+        msg: &Msg<'_>,
+        out: &mut TypedColumns,
+        want: &[bool],
+        problems: &mut Vec<Problem>,
+    ) {
+        if !self.is_mine(msg) {
+            return;
+        }
+        let body = &msg.body[..];
+        let (pre, fields) = out.columns.split_at_mut(PREFIX_COLUMNS);
+        let (want_pre, want_fields) = if want.is_empty() {
+            (&[true; PREFIX_COLUMNS][..], &[][..])
+        } else {
+            want.split_at(PREFIX_COLUMNS)
+        };
+        if let Err(f) = self.body(body, fields, false, &[]) {
+            problems.push(msg.problem(format!(
+                "{}: body offset {}: {}",
+                f.path, f.offset, f.reason
+            )));
+            return;
+        }
+        self.body(body, fields, true, want_fields).ok();
+        let m = msg.envelope;
+        if want_pre[0] {
+            pre[0].push_fixed(&(msg.sequence as i64).to_le_bytes());
+        }
+        if want_pre[1] {
+            pre[1].push_fixed(&m[0..8]);
+        }
+        if want_pre[2] {
+            if let Data::Var { offsets, bytes } = &mut pre[2].data {
+                account_text(&m[16..24], bytes);
+                offsets.push(bytes.len() as i32);
+            }
+            pre[2].len += 1;
+        }
+        if want_pre[3] {
+            pre[3].push_fixed(&(le_u16(m, 24) as i32).to_le_bytes());
+        }
+        if want_pre[4] {
+            pre[4].push_fixed(&m[8..16]);
+        }
+        if want_pre[5] {
+            pre[5].push_fixed(&(le_u16(body, 6) as i32).to_le_bytes());
+        }
+        out.rows += 1;
     }
 
     /// Decodes the messages of this type with sequence in `[lo, hi]` (fragmented ones
@@ -692,34 +767,7 @@ impl TypedDecoder {
     ) {
         let mut bad = Vec::new();
         a.read(lo, hi, Mode::Messages, problems, &mut |msg| {
-            let body = &msg.body[..];
-            if body.len() < MESSAGE_HEADER_LEN
-                || le_u16(body, 4) != self.schema_id
-                || le_u16(body, 2) != self.template_id
-            {
-                return;
-            }
-            let (pre, fields) = out.columns.split_at_mut(6);
-            if let Err(f) = self.body(body, fields, false) {
-                bad.push(a.problem(
-                    msg,
-                    format!("{}: body offset {}: {}", f.path, f.offset, f.reason),
-                ));
-                return;
-            }
-            self.body(body, fields, true).ok();
-            let m = msg.envelope;
-            pre[0].push_fixed(&(msg.sequence as i64).to_le_bytes());
-            pre[1].push_fixed(&m[0..8]);
-            if let Data::Var { offsets, bytes } = &mut pre[2].data {
-                account_text(&m[16..24], bytes);
-                offsets.push(bytes.len() as i32);
-            }
-            pre[2].len += 1;
-            pre[3].push_fixed(&(le_u16(m, 24) as i32).to_le_bytes());
-            pre[4].push_fixed(&m[8..16]);
-            pre[5].push_fixed(&(le_u16(body, 6) as i32).to_le_bytes());
-            out.rows += 1;
+            self.push(msg, out, &[], &mut bad)
         });
         problems.append(&mut bad);
         problems.sort_by_key(|p| p.sequence);

@@ -213,3 +213,62 @@ pub fn verify_segment(
     rep.last_timestamp_ns = last_ts;
     rep
 }
+
+/// What [`verify_archive`] found.
+#[derive(Debug, Default)]
+pub struct ArchiveReport {
+    pub segments: u64,
+    pub records: u64,
+    pub good: u64,
+    pub fragmented_messages: u64,
+    pub problems: Vec<Problem>,
+}
+
+/// Verifies a whole archive: every segment ([`verify_segment`]), sequence contiguity across
+/// segments, the manifest's counts, fragmented messages across segments, and that it is
+/// sealed. `progress` is called after each segment.
+pub fn verify_archive(
+    a: &crate::ArchiveReader,
+    progress: &mut dyn FnMut(&crate::reader::SegRef),
+) -> ArchiveReport {
+    let mut rep = ArchiveReport::default();
+    let mut frags = Fragments::default();
+    let mut expect = None;
+    for (k, s) in a.segments.iter().enumerate() {
+        rep.segments += 1;
+        let seg = match a.segment(k) {
+            Ok(seg) => seg,
+            Err(p) => {
+                rep.problems.push(p);
+                continue;
+            }
+        };
+        let r = verify_segment(seg, expect, &mut frags);
+        rep.records += r.records;
+        rep.good += r.good;
+        rep.problems.extend(r.problems);
+        expect = Some(r.first_sequence + r.records);
+        if a.manifest.sealed && r.records != s.count {
+            rep.problems.push(seg.problem(
+                0,
+                r.first_sequence,
+                format!(
+                    "the manifest lists {} records, the index {}",
+                    s.count, r.records
+                ),
+            ));
+        }
+        progress(s);
+    }
+    rep.problems.extend(frags.finish(a.manifest.sealed));
+    rep.fragmented_messages = frags.messages;
+    if !a.manifest.sealed {
+        rep.problems.push(Problem {
+            file: format::MANIFEST.into(),
+            offset: 0,
+            sequence: expect.unwrap_or(0),
+            message: "the archive is not sealed".into(),
+        });
+    }
+    rep
+}

@@ -1,0 +1,285 @@
+//! A live bus on another host, over SoupBinTCP: the sequencer's TCP server (docs/transports.md)
+//! logs a client in from any sequence number and streams the session from there.
+//!
+//! * [`Remote`]: one login from a sequence, read message by message (an executor reads the
+//!   range of its micro-batch with one).
+//! * [`Follower`]: the driver's view of the live stream, a background thread logged in from
+//!   the query's start, that knows how far the stream has got and where it may be cut: never
+//!   between the fragments of a message, so each micro-batch starts with every sender between
+//!   messages and reassembles everything it holds.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use seqbus_archive::reader::{Reassembler, Step};
+use seqbus_transport::soupbin::{ClientEvent, ClientSession, LoginRequest, Timing};
+
+/// Where and how to log in.
+#[derive(Debug, Clone)]
+pub struct Login {
+    /// `host:port` of the SoupBinTCP server.
+    pub server: String,
+    pub username: String,
+    pub password: String,
+    /// Empty: the server's current session.
+    pub session: String,
+}
+
+fn now_ns(t0: Instant) -> u64 {
+    t0.elapsed().as_nanos() as u64
+}
+
+/// One SoupBinTCP login, from a sequence number on.
+pub struct Remote {
+    stream: TcpStream,
+    sess: ClientSession,
+    t0: Instant,
+    buf: Vec<u8>,
+    pending: VecDeque<(u64, Vec<u8>)>,
+    closed: Option<String>,
+    pub server: String,
+}
+
+impl Remote {
+    /// Connects and logs in to read from sequence `from`; fails naming the server when it
+    /// cannot connect or the login is rejected within `timeout`.
+    pub fn connect(login: &Login, from: u64, timeout: Duration) -> Result<Remote, String> {
+        let addr = login
+            .server
+            .to_socket_addrs()
+            .map_err(|e| format!("soupbintcp://{}: {e}", login.server))?
+            .next()
+            .ok_or_else(|| format!("soupbintcp://{}: no address", login.server))?;
+        let stream = TcpStream::connect_timeout(&addr, timeout)
+            .map_err(|e| format!("soupbintcp://{}: cannot connect: {e}", login.server))?;
+        let _ = stream.set_nodelay(true);
+        stream
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .map_err(|e| e.to_string())?;
+        let req = LoginRequest::new(&login.username, &login.password, &login.session, from)
+            .map_err(|e| format!("soupbintcp://{}: {e}", login.server))?;
+        let t0 = Instant::now();
+        let mut r = Remote {
+            sess: ClientSession::new(0, &req, Timing::default(), 1 << 20),
+            stream,
+            t0,
+            buf: vec![0; 1 << 16],
+            pending: VecDeque::new(),
+            closed: None,
+            server: login.server.clone(),
+        };
+        r.flush()?;
+        let deadline = Instant::now() + timeout;
+        let mut accepted = None;
+        while accepted.is_none() {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "soupbintcp://{}: no login answer within {} ms",
+                    r.server,
+                    timeout.as_millis()
+                ));
+            }
+            accepted = r.pump(true)?;
+        }
+        Ok(r)
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        while !self.sess.out().is_empty() {
+            match self.stream.write(self.sess.out().pending()) {
+                Ok(n) => self.sess.out().consume(n),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(format!("soupbintcp://{}: write: {e}", self.server)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads what the socket has (waiting up to 100 ms); returns `Some(next)` when the login
+    /// was accepted in it.
+    fn pump(&mut self, logging_in: bool) -> Result<Option<u64>, String> {
+        let n = match self.stream.read(&mut self.buf) {
+            Ok(0) => {
+                self.closed
+                    .get_or_insert_with(|| "closed by the server".to_string());
+                0
+            }
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
+                0
+            }
+            Err(e) => return Err(format!("soupbintcp://{}: read: {e}", self.server)),
+        };
+        let now = now_ns(self.t0);
+        let mut accepted = None;
+        let mut rejected = None;
+        let pending = &mut self.pending;
+        let closed = &mut self.closed;
+        let mut on = |ev: ClientEvent<'_>| match ev {
+            ClientEvent::Accepted { next_seq, .. } => accepted = Some(next_seq),
+            ClientEvent::Rejected(r) => rejected = Some(r),
+            ClientEvent::Sequenced { seq, msg } => pending.push_back((seq, msg.to_vec())),
+            ClientEvent::EndOfSession => {
+                closed.get_or_insert_with(|| "the session ended".to_string());
+            }
+            ClientEvent::Closed(reason) => {
+                closed.get_or_insert(reason);
+            }
+        };
+        if n > 0 {
+            self.sess.handle_input(now, &self.buf[..n], &mut on);
+        }
+        self.sess.handle_timeout(now, &mut on);
+        self.flush()?;
+        if let Some(r) = rejected {
+            return Err(format!(
+                "soupbintcp://{}: login rejected ({})",
+                self.server,
+                r.code() as char
+            ));
+        }
+        if logging_in && accepted.is_none() {
+            if let Some(c) = &self.closed {
+                return Err(format!("soupbintcp://{}: {c}", self.server));
+            }
+        }
+        Ok(accepted)
+    }
+
+    /// The next sequenced message, waiting up to `wait`; None when none came in time. An
+    /// ended or broken link is an error naming the server.
+    pub fn next(&mut self, wait: Duration) -> Result<Option<(u64, Vec<u8>)>, String> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(m) = self.pending.pop_front() {
+                return Ok(Some(m));
+            }
+            if let Some(c) = &self.closed {
+                return Err(format!("soupbintcp://{}: {c}", self.server));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            self.pump(false)?;
+        }
+    }
+
+    /// Logs out (best effort).
+    pub fn close(mut self) {
+        let now = now_ns(self.t0);
+        self.sess.logout(now);
+        let _ = self.flush();
+    }
+}
+
+/// The driver's follower of a live stream.
+pub struct Follower {
+    state: Arc<Mutex<FollowState>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct FollowState {
+    /// One past the last sequence received.
+    next: u64,
+    /// Records `(first, last)` of each fragmented message seen: a batch may not end inside one.
+    spans: Vec<(u64, u64)>,
+    /// First record of each sender's fragmented message still open.
+    open: HashMap<[u8; 8], u64>,
+    error: Option<String>,
+}
+
+impl Follower {
+    /// Logs in from `from` (a point where no sender is between fragments: the start of the
+    /// session or a previous batch's end) and follows the stream in a background thread.
+    pub fn start(login: Login, from: u64) -> Result<Follower, String> {
+        let remote = Remote::connect(&login, from, Duration::from_secs(10))?;
+        let state = Arc::new(Mutex::new(FollowState {
+            next: from,
+            ..Default::default()
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, sp) = (state.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("seqbus-follow".into())
+            .spawn(move || follow(remote, st, sp))
+            .map_err(|e| e.to_string())?;
+        Ok(Follower {
+            state,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The end (exclusive) of the next batch starting at `start`, at most `max` records: as
+    /// far as the stream has got, moved back so that no fragmented message is cut.
+    pub fn latest(&self, start: u64, max: u64) -> Result<u64, String> {
+        let st = self.state.lock().expect("follower state");
+        if let Some(e) = &st.error {
+            return Err(e.clone());
+        }
+        let mut end = st.next.min(start.saturating_add(max)).max(start);
+        let open = st.open.values().map(|&f| (f, u64::MAX));
+        let spans: Vec<(u64, u64)> = st.spans.iter().copied().chain(open).collect();
+        while let Some(&(f, _)) = spans.iter().find(|&&(f, l)| f < end && end <= l) {
+            end = f;
+        }
+        Ok(end.max(start))
+    }
+
+    /// Forgets what lies before `upto` (a committed batch's end).
+    pub fn commit(&self, upto: u64) {
+        let mut st = self.state.lock().expect("follower state");
+        st.spans.retain(|&(_, l)| l >= upto);
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn follow(mut remote: Remote, state: Arc<Mutex<FollowState>>, stop: Arc<AtomicBool>) {
+    let mut r = Reassembler::default();
+    while !stop.load(Ordering::Relaxed) {
+        match remote.next(Duration::from_millis(200)) {
+            Ok(Some((seq, msg))) => {
+                let mut st = state.lock().expect("follower state");
+                if msg.len() >= 32 {
+                    let account: [u8; 8] = msg[16..24].try_into().expect("8 bytes");
+                    match r.push(&msg) {
+                        Step::More => {
+                            st.open.entry(account).or_insert(seq);
+                        }
+                        Step::Whole(..) | Step::Bad(_) => {
+                            if let Some(first) = st.open.remove(&account) {
+                                st.spans.push((first, seq));
+                            }
+                        }
+                    }
+                }
+                st.next = seq + 1;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                state.lock().expect("follower state").error = Some(e);
+                return;
+            }
+        }
+    }
+    remote.close();
+}
