@@ -228,13 +228,9 @@ impl Follower {
         if let Some(e) = &st.error {
             return Err(e.clone());
         }
-        let mut end = st.next.min(start.saturating_add(max)).max(start);
         let open = st.open.values().map(|&f| (f, u64::MAX));
         let spans: Vec<(u64, u64)> = st.spans.iter().copied().chain(open).collect();
-        while let Some(&(f, _)) = spans.iter().find(|&&(f, l)| f < end && end <= l) {
-            end = f;
-        }
-        Ok(end.max(start))
+        Ok(cut(st.next, start, max, &spans))
     }
 
     /// Forgets what lies before `upto` (a committed batch's end).
@@ -251,6 +247,17 @@ impl Drop for Follower {
             let _ = t.join();
         }
     }
+}
+
+/// The end (exclusive) of a batch from `start` of at most `max` records when the stream has
+/// got to `next`, moved back so that it cuts no fragmented message: `spans` are the
+/// `(first, last)` records of fragmented messages (last = `u64::MAX` while open).
+pub fn cut(next: u64, start: u64, max: u64, spans: &[(u64, u64)]) -> u64 {
+    let mut end = next.min(start.saturating_add(max)).max(start);
+    while let Some(&(f, _)) = spans.iter().find(|&&(f, l)| f < end && end <= l) {
+        end = f;
+    }
+    end.max(start)
 }
 
 fn follow(mut remote: Remote, state: Arc<Mutex<FollowState>>, stop: Arc<AtomicBool>) {
@@ -282,4 +289,22 @@ fn follow(mut remote: Remote, state: Arc<Mutex<FollowState>>, stop: Arc<AtomicBo
         }
     }
     remote.close();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut;
+
+    #[test]
+    fn a_batch_never_ends_inside_a_fragmented_message() {
+        // fragments at 10..=12 and 11..=15 (two senders, interleaved), one open from 20
+        let spans = [(10, 12), (11, 15), (20, u64::MAX)];
+        assert_eq!(cut(30, 1, 100, &spans), 20); // the open one stays for the next batch
+        assert_eq!(cut(30, 1, 12, &spans), 10); // 13 would cut 10..=12 and 11..=15
+        assert_eq!(cut(30, 1, 15, &spans), 16); // ends right after the second message
+        assert_eq!(cut(30, 1, 9, &spans), 10); // before both
+        assert_eq!(cut(8, 1, 100, &spans), 8); // as far as the stream has got
+        assert_eq!(cut(30, 16, 100, &spans), 20);
+        assert_eq!(cut(30, 20, 100, &spans), 20); // nothing complete yet: an empty batch
+    }
 }
