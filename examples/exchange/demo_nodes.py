@@ -7,14 +7,18 @@ files named by the environment.
   (its state hash) when it handles it, so primary, hot backup and late joiner describe the
   same point of the stream. The demo kills the primary once its checkpoint is written.
 * The gateway also writes ``progress`` (answers so far) every 100 answers, and its report
-  (with order → answer latencies from its own clock) once every order is answered.
+  (with order → answer latencies from its own clock) at the end of the run (below).
 * ``EXCHANGE_HOLD_AT``: once that many orders are answered the gateway writes ``hold`` and keeps
   only two orders in flight until a file ``release`` appears (looked for every 5 ms on its
   local clock): the demo kills the leading sequencer meanwhile, so the takeover happens with
   orders in flight, however fast the run.
-* When every order is answered the gateway sends an end-of-run marker (a cancel of order 0);
-  engines write their report when they handle it, then stop. Market data publishes the whole
-  book at the marker and writes its report once every update it published is in the stream.
+* When every order is answered the gateway sends an end-of-run marker (a cancel of order 0).
+  Engines write their report when they handle it, answer it (it cancels no order) and stop
+  once their answer is in the stream. The gateway writes its report when that answer is in
+  the stream: every command the engines sent is sequenced before it, so the report's counts
+  are the stream's (a last order's trades come after its answer, timers expire orders until
+  the engines stop). Market data publishes the whole book at the marker and writes its report
+  once every update it published is in the stream.
 """
 
 from __future__ import annotations
@@ -67,13 +71,23 @@ SEEN = struct.Struct("<QQQ")
 
 
 class DemoEngine(MatchingEngine):
+    ending = False
+
     def on_cancel_order(self, msg: CancelOrderView, mine: bool) -> None:
-        super().on_cancel_order(msg, mine)
+        super().on_cancel_order(msg, mine)  # the end marker cancels no order: it is answered
         if msg.order_id == CHECKPOINT_MARKER:
             self._report("checkpoint.json")
         elif msg.order_id == END_MARKER:
             self._report("json")
+            self.ending = True  # nothing more is sent; stop once the answer is in the stream
+
+    def on_order_rejected(self, msg: OrderRejectedView, mine: bool) -> None:
+        if self.ending and mine and msg.order_id == END_MARKER:
             self.stop()
+
+    def _expire(self, order_id: int) -> None:
+        if not self.ending:
+            super()._expire(order_id)
 
     def _report(self, suffix: str) -> None:
         _write(
@@ -172,6 +186,7 @@ class DemoGateway(OrderGateway):
         #: stood still (its sequencer takeover) from it
         self.answered_at: list[int] = []
         self.started = 0.0
+        self.elapsed_s = 0.0
         self.checkpoint_at = int(os.environ.get("EXCHANGE_CHECKPOINT_AT", "0"))
         self.hold_at = int(os.environ.get("EXCHANGE_HOLD_AT", "0"))
         self.held = False
@@ -207,22 +222,36 @@ class DemoGateway(OrderGateway):
             self.in_flight_limit = 2
             _write("hold", {"answered": len(self.answers)})
             self.set_local_timer(0.005, self._release)
-        if self.done:
-            _write(
-                f"{self.account}-{self.instance}.json",
-                {
-                    "orders": self.total,
-                    "answered": len(self.answers),
-                    "lost": len(self.lost()),
-                    "accepted": self.accepted,
-                    "rejected": self.rejected,
-                    "cancelled": self.cancelled,
-                    "trades": self.trades,
-                    "elapsed_s": time.perf_counter() - self.started,
-                    "latency_ns": self.latencies,
-                    "bus": _bus_stats(self),
-                    "answered_at_ns": self.answered_at,
-                },
-            )
+        if self.done and not self.elapsed_s:
+            # every order answered: the end marker goes out; the report is written when the
+            # engines' answer to it is in the stream, so that its counts hold every trade and
+            # cancel the engines sent (the last order's trades come after its answer, timers
+            # may expire orders until the engines stop)
+            self.elapsed_s = time.perf_counter() - self.started
             self.post(CancelOrder(order_id=END_MARKER, client_id=self.client_id))
-            self.stop()
+
+    def on_order_rejected(self, msg: OrderRejectedView, mine: bool) -> None:
+        super().on_order_rejected(msg, mine)
+        # the engines' answer to the end marker: every command they sent before it is in the
+        # stream before it (one account's commands are sequenced in order), and after it they
+        # send nothing
+        if msg.order_id != END_MARKER or not self.elapsed_s:
+            return
+        _write(
+            f"{self.account}-{self.instance}.json",
+            {
+                "orders": self.total,
+                "answered": len(self.answers),
+                "lost": len(self.lost()),
+                "accepted": self.accepted,
+                "rejected": self.rejected,
+                "cancelled": self.cancelled,
+                "trades": self.trades,
+                "end_sequence": self.sequence(),
+                "elapsed_s": self.elapsed_s,
+                "latency_ns": self.latencies,
+                "bus": _bus_stats(self),
+                "answered_at_ns": self.answered_at,
+            },
+        )
+        self.stop()

@@ -255,3 +255,22 @@ def test_schemas_are_given_as_idl_or_as_ir(tmp_path: Path) -> None:
     bad.write_text("package bad;\nschema 9 version 1;\nmessage M = 1 { x: nosuchtype; }\n")
     with pytest.raises(ArchiveError, match=r"bad\.idl:3:\d+"):
         load_ir([bad])
+
+
+def test_a_body_failing_late_leaves_no_part_of_itself_in_the_table(tmp_path: Path, schemas: list[tuple[int, str, str]]) -> None:
+    """Decoding checks and writes in one pass: a body that fails after its groups and most of
+    its fields were written (here its last string is not UTF-8) is taken back out whole, and
+    the rows around it are exact."""
+    bad = bytearray(sess.new_order(7).encode())  # three legs, with fills
+    at = bytes(bad).index("acct-7-é".encode())
+    bad[at + 7:at + 9] = b"\xff\xfe"
+    msgs = [sess.Msg(1, sess.T0, "GW", 1, 1, "exchange.NewOrder", sess.new_order(6).encode()),
+            sess.Msg(2, sess.T0 + 1, "GW", 1, 2, "exchange.NewOrder", bytes(bad)),
+            sess.Msg(3, sess.T0 + 2, "GW", 1, 3, "exchange.NewOrder", sess.new_order(11).encode())]
+    with ArchiveWriter(tmp_path / "a", "BAD", schemas) as w:
+        for m in msgs:
+            w.append(m.sequence, m.message)
+    a = Archive(tmp_path / "a", on_problem="collect")
+    assert typed_rows(a, "exchange.NewOrder") == list(sess.expected_rows([msgs[0], msgs[2]], "exchange.NewOrder"))
+    [p] = a.problems
+    assert p.sequence == 2 and "NewOrder.account" in p.message and "not valid UTF-8" in p.message

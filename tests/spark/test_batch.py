@@ -112,6 +112,43 @@ def test_reports_and_parquet_export(spark: Any, tmp_path: Path, session_archive:
     assert pq.read_table(out / "envelope").num_rows == len(msgs)
 
 
+def test_both_exports_write_the_same_tables(spark: Any, tmp_path: Path, session_archive: tuple[Path, list[sess.Msg]]) -> None:
+    """`seqbus archive export` and the Spark export job: the same directories, the same Arrow
+    and Parquet schemas (µs UTC INT64 timestamps, decimal(20,0), three-level lists), the
+    same rows."""
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+
+    from seqbus.spark import reports
+
+    path, _ = session_archive
+    p = subprocess.run([sys.executable, "-m", "seqbus.cli", "archive", "export", str(path),
+                        str(tmp_path / "cli")], capture_output=True, text=True, timeout=120, check=False)
+    assert p.returncode == 0, p.stderr
+    written = reports.export_parquet(spark, str(path), str(tmp_path / "spark"))
+    tables = sorted(d.name for d in (tmp_path / "cli").iterdir())
+    assert sorted(written) == tables and "envelope" in tables and len(tables) == 8
+
+    def physical(f: Path) -> list[tuple[str, str, str, int]]:
+        return [(c.path, c.physical_type, str(c.logical_type), c.max_definition_level)
+                for c in pq.ParquetFile(f).schema]
+
+    for t in tables:
+        [a] = (tmp_path / "cli" / t).glob("*.parquet")
+        b = sorted((tmp_path / "spark" / t).glob("*.parquet"))[0]
+        assert pq.read_schema(a).remove_metadata() == pq.read_schema(b).remove_metadata(), t
+        assert physical(a) == physical(b), t
+        if t == "envelope":
+            [time_col] = [c for c in physical(b) if c[0] == "time"]
+            assert time_col[1] == "INT64" and "timeUnit=microseconds" in time_col[2] and "isAdjustedToUTC=true" in time_col[2]
+        ta = pq.read_table(tmp_path / "cli" / t)
+        tb = pq.read_table(tmp_path / "spark" / t)
+        key = "envelope_sequence" if "envelope_sequence" in ta.column_names else "sequence"
+        assert ta.sort_by(key).to_pylist() == tb.sort_by(key).to_pylist(), t
+
+
 def test_unknown_option_is_an_error_naming_the_known_ones(spark: Any, session_archive: tuple[Path, list[sess.Msg]]) -> None:
     path, _ = session_archive
     with pytest.raises(Exception, match="SeqbusException: unknown option 'rowsPartition' for the seqbus source; it knows: path, message, table, mode, rowsPerPartition"):

@@ -188,3 +188,29 @@ def test_spark_typed_and_envelope_tables_see_what_the_nodes_saw(spark: Any, run:
     # nothing of an exchange type the node did not see; control messages named
     assert {t for t in counts if t.startswith("exchange.")} == set(seen)
     assert not [t for t in counts if not t.startswith(("exchange.", "bus."))]
+
+
+def test_the_demo_summary_and_the_archive_agree_on_every_count(spark: Any, run: dict[str, Any]) -> None:
+    """What the demo prints (the gateway's counts, the market data node's updates) equals what
+    the archive holds."""
+    from pyspark.sql import functions as F
+
+    path = str(run["archives"]["mb1"])
+    s = run["summary"]
+
+    def count(name: str, where: Any = None) -> int:
+        df = spark.read.format("seqbus").option("message", name).load(path)
+        return int((df if where is None else df.where(where)).count())
+
+    got = {
+        "orders": count("exchange.NewOrder"),
+        "answered": count("exchange.OrderAccepted")
+        + count("exchange.OrderRejected", F.col("reason") != "UnknownOrder"),
+        "accepted": count("exchange.OrderAccepted"),
+        "rejected": count("exchange.OrderRejected", F.col("reason") != "UnknownOrder"),
+        "cancelled": count("exchange.OrderCancelled"),
+        "trades": count("exchange.Trade"),
+        "market_data_updates": count("exchange.BookUpdate"),
+    }
+    want = {k: s[k] for k in got}
+    assert got == want, {k: (got[k], want[k]) for k in got if got[k] != want[k]}

@@ -66,7 +66,7 @@ def archive_and_report(journal_dir: Path, archive_dir: Path, spec: ReportSpec) -
         lat = reports.latency(spark, str(archive_dir), request, response, key).collect()
     finally:
         spark.stop()
-    out = [f"session archive {n} messages, verify {'OK' if rep.ok else f'{len(rep.problems)} problems'}"
+    out = [f"session archive {n} records, verify {'OK' if rep.ok else f'{len(rep.problems)} problems'}"
            f" (Spark report over it in {time.perf_counter() - t0:.1f} s):"]
     out.append(f"  {'account':10} {'inst':>4} {'type':24} {'messages':>9} {'bytes':>10}")
     for r in counts:

@@ -176,7 +176,10 @@ def export_parquet(
     tables: Sequence[str] | None = None,
 ) -> list[str]:
     """Writes the envelope table and every typed table with rows (or those of ``tables``) to
-    ``out/<table>`` as Parquet; returns the tables written."""
+    ``out/<table>/`` as Parquet, the layout and schemas of ``seqbus archive export``
+    (timestamps as µs UTC, INT64; snappy); returns the tables written."""
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    spark.conf.set("spark.sql.parquet.compression.codec", "snappy")
     env = envelope(spark, path)
     env.write.mode(mode).parquet(f"{out}/envelope")
     written = ["envelope"]

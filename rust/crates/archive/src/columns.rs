@@ -117,6 +117,36 @@ impl Column {
         self.len += 1;
     }
 
+    /// Cuts the column back to its first `n` rows, children included (they may hold the parts
+    /// of a row that was being appended when its message turned out not to decode).
+    pub fn truncate(&mut self, n: usize) {
+        if let Some(v) = self.validity.as_mut() {
+            v.truncate(n);
+        }
+        match &mut self.data {
+            Data::Fixed { width, values } => values.truncate(n * *width),
+            Data::Bool { values } => values.truncate(n),
+            Data::Var { offsets, bytes } => {
+                offsets.truncate(n + 1);
+                if let Some(&end) = offsets.get(n) {
+                    bytes.truncate(end as usize);
+                }
+            }
+            Data::List { offsets, child } => {
+                offsets.truncate(n + 1);
+                if let Some(&end) = offsets.get(n) {
+                    child.truncate(end as usize);
+                }
+            }
+            Data::Struct { children } => {
+                for c in children {
+                    c.truncate(n);
+                }
+            }
+        }
+        self.len = self.len.min(n);
+    }
+
     /// Appends a zero/empty value of this column's shape (a null's slot, or a default).
     pub fn push_default(&mut self) {
         match &mut self.data {

@@ -174,7 +174,8 @@ impl Segment {
         let seq = le_u64(s, at + 8);
         let message = &s[at + format::RECORD_HEADER_LEN..at + format::RECORD_HEADER_LEN + len];
         let crc = le_u32(s, at + 4);
-        if format::record_crc(sequence, message) != crc {
+        // sequence and message lie back to back: one pass (the same value as record_crc)
+        if crc32c::crc32c(&s[at + 8..at + format::RECORD_HEADER_LEN + len]) != crc {
             return Err(self.problem(
                 offset,
                 sequence,
@@ -183,6 +184,13 @@ impl Segment {
                 } else {
                     "checksum (crc32c) mismatch".to_string()
                 },
+            ));
+        }
+        if seq != sequence {
+            return Err(self.problem(
+                offset,
+                sequence,
+                format!("record holds sequence {seq}, not the {sequence} of its place in the index"),
             ));
         }
         Ok(Record {

@@ -7,8 +7,8 @@
 //! struct → struct; optional T → T, nullable; group → list<struct>.
 //! Every row starts with `sequence, timestamp_ns, account, instance, command_seq, version`.
 //!
-//! Each message is first walked without output (so a corrupt body is a [`Problem`] and adds
-//! no partial row), then decoded. Fields newer than the writer read as absent: optionals
+//! Each message is checked and written in one walk; a body that turns out corrupt is a
+//! [`Problem`] and is taken back out of the columns (no partial row). Fields newer than the writer read as absent: optionals
 //! null, fixed fields zero, groups empty, strings and bytes empty.
 
 use std::collections::HashMap;
@@ -721,14 +721,19 @@ impl TypedDecoder {
         } else {
             want.split_at(PREFIX_COLUMNS)
         };
-        if let Err(f) = self.body(body, fields, false, &[]) {
+        // One pass that checks and writes; a body that fails is taken back out of the columns
+        // (a query that reads no field of the message only checks).
+        let write = want_fields.is_empty() || want_fields.iter().any(|w| *w);
+        if let Err(f) = self.body(body, fields, write, want_fields) {
+            for c in fields.iter_mut() {
+                c.truncate(out.rows);
+            }
             problems.push(msg.problem(format!(
                 "{}: body offset {}: {}",
                 f.path, f.offset, f.reason
             )));
             return;
         }
-        self.body(body, fields, true, want_fields).ok();
         let m = msg.envelope;
         if want_pre[0] {
             pre[0].push_fixed(&(msg.sequence as i64).to_le_bytes());
