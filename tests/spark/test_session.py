@@ -93,3 +93,16 @@ def test_an_existing_spark_context_is_kept(spark: Any, caplog: pytest.LogCapture
     assert any("Spark master local[2]" in r.getMessage() for r in caplog.records)
     with pytest.raises(ArchiveError, match=r"already runs on local\[2\]; it cannot move to local\[3\]"):
         session("local[3]")
+
+
+def test_a_session_without_the_jar_is_told_how_to_get_it(tmp_path: Path) -> None:
+    script = tmp_path / "nojar.py"
+    script.write_text(
+        "from pyspark.sql import SparkSession\n"
+        "from seqbus.spark import register\n"
+        "s = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate()\n"
+        "register(s)\n")
+    p = subprocess.run([sys.executable, str(script)], env=_env(tmp_path), capture_output=True,
+                       text=True, timeout=180, check=False)
+    assert p.returncode != 0
+    assert "the seqbus source is not on this Spark session's classpath: start Spark with spark.jars=" in p.stderr

@@ -61,17 +61,16 @@ def _loadable(spark: SparkSession) -> bool:
 
 
 def register(spark: SparkSession) -> SparkSession:
-    """Makes the ``seqbus`` format available in ``spark``: a session started by
-    :func:`session` (or with ``spark.jars``/``--jars`` naming :func:`jar`) has it already;
-    any other gets the jar added (``ADD JAR``)."""
+    """Checks that the ``seqbus`` format is on ``spark``'s classpath: a session started by
+    :func:`session`, or with ``spark.jars`` (``spark-submit --jars``) naming :func:`jar`, has it.
+    A jar added to a running session (``ADD JAR``) is not enough: its task results carry
+    classes of the jar that the driver's own class loader must know."""
     if not _loadable(spark):
-        spark.sql(f"ADD JAR '{jar()}'")
-        if not _loadable(spark):
-            from seqbus.archive.errors import ArchiveError
+        from seqbus.archive.errors import ArchiveError
 
-            raise ArchiveError(
-                f"the seqbus source is not on this session's classpath; start Spark with "
-                f"spark.jars={jar()} (spark-submit --jars) or through seqbus.spark.session()")
+        raise ArchiveError(
+            f"the seqbus source is not on this Spark session's classpath: start Spark with "
+            f"spark.jars={jar()} (spark-submit --jars) or through seqbus.spark.session()")
     return spark
 
 
