@@ -6,12 +6,19 @@ from typing import Literal, final
 __version__: str
 #: Stream-time slot of "time advanced" records (a filtered message entering a new slot).
 TIME_GRID_NS: int
+#: The batch layout (seqbus_core::delivery::batch; docs/architecture.md): record types and the
+#: length of a record header (length, type, reserved, sequence, envelope).
+RECORD_MESSAGE: int
+RECORD_CAUGHT_UP: int
+RECORD_TIME: int
+RECORD_HEADER_LEN: int
 
 _Body = bytes | bytearray | memoryview
 
 @final
 class NodeClient:
-    """A node's connection to the bus: sockets, gap fill, rewind and topic filter in Rust."""
+    """A node's connection to the bus: sockets, gap fill, rewind and delivery (topics, admin
+    routing, reassembly, time records) in Rust."""
 
     def __new__(
         cls,
@@ -54,13 +61,20 @@ class Replayer:
     def join(self, timeout: float) -> bool: ...
 
 @final
-class TopicFilter:
-    """The live topic filter, for batches built elsewhere (the offline replay): what a node of
-    ``topics`` and ``account`` sees of records as the core delivers them."""
+class Delivery:
+    """The core's delivery model (what a node of ``account`` and ``topics`` is handed) over the
+    records of a session archive: the offline replay."""
 
-    def __new__(cls, topics: list[tuple[int, int]] | None, account: str) -> TopicFilter: ...
-    def apply(self, records: bytes) -> bytes:
-        """DecodeError when a record's length is wrong."""
+    def __new__(cls, account: str, topics: Sequence[tuple[int, int]] | None) -> Delivery: ...
+    def archive(
+        self, path: str, lo: int, hi: int
+    ) -> tuple[bytes, list[tuple[str, int, int, str]]]:
+        """The batch the records ``[lo, hi]`` of the archive at ``path`` make, read in order
+        (fragments included), and the archive's problems met: (file, offset, sequence,
+        message). OSError/ValueError when the archive cannot be opened."""
+    def caught_up(self, sequence: int) -> bytes:
+        """The caught-up record after ``sequence``."""
+    def stats(self) -> dict[str, int]: ...
 
 @final
 class Dispatcher:
@@ -87,21 +101,28 @@ def repair_journal(dir: str, peer: str) -> dict[str, object]:
     ``rewritten`` [(file, offset)], ``kept`` [files], ``messages``."""
 
 @final
-class Cursor:
-    """The sequence and sequencer time of the message a node is handling."""
+class Clock:
+    """A node's deterministic clock and timers (seqbus_core::Clock): the sequence and
+    sequencer time of the record being handled, and the deadlines of its timers; it says when
+    they are due, the node runs the callbacks."""
 
-    def __new__(cls) -> Cursor: ...
-
+    def __new__(cls) -> Clock: ...
     @property
     def sequence(self) -> int: ...
     @property
     def time_ns(self) -> int: ...
-    def set(self, sequence: int, time_ns: int) -> None: ...
+    def enter(self, sequence: int, time_ns: int) -> bool:
+        """Move to a record; True when timers are due before it is handled."""
+    def set_timer(self, at_ns: int) -> int:
+        """A timer at ``at_ns`` of stream time; its id."""
+    def cancel(self, id: int) -> bool: ...
+    def pop_due(self) -> tuple[int, int] | None:
+        """``(id, deadline)`` of the next timer due now, earliest first; None when none is."""
     @property
     def deadline_ns(self) -> int | None:
-        """Earliest deterministic timer; walk_batch stops at the first record reaching it."""
-    @deadline_ns.setter
-    def deadline_ns(self, value: int | None) -> None: ...
+        """Earliest pending deadline."""
+    @property
+    def pending(self) -> int: ...
 
 STOP_END: int
 STOP_RECORD: int
@@ -114,14 +135,16 @@ def walk_batch(
     node: object,
     dispatchers: Mapping[int, object],
     account: bytes,
-    cursor: Cursor,
+    clock: Clock,
 ) -> tuple[int, int, int]:
-    """Dispatch the message records of ``batch`` from ``offset`` without returning to Python;
-    ``(offset, stop, dispatched)`` where it stopped at a record Python must handle."""
+    """Dispatch the message records of ``batch`` from ``offset`` without returning to Python,
+    moving ``clock`` record by record; ``(offset, stop, dispatched)`` where it stopped: timers
+    due (``STOP_TIMER``), a record Python must handle, an unknown message."""
 
 @final
 class SimBus:
-    """A sequencer, a replayer and nodes over a simulated network with a virtual clock."""
+    """The simulated bus of seqbus-sim: a sequencer (or a cluster of them), replayers and nodes
+    over a seeded lossy network with a virtual clock."""
 
     def __new__(
         cls,
@@ -131,14 +154,21 @@ class SimBus:
         min_delay_ns: int = 20_000,
         max_delay_ns: int = 60_000,
         upstream_loss_pct: float = 0.0,
+        loss_pct: float = 0.0,
+        dup_pct: float = 0.0,
         clock_tick_ns: int = 10_000_000,
         heartbeat_ns: int = 1_000_000,
         window: int = 64,
+        sequencers: int = 1,
+        journal: str | None = None,
+        replay_packet: int = 60_000,
     ) -> SimBus: ...
     @property
     def now_ns(self) -> int: ...
     @property
     def next_seq(self) -> int: ...
+    @property
+    def leader(self) -> int | None: ...
     def add_node(
         self,
         account: str,
@@ -151,6 +181,8 @@ class SimBus:
     def remove_node(self, id: int) -> None: ...
     def set_downstream_loss(self, id: int, pct: float) -> None: ...
     def drop_downstream(self, id: int, count: int) -> None: ...
+    def kill_sequencer(self, id: int) -> None: ...
+    def restart_sequencer(self, id: int) -> None: ...
     def process(self) -> None: ...
     def poll(self, id: int, max_records: int = 4096) -> bytes: ...
     def transmit(self) -> None: ...
@@ -163,7 +195,7 @@ class SimBus:
 
 #: Schema id of the bus's own messages (schemas/bus.idl).
 BUS_SCHEMA_ID: int
-#: Template ids of bus.AdminCommand and bus.AdminReply: the topic filter hands a node the
+#: Template ids of bus.AdminCommand and bus.AdminReply: delivery hands a node the
 #: AdminCommands of its own account whatever its topics.
 ADMIN_COMMAND_TEMPLATE_ID: int
 ADMIN_REPLY_TEMPLATE_ID: int

@@ -1,10 +1,12 @@
 """``seqbus.Node``: the base of every application node.
 
 A node is a deterministic state machine over the sequenced stream. The Rust core
-(``seqbus._core``) owns the sockets and the protocol and hands the node one buffer per batch
-(docs/architecture.md, "Batches from Rust to Python"); this module walks the records of a batch,
-keeps the deterministic clock, fires timers and calls the generated dispatch of the node's IDL
-package, which wraps each body in its typed view and calls ``on_<message>(msg, mine)``.
+(``seqbus._core``) owns the sockets and the protocol, decides what the node is handed (topics,
+admin routing, reassembly, time records: ``seqbus_core::delivery``) and hands it one buffer per
+batch (docs/architecture.md, "Batches from Rust to Python"). This module drives the walk over a
+batch — in Rust, with the node's deterministic clock (``_core.Clock``, which says when timers
+are due) — runs the timer callbacks and calls the generated dispatch of the node's IDL package,
+which wraps each body in its typed view and calls ``on_<message>(msg, mine)``.
 
 Generated bases (``ExchangeNode``, ``PingpongNode``…) subclass :class:`Node` and set
 ``SCHEMA_ID``, ``_seqbus_handlers_`` and ``_seqbus_dispatch_``; applications subclass those.
@@ -39,6 +41,8 @@ __all__ = [
     "Topic",
 ]
 
+#: The latest stream time a deterministic timer can be set to (ns).
+_LAST_NS = 2**64 - 2
 #: A message type as the topic filter sees it: (schema id, template id).
 Topic = tuple[int, int]
 #: What a batch or an encoded body may be.
@@ -87,8 +91,12 @@ class Timer:
     callback: Callable[[], None] = field(compare=False)
     deterministic: bool = field(compare=False, default=True)
     cancelled: bool = field(compare=False, default=False)
+    #: Told of a cancel (a deterministic timer's node: its clock drops the deadline at once).
+    on_cancel: Callable[[int], None] | None = field(compare=False, default=None, repr=False)
 
     def cancel(self) -> None:
+        if not self.cancelled and self.on_cancel is not None:
+            self.on_cancel(self.order)
         self.cancelled = True
 
 
@@ -154,9 +162,10 @@ class Node:
         self.stats = NodeStats()
         self._account_key = b""
         self._client: Client | None = None
-        self._cursor = _core.Cursor()
+        self._clock = _core.Clock()
         self._rewinding = False
-        self._timers: list[Timer] = []
+        #: Deterministic timers by id: the clock holds their deadlines and says when.
+        self._timers: dict[int, Timer] = {}
         self._local_timers: list[Timer] = []
         self._order = itertools.count()
         self._stopping = False
@@ -179,11 +188,11 @@ class Node:
 
     def sequencer_time(self) -> int:
         """The sequencer's timestamp (ns since the epoch) of the message being handled."""
-        return self._cursor.time_ns
+        return self._clock.time_ns
 
     def sequence(self) -> int:
         """The sequence number of the message being handled (0 before the first)."""
-        return self._cursor.sequence
+        return self._clock.sequence
 
     @property
     def is_rewinding(self) -> bool:
@@ -256,14 +265,18 @@ class Node:
         Deterministic: a replay fires it between the same two messages. During the callback
         :meth:`sequencer_time` is the time of the message that triggered it.
         """
-        timer = Timer(at_ns, next(self._order), callback)
-        heapq.heappush(self._timers, timer)
-        self._cursor.deadline_ns = int(self._timers[0].at)
+        at = min(max(at_ns, 0), _LAST_NS)
+        timer = Timer(at, self._clock.set_timer(at), callback, on_cancel=self._cancel_timer)
+        self._timers[timer.order] = timer
         return timer
+
+    def _cancel_timer(self, timer_id: int) -> None:
+        self._clock.cancel(timer_id)
+        self._timers.pop(timer_id, None)
 
     def set_timer_after(self, delay_ns: int, callback: Callable[[], None]) -> Timer:
         """:meth:`set_timer` at ``sequencer_time() + delay_ns``."""
-        return self.set_timer(self._cursor.time_ns + delay_ns, callback)
+        return self.set_timer(self._clock.time_ns + delay_ns, callback)
 
     def set_local_timer(self, delay_s: float, callback: Callable[[], None]) -> Timer:
         """Fire ``callback`` after ``delay_s`` seconds of this machine's clock.
@@ -333,9 +346,9 @@ class Node:
     def handle_batch(self, batch: Buffer) -> int:
         """Handle every record of one batch; returns the number of records.
 
-        Plain message records are walked in Rust (``_core.walk_batch``), which calls the
-        generated dispatch for each without returning here; the records that need this side
-        (rewound, time advanced, a timer coming due, an unknown message) come back one by one.
+        The batch is walked in Rust (``_core.walk_batch``, with the node's clock), which calls
+        the generated dispatch for each message without returning here; what needs this side
+        (timers due, rewound, time advanced, an unknown message) comes back one by one.
         """
         data = batch if isinstance(batch, bytes) else bytes(batch)
         end = len(data)
@@ -344,16 +357,16 @@ class Node:
         walk = _core.walk_batch
         while offset < end:
             offset, stop, dispatched = walk(
-                data, offset, self, self._dispatchers, self._account_key, self._cursor
+                data, offset, self, self._dispatchers, self._account_key, self._clock
             )
             records += dispatched
             self.stats.messages += dispatched
             if stop == _core.STOP_END:
                 break
-            length, kind, seq, ts = RECORD_HEADER.unpack_from(data, offset)[:4]
             if stop == _core.STOP_TIMER:
                 self._fire_timers()
                 continue
+            length, kind, seq = RECORD_HEADER.unpack_from(data, offset)[:3]
             records += 1
             offset += length
             if stop == _core.STOP_UNKNOWN:
@@ -363,9 +376,7 @@ class Node:
                 self.stats.messages += 1
                 self._unknown(schema_id, template_id, seq)
             elif kind == RECORD_TIME:
-                self._cursor.set(seq, ts)
-                if self._timers and ts >= self._timers[0].at:
-                    self._fire_timers()
+                pass  # the clock stands at it; timers due before it have fired
             elif kind == RECORD_REWOUND:
                 self._rewinding = False
                 self.on_rewound()
@@ -386,14 +397,15 @@ class Node:
             raise UnknownMessageError(schema_id, template_id, sequence)
 
     def _fire_timers(self) -> None:
+        """Runs the callbacks of every timer the clock says is due, earliest first (one set
+        by a callback for a time already reached fires in the same turn)."""
         timers = self._timers
-        now = self._cursor.time_ns
-        while timers and timers[0].at <= now:
-            timer = heapq.heappop(timers)
-            if not timer.cancelled:
+        pop_due = self._clock.pop_due
+        while (due := pop_due()) is not None:
+            timer = timers.pop(due[0], None)
+            if timer is not None and not timer.cancelled:
                 self.stats.timers_fired += 1
                 timer.callback()
-        self._cursor.deadline_ns = int(timers[0].at) if timers else None
 
     def _fire_local_timers(self) -> None:
         timers = self._local_timers

@@ -1,9 +1,11 @@
 """Deterministic test harness: a whole bus in one thread with a virtual clock.
 
-``Harness`` runs the sequencer, a replayer and any number of nodes of the Rust core
-(``seqbus._core.SimBus``, the same sans-IO state machines the real processes run) over a
-simulated network with seeded delays and loss. Time is virtual, so a distributed scenario — loss,
-a late joiner, a hot backup taking over, a timer firing — is an ordinary, fast, repeatable test::
+``Harness`` runs the sequencer (or a cluster of them), its replayer and any number of nodes of
+the Rust core over the simulated bus the Rust tests run on (``seqbus-sim``, through
+``seqbus._core.SimBus``: the same sans-IO state machines the real processes run) with seeded
+delays, loss, duplication and process kills. Time is virtual, so a distributed scenario — loss,
+a late joiner, a hot backup taking over, a sequencer failing over, a timer firing — is an
+ordinary, fast, repeatable test::
 
     bus = Harness(seed=7)
     engine = bus.add(MatchingEngine, "ENGINE", 1, start="rewind")
@@ -20,6 +22,7 @@ machine's clock (it is not deterministic, here as anywhere).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -71,7 +74,12 @@ class _Member:
 
 
 class Harness:
-    """A sequencer, a replayer and nodes in this thread, over a simulated network."""
+    """A sequencer (``sequencers=3``: a cluster), replayers and nodes in this thread, over a
+    simulated network. ``loss_pct``/``dup_pct``: every datagram's chance to be lost or
+    duplicated; delays between ``min_delay_ns`` and ``max_delay_ns`` reorder them.
+    ``journal``: a recorded session's journal directory — the sequencers start from it (its
+    session, its messages; virtual time goes on after its last one) and rewinding nodes are
+    handed it as they would be live. ``replay_packet``: the largest replayer answer."""
 
     def __init__(
         self,
@@ -80,18 +88,28 @@ class Harness:
         min_delay_ns: int = 20_000,
         max_delay_ns: int = 60_000,
         upstream_loss_pct: float = 0.0,
+        loss_pct: float = 0.0,
+        dup_pct: float = 0.0,
         clock_tick_ns: int = 10_000_000,
         heartbeat_ns: int = 1_000_000,
         window: int = 64,
+        sequencers: int = 1,
+        journal: str | os.PathLike[str] | None = None,
+        replay_packet: int = 60_000,
     ) -> None:
         self.sim = _core.SimBus(
             seed=seed,
             min_delay_ns=min_delay_ns,
             max_delay_ns=max_delay_ns,
             upstream_loss_pct=upstream_loss_pct,
+            loss_pct=loss_pct,
+            dup_pct=dup_pct,
             clock_tick_ns=clock_tick_ns,
             heartbeat_ns=heartbeat_ns,
             window=window,
+            sequencers=sequencers,
+            journal=None if journal is None else os.fspath(journal),
+            replay_packet=replay_packet,
         )
         self._members: list[_Member] = []
         self.steps = 0
@@ -146,6 +164,20 @@ class Harness:
     def set_downstream_loss(self, node: Node, pct: float) -> None:
         """Lose ``pct`` percent of live packets on the way to ``node``, at random (seeded)."""
         self.sim.set_downstream_loss(self._member(node).client.node_id, pct)
+
+    @property
+    def leader(self) -> int | None:
+        """The sequencer leading the bus (1 without a cluster), None during an election."""
+        return self.sim.leader
+
+    def kill_sequencer(self, member: int) -> None:
+        """Kill sequencer ``member`` (1-based) as SIGKILL would: its journal stays. In a
+        cluster a standby takes over and the nodes follow the new leader."""
+        self.sim.kill_sequencer(member)
+
+    def restart_sequencer(self, member: int) -> None:
+        """Restart a killed sequencer from its journal."""
+        self.sim.restart_sequencer(member)
 
     def client(self, node: Node) -> SimClient:
         return self._member(node).client

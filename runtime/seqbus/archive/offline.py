@@ -1,33 +1,27 @@
 """Offline replay: a node class run over an archive with the same handlers, clock and
 deterministic timers as live.
 
-The archive's messages become the records the Rust core hands out (docs/architecture.md,
-"Batches from Rust to Python"): application messages as message records (fragments
-reassembled per sender account, delivered at the last fragment, as seqbus-core does, wherever
-in the archive the earlier fragments lie), control messages and early fragments as time
-records. They then go through the live topic filter
-itself (``seqbus._core.TopicFilter``: topics, admin commands routed by account, one time
-record per new millisecond of stream time), so the node sees exactly the batches a live node
-of the same class and account sees, and its deterministic timers fire at the same stream
-points. ``send`` during a replay records the command instead of sending it. Local
+The archive's records, fragments included, go through the core's delivery model
+(``seqbus._core.Delivery``, ``seqbus_core::delivery``) — the component a live node's stream goes
+through: topics, admin commands routed by account, fragments reassembled per sender account,
+one time record per new millisecond of stream time — so the node is handed exactly the batches
+a live node of the same class and account is, and its deterministic timers fire at the same
+stream points. ``send`` during a replay records the command instead of sending it. Local
 (wall-clock) timers do not run.
 """
 
 from __future__ import annotations
 
-import struct
+import functools
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
+from seqbus import _core
 from seqbus.archive.errors import ArchiveError
-from seqbus.archive.reader import Archive
+from seqbus.archive.reader import Archive, _native, _problems
 from seqbus.node import Node
 
 N = TypeVar("N", bound=Node)
-
-_HEAD = struct.Struct("<IHxxQ")  # record_length, record_type, sequence
-RECORD_MESSAGE, RECORD_REWOUND, RECORD_TIME = 1, 2, 3
-KIND_APPLICATION = 1
 
 
 class ReplayClient:
@@ -57,24 +51,15 @@ def batches(
     **bounds: Any,
 ) -> Iterator[bytes]:
     """The archive's messages as the batches a live node handling ``topics`` under
-    ``account`` is given."""
-    from seqbus import _core
-
-    live = _core.TopicFilter(sorted(topics), account)
-    out = bytearray()
-    n = 0
-    for seq, whole, msg in archive.stream(**bounds):
-        if whole and msg[26] == KIND_APPLICATION:
-            out += _HEAD.pack(16 + len(msg), RECORD_MESSAGE, seq) + msg
-        else:  # control messages and fragments before the last advance the clock only
-            out += _HEAD.pack(48, RECORD_TIME, seq) + msg[:32]
-        n += 1
-        if n >= records:
-            yield live.apply(bytes(out))
-            out.clear()
-            n = 0
-    if out:
-        yield live.apply(bytes(out))
+    ``account`` is given (from the first record within ``bounds``, as a node rewinding from
+    there would be)."""
+    delivery = _core.Delivery(account, sorted(topics))
+    path = str(archive.path)
+    for sl in archive.slices(max_rows=records, **bounds):
+        batch, problems = _native(functools.partial(delivery.archive, path, sl.lo, sl.hi))
+        _problems(problems, archive.report)
+        if batch:
+            yield batch
 
 
 def replay(
@@ -103,5 +88,5 @@ def replay(
             return obj
     client.rewinding = False
     if rewound_at_end:
-        obj.handle_batch(_HEAD.pack(48, RECORD_REWOUND, a.last_sequence or 0) + bytes(32))
+        obj.handle_batch(_core.Delivery(account, None).caught_up(a.last_sequence or 0))
     return obj

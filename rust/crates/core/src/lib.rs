@@ -1,16 +1,22 @@
 //! seqbus-core: the protocol state machines, without I/O.
 //!
-//! [`Sequencer`], [`Replayer`] and [`Node`] take datagrams and the current time (ns) in and
-//! give datagrams, records and events out, so the whole protocol is tested in-process with a
-//! simulated network and a virtual clock (`tests/sim.rs`). Sockets live in `seqbus-net`.
+//! [`Sequencer`], [`Replayer`], [`Node`] and [`Member`] take datagrams and the current time
+//! (ns) in and give datagrams, records and events out, so the whole protocol is tested
+//! in-process with a simulated network and a virtual clock (the `seqbus-sim` crate). What a
+//! node is handed of the stream — topics, admin routing, fragment reassembly, time records,
+//! the batch layout, the deterministic clock and timers — is [`delivery`], the one model
+//! every consumer calls: the node here, offline replay of an archive, the Python binding.
+//! Sockets live in `seqbus-transport`.
 
 pub mod cluster;
+pub mod delivery;
 pub mod node;
 pub mod replayer;
 pub mod rto;
 pub mod sequencer;
 
 pub use cluster::{Log, Member, MemberParams, MemoryLog, Role};
+pub use delivery::{Clock, Delivery, DeliveryStats};
 pub use node::{Dest, Node, NodeError, NodeParams, NodeStats, SendError, Source, Start};
 pub use replayer::{MemoryStore, Replayer, ReplayerStats, Store, StoreError};
 pub use sequencer::{Recovered, Sequencer, SequencerParams, SequencerStats};

@@ -1,6 +1,7 @@
 //! The node's protocol logic: downstream datagrams and the time in; delivery records
 //! (docs/architecture.md, "Batches from Rust to Python"), gap-fill requests and upstream
-//! command packets out.
+//! command packets out. What the node is handed of each message in order is
+//! [`crate::delivery`]'s to decide.
 //!
 //! * Gap detection: a packet ahead of the next expected sequence is held in a reorder buffer
 //!   and the missing range is requested from a replayer, again with doubling back-off while
@@ -19,11 +20,11 @@
 //!   its sender. Commands go to the leader; when the leader changes, every command in flight
 //!   is sent again to the new one at once.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use seqbus_wire::control::Control;
 use seqbus_wire::envelope::{
-    Envelope, MessageHeader, FLAG_FRAGMENT, FLAG_LAST_FRAGMENT, KIND_APPLICATION, KIND_CONTROL,
+    Envelope, FLAG_FRAGMENT, FLAG_LAST_FRAGMENT, KIND_APPLICATION, KIND_CONTROL,
 };
 use seqbus_wire::mold::{MoldPacket, PacketKind, Request, MOLD_HEADER_LEN};
 use seqbus_wire::upstream::{Command, Nak, UpstreamWriter, TYPE_COMMANDS, TYPE_HELLO};
@@ -31,16 +32,11 @@ use seqbus_wire::upstream::{Command, Nak, UpstreamWriter, TYPE_COMMANDS, TYPE_HE
 use crate::rto::Rto;
 use seqbus_wire::{Account, Session, ENVELOPE_LEN};
 
-/// Record type: a sequenced message for the node.
-pub const RECORD_MESSAGE: u16 = 1;
-/// Record type: the node has caught up with live.
-pub const RECORD_CAUGHT_UP: u16 = 2;
-/// Record type: a filtered message's time reached the timer deadline.
-pub const RECORD_TIME: u16 = 3;
-/// Length of a record header (length, type, reserved, sequence, envelope).
-pub const RECORD_HEADER_LEN: usize = 48;
-/// Length of a raw-mode record header (length, type, reserved, sequence).
-pub const RAW_RECORD_HEADER_LEN: usize = 16;
+use crate::delivery::Delivery;
+/// The record layout, defined by [`crate::delivery::batch`].
+pub use crate::delivery::{
+    RAW_RECORD_HEADER_LEN, RECORD_CAUGHT_UP, RECORD_HEADER_LEN, RECORD_MESSAGE, RECORD_TIME,
+};
 /// The least retransmission timeout of a command ([`Node::set_retry_floor`]).
 pub const DEFAULT_RTO_MIN_NS: u64 = 200_000;
 
@@ -60,7 +56,8 @@ pub struct NodeParams {
     pub account: Account,
     pub instance: u16,
     pub start: Start,
-    /// `(schema_id, template_id)` of the application messages to deliver; None = all.
+    /// `(schema_id, template_id)` of the application messages to deliver; None = all
+    /// ([`crate::delivery`]: admin commands for `account` pass whatever the topics).
     pub topics: Option<Vec<(u16, u16)>>,
     /// Most command fragments in flight.
     pub window: usize,
@@ -132,8 +129,10 @@ pub struct NodeStats {
     pub received: u64,
     /// Records of type 1 handed out.
     pub delivered: u64,
-    /// Messages dropped by the topic filter (control messages included).
+    /// Messages the node does not see (control messages included; [`crate::delivery`]).
     pub filtered: u64,
+    /// Time records handed out (filtered messages entering a new millisecond).
+    pub time_records: u64,
     /// Malformed datagrams (and malformed messages in the stream) dropped.
     pub malformed: u64,
     /// Datagrams of another session dropped.
@@ -181,7 +180,6 @@ struct Pending {
 #[derive(Debug)]
 pub struct Node {
     p: NodeParams,
-    topics: Option<HashSet<(u16, u16)>>,
     /// Next sequence to deliver; 0 = not known yet (live start before the first packet).
     next: u64,
     /// One past the highest sequence known to exist; 0 = unknown.
@@ -251,10 +249,8 @@ pub struct Node {
     req_timed: Option<u64>,
     /// Replayers are announced while the node runs: a gap with none known yet waits.
     discovering: bool,
-    // delivery
-    deadline: Option<u64>,
-    frags: HashMap<Account, Vec<u8>>,
-    raw: bool,
+    /// What the node is handed of each message.
+    delivery: Delivery,
     stats: NodeStats,
 }
 
@@ -268,7 +264,7 @@ impl Node {
         // learns the next command sequence from the sequencer (hello → SenderState).
         let ready = p.start == Start::From(1);
         Node {
-            topics: p.topics.as_ref().map(|t| t.iter().copied().collect()),
+            delivery: Delivery::new(&p.account, p.topics.as_deref()),
             next,
             head: 0,
             head_known: false,
@@ -314,9 +310,6 @@ impl Node {
             ),
             req_timed: None,
             discovering: false,
-            deadline: None,
-            frags: HashMap::new(),
-            raw: false,
             stats: NodeStats::default(),
             p,
         }
@@ -324,9 +317,14 @@ impl Node {
 
     pub fn stats(&self) -> NodeStats {
         let mut s = self.stats;
+        let d = self.delivery.stats();
         s.in_flight = self.in_flight.len() as u64;
         s.srtt_ns = self.rto.srtt();
         s.rto_ns = self.rto.get();
+        s.delivered = d.delivered;
+        s.filtered = d.filtered;
+        s.time_records = d.time_records;
+        s.malformed += d.malformed;
         s
     }
 
@@ -389,15 +387,15 @@ impl Node {
         self.cur_seq < self.cur_end
     }
 
-    /// Raw mode, for replayers that follow the stream into a journal of their own: every
-    /// sequenced message is handed out exactly as published (no topic filter, no
-    /// reassembly, control messages included) in records `length u32 | type u16 (1) |
-    /// reserved u16 | sequence u64 | message` — a layout internal to the Rust core.
-    /// A raw node never sends, so it does not ask for its `SenderState` either.
+    /// Raw mode, for replayers that follow the stream into a journal of their own
+    /// ([`Delivery::raw`]). A raw node never sends, so it does not ask for its `SenderState`
+    /// either.
     pub fn set_raw(&mut self, raw: bool) {
-        self.raw = raw;
         if raw {
+            self.delivery = Delivery::raw();
             self.hello_due = u64::MAX;
+        } else {
+            self.delivery = Delivery::new(&self.p.account, self.p.topics.as_deref());
         }
     }
 
@@ -505,11 +503,6 @@ impl Node {
         if self.pending_leader.is_some_and(|(_, t)| t <= term) {
             self.pending_leader = None;
         }
-    }
-
-    /// Earliest deadline of a pending deterministic timer, or None.
-    pub fn set_timer_deadline(&mut self, deadline_ns: Option<u64>) {
-        self.deadline = deadline_ns;
     }
 
     fn note_head(&mut self, end: u64) {
@@ -686,9 +679,7 @@ impl Node {
             self.rewinding = false;
             // nothing more to come from requests that reached past the end
             self.requested_upto = self.requested_upto.min(self.next);
-            let env = [0u8; ENVELOPE_LEN];
-            write_record(out, RECORD_CAUGHT_UP, self.next - 1, &env, &[]);
-            n += 1;
+            n += self.delivery.caught_up(self.next - 1, out);
             self.next_cmd = self.next_cmd.max(self.confirmed + 1);
             // commands issued while rewinding that the stream never showed: send them now
             while let Some(c) = self.suppressed.pop_front() {
@@ -750,90 +741,44 @@ impl Node {
     }
 
     fn process(&mut self, seq: u64, at: usize, len: usize, out: &mut Vec<u8>) -> usize {
-        if self.raw {
-            let m = &self.cur[at..at + len];
-            out.extend_from_slice(&((RAW_RECORD_HEADER_LEN + len) as u32).to_le_bytes());
-            out.extend_from_slice(&RECORD_MESSAGE.to_le_bytes());
-            out.extend_from_slice(&[0, 0]);
-            out.extend_from_slice(&seq.to_le_bytes());
-            out.extend_from_slice(m);
-            self.stats.delivered += 1;
-            return 1;
+        let m = &self.cur[at..at + len];
+        if self.delivery.is_raw() {
+            return self.delivery.message(seq, m, out);
         }
-        let Ok(mut env) = Envelope::parse(&self.cur[at..at + len]) else {
+        let Ok(env) = Envelope::parse(m) else {
             self.stats.malformed += 1;
             return 0;
         };
-        if env.kind == KIND_APPLICATION && env.account == self.p.account {
-            self.confirm(env.command_seq);
-        }
-        let body = &self.cur[at + ENVELOPE_LEN..at + len];
-        if env.kind == KIND_CONTROL {
-            match Control::parse(body) {
+        // the protocol's part: the node's own commands confirmed, the senders' state and the
+        // cluster's leader followed; then delivery decides what the node is handed
+        let control = match env.kind {
+            KIND_CONTROL => match Control::parse(&m[ENVELOPE_LEN..]) {
                 Ok(Control::SenderState {
                     next_command_seq,
                     account,
                     term,
                     leader,
                     ..
-                }) => {
-                    self.follow_leader(term, leader);
-                    if account == self.p.account && !self.ready {
-                        self.ready = true;
-                        self.next_cmd = next_command_seq.max(self.confirmed + 1);
-                    }
-                }
-                Ok(Control::Epoch { term, leader, .. }) => self.follow_leader(term, leader),
-                _ => {}
-            }
-            return self.filtered(seq, &env, out);
-        }
-        if env.is_fragmented() {
-            let buf = self.frags.entry(env.account).or_default();
-            buf.extend_from_slice(body);
-            if env.more_fragments() {
-                return self.filtered(seq, &env, out);
-            }
-            let whole = std::mem::take(buf);
-            if whole.len() != env.body_length as usize {
-                self.stats.malformed += 1;
-                return self.filtered(seq, &env, out);
-            }
-            env.flags = 0;
-            if !wanted(&self.topics, &whole) {
-                return self.filtered(seq, &env, out);
-            }
-            write_record(out, RECORD_MESSAGE, seq, &env.encode(), &whole);
-            self.stats.delivered += 1;
-            return 1;
-        }
-        if !wanted(&self.topics, body) {
-            return self.filtered(seq, &env, out);
-        }
-        // envelope and body lie back to back in the packet: one copy
-        write_header(out, RECORD_MESSAGE, seq, len - ENVELOPE_LEN);
-        out.extend_from_slice(&self.cur[at..at + len]);
-        self.stats.delivered += 1;
-        1
-    }
-
-    /// A message the node does not see (a control message, a fragment before the last, a
-    /// type outside its topics); a type-3 record when its time reached the timer deadline,
-    /// or always when the node has no topics of its own: whoever filters after it (the Python
-    /// layer's topic filter) then still sees every step of stream time, idle clock ticks
-    /// included, and its deterministic timers fire at the same stream point in every run.
-    fn filtered(&mut self, seq: u64, env: &Envelope, out: &mut Vec<u8>) -> usize {
-        self.stats.filtered += 1;
-        let due = match self.deadline {
-            Some(d) => env.timestamp_ns >= d,
-            None => self.topics.is_none(),
+                }) => Some((term, leader, Some((account, next_command_seq)))),
+                Ok(Control::Epoch { term, leader, .. }) => Some((term, leader, None)),
+                _ => None,
+            },
+            _ => None,
         };
-        if due {
-            write_record(out, RECORD_TIME, seq, &env.encode(), &[]);
-            1
-        } else {
-            0
+        if env.kind == KIND_APPLICATION && env.account == self.p.account {
+            self.confirm(env.command_seq);
         }
+        if let Some((term, leader, sender)) = control {
+            self.follow_leader(term, leader);
+            if let Some((account, next_command_seq)) = sender {
+                if account == self.p.account && !self.ready {
+                    self.ready = true;
+                    self.next_cmd = next_command_seq.max(self.confirmed + 1);
+                }
+            }
+        }
+        let m = &self.cur[at..at + len];
+        self.delivery.parsed(seq, &env, m, out)
     }
 
     fn confirm(&mut self, cmd: u64) {
@@ -1098,33 +1043,4 @@ impl Node {
         }
         t
     }
-}
-
-fn wanted(topics: &Option<HashSet<(u16, u16)>>, body: &[u8]) -> bool {
-    match topics {
-        None => true,
-        Some(t) => match MessageHeader::parse(body) {
-            Ok(h) => t.contains(&(h.schema_id, h.template_id)),
-            Err(_) => false,
-        },
-    }
-}
-
-/// Appends one record in the "Batches from Rust to Python" layout.
-pub fn write_record(out: &mut Vec<u8>, ty: u16, seq: u64, envelope: &[u8], body: &[u8]) {
-    write_header(out, ty, seq, body.len());
-    out.extend_from_slice(&envelope[..ENVELOPE_LEN]);
-    out.extend_from_slice(body);
-}
-
-/// Appends the first 16 bytes of a record (length, type, reserved, sequence), reserving room
-/// for the envelope and a body of `body_len` bytes.
-fn write_header(out: &mut Vec<u8>, ty: u16, seq: u64, body_len: usize) {
-    let len = RECORD_HEADER_LEN + body_len;
-    let mut h = [0u8; 16];
-    h[0..4].copy_from_slice(&(len as u32).to_le_bytes());
-    h[4..6].copy_from_slice(&ty.to_le_bytes());
-    h[8..16].copy_from_slice(&seq.to_le_bytes());
-    out.reserve(len);
-    out.extend_from_slice(&h);
 }

@@ -386,11 +386,6 @@ impl NodeClient {
         self.node.send(body)
     }
 
-    /// Earliest deadline (ns, stream time) of a pending deterministic timer, or None.
-    pub fn set_timer_deadline(&mut self, deadline_ns: Option<u64>) {
-        self.node.set_timer_deadline(deadline_ns);
-    }
-
     /// True until a rewinding node has caught up with live.
     pub fn is_rewinding(&self) -> bool {
         self.node.is_rewinding()

@@ -14,13 +14,13 @@ use pyo3::types::{PyBytes, PyDict};
 use seqbus_net::{Config, NodeOptions, Start};
 
 use crate::errors::{config_error, net_error, send_error, seqbus_error};
-use crate::filter::{Filter, TIME_GRID_NS};
 
 fn load(py: Python<'_>, path: &str) -> PyResult<Config> {
     Config::from_path(Path::new(path)).map_err(|e| config_error(py, &e))
 }
 
-fn start_of(start: &Bound<'_, PyAny>) -> PyResult<Start> {
+/// `start=`: "live", "rewind" or a sequence number.
+pub(crate) fn start_of(start: &Bound<'_, PyAny>) -> PyResult<Start> {
     if let Ok(s) = start.extract::<String>() {
         return match s.as_str() {
             "live" => Ok(Start::Live),
@@ -49,8 +49,7 @@ pub struct NodeClient {
     // a Mutex only to make the class Sync as pyo3 requires (the net client holds a `Send`
     // but not `Sync` log callback); every method has `&mut self`, so it is never locked
     inner: Mutex<Option<seqbus_net::NodeClient>>,
-    raw: Vec<u8>,
-    filter: Filter,
+    out: Vec<u8>,
 }
 
 impl NodeClient {
@@ -91,9 +90,8 @@ impl NodeClient {
             None => Start::Live,
         };
         let mut opts = NodeOptions::new(account, instance, start);
-        // the core delivers everything; `Filter` drops what the node does not handle before it
-        // reaches Python and keeps time moving deterministically (filter.rs)
-        let filter = Filter::new(topics, TIME_GRID_NS, account.as_bytes());
+        // what crosses into Python is decided in the core (seqbus_core::delivery)
+        opts.topics = topics;
         opts.window = window;
         opts.listen = listen;
         let client = py
@@ -101,8 +99,7 @@ impl NodeClient {
             .map_err(|e| net_error(py, e))?;
         Ok(NodeClient {
             inner: Mutex::new(Some(client)),
-            raw: Vec::with_capacity(1 << 16),
-            filter,
+            out: Vec::with_capacity(1 << 16),
         })
     }
 
@@ -114,15 +111,14 @@ impl NodeClient {
         timeout: f64,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let timeout = timeout_of(timeout)?;
-        let mut raw = std::mem::take(&mut self.raw);
-        raw.clear();
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
         let client = self.client()?;
-        let polled = py.allow_threads(|| client.poll(&mut raw, max_records.max(1), timeout));
-        let mut out = Vec::with_capacity(raw.len());
-        self.filter.apply(&raw, &mut out);
-        self.raw = raw;
+        let polled = py.allow_threads(|| client.poll(&mut out, max_records.max(1), timeout));
+        let batch = PyBytes::new(py, &out);
+        self.out = out;
         polled.map_err(|e| net_error(py, e))?;
-        Ok(PyBytes::new(py, &out))
+        Ok(batch)
     }
 
     /// Queue a command; its command sequence. BackPressureError when the window is full.
@@ -162,8 +158,8 @@ impl NodeClient {
         for (k, v) in [
             ("received", s.received),
             ("delivered", s.delivered),
-            ("filtered", self.filter.filtered),
-            ("time_records", self.filter.time_records),
+            ("filtered", s.filtered),
+            ("time_records", s.time_records),
             ("malformed", s.malformed),
             ("wrong_session", s.wrong_session),
             ("duplicates", s.duplicates),

@@ -19,6 +19,28 @@ fn session_of(py: Python<'_>, dir: &Path) -> PyResult<[u8; 10]> {
         .map_err(|e| seqbus_error(py, "JournalError", (e.to_string(),)))
 }
 
+/// The session and every message of the journal in `dir`, from its first (a damaged record
+/// raises JournalError naming the file and offset).
+pub fn read_stream(py: Python<'_>, dir: &Path) -> PyResult<([u8; 10], Vec<Vec<u8>>)> {
+    let session = session_of(py, dir)?;
+    let reader = py
+        .allow_threads(|| JournalReader::open(dir, session))
+        .map_err(|e| journal_error(py, e))?;
+    let mut messages = Vec::new();
+    let read = py.allow_threads(|| {
+        reader.read(reader.first_seq(), usize::MAX, &mut |_, m| {
+            messages.push(m.to_vec());
+            true
+        })
+    });
+    read.map_err(|e| journal_error(py, e))?;
+    if reader.first_seq() != 1 {
+        // a journal cut at its start cannot stand for a session from its first message
+        return Err(journal_error(py, JournalError::Missing(1)));
+    }
+    Ok((session, messages))
+}
+
 /// Reads every record of the journal in `dir` and checks it: a dict with `session`,
 /// `first_sequence`, `next_sequence`, `messages`, `segments`; a damaged record raises
 /// JournalError naming the file and offset (a torn tail at the very end is reported as

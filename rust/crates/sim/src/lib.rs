@@ -3,6 +3,11 @@
 //! seeded loss, duplication, delay (reordering) and process kills, on a virtual clock. Nothing
 //! touches a socket or the wall clock, so a scenario replays identically from its seed.
 //!
+//! It is the one simulator of the project: the Rust tests (`tests/node.rs`: a node's
+//! behaviour; `tests/protocol.rs`: one sequencer under loss; `tests/cluster.rs`: a cluster
+//! under leader kills) and the Python harness `seqbus.testing` (through
+//! `seqbus._core.SimBus`) run on it.
+//!
 //! It drives the sans-IO state machines of `seqbus-core` exactly as the processes of
 //! `seqbus-net` do: a member ([`seqbus_core::Member`]) sequences, replicates and publishes; a
 //! replayer answers from its member's log up to what that member knows is committed; nodes
@@ -90,6 +95,8 @@ pub struct SimParams {
     pub retransmit_ns: u64,
     /// A replayer that follows the stream into a store of its own, besides one per member.
     pub following_replayer: bool,
+    /// Largest replayer answer, bytes (`replayer.max_packet`).
+    pub replay_packet: usize,
 }
 
 impl SimParams {
@@ -107,6 +114,7 @@ impl SimParams {
             cluster_heartbeat_ns: 5_000_000,
             retransmit_ns: 2_000_000,
             following_replayer: true,
+            replay_packet: 60_000,
         }
     }
 }
@@ -122,6 +130,8 @@ pub struct NodeOptions {
     pub retry_ns: u64,
     pub request_timeout_ns: u64,
     pub replay_depth: usize,
+    /// Replayers the node may ask (the first n); None: every one of the bus.
+    pub replayers: Option<usize>,
 }
 
 impl NodeOptions {
@@ -135,6 +145,7 @@ impl NodeOptions {
             retry_ns: 3_000_000,
             request_timeout_ns: 1_000_000,
             replay_depth: 1,
+            replayers: None,
         }
     }
 }
@@ -256,11 +267,22 @@ pub struct Bus {
 
 impl Bus {
     pub fn new(p: SimParams) -> Bus {
+        Bus::with_stream(p, &[])
+    }
+
+    /// A bus whose sequencers start from a recorded stream (every member's journal holds
+    /// `stream`, messages 1..=n, as a sequencer restarted on a journal copied from
+    /// elsewhere): nodes rewind it from the replayers and the bus goes on from there. The
+    /// session must be the stream's.
+    pub fn with_stream(p: SimParams, stream: &[Vec<u8>]) -> Bus {
         assert!(p.members >= 1);
         let ids: Vec<u16> = (1..=p.members).collect();
         let mut members = Vec::new();
         for &id in &ids {
             let mut log = MemoryLog::default();
+            for m in stream {
+                log.store.push(m);
+            }
             let mut member =
                 Member::new(Bus::member_params(&p, id, &ids), &mut log, 0, 0, p.start_ns)
                     .expect("a memory log reads");
@@ -270,7 +292,7 @@ impl Bus {
             members.push(SimMember {
                 member: Some(member),
                 log,
-                replayer: Replayer::new(p.session, 60_000, 2000),
+                replayer: Replayer::new(p.session, p.replay_packet, 2000),
                 paused: false,
                 held: Vec::new(),
             });
@@ -302,7 +324,7 @@ impl Bus {
             bus.follower = Some(Follower {
                 node,
                 store: MemoryStore::default(),
-                replayer: Replayer::new(bus.p.session, 60_000, 2000),
+                replayer: Replayer::new(bus.p.session, bus.p.replay_packet, 2000),
                 out: Vec::new(),
             });
         }
@@ -343,7 +365,7 @@ impl Bus {
             request_timeout_ns: o.request_timeout_ns,
             request_backoff_max_ns: 20_000_000,
             failover_after: 2,
-            replayers: self.replayer_count(),
+            replayers: o.replayers.unwrap_or(self.replayer_count()),
             max_request: 2000,
             reorder_limit: 1 << 20,
         }
@@ -787,5 +809,54 @@ impl Bus {
     pub fn advance(&mut self, min_step_ns: u64, max_step_ns: u64) {
         let due = self.next_due();
         self.now = due.clamp(self.now + min_step_ns, self.now + max_step_ns);
+    }
+
+    /// Moves the clock to the next thing due after now (a datagram, a timer), at most to
+    /// `limit_ns`; returns the new time. What is due at or before now is not waited for: the
+    /// caller has just run the bus at this time, so what it left is not due again until
+    /// something else happens (the loop of `seqbus.testing`, which runs application code
+    /// between the steps).
+    pub fn advance_until(&mut self, limit_ns: u64) -> u64 {
+        let now = self.now;
+        let mut wake = limit_ns;
+        let mut consider = |t: u64| {
+            if t > now {
+                wake = wake.min(t);
+            }
+        };
+        // every datagram due now was delivered: the earliest left is the next
+        if let Some(Reverse(e)) = self.queue.peek() {
+            consider(e.0);
+        }
+        for m in self
+            .members
+            .iter()
+            .filter(|m| !m.paused)
+            .filter_map(|m| m.member.as_ref())
+        {
+            consider(m.next_timeout());
+        }
+        for n in self.nodes.iter().flatten() {
+            if let Some(t) = n.node.next_timeout() {
+                consider(t);
+            }
+        }
+        if let Some(f) = &self.follower {
+            if let Some(t) = f.node.next_timeout() {
+                consider(t);
+            }
+        }
+        self.now = self.now.max(wake);
+        self.now
+    }
+
+    /// The sequence the bus gives its next message: the highest any live member reached.
+    pub fn next_seq(&self) -> u64 {
+        self.members
+            .iter()
+            .filter_map(|m| m.member.as_ref())
+            .map(Member::next_seq)
+            .max()
+            .unwrap_or(1)
     }
 }
