@@ -12,7 +12,7 @@ CARGO := cargo
 SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 .PHONY: help fuzz setup venv ext spark-jar generate generated-build check-generated system-deps fmt lint \
-        test test-rust test-python typecheck bench demo clean
+        test test-rust test-python typecheck bench demo clean wheels wheelhouse stress
 
 help: ## list every target
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -65,7 +65,7 @@ test-rust: ## cargo test of every crate
 	cd rust && $(CARGO) test --workspace --exclude seqbus-py -q
 	cd rust && $(CARGO) test -p seqbus-py --lib -q
 
-test-python: setup system-deps ## pytest (inside a private network namespace, for multicast)
+test-python: setup system-deps wheelhouse ## pytest (inside a private network namespace, for multicast)
 	bash scripts/in-netns.sh $(PY) -m pytest -q
 
 test: setup system-deps ## every test: cargo test, generated-code check, mypy, pytest
@@ -73,6 +73,20 @@ test: setup system-deps ## every test: cargo test, generated-code check, mypy, p
 	$(MAKE) check-generated
 	$(MAKE) typecheck
 	$(MAKE) test-python
+
+stress: ## `make test` 3 times in a row under a busy loop per core: PASS/FAIL per run (STRESS_RUNS, STRESS_LOAD; docs/testing.md)
+	bash scripts/stress.sh
+
+WHEELS ?= $(CURDIR)/dist
+wheels: setup ## the seqbus and seqc wheels into dist/ (WHEELS=DIR; docs/packaging.md)
+	$(PY) scripts/wheels.py build $(WHEELS)
+
+WHEELHOUSE := $(CURDIR)/var/wheelhouse
+export SEQBUS_WHEELHOUSE := $(WHEELHOUSE)
+wheelhouse: $(WHEELHOUSE)/.stamp ## third-party wheels the packaging tests install offline (pytest has no network)
+$(WHEELHOUSE)/.stamp: requirements-dev.txt scripts/wheels.py | venv
+	$(PY) scripts/wheels.py deps $(WHEELHOUSE)
+	@touch $@
 
 FUZZ_INPUTS ?= 1000000
 fuzz: ## every wire, journal and SoupBinTCP parser fuzzed with FUZZ_INPUTS inputs each (not part of `make test`)
@@ -87,4 +101,4 @@ demo: setup ## the main job
 	$(VENV)/bin/seqbus demo
 
 clean: ## remove build products and the venv
-	rm -rf $(VENV) rust/target
+	rm -rf $(VENV) rust/target build dist var/wheelhouse compiler/build

@@ -74,14 +74,19 @@ class Processes:
         self.logdir = logdir
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
 
-    def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def start(
+        self, name: str, args: list[str], env: dict[str, str] | None = None,
+        *, cwd: Path = ROOT, inherit_env: bool = True,
+    ) -> subprocess.Popen[bytes]:
+        """Start ``args`` in ``cwd`` with this process's environment updated by ``env`` (or,
+        ``inherit_env=False``, with ``env`` alone)."""
         log = open(self.logdir / f"{name}.log", "wb")
-        full_env = dict(os.environ)
+        full_env = dict(os.environ) if inherit_env else {}
         full_env["PYTHONUNBUFFERED"] = "1"
         if env:
             full_env.update(env)
         proc = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=ROOT,
+            args, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=cwd,
             start_new_session=True,
         )
         log.close()

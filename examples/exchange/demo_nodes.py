@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from examples.exchange.messages import (
+from .messages import (
     BookUpdateView,
     CancelOrder,
     CancelOrderView,
@@ -43,9 +43,9 @@ from examples.exchange.messages import (
     TradeView,
 )
 
-from examples.exchange.engine import MatchingEngine
-from examples.exchange.gateway import IN_FLIGHT, OrderGateway
-from examples.exchange.market_data import MarketDataPublisher
+from .engine import MatchingEngine
+from .gateway import IN_FLIGHT, OrderGateway
+from .market_data import MarketDataPublisher
 
 __all__ = ["DemoEngine", "DemoGateway", "DemoMarketData"]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from seqbus import AdminError, admin_command
 
-from examples.exchange.messages import (
+from .messages import (
     CancelOrderView,
     ExchangeNode,
     ExecInst,

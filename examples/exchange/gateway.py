@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import random
 
-from examples.exchange.messages import (
+from .messages import (
     CancelOrder,
     ExchangeNode,
     ExecInst,
@@ -25,7 +25,7 @@ from examples.exchange.messages import (
     TradeView,
 )
 
-from examples.exchange.engine import PRICE_EXPONENT, SYMBOLS
+from .engine import PRICE_EXPONENT, SYMBOLS
 
 __all__ = ["OrderGateway"]
 

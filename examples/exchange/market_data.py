@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import struct
 
-from examples.exchange.messages import (
+from .messages import (
     BookSide,
     BookUpdate,
     BookUpdateLevels,
@@ -24,7 +24,7 @@ from examples.exchange.messages import (
     TradeView,
 )
 
-from examples.exchange.engine import PRICE_EXPONENT, SYMBOLS
+from .engine import PRICE_EXPONENT, SYMBOLS
 
 __all__ = ["MarketDataPublisher"]
 

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from examples.pingpong.messages import Ping, PingpongNode, PingView, Pong, PongView
+from .messages import Ping, PingpongNode, PingView, Pong, PongView
 
 __all__ = ["Pinger", "Ponger"]
 

@@ -222,13 +222,25 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def _examples_root() -> Path | None:
-    """The directory holding ``examples/exchange`` (the repository): the current directory or
-    the checkout this package is installed from (editable install)."""
+def _examples() -> tuple[str, list[str]]:
+    """Where the example applications the demo runs are: their package (``seqbus.examples``
+    in an installed wheel, which ships them; ``examples`` in a checkout, found in the current
+    directory or the checkout this package runs from) and the ``seqbus node`` arguments that
+    make it importable. Raises SeqbusError naming what is missing when there is neither."""
+    import importlib.util
+
+    from seqbus.errors import SeqbusError
+
+    if importlib.util.find_spec("seqbus.examples") is not None:
+        return "seqbus.examples", []
     for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
         if (root / "examples" / "exchange" / "engine.py").exists():
-            return root
-    return None
+            return "examples", ["--path", str(root)]
+    raise SeqbusError(
+        "the example applications are missing: this seqbus has no "
+        "seqbus.examples (the wheels docs/packaging.md describes ship them) and there is no "
+        "examples/ of a seqbus checkout in the current directory"
+    )
 
 
 def _status(address: str) -> dict[str, Any] | None:
@@ -272,13 +284,7 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
     the leading sequencer is killed (kill -9) and a standby takes over. At the end: orders/s,
     trades, order → answer percentiles, the sequencer takeover time, the hashes (they must be
     equal) and, unless --no-report or --json, a Spark report over the session archive."""
-    root = _examples_root()
-    if root is None:
-        print(
-            "seqbus demo: examples/exchange not found (run it from the repository root)",
-            file=sys.stderr,
-        )
-        return 1
+    examples, path = _examples()
     progress = _Progress()
     names = ["ME-1", "ME-2", "MD-1", "GW-1", "ME-3"]
     with _workdir(args, "seqbus-exchange-") as workdir:
@@ -313,8 +319,8 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
 
         def node(name: str, target: str) -> None:
             account, instance = name.split("-")
-            cmd = [*cli, "node", f"examples.exchange.{target}", "-c", str(config), "--rewind"]
-            cmd += ["--account", account, "--instance", instance, "--path", str(root)]
+            cmd = [*cli, "node", f"{examples}.exchange.{target}", "-c", str(config), "--rewind"]
+            cmd += ["--account", account, "--instance", instance, *path]
             if not multicast:
                 cmd += ["--listen", listen[name]]
             procs[name] = subprocess.Popen(cmd, env=env, stdout=out_to)
@@ -580,13 +586,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"seqbus demo: {note}", file=sys.stderr)
     if args.exchange:
         return exchange(args, multicast, notes)
-    root = _examples_root()  # the ping-pong nodes are examples/pingpong/nodes.py
-    if root is None:
-        print(
-            "seqbus demo: examples/pingpong not found (run it from the repository root)",
-            file=sys.stderr,
-        )
-        return 1
+    examples, path = _examples()  # the ping-pong nodes are examples/pingpong/nodes.py
 
     with _workdir(args, "seqbus-demo-") as workdir:
         config = workdir / "bus.toml"
@@ -598,13 +598,12 @@ def main(args: argparse.Namespace) -> int:
             args = [
                 *cli,
                 "node",
-                target,
+                f"{examples}.{target}",
                 "-c",
                 str(config),
                 "--account",
                 account,
-                "--path",
-                str(root),
+                *path,
                 *extra,
             ]
             return args if multicast else [*args, "--listen", listen[account]]
@@ -620,13 +619,13 @@ def main(args: argparse.Namespace) -> int:
             )
             procs.append(
                 subprocess.Popen(
-                    node("examples.pingpong.nodes:Ponger", "PONGER", "--rewind"),
+                    node("pingpong.nodes:Ponger", "PONGER", "--rewind"),
                     env=env,
                     stdout=out_to,
                 )
             )
             pinger = subprocess.Popen(
-                node("examples.pingpong.nodes:Pinger", "PINGER"), env=env, stdout=out_to
+                node("pingpong.nodes:Pinger", "PINGER"), env=env, stdout=out_to
             )
             procs.append(pinger)
             deadline = time.monotonic() + args.timeout

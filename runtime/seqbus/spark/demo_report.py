@@ -20,11 +20,16 @@ ReportSpec = tuple[tuple[str, ...], tuple[str, str, str]]
 
 
 def _idl(package: str) -> Path:
-    """The schema of ``package`` in the checkout: the bus's in schemas/, an example's with
-    its example (examples/<package>/)."""
-    root = Path(__file__).resolve().parents[3]
-    own = root / "schemas" / f"{package}.idl"
-    return own if own.exists() else root / "examples" / package / f"{package}.idl"
+    """The schema of ``package``: in the checkout (the bus's in schemas/, an example's with its
+    example, examples/<package>/), else the copy an installed wheel ships (seqbus/bus/bus.idl,
+    seqbus/examples/<package>/)."""
+    seqbus = Path(__file__).resolve().parents[1]
+    root = seqbus.parents[1]
+    candidates = [root / "schemas" / f"{package}.idl",
+                  root / "examples" / package / f"{package}.idl",
+                  seqbus / package / f"{package}.idl",
+                  seqbus / "examples" / package / f"{package}.idl"]
+    return next((c for c in candidates if c.exists()), candidates[0])
 
 
 def _ir(package: str) -> tuple[int, str, str]:
@@ -36,8 +41,14 @@ def _ir(package: str) -> tuple[int, str, str]:
 
 
 def archive_and_report(journal_dir: Path, archive_dir: Path, spec: ReportSpec) -> list[str]:
+    import importlib.util
+
     from seqbus.spark import java_missing_reason
 
+    missing = [m for m in ("pyspark", "pyarrow") if importlib.util.find_spec(m) is None]
+    if missing:
+        return [f"Spark report skipped: {' and '.join(missing)} not installed (the report "
+                "needs the spark extra: pip install 'seqbus[spark]', and Java 17)"]
     reason = java_missing_reason()
     if reason is not None:
         return [f"Spark report skipped: {reason}"]
