@@ -18,6 +18,7 @@ docs/packaging.md describes what each wheel holds.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -40,7 +41,10 @@ def build(out: Path, *, quiet: bool = True) -> dict[str, Path]:
             old.unlink()
         cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                "-w", str(out), str(source)]
-        run = subprocess.run(cmd, capture_output=quiet, text=True, check=False)
+        # the environment's tools (maturin's PEP 517 hook runs the `maturin` command)
+        path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+        run = subprocess.run(cmd, capture_output=quiet, text=True, check=False,
+                             env={**os.environ, "PATH": path})
         if run.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{run.stdout}\n{run.stderr}")
         (wheel,) = out.glob(f"{name}-*.whl")
