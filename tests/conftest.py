@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+# ports no socket holds and that this process has not handed out before (seqbus.demo)
+from seqbus.demo import free_tcp_port as free_tcp_port, free_udp_port as free_udp_port
+
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 
@@ -53,18 +56,6 @@ def multicast() -> None:
     reason = multicast_unavailable_reason()
     if reason is not None:
         pytest.skip(reason)
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def free_tcp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Processes:

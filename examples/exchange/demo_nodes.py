@@ -182,9 +182,10 @@ class DemoGateway(OrderGateway):
         super().__init__()
         self.sent_at: dict[int, int] = {}
         self.latencies: list[int] = []
-        #: wall-clock time (ns since the epoch) of every answer: the demo finds when the bus
-        #: stood still (its sequencer takeover) from it
+        #: wall-clock time (ns since the epoch) of every answer, and the sequencer time it
+        #: carries: the demo finds when the bus stood still (its sequencer takeover) from them
         self.answered_at: list[int] = []
+        self.answered_sequencer_ns: list[int] = []
         self.started = 0.0
         self.elapsed_s = 0.0
         self.checkpoint_at = int(os.environ.get("EXCHANGE_CHECKPOINT_AT", "0"))
@@ -214,6 +215,7 @@ class DemoGateway(OrderGateway):
         if sent is not None:
             self.latencies.append(time.perf_counter_ns() - sent)
             self.answered_at.append(time.time_ns())
+            self.answered_sequencer_ns.append(self.sequencer_time())
         super()._answer(order_id)
         if len(self.answers) % 100 == 0:
             _write("progress", {"answered": len(self.answers)})
@@ -252,6 +254,7 @@ class DemoGateway(OrderGateway):
                 "latency_ns": self.latencies,
                 "bus": _bus_stats(self),
                 "answered_at_ns": self.answered_at,
+                "answered_sequencer_ns": self.answered_sequencer_ns,
             },
         )
         self.stop()

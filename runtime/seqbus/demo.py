@@ -49,16 +49,30 @@ def _reexec_in_netns(argv: list[str]) -> None:
     )
 
 
+#: Every port :func:`free_udp_port` and :func:`free_tcp_port` handed out in this process.
+_handed_out: set[int] = set()
+
+
+def _free_port(kind: socket.SocketKind) -> int:
+    """A port on loopback no socket holds now and this process has not handed out before: the
+    kernel may return a port just closed again, and the addresses of one configuration must
+    all differ (two of a cluster's 16 once did)."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, kind) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise RuntimeError("no free port on 127.0.0.1 in 1000 tries")
+
+
 def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return _free_port(socket.SOCK_DGRAM)
 
 
 def free_tcp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return _free_port(socket.SOCK_STREAM)
 
 
 def cluster_config(members: int) -> tuple[str, dict[int, str]]:
@@ -555,10 +569,18 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
 def _takeover_times(takeover: dict[str, Any], gateway: dict[str, Any]) -> dict[str, float]:
     """How long the bus stood still: from the kill to the new leader's first message (its
     ``Epoch``, sequenced when it took over: its status endpoint's ``last_takeover_ns``), and
-    to the first order the gateway saw answered after the kill (its clock, the same host's)."""
+    to the first answer the gateway saw of those the new leader sequenced — the answers whose
+    sequencer time is past the kill (the clocks are the same host's). An answer the old
+    leader sequenced can reach the gateway after the kill; it does not count."""
     killed = int(takeover["killed_ns"])
     became = int(takeover.get("became_leader_ns") or 0)
-    answered_after = [t for t in gateway.get("answered_at_ns", []) if t >= killed]
+    answered_after = [
+        seen
+        for seen, stamped in zip(
+            gateway.get("answered_at_ns", []), gateway.get("answered_sequencer_ns", []), strict=True
+        )
+        if stamped >= killed
+    ]
     return {
         "takeover_ms": round((became - killed) / 1e6, 2) if became else float("nan"),
         "first_answer_ms": round((min(answered_after) - killed) / 1e6, 2)
