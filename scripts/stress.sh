@@ -38,8 +38,8 @@ for run in $(seq "$runs"); do
   "$make_cmd" -C "$root" --no-print-directory test >"$log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - start ))
-  # pytest's last line ("== 412 passed, 3 skipped in 812.31s ==") or the failing step's
-  result=$(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$log" | tail -n 1 | tr -d '=' | xargs)
+  # pytest's last line ("1 failed, 277 passed in 1160.07s (0:19:20)") or the failing step's
+  result=$(grep -E '^[= ]*[0-9]+ (passed|failed|errors?)[^;]* in [0-9.]+s' "$log" | tail -n 1 | tr -d '=' | xargs)
   [ -n "$result" ] || result=$(grep -E 'make(\[[0-9]+\])?: \*\*\*' "$log" | tail -n 1)
   if [ "$rc" = 0 ]; then verdict=PASS; else verdict=FAIL; failed=$((failed + 1)); fi
   line=$(printf 'run %d: %s in %dm%02ds  %s' "$run" "$verdict" $((secs / 60)) $((secs % 60)) "$result")
