@@ -7,7 +7,9 @@ but it does not compile Cython. This backend takes maturin's wheel and completes
 2. adds the example applications ``seqbus demo`` runs (``examples/exchange``,
    ``examples/pingpong``: their sources, schemas and generated ``messages`` packages) as
    ``seqbus.examples``, so that an installed ``seqbus`` runs its demo without the repository,
-   and the bus's own schema beside its generated package (``seqbus/bus/bus.idl``);
+   the bus's own schema beside its generated package (``seqbus/bus/bus.idl``) and the Spark
+   source ``seqbus/spark/jars/seqbus-spark.jar`` that ``make setup`` builds (git ignores it, so
+   maturin leaves it out);
 3. compiles every Cython module there with ``seqc build`` (the repository's own
    ``compiler/``), under its installed name: ``seqbus._codec_support`` (its ``.pxd`` ships
    beside it, for the code ``seqc`` generates for applications), ``seqbus.bus._codec`` and
@@ -132,6 +134,7 @@ def build_wheel(
             zf.extractall(stage)
         _add_examples(stage / "seqbus" / "examples")
         shutil.copyfile(ROOT / "schemas" / "bus.idl", stage / "seqbus" / "bus" / "bus.idl")
+        _add_spark_jar(stage / "seqbus" / "spark" / "jars")
         _compile_cython(stage / "seqbus")
         for leftover in [*stage.rglob("*.c"), *stage.rglob("*.html")]:
             leftover.unlink()
@@ -163,6 +166,19 @@ def _add_examples(dest: Path) -> None:
                 target = dest / name / path.relative_to(src)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, target)
+
+
+def _add_spark_jar(dest: Path) -> None:
+    """The Spark source (``seqbus.spark.jar()``), which ``make setup`` builds into the
+    runtime (it needs a JDK and pyspark's jars, rust/crates/spark/build-jar.sh); git ignores
+    it, so maturin leaves it out."""
+    jar = ROOT / "runtime" / "seqbus" / "spark" / "jars" / "seqbus-spark.jar"
+    if not jar.exists():
+        print(f"seqbus_build: {jar.relative_to(ROOT)} is missing (`make setup` builds it): this "
+              "wheel's seqbus.spark will say so when asked for it", flush=True)
+        return
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(jar, dest / jar.name)
 
 
 def _strip(stage: Path) -> None:
