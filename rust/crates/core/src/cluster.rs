@@ -536,7 +536,7 @@ impl Member {
             self.save_vote(log)?;
         }
         self.role = Role::Follower;
-        self.seq = None;
+        self.stop_leading();
         self.recovering = None;
         self.peers.clear();
         self.transfer = None;
@@ -555,6 +555,16 @@ impl Member {
         }
         self.reset_election_timer(now_ns);
         Ok(())
+    }
+
+    /// Drops the sequencer of a leader that stops leading, keeping its dedupe state as the
+    /// written journal has it (messages it numbered but did not write are dropped with it).
+    fn stop_leading(&mut self) {
+        if let Some(seq) = self.seq.take() {
+            let r = seq.recovered_written();
+            debug_assert_eq!(r.next_seq, self.last + 1, "the written journal ends at `last`");
+            self.recovered = r;
+        }
     }
 
     fn up_to_date(&self, last_index: u64, last_term: u64) -> bool {
@@ -1151,7 +1161,7 @@ impl Member {
                     why: "no majority heard for an election timeout",
                 });
                 self.role = Role::Follower;
-                self.seq = None;
+                self.stop_leading();
                 self.recovering = None;
                 self.peers.clear();
                 self.transfer = None;
@@ -1202,10 +1212,11 @@ impl Member {
             for id in ids {
                 self.replicate(now_ns, id, log, emit)?;
             }
+            // (the leader's sequencer keeps the dedupe state while it leads: `recovered` is
+            // taken from it when it stops, see `stop_leading`)
             let seq = self.seq.as_mut().expect("leading");
             for (q, m) in seq.unwritten() {
                 log.append(q, m)?;
-                self.recovered.replay(q, m);
                 if let Some((t, _)) = epoch_of(m) {
                     self.epochs.push((q, t));
                 }

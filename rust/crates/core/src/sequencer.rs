@@ -110,6 +110,8 @@ pub struct Sequencer {
     pending_first: u64,
     /// The first pending message not yet handed to the journal.
     written: u64,
+    /// The latest timestamp of a message handed to the journal.
+    written_ts: u64,
     last_message_ns: u64,
     last_packet_ns: u64,
     writer: MoldWriter,
@@ -164,6 +166,7 @@ impl Sequencer {
             pending_ends: Vec::new(),
             pending_first: publish_from,
             written: next,
+            written_ts: recovered.last_timestamp_ns,
             last_message_ns: now_ns,
             last_packet_ns: now_ns,
             stats: SequencerStats::default(),
@@ -457,6 +460,28 @@ impl Sequencer {
     /// Marks every numbered message as handed to the journal.
     pub fn mark_written(&mut self) {
         self.written = self.next_seq;
+        self.written_ts = self.last_ts;
+    }
+
+    /// The state of the journal as written so far — what [`Recovered`] would read back from
+    /// it: messages numbered but not yet written are left out (a leader that stops leading
+    /// drops them, unsent, and a later leader's state must not count them).
+    pub fn recovered_written(&self) -> Recovered {
+        let mut expected = self.expected.clone();
+        // the first unwritten command of an account is the one the written journal expects
+        for (_, m) in self.unwritten() {
+            if let Ok(e) = Envelope::parse(m) {
+                if e.kind == KIND_APPLICATION {
+                    let x = expected.entry(e.account).or_insert(e.command_seq);
+                    *x = (*x).min(e.command_seq);
+                }
+            }
+        }
+        Recovered {
+            next_seq: self.written,
+            expected,
+            last_timestamp_ns: self.written_ts,
+        }
     }
 
     /// Packs the waiting messages into as few MoldUDP64 packets as fit and hands each to

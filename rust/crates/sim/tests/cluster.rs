@@ -656,3 +656,28 @@ fn a_leader_without_a_majority_steps_down_and_the_bus_resumes() {
     l.settle(200);
     assert!(l.bus.renumbered.is_empty());
 }
+
+/// Leadership handed back and forth under load: every member leads several terms, each time
+/// from the dedupe state it kept when it last stopped leading; no command may be sequenced
+/// twice or lost.
+#[test]
+fn leadership_moves_back_and_forth_and_every_command_is_sequenced_once() {
+    let mut l = Load::new(11, 3);
+    l.settle(100);
+    let mut quota = 100;
+    for k in 0..12u64 {
+        let leader = l.bus.leader().unwrap();
+        let target = (leader % 3) + 1; // 1 → 2 → 3 → 1 …
+        // switch while commands are in flight
+        for _ in 0..20 {
+            l.step(quota + 50);
+        }
+        l.bus
+            .switchover(leader, Some(target))
+            .unwrap_or_else(|e| panic!("switchover {k}: {e}"));
+        quota += 100;
+        l.settle(quota);
+        assert_eq!(l.bus.leader(), Some(target), "switchover {k}");
+    }
+    assert!(l.bus.renumbered.is_empty());
+}
