@@ -64,8 +64,12 @@ def test_spark_defaults_conf_names_the_master(conf: tuple[Path, Path]) -> None:
 def test_spark_submit_master_wins_over_the_defaults(conf: tuple[Path, Path]) -> None:
     d, job = conf
     submit = Path(sys.executable).parent / "spark-submit"
-    p = subprocess.run([str(submit), "--master", "local[2]", str(job)], env=_env(d),
-                       capture_output=True, text=True, timeout=180, check=False)
+    from seqbus.spark import jar
+
+    # under spark-submit the jar comes with --jars (docs/spark.md): the driver's JVM is
+    # spark-submit's, started before session() runs
+    p = subprocess.run([str(submit), "--master", "local[2]", "--jars", jar(), str(job)],
+                       env=_env(d), capture_output=True, text=True, timeout=180, check=False)
     assert _master(p) == "local[2]"
 
 
