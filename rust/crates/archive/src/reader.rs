@@ -17,6 +17,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use seqbus_core::delivery::{Piece, Reassembler as CoreReassembler};
+use seqbus_wire::Envelope;
+
 use crate::columns::TypeNames;
 use crate::format::{le_u16, le_u32, ENVELOPE_LEN, MESSAGE_HEADER_LEN};
 use crate::manifest::Manifest;
@@ -79,12 +82,12 @@ impl Msg<'_> {
 }
 
 /// Reassembles fragmented messages from records handed over in sequence order, from the
-/// start of a stream (or from a point where no sender is between fragments), as
-/// seqbus-core does: per sender account, the fragments' bodies concatenated, delivered at
-/// the last one.
+/// start of a stream (or from a point where no sender is between fragments): seqbus-core's
+/// reassembly (`seqbus_core::delivery::Reassembler`, the one a node's delivery runs), with
+/// the archive's reports.
 #[derive(Default)]
 pub struct Reassembler {
-    open: HashMap<[u8; 8], (Vec<u8>, u32)>,
+    inner: CoreReassembler,
 }
 
 /// What a record is, once reassembly has seen it.
@@ -104,37 +107,27 @@ impl Reassembler {
         if flags == 0 {
             return Step::Whole(None, 1);
         }
-        let account: [u8; 8] = message[16..24].try_into().expect("8 bytes");
-        let part = &message[ENVELOPE_LEN..];
-        match flags {
-            FLAG_MORE => {
-                let e = self.open.entry(account).or_default();
-                e.0.extend_from_slice(part);
-                e.1 += 1;
-                Step::More
-            }
-            FLAG_LAST => {
-                let (mut body, n) = self.open.remove(&account).unwrap_or_default();
-                body.extend_from_slice(part);
-                let total = le_u32(message, 28) as usize;
-                if body.len() == total {
-                    Step::Whole(Some(body), n + 1)
-                } else {
-                    Step::Bad(format!(
-                        "reassembled body is {} bytes, the envelope says {total}",
-                        body.len()
-                    ))
-                }
-            }
-            x => Step::Bad(format!(
-                "envelope flags are {x}: neither 1 (fragment) nor 2 (last fragment)"
+        if flags != FLAG_MORE && flags != FLAG_LAST {
+            return Step::Bad(format!(
+                "envelope flags are {flags}: neither 1 (fragment) nor 2 (last fragment)"
+            ));
+        }
+        let env = match Envelope::parse(message) {
+            Ok(env) => env,
+            Err(e) => return Step::Bad(e.to_string()),
+        };
+        match self.inner.push(&env, &message[ENVELOPE_LEN..]) {
+            Piece::Whole { body, fragments } => Step::Whole(Some(body.to_vec()), fragments),
+            Piece::More => Step::More,
+            Piece::Short { have, want } => Step::Bad(format!(
+                "reassembled body is {have} bytes, the envelope says {want}"
             )),
         }
     }
 
     /// Whether no sender is between fragments (a clean point to cut a stream at).
     pub fn is_idle(&self) -> bool {
-        self.open.is_empty()
+        self.inner.is_idle()
     }
 }
 

@@ -4,9 +4,11 @@
 //! touches a socket or the wall clock, so a scenario replays identically from its seed.
 //!
 //! It is the one simulator of the project: the Rust tests (`tests/node.rs`: a node's
-//! behaviour; `tests/protocol.rs`: one sequencer under loss; `tests/cluster.rs`: a cluster
-//! under leader kills) and the Python harness `seqbus.testing` (through
-//! `seqbus._core.SimBus`) run on it.
+//! behaviour; `tests/protocol.rs`: one sequencer under loss; `tests/recovery.rs`: loss
+//! recovered in round trips — NAKs, early heartbeats, learned timeouts; `tests/cluster.rs`: a
+//! cluster under leader kills) and the Python harness `seqbus.testing` (through
+//! `seqbus._core.SimBus`) run on it. A test picks what the network loses with
+//! [`Bus::set_drop`], besides the seeded [`Faults`].
 //!
 //! It drives the sans-IO state machines of `seqbus-core` exactly as the processes of
 //! `seqbus-net` do: a member ([`seqbus_core::Member`]) sequences, replicates and publishes; a
@@ -150,10 +152,32 @@ impl NodeOptions {
     }
 }
 
+/// Which way a datagram goes, for a test's own choice of what the network loses
+/// ([`Bus::set_drop`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    /// A node's upstream datagram (commands, hello) to a sequencer.
+    Upstream { node: usize },
+    /// A live downstream packet to a node.
+    Live { node: usize },
+    /// A replayer's answer to a node.
+    Answer { node: usize },
+    /// A sequencer's NAK to the node whose commands have a gap.
+    Nak { node: usize },
+    /// Anything else: between sequencers, to and from the following replayer.
+    Other,
+}
+
+/// Decides which datagrams the network loses, on top of [`Faults`]: true drops it.
+pub type DropFilter = Box<dyn FnMut(Link, &[u8]) -> bool>;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum To {
-    /// A member's upstream or cluster socket.
-    Member(u16),
+    /// A member's upstream or cluster socket, and the node that sent it (its NAKs go back
+    /// there).
+    Member(u16, Option<usize>),
+    /// A sequencer's NAK to node `.0`.
+    Nak(usize),
     /// Replayer `index` (members' first, then the following one), asked by `requester`.
     Replayer { index: usize, requester: Requester },
     /// A node, with where its datagram came from.
@@ -263,6 +287,7 @@ pub struct Bus {
     pub renumbered: Vec<(u64, u16)>,
     pub datagrams: u64,
     pub dropped: u64,
+    drop: Option<DropFilter>,
 }
 
 impl Bus {
@@ -311,6 +336,7 @@ impl Bus {
             renumbered: Vec::new(),
             datagrams: 0,
             dropped: 0,
+            drop: None,
             p,
         };
         if bus.p.following_replayer {
@@ -352,7 +378,8 @@ impl Bus {
         }
     }
 
-    fn node_params(&self, o: &NodeOptions) -> NodeParams {
+    /// The protocol settings of a node joining with `o` (for [`Bus::add_node_with`]).
+    pub fn node_params(&self, o: &NodeOptions) -> NodeParams {
         NodeParams {
             session: self.p.session,
             account: seqbus_wire::account(&o.account).expect("a valid account"),
@@ -396,8 +423,19 @@ impl Bus {
 
     /// Adds a node; returns its index.
     pub fn add_node(&mut self, o: &NodeOptions) -> usize {
-        let mut node = Node::new(self.node_params(o), self.now);
-        node.set_replay_depth(o.replay_depth);
+        let i = self.add_node_with(self.node_params(o));
+        self.nodes[i]
+            .as_mut()
+            .expect("just added")
+            .node
+            .set_replay_depth(o.replay_depth);
+        i
+    }
+
+    /// Adds a node of the given settings (its session must be the bus's; its replayers are
+    /// the bus's, the first `params.replayers`); returns its index.
+    pub fn add_node_with(&mut self, params: NodeParams) -> usize {
+        let node = Node::new(params, self.now);
         self.nodes.push(Some(SimNode {
             node,
             loss_pct: 0.0,
@@ -409,6 +447,11 @@ impl Bus {
     /// Takes node `i` off the bus at once, as if its process died.
     pub fn remove_node(&mut self, i: usize) {
         self.nodes[i] = None;
+    }
+
+    /// Node `i`, if it is on the bus.
+    pub fn node_ref(&self, i: usize) -> Option<&SimNode> {
+        self.nodes.get(i).and_then(Option::as_ref)
     }
 
     pub fn node(&mut self, i: usize) -> Option<&mut SimNode> {
@@ -507,8 +550,26 @@ impl Bus {
         std::mem::take(&mut self.events)
     }
 
+    /// Loses the datagrams `drop` picks (besides what the faults lose).
+    pub fn set_drop(&mut self, drop: Option<DropFilter>) {
+        self.drop = drop;
+    }
+
     fn send(&mut self, to: To, data: &[u8], extra_loss: f64) {
         self.datagrams += 1;
+        if let Some(f) = self.drop.as_mut() {
+            let link = match to {
+                To::Member(_, Some(node)) => Link::Upstream { node },
+                To::Node(node, Src::Replayer(_)) => Link::Answer { node },
+                To::Node(node, _) => Link::Live { node },
+                To::Nak(node) => Link::Nak { node },
+                _ => Link::Other,
+            };
+            if f(link, data) {
+                self.dropped += 1;
+                return;
+            }
+        }
         let f = self.p.faults;
         if self.rng.chance(f.loss_pct) || self.rng.chance(extra_loss) {
             self.dropped += 1;
@@ -539,7 +600,7 @@ impl Bus {
     fn arrive(&mut self, to: To, data: &[u8]) {
         let now = self.now;
         match to {
-            To::Member(id) if self.members[(id - 1) as usize].paused => {
+            To::Member(id, _) if self.members[(id - 1) as usize].paused => {
                 self.members[(id - 1) as usize]
                     .held
                     .push((to, data.to_vec()));
@@ -549,13 +610,14 @@ impl Bus {
             {
                 self.members[index].held.push((to, data.to_vec()));
             }
-            To::Member(id) => {
+            To::Member(id, from) => {
                 let k = (id - 1) as usize;
                 let mut out = Vec::new();
                 let m = &mut self.members[k];
                 let Some(member) = m.member.as_mut() else {
                     return;
                 };
+                let mut nak = None;
                 if is_cluster_message(data) {
                     member
                         .handle_peer(now, data, &mut m.log, &mut |to, d| {
@@ -564,9 +626,19 @@ impl Bus {
                         .expect("cluster safety holds");
                 } else {
                     member.handle_upstream(now, data);
+                    nak = member.take_nak();
                 }
                 for (to, d) in out {
-                    self.send(To::Member(to), &d, 0.0);
+                    self.send(To::Member(to, None), &d, 0.0);
+                }
+                // a gap in the sender's commands: the NAK goes back to it
+                if let (Some(nak), Some(node)) = (nak, from) {
+                    self.send(To::Nak(node), &nak, 0.0);
+                }
+            }
+            To::Nak(i) => {
+                if let Some(Some(n)) = self.nodes.get_mut(i) {
+                    n.node.handle_nak(now, data);
                 }
             }
             To::Replayer { index, requester } => {
@@ -643,7 +715,7 @@ impl Bus {
             self.events.push((now, id, e));
         }
         for (to, d) in peer_out {
-            self.send(To::Member(to), &d, 0.0);
+            self.send(To::Member(to, None), &d, 0.0);
         }
         for (index, r) in requests {
             self.send(
@@ -759,10 +831,10 @@ impl Bus {
         let loss = self.upstream_loss_pct;
         for (d, data) in out {
             match (d, leader) {
-                (Dest::Sequencer, Some(l)) => self.send(To::Member(l), &data, loss),
+                (Dest::Sequencer, Some(l)) => self.send(To::Member(l, Some(i)), &data, loss),
                 (Dest::Sequencer | Dest::AllSequencers, _) => {
                     for id in 1..=self.p.members {
-                        self.send(To::Member(id), &data, loss);
+                        self.send(To::Member(id, Some(i)), &data, loss);
                     }
                 }
                 (Dest::Replayer(index), _) => self.send(

@@ -1,0 +1,253 @@
+//! Loss costs round trips, not timer periods (the simulated bus, one-way delay 50 µs): a lost
+//! command is asked for by the sequencer's NAK, a lost last packet of a burst is announced by
+//! the early heartbeat that follows it, and a lost replay answer is asked for again after a
+//! timeout learned from the replayer's round trip — each recovered within a few round trips
+//! while the fixed timers (command retry 50 ms, heartbeat 1 s, request timeout 10 ms) are far
+//! longer.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use seqbus_core::delivery::{Record, RECORD_MESSAGE};
+use seqbus_core::{Node, NodeParams, SequencerStats, Start};
+use seqbus_sim::{Bus, Faults, Link, NodeOptions, SimParams};
+use seqbus_wire::mold::MoldPacket;
+
+const DELAY: u64 = 50_000;
+const RTT: u64 = 2 * DELAY;
+
+/// Where a datagram goes, as these tests pick what is lost.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum To {
+    Sequencer,
+    /// A node: live (true), or a replayer's answer or a NAK (false).
+    Node(bool),
+    Other,
+}
+
+fn to(link: Link) -> To {
+    match link {
+        Link::Upstream { .. } => To::Sequencer,
+        Link::Live { .. } => To::Node(true),
+        Link::Answer { .. } | Link::Nak { .. } => To::Node(false),
+        Link::Other => To::Other,
+    }
+}
+
+/// Which datagrams are lost: true loses it.
+type Lose = Box<dyn FnMut(To, &[u8]) -> bool>;
+
+/// One sequencer, its replayer and one node on the simulated bus, every datagram delayed by
+/// `DELAY`; the test's filter decides which are lost.
+struct Net {
+    bus: Bus,
+    lose: Rc<RefCell<Lose>>,
+    out: Vec<u8>,
+    /// (sequence, virtual time) of every message record the node handed out.
+    handed: Vec<(u64, u64)>,
+}
+
+fn keep() -> Lose {
+    Box::new(|_, _| false)
+}
+
+impl Net {
+    fn new(start: Start) -> Net {
+        let mut p = SimParams::new(1, 1, Faults::clean(DELAY));
+        p.following_replayer = false;
+        p.heartbeat_ns = 1_000_000_000;
+        p.clock_tick_ns = 0;
+        let mut bus = Bus::new(p);
+        let params = NodeParams {
+            window: 64,
+            retry_ns: 50_000_000,
+            request_timeout_ns: 10_000_000,
+            request_backoff_max_ns: 100_000_000,
+            failover_after: 4,
+            max_request: 100,
+            reorder_limit: 1 << 16,
+            ..bus.node_params(&NodeOptions::new("N", start))
+        };
+        bus.add_node_with(params);
+        let lose = Rc::new(RefCell::new(keep()));
+        let l = lose.clone();
+        bus.set_drop(Some(Box::new(move |link, d| (l.borrow_mut())(to(link), d))));
+        Net {
+            bus,
+            lose,
+            out: Vec::new(),
+            handed: Vec::new(),
+        }
+    }
+
+    /// From now on, `lose` picks the datagrams the network loses.
+    fn losing(&mut self, lose: Lose) {
+        *self.lose.borrow_mut() = lose;
+    }
+
+    fn node(&mut self) -> &mut Node {
+        &mut self.bus.node(0).expect("on the bus").node
+    }
+
+    fn now(&self) -> u64 {
+        self.bus.now()
+    }
+
+    fn sequencer_stats(&self) -> SequencerStats {
+        self.bus
+            .member(1)
+            .and_then(|m| m.sequencer())
+            .expect("the sequencer leads")
+            .stats()
+    }
+
+    /// One step of 10 µs.
+    fn step(&mut self) {
+        self.bus.advance(10_000, 10_000);
+        self.bus.process();
+        self.out.clear();
+        self.bus.deliver(0, &mut self.out, usize::MAX).unwrap();
+        let mut at = 0;
+        while at < self.out.len() {
+            let r = Record::parse(&self.out, at).unwrap();
+            at += r.len();
+            if r.record_type == RECORD_MESSAGE {
+                self.handed.push((r.sequence, self.bus.now()));
+            }
+        }
+        self.bus.transmit(0);
+    }
+
+    fn run_until(&mut self, limit_ns: u64, done: &dyn Fn(&Net) -> bool) -> u64 {
+        let start = self.now();
+        while !done(self) {
+            assert!(
+                self.now() - start < limit_ns,
+                "not within {limit_ns} ns of virtual time"
+            );
+            self.step();
+        }
+        self.now() - start
+    }
+}
+
+fn body(i: u64) -> Vec<u8> {
+    let mut b = vec![16, 0, 1, 0, 9, 0, 1, 0];
+    b.extend_from_slice(&i.to_le_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b
+}
+
+/// Loses the first datagram carrying messages that goes `to` (a live packet, or an answer).
+fn lose_first(to: To) -> Lose {
+    let mut lost = false;
+    Box::new(move |t: To, d: &[u8]| {
+        if t == to && !lost && MoldPacket::parse(d).is_ok_and(|p| p.message_count() > 0) {
+            lost = true;
+            return true;
+        }
+        false
+    })
+}
+
+/// Sends `n` commands, one datagram each, letting the node learn its round trip first.
+fn warm_up(net: &mut Net) {
+    net.losing(keep());
+    net.run_until(10_000_000, &|n| {
+        n.bus.node_ref(0).is_some_and(|s| s.node.is_ready())
+    });
+    for i in 0..20 {
+        net.node().send(&body(i)).unwrap();
+        let want = net.handed.len() + 1;
+        net.run_until(10_000_000, &|n| n.handed.len() >= want);
+    }
+    assert!(net.node().stats().srtt_ns > 0, "{:?}", net.node().stats());
+}
+
+#[test]
+fn a_lost_command_is_asked_for_by_the_sequencer() {
+    let mut net = Net::new(Start::Live);
+    warm_up(&mut net);
+    // three commands in three datagrams; the second is lost on its way to the sequencer
+    let mut upstream = 0;
+    net.losing(Box::new(move |to: To, _: &[u8]| {
+        if to == To::Sequencer {
+            upstream += 1;
+            return upstream == 2;
+        }
+        false
+    }));
+    let before = net.handed.len();
+    for i in 100..103 {
+        net.node().send(&body(i)).unwrap();
+        net.step();
+    }
+    net.losing(keep());
+    let took = net.run_until(50_000_000, &|n| n.handed.len() >= before + 3);
+    let st = net.node().stats();
+    assert_eq!(st.naks, 1, "{st:?}");
+    assert_eq!(net.sequencer_stats().naks, 1);
+    // a NAK's round trip and the resent command's: a few round trips, not 50 ms
+    assert!(took <= 6 * RTT, "recovered in {took} ns, {st:?}");
+}
+
+#[test]
+fn a_lost_last_packet_is_announced_by_the_early_heartbeat() {
+    let mut net = Net::new(Start::Live);
+    warm_up(&mut net);
+    // the packet carrying the next message (the last of its burst) is lost on its way down
+    net.losing(lose_first(To::Node(true)));
+    let before = net.handed.len();
+    net.node().send(&body(200)).unwrap();
+    let took = net.run_until(50_000_000, &|n| n.handed.len() > before);
+    // the heartbeat 250 µs after the data, then a replay round trip: not a 1 s heartbeat
+    assert!(
+        took <= 250_000 + 8 * RTT,
+        "recovered in {took} ns, {:?}",
+        net.node().stats()
+    );
+    assert!(net.node().stats().retransmits >= 1);
+}
+
+#[test]
+fn a_lost_replay_answer_is_asked_for_again_after_a_learned_timeout() {
+    let mut net = Net::new(Start::Live);
+    warm_up(&mut net);
+    // time a few replay round trips: a live packet lost each time, filled from the replayer
+    for k in 0..5 {
+        net.losing(lose_first(To::Node(true)));
+        let before = net.handed.len();
+        net.node().send(&body(300 + k)).unwrap();
+        net.run_until(50_000_000, &|n| n.handed.len() > before);
+    }
+    // now the data packet is lost and so is the replayer's first answer
+    let (mut lost_data, mut lost_answer) = (false, false);
+    net.losing(Box::new(move |to: To, d: &[u8]| {
+        let Ok(p) = MoldPacket::parse(d) else {
+            return false;
+        };
+        if p.message_count() == 0 {
+            return false;
+        }
+        if to == To::Node(true) && !lost_data {
+            lost_data = true;
+            return true;
+        }
+        if to == To::Node(false) && !lost_answer {
+            lost_answer = true;
+            return true;
+        }
+        false
+    }));
+    let before = net.handed.len();
+    net.node().send(&body(400)).unwrap();
+    let took = net.run_until(50_000_000, &|n| n.handed.len() > before);
+    let st = net.node().stats();
+    assert!(st.requests >= 7, "{st:?}");
+    // tail heartbeat, a lost round trip, the learned timeout (well under the 10 ms request
+    // timeout), one more round trip
+    assert!(
+        took <= 250_000 + 12 * RTT + 1_000_000,
+        "recovered in {took} ns, {st:?}"
+    );
+}
