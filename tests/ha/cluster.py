@@ -90,6 +90,30 @@ class Cluster:
             time.sleep(0.02)
         raise AssertionError(f"no leader within {timeout} s\n{self.processes.logs()}")
 
+    def settled(self, timeout: float = 20.0) -> tuple[int, dict[int, dict[str, Any]]]:
+        """Waits until every running member answers, one leads and the others follow it in
+        its term; returns the leader and each member's status. An election can happen in a
+        healthy cluster on a loaded host (the election timeout is 40 ms by default), so a test
+        that asserts on who leads takes the leader from one consistent picture."""
+        deadline = time.monotonic() + timeout
+        seen: dict[int, dict[str, Any]] = {}
+        while time.monotonic() < deadline:
+            seen = {m: s for m in self.running if (s := self.status(m)) is not None}
+            roles = {m: (s.get("cluster") or {}) for m, s in seen.items()}
+            leaders = [m for m, c in roles.items() if c.get("role") == "leader"]
+            if len(seen) == len(self.running) and len(leaders) == 1:
+                term = roles[leaders[0]].get("term")
+                if all(
+                    c.get("role") == "follower" and c.get("term") == term
+                    for m, c in roles.items()
+                    if m != leaders[0]
+                ):
+                    return leaders[0], seen
+            time.sleep(0.02)
+        raise AssertionError(
+            f"no settled leadership within {timeout} s: {seen}\n{self.processes.logs()}"
+        )
+
 
 def write_cluster(
     workdir: Path,
@@ -99,6 +123,7 @@ def write_cluster(
     session: str = "HA00000001",
     extra: str = "",
     journal_dirs: dict[int, Path] | None = None,
+    election_timeout_ms: int | None = None,
 ) -> Cluster:
     group = free_udp_port()
     ms = {
@@ -120,6 +145,9 @@ def write_cluster(
             f'status = "127.0.0.1:{m.status}"{jd} }},'
         )
     members_text = "\n".join(lines)
+    election = (
+        f"election_timeout_ms = {election_timeout_ms}\n" if election_timeout_ms is not None else ""
+    )
     text = f"""\
 [bus]
 session = "{session}"
@@ -137,7 +165,7 @@ interface = "127.0.0.1"
 retry_ms = 20
 
 [cluster]
-members = [
+{election}members = [
 {members_text}
 ]
 {extra}
