@@ -2,12 +2,14 @@
 
 The Rust core (``seqbus._core.NodeClient``) owns the sockets; the loop here polls it with a
 bounded timeout (the GIL is released while Rust waits), so Ctrl-C and SIGTERM stop a node
-within one poll interval and the client is closed cleanly.
+within one poll interval. A stopping node first waits (bounded) until the stream confirms every
+command it sent or queued, then the client is closed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import threading
 import time
@@ -15,10 +17,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from types import FrameType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from seqbus.errors import SeqbusError, TransportError
 from seqbus.node import Node
+
+if TYPE_CHECKING:
+    from seqbus import _core
 
 __all__ = ["NodeSpec", "Start", "run", "run_many", "stop_on_signals"]
 
@@ -28,6 +33,10 @@ Start = Literal["live", "rewind"] | int
 
 POLL_TIMEOUT_S = 0.05
 READY_TIMEOUT_S = 10.0
+#: How long a stopping node waits for the stream to confirm what it sent (docs/sdk.md).
+DRAIN_TIMEOUT_S = 5.0
+
+log = logging.getLogger("seqbus.runner")
 
 
 @dataclass
@@ -100,9 +109,32 @@ def _loop(node: Node, spec: NodeSpec, config: str, stop: threading.Event) -> Non
             node.handle_batch(batch)
         while not stop.is_set() and not node.stopped:
             node.poll_once(POLL_TIMEOUT_S)
+        _drain(node, client, spec)
         node.on_closed()
     finally:
         client.close()
+
+
+def _drain(node: Node, client: _core.NodeClient, spec: NodeSpec) -> None:
+    """A stopping node keeps reading the stream until everything it sent is sequenced: the
+    commands :meth:`Node.post` queued go out as the window frees, and none stays in flight
+    (handlers keep running meanwhile, so the node's state follows the stream to that point).
+    Bounded by :data:`DRAIN_TIMEOUT_S`: with no sequencer to answer, the node closes and says
+    how many commands were not confirmed."""
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    while node.posted or client.stats()["in_flight"]:
+        if time.monotonic() > deadline:
+            log.warning(
+                "node %s/%s closes with %d commands in flight and %d queued, not confirmed "
+                "by the stream within %g s",
+                spec.account,
+                spec.instance,
+                client.stats()["in_flight"],
+                node.posted,
+                DRAIN_TIMEOUT_S,
+            )
+            return
+        node.poll_once(POLL_TIMEOUT_S)
 
 
 def run(
