@@ -15,7 +15,7 @@ from seqbus.errors import (
     TransportError,
     UnknownMessageError,
 )
-from seqbus.node import Node, NodeStats, Timer
+from seqbus.node import HandlerFailure, Node, NodeStats, Timer
 from seqbus.runner import NodeSpec, run, run_many
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "ConfigError",
     "DecodeError",
     "GapError",
+    "HandlerFailure",
     "JournalError",
     "MessageTooLargeError",
     "Node",

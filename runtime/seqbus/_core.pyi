@@ -128,6 +128,8 @@ STOP_END: int
 STOP_RECORD: int
 STOP_TIMER: int
 STOP_UNKNOWN: int
+STOP_SKIP: int
+STOP_ERROR: int
 
 def walk_batch(
     batch: bytes,
@@ -136,10 +138,17 @@ def walk_batch(
     dispatchers: Mapping[int, object],
     account: bytes,
     clock: Clock,
-) -> tuple[int, int, int]:
+    skip_from: int = ...,
+) -> tuple[int, int, int, BaseException | None]:
     """Dispatch the message records of ``batch`` from ``offset`` without returning to Python,
-    moving ``clock`` record by record; ``(offset, stop, dispatched)`` where it stopped: timers
-    due (``STOP_TIMER``), a record Python must handle, an unknown message."""
+    moving ``clock`` record by record; ``(offset, stop, dispatched, error)`` where it stopped:
+    timers due (``STOP_TIMER``), a record Python must handle, an unknown message, a message of
+    sequence ``skip_from`` or later (``STOP_SKIP``), a dispatch that raised ``error``
+    (``STOP_ERROR``)."""
+
+def error_policy(config: str, account: str) -> tuple[str | None, list[int]]:
+    """What ``config`` says the nodes of ``account`` do when a handler raises: ``on_error``
+    ("stop", "skip" or None when not configured) and the sequences they skip."""
 
 @final
 class SimBus:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import json
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -130,12 +131,28 @@ def _cmd_node(args: argparse.Namespace) -> int:
             sys.path.insert(0, entry)
     cls = load_node_class(args.target)
     start: Start = "rewind" if args.rewind else args.from_seq if args.from_seq else "live"
-    run(cls, args.config, args.account, args.instance, start=start, listen=args.listen)
+    node = cls()
+    try:
+        run(
+            node, args.config, args.account, args.instance, start=start, listen=args.listen,
+            on_error=args.on_error, skip=args.skip or (),
+        )
+    except Exception:
+        failure = node.stats.failure
+        if failure is None:
+            raise
+        # fail-stop: the message, the handler and the traceback, then the status as JSON
+        print(f"seqbus node: {args.account}/{args.instance}: {failure.describe()}", file=sys.stderr)
+        print(failure.traceback, end="", file=sys.stderr)
+        print(f"seqbus node: status: {json.dumps(node.status())}", file=sys.stderr)
+        return EXIT_HANDLER_FAILED
     return 0
 
 
 #: Exit status of ``seqbus admin command`` when no answer came in time.
 EXIT_ADMIN_TIMEOUT = 3
+#: Exit status of ``seqbus node`` when a handler raised under the fail-stop policy.
+EXIT_HANDLER_FAILED = 4
 
 
 def _cmd_admin_command(args: argparse.Namespace) -> int:
@@ -307,6 +324,16 @@ def _parser() -> argparse.ArgumentParser:
     start = p.add_mutually_exclusive_group()
     start.add_argument("--rewind", action="store_true", help="replay the stream from the start")
     start.add_argument("--from", dest="from_seq", type=int, metavar="SEQ", help="replay from SEQ")
+    p.add_argument(
+        "--on-error", choices=("stop", "skip"),
+        help="when a handler raises: stop (fail-stop) or skip the message; overrides the "
+        "configuration's node.on_error (every instance of the account must agree)",
+    )
+    p.add_argument(
+        "--skip", type=int, action="append", metavar="SEQ",
+        help="do not hand message SEQ to the handlers (repeatable; every instance of the "
+        "account must be given the same: [node.accounts.NAME] skip is the place for them)",
+    )
     p.set_defaults(func=_cmd_node)
 
     _add_admin_commands(sub)

@@ -14,13 +14,17 @@ Generated bases (``ExchangeNode``, ``PingpongNode``…) subclass :class:`Node` a
 
 from __future__ import annotations
 
+import bisect
 import heapq
-from collections import deque
 import itertools
-import time
+import logging
 import mmap
+import sys
+import time
+import traceback
+from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 from seqbus import _core
@@ -35,11 +39,15 @@ from seqbus.errors import BackPressureError, DecodeError, SeqbusError, UnknownMe
 
 __all__ = [
     "Client",
+    "HandlerFailure",
     "Node",
     "NodeStats",
+    "OnError",
     "Timer",
     "Topic",
 ]
+
+log = logging.getLogger("seqbus.node")
 
 #: The latest stream time a deterministic timer can be set to (ns).
 _LAST_NS = 2**64 - 2
@@ -50,6 +58,11 @@ Buffer = bytes | bytearray | memoryview | mmap.mmap
 #: What ``send`` hands to the client.
 Body = bytes | bytearray | memoryview
 Dispatch = Callable[[Any, int, Buffer, int, int, bool], bool]
+#: What a node does when a handler raises: "stop" (fail-stop, the default) or "skip".
+OnError = Literal["stop", "skip"]
+_ON_ERROR = ("stop", "skip")
+#: ``skip_from`` of ``walk_batch`` when no sequence is to be skipped.
+_NO_SKIP = 2**64 - 1
 
 
 class Client(Protocol):
@@ -60,6 +73,33 @@ class Client(Protocol):
     def send(self, body: Body) -> int: ...
 
     def is_rewinding(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class HandlerFailure:
+    """A handler (or timer callback) that raised: the message, the handler, the error."""
+
+    #: Sequence of the message being handled (a timer: of the message that made it due).
+    sequence: int
+    #: The message type (its generated class name), or "timer".
+    message_type: str
+    #: The handler (``on_transfer``) or the timer callback's name.
+    handler: str
+    #: ``ValueError: ...``
+    error: str
+    #: The formatted traceback.
+    traceback: str
+    #: What was done: "stopped" or "skipped".
+    action: str
+    schema_id: int = 0
+    template_id: int = 0
+
+    def describe(self) -> str:
+        """One line: what raised where and what was done."""
+        return (
+            f"{self.handler} raised at #{self.sequence} ({self.message_type}): {self.error}; "
+            f"{self.action}"
+        )
 
 
 @dataclass
@@ -75,6 +115,16 @@ class NodeStats:
     admin_commands: int = 0
     #: Admin commands whose handler raised (other than ``AdminError``) or that were corrupt.
     admin_errors: int = 0
+    #: Messages not handled: their sequence was configured to be skipped, or (``on_error =
+    #: "skip"``) their handler raised. Every instance of the account skips the same ones.
+    skipped: int = 0
+    #: The sequences of those messages, in stream order (a timer callback that raised under
+    #: "skip" is counted in ``skipped`` and named by ``last_error``, not listed here).
+    skipped_sequences: list[int] = field(default_factory=list)
+    #: The last handler error, skipped or not.
+    last_error: HandlerFailure | None = None
+    #: The handler error that stopped the node (fail-stop); None while it runs.
+    failure: HandlerFailure | None = None
 
 
 @dataclass(order=True)
@@ -142,6 +192,12 @@ class Node:
     #: What to do with a message no class of this node can decode: "skip" counts it in
     #: ``stats.unknown``; "raise" raises :class:`UnknownMessageError` from the loop.
     ON_UNKNOWN: ClassVar[Literal["skip", "raise"]] = "skip"
+    #: What to do when a handler or timer callback raises (docs/sdk.md, "Errors in
+    #: handlers"): "stop" (fail-stop: the error is recorded in ``stats.failure`` and raised
+    #: from the loop) or "skip" (recorded, counted in ``stats.skipped``, the node goes on).
+    #: The constructor's ``on_error`` and the configuration (``node.on_error``,
+    #: ``[node.accounts.NAME] on_error``) override it.
+    ON_ERROR: ClassVar[OnError] = "stop"
     #: Sender accounts allowed to send this node admin commands; None: any (seqbus.admin).
     ADMIN_SENDERS: ClassVar[frozenset[str] | None] = None
     #: The admin commands the class registered with ``@admin_command`` (set per class).
@@ -156,7 +212,15 @@ class Node:
         """The admin commands this class registered (``help``, built in, is not listed)."""
         return dict(cls._seqbus_admin_commands_)
 
-    def __init__(self) -> None:
+    def __init__(self, *, on_error: OnError | None = None, skip: Iterable[int] = ()) -> None:
+        """``on_error``: overrides :attr:`ON_ERROR`; ``skip``: sequences of messages not to
+        hand to handlers (counted in ``stats.skipped``): how a node is started past a message
+        that stopped it. Every instance of the account, and every replay, must be given the
+        same ones: the configuration (``[node.accounts.NAME] skip``) is the place for them."""
+        self.on_error: OnError = "stop"
+        self._skips: list[int] = []
+        self._skip_at = 0
+        self.set_error_policy(on_error if on_error is not None else type(self).ON_ERROR, skip)
         self.account = ""
         self.instance = 0
         self.stats = NodeStats()
@@ -171,6 +235,45 @@ class Node:
         self._stopping = False
         self._outbox: deque[Body] = deque()
         self._dispatchers = self._collect_dispatchers()
+
+    def set_error_policy(self, on_error: OnError | None = None, skip: Iterable[int] = ()) -> None:
+        """Set what a raising handler does (None: unchanged) and add sequences to skip; the
+        runner applies the configuration's ``node.on_error`` and ``[node.accounts.NAME]``
+        with it before the node opens."""
+        if on_error is not None:
+            if on_error not in _ON_ERROR:
+                raise SeqbusError(f"on_error must be 'stop' or 'skip', not {on_error!r}")
+            self.on_error = on_error
+        added = set(self._skips)
+        for seq in skip:
+            if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+                raise SeqbusError(f"skip: sequences are integers from 1, not {seq!r}")
+            added.add(seq)
+        self._skips = sorted(added)
+        self._skip_at = bisect.bisect_right(self._skips, self._clock_sequence())
+
+    def _clock_sequence(self) -> int:
+        clock = getattr(self, "_clock", None)
+        return clock.sequence if clock is not None else 0
+
+    @property
+    def skip_sequences(self) -> tuple[int, ...]:
+        """The sequences this node is told to skip."""
+        return tuple(self._skips)
+
+    def status(self) -> dict[str, Any]:
+        """The node's status as plain data (JSON-ready): who it is, where it stands in the
+        stream, its error policy, its counters, and the handler error that stopped it."""
+        return {
+            "account": self.account,
+            "instance": self.instance,
+            "sequence": self._clock.sequence,
+            "rewinding": self._rewinding,
+            "stopped": self._stopping,
+            "on_error": self.on_error,
+            "skip": list(self._skips),
+            **asdict(self.stats),
+        }
 
     # -- the application's hooks -------------------------------------------------------------
 
@@ -355,9 +458,11 @@ class Node:
         offset = 0
         records = 0
         walk = _core.walk_batch
+        skips = self._skips
         while offset < end:
-            offset, stop, dispatched = walk(
-                data, offset, self, self._dispatchers, self._account_key, self._clock
+            skip_from = skips[self._skip_at] if self._skip_at < len(skips) else _NO_SKIP
+            offset, stop, dispatched, error = walk(
+                data, offset, self, self._dispatchers, self._account_key, self._clock, skip_from
             )
             records += dispatched
             self.stats.messages += dispatched
@@ -367,9 +472,21 @@ class Node:
                 self._fire_timers()
                 continue
             length, kind, seq = RECORD_HEADER.unpack_from(data, offset)[:3]
+            if stop == _core.STOP_SKIP:
+                # the clock stands at message #seq, at or past the next sequence to skip
+                self._skip_at = bisect.bisect_left(skips, seq)
+                if self._skip_at == len(skips) or skips[self._skip_at] != seq:
+                    continue  # not one to skip: walk on from it
+                self._skip_at += 1
+                self._skipped(seq)
+            elif stop == _core.STOP_ERROR:
+                assert isinstance(error, BaseException)
+                self._handler_raised(error, data, offset, seq)
             records += 1
             offset += length
-            if stop == _core.STOP_UNKNOWN:
+            if stop in (_core.STOP_SKIP, _core.STOP_ERROR):
+                self.stats.messages += 1
+            elif stop == _core.STOP_UNKNOWN:
                 _block, template_id, schema_id, _version = MESSAGE_HEADER.unpack_from(
                     data, offset - length + RECORD_HEADER.size
                 )
@@ -391,6 +508,68 @@ class Node:
 
     # -- internals -------------------------------------------------------------------------
 
+    def _skipped(self, sequence: int) -> None:
+        self.stats.skipped += 1
+        self.stats.skipped_sequences.append(sequence)
+
+    def _message_type(self, schema_id: int, template_id: int) -> tuple[str, str]:
+        """(message class name, handler name) of a message type this node dispatches."""
+        handler = name = f"schema {schema_id} template {template_id}"
+        for base in type(self).__mro__:
+            if base.__dict__.get("SCHEMA_ID") == schema_id and "_seqbus_handlers_" in base.__dict__:
+                handler = base.__dict__["_seqbus_handlers_"].get(template_id, handler)
+                dispatch = base.__dict__.get("_seqbus_dispatch_")
+                module = sys.modules.get(getattr(dispatch, "__module__", None) or "")
+                cls = getattr(module, "MESSAGES", {}).get(template_id)
+                if cls is not None:
+                    name = cls.__name__
+                break
+        return name, handler
+
+    def _handler_raised(self, error: BaseException, data: bytes, offset: int, seq: int) -> None:
+        """The dispatch of the message record at ``offset`` raised ``error``: record it, then
+        skip the message or stop (raise it), as the policy says."""
+        _block, template_id, schema_id, _version = MESSAGE_HEADER.unpack_from(
+            data, offset + RECORD_HEADER.size
+        )
+        message_type, handler = self._message_type(schema_id, template_id)
+        self._failed(error, seq, message_type, handler, schema_id, template_id)
+        self._skipped(seq)
+
+    def _failed(
+        self,
+        error: BaseException,
+        seq: int,
+        message_type: str,
+        handler: str,
+        schema_id: int = 0,
+        template_id: int = 0,
+    ) -> None:
+        """Record a handler error; under "stop" the node stops and ``error`` is raised (with a
+        note naming the message), under "skip" it returns (the caller counts the skip)."""
+        if isinstance(error, (KeyboardInterrupt, SystemExit)):
+            raise error
+        failure = HandlerFailure(
+            sequence=seq,
+            message_type=message_type,
+            handler=handler,
+            error=f"{type(error).__name__}: {error}",
+            traceback="".join(traceback.format_exception(error)),
+            action="stopped" if self.on_error == "stop" else "skipped",
+            schema_id=schema_id,
+            template_id=template_id,
+        )
+        self.stats.last_error = failure
+        who = f"{self.account}/{self.instance}"
+        if self.on_error == "skip":
+            log.warning("node %s: %s", who, failure.describe())
+            return
+        self.stats.failure = failure
+        self._stopping = True
+        log.error("node %s: %s\n%s", who, failure.describe(), failure.traceback)
+        error.add_note(f"seqbus: node {who}: {failure.describe()} (node.stats.failure)")
+        raise error
+
     def _unknown(self, schema_id: int, template_id: int, sequence: int) -> None:
         self.stats.unknown += 1
         if self.ON_UNKNOWN == "raise":
@@ -405,7 +584,12 @@ class Node:
             timer = timers.pop(due[0], None)
             if timer is not None and not timer.cancelled:
                 self.stats.timers_fired += 1
-                timer.callback()
+                try:
+                    timer.callback()
+                except Exception as exc:
+                    name = getattr(timer.callback, "__qualname__", repr(timer.callback))
+                    self._failed(exc, self._clock.sequence, "timer", name)
+                    self.stats.skipped += 1
 
     def _fire_local_timers(self) -> None:
         timers = self._local_timers

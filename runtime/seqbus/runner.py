@@ -17,10 +17,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from types import FrameType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from seqbus.errors import SeqbusError, TransportError
-from seqbus.node import Node
+from seqbus.node import Node, OnError
 
 if TYPE_CHECKING:
     from seqbus import _core
@@ -49,6 +49,10 @@ class NodeSpec:
     start: Start = "live"
     #: host:port this node receives a udp-unicast downstream on (overrides node.listen).
     listen: str | None = None
+    #: Overrides the configuration's ``on_error`` for this node (see :func:`run`).
+    on_error: OnError | None = None
+    #: Sequences to skip besides the configuration's (see :func:`run`).
+    skip: Sequence[int] = ()
 
 
 @contextlib.contextmanager
@@ -80,6 +84,9 @@ def _start_arg(start: Start) -> Start:
 def _loop(node: Node, spec: NodeSpec, config: str, stop: threading.Event) -> None:
     from seqbus import _core
 
+    # the account's error policy, as every instance of it reads it (docs/sdk.md)
+    on_error, skip = _core.error_policy(config, spec.account)
+    node.set_error_policy(spec.on_error or cast(OnError | None, on_error), [*skip, *spec.skip])
     client = _core.NodeClient(
         config,
         spec.account,
@@ -146,16 +153,25 @@ def run(
     start: Start = "live",
     listen: str | None = None,
     stop: threading.Event | None = None,
+    on_error: OnError | None = None,
+    skip: Sequence[int] = (),
 ) -> Node:
     """Connect ``node`` (a class or an instance) to the bus of ``config`` and run it.
 
     Returns the node when ``stop`` is set or on SIGINT/SIGTERM (when called from the main
-    thread). Errors from handlers propagate after the client is closed.
+    thread). Errors from handlers propagate after the client is closed (under the default
+    fail-stop policy; ``node.stats.failure`` names the message).
+
+    The error policy comes from the configuration (``node.on_error``, ``[node.accounts.NAME]
+    on_error`` and ``skip``), else from the node (``ON_ERROR``, its constructor); ``on_error``
+    here overrides it and ``skip`` adds sequences. Every instance of an account must run with
+    the same policy, or their states part at the first error.
     """
     obj = node() if isinstance(node, type) else node
     event = stop if stop is not None else threading.Event()
+    spec = NodeSpec(obj, account, instance, start, listen, on_error, tuple(skip))
     with stop_on_signals(event):
-        _loop(obj, NodeSpec(obj, account, instance, start, listen), str(config), event)
+        _loop(obj, spec, str(config), event)
     return obj
 
 

@@ -292,6 +292,54 @@ pub struct NodeConfig {
     /// Requests of `replayer.max_messages_per_request` messages a rewind keeps outstanding.
     #[serde(default = "default_replay_depth")]
     pub replay_depth: usize,
+    /// What a node does when a handler raises (every account; None: what the node's code
+    /// says, `Node.ON_ERROR`, fail-stop by default). Per account: `accounts`.
+    pub on_error: Option<OnError>,
+    /// `[node.accounts.NAME]`: settings of the nodes of one account, read by every instance
+    /// of it, so that they handle the stream alike.
+    #[serde(default)]
+    pub accounts: std::collections::BTreeMap<String, AccountConfig>,
+}
+
+/// What a node does when one of its handlers raises (`on_error` keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnError {
+    /// The node stops at the message (fail-stop), its status names it.
+    Stop,
+    /// The node counts the message as skipped and goes on with the next one.
+    Skip,
+}
+
+impl OnError {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnError::Stop => "stop",
+            OnError::Skip => "skip",
+        }
+    }
+}
+
+/// `[node.accounts.NAME]`
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountConfig {
+    /// Overrides `node.on_error` for this account.
+    pub on_error: Option<OnError>,
+    /// Sequences whose messages the nodes of this account do not hand to their handlers
+    /// (counted as skipped): how a node is started past a message that made it stop.
+    #[serde(default)]
+    pub skip: Vec<u64>,
+}
+
+impl NodeConfig {
+    /// The error policy of `account`'s nodes: (`on_error` if configured, sequences to skip).
+    pub fn error_policy(&self, account: &str) -> (Option<OnError>, Vec<u64>) {
+        match self.accounts.get(account) {
+            Some(a) => (a.on_error.or(self.on_error), a.skip.clone()),
+            None => (self.on_error, Vec::new()),
+        }
+    }
 }
 
 fn default_max_packet() -> usize {
@@ -496,6 +544,12 @@ impl Config {
         }
         if self.node.request_timeout_ms == 0 {
             return Err(("node.request_timeout_ms", "must be at least 1".into()));
+        }
+        for (name, account) in &self.node.accounts {
+            seqbus_wire::account(name).map_err(|m| ("node.accounts", m))?;
+            if account.skip.contains(&0) {
+                return Err(("node.accounts", format!("{name}.skip: sequences start at 1")));
+            }
         }
         if !(1..=64).contains(&self.node.replay_depth) {
             return Err(("node.replay_depth", "must be between 1 and 64".into()));
@@ -978,6 +1032,32 @@ group = "239.1.2.3:30001"
         assert!(e.starts_with("<string>: node.idle:"), "{e}");
         let e = err("[bus]\n");
         assert!(e.contains("missing field `session`"), "{e}");
+    }
+
+    #[test]
+    fn error_policies_per_account() {
+        let c: Config = format!(
+            "{GOOD}[node]\non_error = \"skip\"\n[node.accounts.LEDGER]\nskip = [43, 97]\n\
+             [node.accounts.RISK]\non_error = \"stop\"\n"
+        )
+        .parse()
+        .unwrap();
+        assert_eq!(c.node.error_policy("LEDGER"), (Some(OnError::Skip), vec![43, 97]));
+        assert_eq!(c.node.error_policy("RISK"), (Some(OnError::Stop), vec![]));
+        assert_eq!(c.node.error_policy("OTHER"), (Some(OnError::Skip), vec![]));
+        let c: Config = GOOD.parse().unwrap();
+        assert_eq!(c.node.error_policy("LEDGER"), (None, vec![]));
+
+        let e = err(&format!("{GOOD}[node]\non_error = \"retry\"\n"));
+        assert!(e.starts_with("<string>: node.on_error: unknown variant `retry`"), "{e}");
+        let e = err(&format!("{GOOD}[node.accounts.LEDGER]\non_error = \"ignore\"\n"));
+        assert!(e.starts_with("<string>: node.accounts.LEDGER.on_error: unknown variant"), "{e}");
+        let e = err(&format!("{GOOD}[node.accounts.LEDGER]\nskip = [\"43\"]\n"));
+        assert!(e.starts_with("<string>: node.accounts.LEDGER.skip"), "{e}");
+        let e = err(&format!("{GOOD}[node.accounts.LEDGER]\nskip = [0]\n"));
+        assert!(e.starts_with("<string>: node.accounts: LEDGER.skip: sequences start at 1"), "{e}");
+        let e = err(&format!("{GOOD}[node.accounts.MUCHTOOLONG]\nskip = [1]\n"));
+        assert!(e.starts_with("<string>: node.accounts: account \"MUCHTOOLONG\""), "{e}");
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! when deterministic timers fire) and dispatches the plain message records — the
 //! overwhelming majority — without returning to Python between them. It stops at the first
 //! record that needs the Python side: timers due, a record other than a message, or a message
-//! no dispatch knows.
+//! no dispatch knows, a message whose sequence the node was told to skip, or a dispatch that
+//! raised (the node's error policy decides, in Python).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -18,6 +19,8 @@ pub const STOP_END: u8 = 0;
 pub const STOP_RECORD: u8 = 1;
 pub const STOP_TIMER: u8 = 2;
 pub const STOP_UNKNOWN: u8 = 3;
+pub const STOP_SKIP: u8 = 4;
+pub const STOP_ERROR: u8 = 5;
 
 /// A node's deterministic clock and timers (`seqbus_core::Clock`), shared with Python:
 /// `Node.sequencer_time()` reads it, `Node.set_timer` sets timers on it, and Python runs the
@@ -75,13 +78,16 @@ impl PyClock {
 }
 
 /// Walk the records of `batch` from `offset`, dispatching each message. Returns
-/// `(offset, stop, dispatched)`: where it stopped (the start of the record it stopped at), why
-/// (`STOP_*`) and how many messages it handed to handlers. On `STOP_TIMER` the clock already
-/// stands at the record and timers are due before it; on `STOP_RECORD` the clock stands at
-/// the record (a time record) or was not moved (any other); on `STOP_UNKNOWN` the message was
-/// offered to the dispatch, which did not know it.
+/// `(offset, stop, dispatched, error)`: where it stopped (the start of the record it stopped
+/// at), why (`STOP_*`), how many messages it handed to handlers and, on `STOP_ERROR`, what the
+/// dispatch raised (None otherwise). On `STOP_TIMER` the clock already stands at the record
+/// and timers are due before it; on `STOP_RECORD` the clock stands at the record (a time
+/// record) or was not moved (any other); on `STOP_UNKNOWN` the message was offered to the
+/// dispatch, which did not know it; on `STOP_SKIP` the clock stands at a message whose
+/// sequence is `skip_from` or later, not dispatched; on `STOP_ERROR` the clock stands at the
+/// message whose dispatch raised.
 #[pyfunction]
-#[pyo3(signature = (batch, offset, node, dispatchers, account, clock))]
+#[pyo3(signature = (batch, offset, node, dispatchers, account, clock, skip_from = u64::MAX))]
 #[allow(clippy::too_many_arguments)]
 pub fn walk_batch<'py>(
     py: Python<'py>,
@@ -91,7 +97,8 @@ pub fn walk_batch<'py>(
     dispatchers: &Bound<'py, PyDict>,
     account: &[u8],
     clock: &Bound<'py, PyClock>,
-) -> PyResult<(usize, u8, u64)> {
+    skip_from: u64,
+) -> PyResult<(usize, u8, u64, Option<PyObject>)> {
     let data = batch.as_bytes();
     let mut walk = Walk::new(data, offset, &clock.get().0);
     let mut dispatched = 0u64;
@@ -99,13 +106,16 @@ pub fn walk_batch<'py>(
     loop {
         let at = walk.offset();
         let r = match walk.next() {
-            None => return Ok((at, STOP_END, dispatched)),
+            None => return Ok((at, STOP_END, dispatched, None)),
             Some(Err(e)) => return Err(decode_error(py, "Record", e.field, e.offset, e.message)),
-            Some(Ok(Step::TimersDue)) => return Ok((at, STOP_TIMER, dispatched)),
+            Some(Ok(Step::TimersDue)) => return Ok((at, STOP_TIMER, dispatched, None)),
             Some(Ok(Step::Record(r))) => r,
         };
         if r.record_type != RECORD_MESSAGE {
-            return Ok((at, STOP_RECORD, dispatched));
+            return Ok((at, STOP_RECORD, dispatched, None));
+        }
+        if r.sequence >= skip_from {
+            return Ok((at, STOP_SKIP, dispatched, None));
         }
         let (schema_id, template_id) = r.message_type();
         let dispatch = match &cached {
@@ -115,14 +125,17 @@ pub fn walk_batch<'py>(
                     cached = Some((schema_id, d.clone()));
                     d
                 }
-                None => return Ok((at, STOP_UNKNOWN, dispatched)),
+                None => return Ok((at, STOP_UNKNOWN, dispatched, None)),
             },
         };
         let mine = account.len() == 8 && r.account() == account;
         let body = at + RECORD_HEADER_LEN;
-        let known = dispatch.call1((node, template_id, batch, body, r.body.len(), mine))?;
+        let known = match dispatch.call1((node, template_id, batch, body, r.body.len(), mine)) {
+            Ok(known) => known,
+            Err(e) => return Ok((at, STOP_ERROR, dispatched, Some(e.into_value(py).into_any()))),
+        };
         if !known.is_truthy()? {
-            return Ok((at, STOP_UNKNOWN, dispatched));
+            return Ok((at, STOP_UNKNOWN, dispatched, None));
         }
         dispatched += 1;
     }

@@ -331,6 +331,18 @@ pub fn status_endpoints(py: Python<'_>, config: &str) -> PyResult<Vec<StatusEndp
         .collect())
 }
 
+/// The error policy `config` gives the nodes of `account`: (`on_error` if configured:
+/// "stop" or "skip"; the sequences they skip) — `node.on_error`, `[node.accounts.NAME]`.
+#[pyfunction]
+pub fn error_policy(
+    py: Python<'_>,
+    config: &str,
+    account: &str,
+) -> PyResult<(Option<&'static str>, Vec<u64>)> {
+    let (on_error, skip) = load(py, config)?.node.error_policy(account);
+    Ok((on_error.map(|o| o.as_str()), skip))
+}
+
 /// Parse and validate a configuration file; ConfigError naming the key when invalid.
 #[pyfunction]
 pub fn check_config(py: Python<'_>, config: &str) -> PyResult<()> {

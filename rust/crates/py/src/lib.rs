@@ -25,6 +25,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<delivery::PyDelivery>()?;
     m.add_function(wrap_pyfunction!(client::check_config, m)?)?;
     m.add_function(wrap_pyfunction!(client::status_endpoints, m)?)?;
+    m.add_function(wrap_pyfunction!(client::error_policy, m)?)?;
     m.add_function(wrap_pyfunction!(journal::verify_journal, m)?)?;
     m.add_function(wrap_pyfunction!(journal::repair_journal, m)?)?;
     m.add_function(wrap_pyfunction!(batch::walk_batch, m)?)?;
@@ -46,6 +47,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("STOP_RECORD", batch::STOP_RECORD)?;
     m.add("STOP_TIMER", batch::STOP_TIMER)?;
     m.add("STOP_UNKNOWN", batch::STOP_UNKNOWN)?;
+    m.add("STOP_SKIP", batch::STOP_SKIP)?;
+    m.add("STOP_ERROR", batch::STOP_ERROR)?;
     seqbus_archive::python::register(m)?;
     Ok(())
 }
