@@ -54,7 +54,6 @@ __all__ = [
     "admin_command",
     "collect_admin_commands",
     "help_text",
-    "is_admin_command_for",
     "send_admin_command",
 ]
 
@@ -291,23 +290,6 @@ def bus_dispatch(inner: Dispatch | None) -> Dispatch:
         return inner(node, template_id, buf, offset, length, mine) if inner is not None else False
 
     return dispatch
-
-
-def is_admin_command_for(body: bytes | bytearray | memoryview, account: str) -> bool:
-    """True when ``body`` (an encoded message, header first) is a ``bus.AdminCommand`` whose
-    target is ``account``: the rule the Rust topic filter applies (rust/crates/py/src/filter.rs)
-    on top of a node's topics, for drivers that build a node's batches themselves."""
-    from seqbus import _core
-    from seqbus.batch import MESSAGE_HEADER
-
-    end = MESSAGE_HEADER.size + 8
-    if len(body) < end:
-        return False
-    block_length, template_id, schema_id, _version = MESSAGE_HEADER.unpack_from(body)
-    if (schema_id, template_id) != (_core.BUS_SCHEMA_ID, _core.ADMIN_COMMAND_TEMPLATE_ID):
-        return False
-    target = bytes(body[MESSAGE_HEADER.size : end]).rstrip(b"\0 ")
-    return block_length >= 8 and bool(target) and target == account.encode("ascii", "replace")
 
 
 def _sender_of(buf: Buffer, offset: int) -> str:

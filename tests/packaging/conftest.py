@@ -114,6 +114,15 @@ def wheel_venv(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory) -> Venv
     return venv
 
 
+@pytest.fixture(scope="session")
+def sdk_venv(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """A fresh virtual environment with the ``seqbus`` wheel alone: no seqc, no extras."""
+    here = outside_checkout(tmp_path_factory.mktemp("sdk-venv"))
+    venv = make_venv(here / "venv")
+    venv.pip_install(str(wheels.seqbus), cwd=here)
+    return venv
+
+
 def rfq_config(workdir: Path, listen: list[str]) -> tuple[Path, int]:
     """A bus of one sequencer (replayer on a thread of it) and UDP unicast to ``listen``: the
     configuration file and the sequencer's upstream port."""

@@ -2,12 +2,16 @@
 checkout (issue 17): the wheel holds what maturin alone would leave out (the compiled Cython,
 the codec support's .pxd, the examples the demo runs) under a tag that matches its contents;
 seqc from the wheel generates and builds a user schema whose nodes run against a sequencer;
-``seqbus demo`` runs with nothing of the repository."""
+``seqbus demo`` runs with nothing of the repository; with the ``seqbus`` wheel alone (issue
+19), ``import bus`` fails, ``seqbus admin`` operates a node, ``seqbus admin status`` reads a
+bus's configuration, and the archive writer takes IR without seqc and says what an .idl
+needs."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -17,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, VENV_BIN, Processes
+from tests.conftest import ROOT, VENV_BIN, Processes, free_tcp_port, free_udp_port
 from tests.packaging.conftest import (
-    EXT_SUFFIX, RFQ, Venv, Wheels, outside_checkout, run_rfq_desk,
+    EXT_SUFFIX, RFQ, Venv, Wheels, outside_checkout, rfq_config, run_rfq_desk,
 )
+from tests.transports.harness import udp_bound, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.packaging]
 
@@ -104,3 +109,91 @@ def test_seqbus_demo_runs_from_the_wheel(wheel_venv: Venv, tmp_path: Path) -> No
     # the wheel runs the examples it ships, and says what the Spark report would need
     assert "Spark report skipped: pyspark and pyarrow not installed" in out, out
     assert str(ROOT) not in out + err
+
+
+def _fails(venv: Venv, code: str, cwd: Path) -> str:
+    """What ``python -c code`` printed on stderr, after checking that it failed."""
+    done = subprocess.run([venv.python, "-c", code], cwd=cwd, env=venv.env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode != 0, done.stdout + done.stderr
+    return done.stderr
+
+
+def test_the_sdk_alone_has_no_top_level_bus_and_runs_seqbus_admin_and_status(
+    sdk_venv: Venv, tmp_path: Path, processes: Processes
+) -> None:
+    work = outside_checkout(tmp_path)
+    assert "No module named 'seqc'" in _fails(sdk_venv, "import seqc", work)
+    assert "No module named 'bus'" in _fails(sdk_venv, "import bus", work)
+    assert sdk_venv.run([sdk_venv.python, "-c", "from seqbus import bus; "
+                         "print(bus.__name__, bus.SCHEMA_ID)"], work).split() == ["seqbus.bus", "1"]
+
+    # a bus of one sequencer (status endpoint on), a matching engine the wheel ships, and an
+    # operator: every process from the venv, in a directory that is not the checkout
+    engine_at, operator_at = f"127.0.0.1:{free_udp_port()}", f"127.0.0.1:{free_udp_port()}"
+    config, upstream = rfq_config(work, [engine_at, operator_at])
+    config.write_text(config.read_text().replace(
+        "[sequencer]\n", f'[sequencer]\nstatus = "127.0.0.1:{free_tcp_port()}"\n'))
+    env = sdk_venv.env
+    seq = processes.start("sequencer", [sdk_venv.bin("seqbus"), "sequencer", "-c", str(config)],
+                          env, cwd=work, inherit_env=False)
+    assert wait_for(lambda: udp_bound(upstream), 60) and seq.poll() is None, processes.logs()
+    engine = processes.start(
+        "engine", [sdk_venv.bin("seqbus"), "node", "seqbus.examples.exchange.engine:MatchingEngine",
+                   "-c", str(config), "--account", "ME", "--rewind", "--listen", engine_at],
+        env, cwd=work, inherit_env=False)
+
+    def admin(*argv: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sdk_venv.bin("seqbus"), "admin", *argv, "-c", str(config), "--listen", operator_at,
+             "--timeout", str(timeout)],
+            cwd=work, env=env, capture_output=True, text=True, timeout=timeout + 60, check=False)
+
+    listing = admin("commands", "ME", timeout=2.0)
+    for _ in range(30):  # the engine answers once it is up
+        if listing.returncode == 0:
+            break
+        assert engine.poll() is None, processes.logs()
+        listing = admin("commands", "ME", timeout=2.0)
+    assert listing.returncode == 0, f"{listing.stderr}\n{processes.logs()}"
+    assert "halt [SYMBOL] [REASON] - stop accepting new orders" in listing.stdout
+    halted = admin("command", "ME", "halt", "AAPL", "--json", timeout=10.0)
+    assert halted.returncode == 0, f"{halted.stderr}\n{processes.logs()}"
+    reply = json.loads(halted.stdout)
+    assert reply["status"] == "Ok" and reply["text"].startswith("halted AAPL at #"), reply
+
+    # status finds the endpoint through the configuration, read by the processes' own parser
+    shown = sdk_venv.run([sdk_venv.bin("seqbus"), "admin", "status", "-c", str(config),
+                          "--json"], work)
+    counters = json.loads(shown)
+    assert counters["session"] == "RFQ0000001", counters
+    assert counters["counters"]["messages_sequenced"] >= 4, counters  # the halt and its reply
+    bad = work / "bad.toml"
+    bad.write_text(config.read_text().replace("[sequencer]\n", "[sequencer]\nstatuss = 1\n"))
+    refused = subprocess.run([sdk_venv.bin("seqbus"), "admin", "status", "-c", str(bad)], cwd=work,
+                             env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode != 0 and "sequencer.statuss" in refused.stderr, refused.stderr
+
+
+def test_the_sdk_alone_archives_from_ir_and_says_an_idl_needs_seqc(
+    sdk_venv: Venv, tmp_path: Path
+) -> None:
+    work = outside_checkout(tmp_path)
+    ir = work / "bus.ir.json"  # IR as `seqc ir --json` writes it
+    ir.write_bytes((ROOT / "rust" / "crates" / "archive" / "src" / "bus.ir.json").read_bytes())
+    idl = work / "orders.idl"
+    idl.write_text("package orders;\nschema 7 version 1;\n")
+    out = sdk_venv.run([sdk_venv.python, "-c", f"""\
+from seqbus.archive import ArchiveError, ArchiveWriter, load_ir
+manifest = ArchiveWriter({str(work / "a.archive")!r}, "SDK0000001", load_ir([{str(ir)!r}])).seal()
+print([(s["schema_id"], s["package"]) for s in manifest["schemas"]])
+try:
+    load_ir([{str(idl)!r}])
+except ArchiveError as exc:
+    print(exc)
+"""], work)
+    assert out.splitlines() == [
+        "[(1, 'bus')]",
+        f"{idl}: compiling .idl needs seqc; give its IR JSON instead (seqc ir --json "
+        "SCHEMA.idl > FILE)",
+    ], out

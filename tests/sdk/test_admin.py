@@ -15,7 +15,7 @@ from examples.pingpong.messages import Ping, PingpongNode, PingView, PongView
 from examples.exchange.engine import MatchingEngine
 from examples.exchange.gateway import OrderGateway
 from seqbus import AdminError, Node, _core, admin_command
-from seqbus.admin import help_text, is_admin_command_for
+from seqbus.admin import help_text
 from seqbus.testing import Harness
 
 SECOND = 1_000_000_000
@@ -153,15 +153,6 @@ def test_the_core_and_the_schema_agree_on_the_admin_ids() -> None:
     assert _core.BUS_SCHEMA_ID == bus.SCHEMA_ID
     assert _core.ADMIN_COMMAND_TEMPLATE_ID == AdminCommand.TEMPLATE_ID
     assert _core.ADMIN_REPLY_TEMPLATE_ID == bus.AdminReply.TEMPLATE_ID
-
-
-def test_is_admin_command_for_applies_the_filter_rule() -> None:
-    body = AdminCommand(target="ME", request_id=1, name="halt").encode()
-    assert is_admin_command_for(body, "ME")
-    assert is_admin_command_for(memoryview(body), "ME")
-    assert not is_admin_command_for(body, "MEX") and not is_admin_command_for(body, "M")
-    assert not is_admin_command_for(body[:12], "ME")
-    assert not is_admin_command_for(Ping(id=1, sent_at_ns=2).encode(), "ME")
 
 
 def test_an_admin_command_runs_at_the_same_stream_point_on_primary_backup_and_late_joiner() -> None:

@@ -3,10 +3,11 @@
 //! A message is read whole and once, however the archive is cut into segments and however a
 //! reader cuts it into ranges: a message belongs to the range holding its last record (its
 //! only record, or its last fragment). A last fragment finds the earlier fragments of its
-//! sender account by walking back through the archive, into earlier segments when it must, as
-//! seqbus-core reassembles them on the live stream; fragments before the last are not
-//! messages of their own (the raw view, [`Mode::Raw`], lists every record). A message that
-//! cannot be reassembled is a [`Problem`] at its last fragment, never skipped silently.
+//! sender account by walking back through the archive, into earlier segments when it must, and
+//! seqbus-core joins them (`seqbus_core::delivery::Reassembler`, as on the live stream: the
+//! rule is written once); fragments before the last are not messages of their own (the raw
+//! view, [`Mode::Raw`], lists every record). A message that cannot be reassembled is a
+//! [`Problem`] at its last fragment, never skipped silently.
 //!
 //! Ranges are sequence ranges, independent of segments: sequencer time never decreases in a
 //! session, so time bounds become one sequence range too ([`ArchiveReader::bounds`]), which
@@ -439,9 +440,11 @@ impl ArchiveReader {
     }
 
     /// The whole body of the message whose last fragment is record `i` of segment `k`, and
-    /// how many fragments it had: the earlier fragments of the same sender account (envelope
-    /// flag "more follow"), found walking back from it (into earlier segments when they lie
-    /// there) until the body has the length its envelope gives, then concatenated in order.
+    /// how many fragments it had. This only finds the records: the earlier fragments of the
+    /// same sender account (envelope flag "more follow"), walking back from it (into earlier
+    /// segments when they lie there) until they carry the length its envelope gives or the
+    /// account's previous message is reached. Joining them is seqbus-core's reassembly (the
+    /// one a node's delivery runs), fed the records in stream order.
     fn reassemble(
         &self,
         k: usize,
@@ -457,7 +460,8 @@ impl ArchiveReader {
             sequence: last.sequence,
             message: msg,
         };
-        let mut parts: Vec<&[u8]> = vec![&m[ENVELOPE_LEN..]];
+        // the message's records, last first
+        let mut records: Vec<&[u8]> = vec![m];
         let mut have = m.len() - ENVELOPE_LEN;
         let (mut kk, mut ii) = (k, i);
         let mut seg = self.segment(k)?;
@@ -494,20 +498,26 @@ impl ArchiveReader {
             if pm[27] != FLAG_MORE {
                 break; // the account's previous message: this one is short of fragments
             }
-            parts.push(&pm[ENVELOPE_LEN..]);
+            records.push(pm);
             have += pm.len() - ENVELOPE_LEN;
         }
-        if have != total {
-            return Err(here(match unreadable {
-                Some(p) => format!("an earlier fragment is unreadable ({p})"),
-                None => format!("reassembled body is {have} bytes, the envelope says {total}"),
-            }));
+        let mut joined = CoreReassembler::new();
+        for record in records.iter().rev() {
+            let env = Envelope::parse(record).map_err(|e| here(e.to_string()))?;
+            match joined.push(&env, &record[ENVELOPE_LEN..]) {
+                Piece::More => {}
+                Piece::Whole { body, fragments } => return Ok((body.to_vec(), fragments)),
+                Piece::Short { have, want } => {
+                    return Err(here(match unreadable {
+                        Some(p) => format!("an earlier fragment is unreadable ({p})"),
+                        None => {
+                            format!("reassembled body is {have} bytes, the envelope says {want}")
+                        }
+                    }))
+                }
+            }
         }
-        let mut body = Vec::with_capacity(total);
-        for p in parts.iter().rev() {
-            body.extend_from_slice(p);
-        }
-        Ok((body, parts.len() as u32))
+        unreachable!("the last record pushed is the last fragment: Whole or Short")
     }
 
     /// The schema with id `schema_id`.

@@ -4,12 +4,16 @@
 
 use std::collections::HashMap;
 
+use seqbus_core::delivery::{Piece, Reassembler};
+use seqbus_wire::Envelope;
+
 use crate::columns::account_text;
 use crate::format::{self, le_u32, le_u64, ENVELOPE_LEN};
 use crate::reader::{FLAG_LAST, FLAG_MORE};
 use crate::segment::{Problem, Record, Segment};
 
-/// A fragmented message being followed: where its first fragment is, what it holds so far.
+/// Where a fragmented message being followed lies, for the reports: its first fragment, its
+/// last so far, their number and bytes.
 struct Chain {
     file: String,
     offset: u64,
@@ -19,11 +23,13 @@ struct Chain {
     count: u32,
 }
 
-/// The fragment chains of every sender account, followed record by record across segments as
-/// seqbus-core follows them on the live stream: each last fragment must complete a body of
-/// the length its envelope gives; in a sealed archive every chain must end.
+/// The fragment chains of every sender account, followed record by record across segments
+/// through seqbus-core's reassembly (`seqbus_core::delivery::Reassembler`, the one the live
+/// stream goes through): each last fragment must complete a body of the length its envelope
+/// gives; in a sealed archive every chain must end.
 #[derive(Default)]
 pub struct Fragments {
+    joined: Reassembler,
     open: HashMap<[u8; 8], Chain>,
     /// Fragmented messages that reassembled.
     pub messages: u64,
@@ -36,11 +42,25 @@ impl Fragments {
         if flags == 0 {
             return;
         }
-        let account: [u8; 8] = m[16..24].try_into().expect("8 bytes");
+        if flags != FLAG_MORE && flags != FLAG_LAST {
+            problems.push(seg.problem(
+                r.offset,
+                r.sequence,
+                format!("envelope flags are {flags}: neither 1 (fragment) nor 2 (last fragment)"),
+            ));
+            return;
+        }
+        let env = match Envelope::parse(m) {
+            Ok(env) => env,
+            Err(e) => {
+                problems.push(seg.problem(r.offset, r.sequence, e.to_string()));
+                return;
+            }
+        };
         let part = m.len() - ENVELOPE_LEN;
-        match flags {
-            FLAG_MORE => {
-                let c = self.open.entry(account).or_insert_with(|| Chain {
+        match self.joined.push(&env, &m[ENVELOPE_LEN..]) {
+            Piece::More => {
+                let c = self.open.entry(env.account).or_insert_with(|| Chain {
                     file: seg.problem(0, 0, "").file,
                     offset: r.offset,
                     first: r.sequence,
@@ -52,29 +72,23 @@ impl Fragments {
                 c.count += 1;
                 c.last = r.sequence;
             }
-            FLAG_LAST => {
-                let (have, first) = match self.open.remove(&account) {
-                    Some(c) => (c.bytes + part, c.first),
-                    None => (part, r.sequence),
-                };
-                let total = le_u32(m, 28) as usize;
-                if have == total {
-                    self.messages += 1;
-                } else {
-                    problems.push(seg.problem(
-                        r.offset,
-                        r.sequence,
-                        format!(
-                            "fragmented message (from sequence {first}) reassembles to {have} bytes, the envelope says {total}"
-                        ),
-                    ));
-                }
+            Piece::Whole { .. } => {
+                self.open.remove(&env.account);
+                self.messages += 1;
             }
-            x => problems.push(seg.problem(
-                r.offset,
-                r.sequence,
-                format!("envelope flags are {x}: neither 1 (fragment) nor 2 (last fragment)"),
-            )),
+            Piece::Short { have, want } => {
+                let first = self
+                    .open
+                    .remove(&env.account)
+                    .map_or(r.sequence, |c| c.first);
+                problems.push(seg.problem(
+                    r.offset,
+                    r.sequence,
+                    format!(
+                        "fragmented message (from sequence {first}) reassembles to {have} bytes, the envelope says {want}"
+                    ),
+                ));
+            }
         }
     }
 
