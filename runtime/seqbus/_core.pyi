@@ -43,6 +43,39 @@ class NodeClient:
     def close(self) -> None: ...
 
 @final
+class LoopClient:
+    """A node's connection to the bus for an event loop (``seqbus.aio``): the client polls on
+    a Rust thread of its own and ``fileno()`` (an eventfd) is readable while ``take()`` has
+    something for the loop."""
+
+    def __new__(
+        cls,
+        config: str,
+        account: str,
+        instance: int = 1,
+        *,
+        start: Literal["live", "rewind"] | int | None = None,
+        topics: Sequence[tuple[int, int]] | None = None,
+        window: int | None = None,
+        listen: str | None = None,
+    ) -> LoopClient: ...
+    def fileno(self) -> int:
+        """The eventfd to watch (``loop.add_reader``)."""
+    def take(self) -> bytes:
+        """The next batch, b"" when none; raises the error the client stopped with."""
+    def poll(self, max_records: int, timeout: float) -> bytes:
+        """Wait at most ``timeout`` s (GIL released) for a batch; b"" when none. Batches hold
+        at most 4096 records whatever ``max_records`` says."""
+    def send(self, body: _Body) -> int:
+        """Queue a command (the client's thread sends it at once); its command sequence.
+        BackPressureError when the window is full."""
+    def is_ready(self) -> bool: ...
+    def is_rewinding(self) -> bool: ...
+    def stats(self) -> dict[str, int]:
+        """``NodeClient.stats()`` plus ``loop_signals`` and ``loop_batches``."""
+    def close(self) -> None: ...
+
+@final
 class Sequencer:
     """A sequencer running on its own Rust thread until ``stop()``; ``id`` names which member
     of ``[cluster]`` it is (docs/ha.md)."""

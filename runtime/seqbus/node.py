@@ -231,6 +231,8 @@ class Node:
         #: Deterministic timers by id: the clock holds their deadlines and says when.
         self._timers: dict[int, Timer] = {}
         self._local_timers: list[Timer] = []
+        #: Told when a local timer is set (``seqbus.aio`` schedules it on its event loop).
+        self._on_local_timer: Callable[[], None] | None = None
         self._order = itertools.count()
         self._stopping = False
         self._outbox: deque[Body] = deque()
@@ -389,6 +391,8 @@ class Node:
         """
         timer = Timer(time.monotonic() + delay_s, next(self._order), callback, False)
         heapq.heappush(self._local_timers, timer)
+        if self._on_local_timer is not None:
+            self._on_local_timer()
         return timer
 
     # -- the loop (driven by seqbus.run, seqbus.testing or a custom driver) -------------------

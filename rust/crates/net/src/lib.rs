@@ -18,6 +18,8 @@
 //!   (records in the "Batches from Rust to Python" layout of `docs/architecture.md`),
 //!   `send(body)` (queues; sent by the next `poll` or `flush`), `is_rewinding`, `stats`. It is
 //!   `Send`.
+//! * [`LoopNode`]: a `NodeClient` polled on a thread of its own for an event loop on another
+//!   (asyncio): batches handed over, an eventfd readable while there is something to take.
 //!
 //! The protocol itself lives in `seqbus-core` (no I/O) and the sockets in `seqbus-transport`;
 //! this crate only joins them, as the configuration says.
@@ -25,6 +27,7 @@
 pub mod discovery;
 pub mod idle;
 mod node;
+pub mod notify;
 mod replayer;
 mod sequencer;
 pub mod status;
@@ -34,6 +37,7 @@ use std::io;
 
 pub use idle::IdleStrategy;
 pub use node::{NodeClient, NodeOptions};
+pub use notify::{LoopNode, LoopStats};
 pub use replayer::run_replayer;
 /// The configuration (the `seqbus-config` crate), under the name the roles' API uses.
 pub use seqbus_config as config;

@@ -2,6 +2,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use seqbus_config::Config;
@@ -11,6 +12,7 @@ use seqbus_transport::Feed;
 use socket2::{SockAddr, Socket};
 
 use crate::idle::{IdleStrategy, Idler};
+use crate::notify::Waker;
 use crate::{io_error, now_ns, Error};
 
 /// Datagrams one `recvmmsg` takes from the request socket (replayer answers).
@@ -77,6 +79,8 @@ pub struct NodeClient {
     fds: Vec<RawFd>,
     wait_fds: Vec<RawFd>,
     reads: u32,
+    /// Makes `poll` return early (`crate::notify`: another thread wants the client).
+    waker: Option<Arc<Waker>>,
 }
 
 impl std::fmt::Debug for NodeClient {
@@ -180,6 +184,7 @@ impl NodeClient {
             fds,
             wait_fds: Vec::new(),
             reads: 0,
+            waker: None,
         };
         c.flush()?;
         Ok(c)
@@ -376,7 +381,22 @@ impl NodeClient {
             }
             // announcements of replayers are read when the node had nothing else to do
             self.discover();
+            if self.waker.as_ref().is_some_and(|w| w.take()) {
+                self.flush()?;
+                return Ok(n);
+            }
         }
+    }
+
+    /// From now on `waker` makes a waiting [`NodeClient::poll`] return (with what it has).
+    pub fn set_waker(&mut self, waker: Arc<Waker>) {
+        self.fds.push(waker.fd());
+        self.waker = Some(waker);
+    }
+
+    /// Command fragments sent and not yet seen in the stream.
+    pub fn in_flight(&self) -> usize {
+        self.node.in_flight()
     }
 
     /// Queues a command; returns its command sequence (of the last fragment when the body is

@@ -43,6 +43,43 @@ fn timeout_of(seconds: f64) -> PyResult<Duration> {
         .map_err(|_| PyValueError::new_err(format!("timeout must be >= 0 s, not {seconds}")))
 }
 
+/// Connects a node client (the arguments of `NodeClient()` and `LoopClient()`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn connect(
+    py: Python<'_>,
+    config: &str,
+    account: &str,
+    instance: u16,
+    start: Option<&Bound<'_, PyAny>>,
+    topics: Option<Vec<(u16, u16)>>,
+    window: Option<usize>,
+    listen: Option<&str>,
+) -> PyResult<seqbus_net::NodeClient> {
+    let cfg = load(py, config)?;
+    let listen = match listen {
+        Some(a) => Some(
+            a.parse::<std::net::SocketAddr>()
+                .map_err(|e| seqbus_error(py, "ConfigError", (format!("listen {a:?}: {e}"),)))?,
+        ),
+        None => None,
+    };
+    let start = match start {
+        Some(s) => start_of(s)?,
+        None => Start::Live,
+    };
+    let mut opts = NodeOptions::new(account, instance, start);
+    // what crosses into Python is decided in the core (seqbus_core::delivery)
+    opts.topics = topics;
+    opts.window = window;
+    opts.listen = listen;
+    py.allow_threads(|| seqbus_net::NodeClient::connect(&cfg, opts))
+        .map_err(|e| net_error(py, e))
+}
+
+pub(crate) fn timeout_of_secs(seconds: f64) -> PyResult<Duration> {
+    timeout_of(seconds)
+}
+
 /// A node's connection to the bus.
 #[pyclass(module = "seqbus._core")]
 pub struct NodeClient {
@@ -77,26 +114,7 @@ impl NodeClient {
         window: Option<usize>,
         listen: Option<&str>,
     ) -> PyResult<Self> {
-        let cfg = load(py, config)?;
-        let listen =
-            match listen {
-                Some(a) => Some(a.parse::<std::net::SocketAddr>().map_err(|e| {
-                    seqbus_error(py, "ConfigError", (format!("listen {a:?}: {e}"),))
-                })?),
-                None => None,
-            };
-        let start = match start {
-            Some(s) => start_of(s)?,
-            None => Start::Live,
-        };
-        let mut opts = NodeOptions::new(account, instance, start);
-        // what crosses into Python is decided in the core (seqbus_core::delivery)
-        opts.topics = topics;
-        opts.window = window;
-        opts.listen = listen;
-        let client = py
-            .allow_threads(|| seqbus_net::NodeClient::connect(&cfg, opts))
-            .map_err(|e| net_error(py, e))?;
+        let client = connect(py, config, account, instance, start, topics, window, listen)?;
         Ok(NodeClient {
             inner: Mutex::new(Some(client)),
             out: Vec::with_capacity(1 << 16),
@@ -149,36 +167,7 @@ impl NodeClient {
     }
 
     fn stats<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let client = self.client()?;
-        let s = client.stats();
-        let (epoch, leader) = (client.epoch(), client.leader());
-        let d = PyDict::new(py);
-        d.set_item("epoch", epoch)?;
-        d.set_item("leader", leader.unwrap_or(0))?;
-        for (k, v) in [
-            ("received", s.received),
-            ("delivered", s.delivered),
-            ("filtered", s.filtered),
-            ("time_records", s.time_records),
-            ("malformed", s.malformed),
-            ("wrong_session", s.wrong_session),
-            ("duplicates", s.duplicates),
-            ("gaps", s.gaps),
-            ("requests", s.requests),
-            ("retransmits", s.retransmits),
-            ("reorder_dropped", s.reorder_dropped),
-            ("in_flight", s.in_flight),
-            ("resent", s.resent),
-            ("sent", s.sent),
-            ("fenced", s.fenced),
-            ("leader_changes", s.leader_changes),
-            ("naks", s.naks),
-            ("srtt_ns", s.srtt_ns),
-            ("rto_ns", s.rto_ns),
-        ] {
-            d.set_item(k, v)?;
-        }
-        Ok(d)
+        stats_dict(py, self.client()?)
     }
 
     /// Flush what is queued and close the sockets.
@@ -193,6 +182,42 @@ impl NodeClient {
         }
         Ok(())
     }
+}
+
+/// A node client's counters as a dict (`NodeClient.stats()`, `LoopClient.stats()`).
+pub(crate) fn stats_dict<'py>(
+    py: Python<'py>,
+    client: &seqbus_net::NodeClient,
+) -> PyResult<Bound<'py, PyDict>> {
+    let s = client.stats();
+    let (epoch, leader) = (client.epoch(), client.leader());
+    let d = PyDict::new(py);
+    d.set_item("epoch", epoch)?;
+    d.set_item("leader", leader.unwrap_or(0))?;
+    for (k, v) in [
+        ("received", s.received),
+        ("delivered", s.delivered),
+        ("filtered", s.filtered),
+        ("time_records", s.time_records),
+        ("malformed", s.malformed),
+        ("wrong_session", s.wrong_session),
+        ("duplicates", s.duplicates),
+        ("gaps", s.gaps),
+        ("requests", s.requests),
+        ("retransmits", s.retransmits),
+        ("reorder_dropped", s.reorder_dropped),
+        ("in_flight", s.in_flight),
+        ("resent", s.resent),
+        ("sent", s.sent),
+        ("fenced", s.fenced),
+        ("leader_changes", s.leader_changes),
+        ("naks", s.naks),
+        ("srtt_ns", s.srtt_ns),
+        ("rto_ns", s.rto_ns),
+    ] {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
 }
 
 type Service = JoinHandle<Result<(), seqbus_net::Error>>;

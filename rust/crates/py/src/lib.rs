@@ -4,6 +4,7 @@
 
 use pyo3::prelude::*;
 
+mod aio;
 mod batch;
 mod client;
 mod delivery;
@@ -18,6 +19,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<batch::PyClock>()?;
     m.add_class::<client::NodeClient>()?;
+    m.add_class::<aio::LoopClient>()?;
     m.add_class::<client::Sequencer>()?;
     m.add_class::<client::Replayer>()?;
     m.add_class::<client::Dispatcher>()?;
