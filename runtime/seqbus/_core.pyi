@@ -69,6 +69,8 @@ class LoopClient:
     def send(self, body: _Body) -> int:
         """Queue a command (the client's thread sends it at once); its command sequence.
         BackPressureError when the window is full."""
+    def queued(self) -> int:
+        """Batches waiting to be taken."""
     def is_ready(self) -> bool: ...
     def is_rewinding(self) -> bool: ...
     def stats(self) -> dict[str, int]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import threading
 import time
@@ -38,11 +39,13 @@ from typing import Any, Generic, NoReturn, TypeVar
 from seqbus import _core
 from seqbus.errors import BackPressureError, SeqbusError, TransportError
 from seqbus.node import Node, _body_of
-from seqbus.runner import READY_TIMEOUT_S, Start, _start_arg
+from seqbus.runner import DRAIN_TIMEOUT_S, READY_TIMEOUT_S, Start, _start_arg
 
 __all__ = ["Connection", "close_on_signals", "connect", "run"]
 
 N = TypeVar("N", bound=Node)
+
+log = logging.getLogger("seqbus.aio")
 
 
 class Connection(Generic[N]):
@@ -70,6 +73,9 @@ class Connection(Generic[N]):
         self._opened = asyncio.Event()
         self._live = asyncio.Event()
         self._closed = asyncio.Event()
+        #: Closing: delivering on until the stream confirms what the node sent or queued.
+        self._closing = False
+        self._drain_timer: asyncio.TimerHandle | None = None
         self._error: BaseException | None = None
         #: Senders waiting for the window, in call order; only the first is woken.
         self._senders: deque[asyncio.Future[None]] = deque()
@@ -82,9 +88,12 @@ class Connection(Generic[N]):
         """Send a command; its command sequence. Waits while the window of in-flight commands
         is full (or earlier calls wait), so commands go out in call order.
 
-        Raises :class:`SeqbusError` when the connection closes while it waits.
+        Raises :class:`SeqbusError` when the connection is closing or closed (a send waiting
+        when it closes included).
         """
         self._check_open()
+        if self._closing:
+            raise SeqbusError(f"node {self.account}/{self.instance}: the connection is closing")
         node = self.node
         body = _body_of(message)
         if not self._senders:
@@ -137,8 +146,24 @@ class Connection(Generic[N]):
         return self.node
 
     def close(self) -> None:
-        """Stop delivering, call ``on_closed``, send what is queued and close the client."""
-        self._finish(None)
+        """Close as ``seqbus.run`` stops a node: keep delivering until the stream confirms every
+        command the node sent or queued (``post``, sends waiting for the window), at most
+        ``seqbus.runner.DRAIN_TIMEOUT_S``; then ``on_closed`` and the client is closed. Returns
+        at once; :meth:`wait_closed` (or :meth:`aclose`) waits for the end. New sends are
+        refused from now on."""
+        if self._closed.is_set() or self._closing:
+            return
+        self._closing = True
+        if not self._attached:
+            self._finish(None)
+            return
+        self._drain_timer = self._loop.call_later(DRAIN_TIMEOUT_S, self._drain_expired)
+        self._check_drained()
+
+    async def aclose(self) -> None:
+        """:meth:`close` and wait until closed (without raising the error it closed with)."""
+        self.close()
+        await self._closed.wait()
 
     @property
     def closed(self) -> bool:
@@ -159,7 +184,7 @@ class Connection(Generic[N]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        await self.aclose()
 
     # -- the loop's side ---------------------------------------------------------------------
 
@@ -183,8 +208,10 @@ class Connection(Generic[N]):
             self._wake_sender()
             if self._attached and not node.is_rewinding:
                 self._live.set()
-            if node.stopped:
-                self._finish(None)
+            if node.stopped and not self._closing:
+                self.close()
+            elif self._closing:
+                self._check_drained()
         except Exception as exc:  # a handler's or the client's: wait_closed raises it
             self._finish(exc)
 
@@ -202,6 +229,40 @@ class Connection(Generic[N]):
             node.handle_batch(batch)
         self._opened.set()
         self._schedule_local_timer()
+
+    def _check_drained(self) -> None:
+        """Closing: finish once nothing the node sent or queued waits for the stream and every
+        batch handed over was handled."""
+        if self._closed.is_set() or self.node.posted or self._senders:
+            return
+        try:
+            drained = self._client.queued() == 0 and self._client.stats()["in_flight"] == 0
+        except Exception as exc:
+            self._finish(exc)
+            return
+        if drained:
+            self._finish(None)
+
+    def _drain_expired(self) -> None:
+        self._drain_timer = None
+        if self._closed.is_set():
+            return
+        try:
+            in_flight = self._client.stats()["in_flight"]
+        except Exception as exc:
+            self._finish(exc)
+            return
+        log.warning(
+            "node %s/%s closes with %d commands in flight, %d queued and %d sends waiting, not "
+            "confirmed by the stream within %g s",
+            self.account,
+            self.instance,
+            in_flight,
+            self.node.posted,
+            len(self._senders),
+            DRAIN_TIMEOUT_S,
+        )
+        self._finish(None)
 
     def _wake_sender(self) -> None:
         if self._senders and not self._senders[0].done():
@@ -224,7 +285,7 @@ class Connection(Generic[N]):
             self.node._fire_local_timers()
             self._schedule_local_timer()
             if self.node.stopped:
-                self._finish(None)
+                self.close()
         except Exception as exc:
             self._finish(exc)
 
@@ -232,6 +293,9 @@ class Connection(Generic[N]):
         if self._closed.is_set():
             return
         self._loop.remove_reader(self._fd)
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
+            self._drain_timer = None
         if self._local_timer is not None:
             self._local_timer.cancel()
             self._local_timer = None
@@ -288,7 +352,7 @@ class _Connect(Generic[N]):
         tb: TracebackType | None,
     ) -> None:
         if self._connection is not None:
-            self._connection.close()
+            await self._connection.aclose()
 
 
 def connect(

@@ -192,6 +192,32 @@ def test_a_node_that_stops_ends_run(tmp_path: Path) -> None:
     assert node.closed == 1
 
 
+def test_a_node_that_stops_at_once_drains_what_it_posted_first(tmp_path: Path) -> None:
+    """As under ``seqbus.run``: 40 commands posted behind a window of 4 and a stop in
+    ``on_opened``; the node keeps delivering until every one is sequenced and handed to it."""
+    bus = write_config(tmp_path, "tcp", session="AIODRAIN")
+    config = str(bus.path)
+    sequencer = _core.Sequencer(config)
+
+    class PostAndStop(Probe):
+        def on_opened(self) -> None:
+            for i in range(40):
+                self.post(Ping(id=i, sent_at_ns=0))
+            self.stop()
+
+        def on_closed(self) -> None:
+            super().on_closed()
+            self.at_close = (self.posted, len(self.pings))
+
+    try:
+        node = asyncio.run(asyncio.wait_for(aio.run(PostAndStop, config, "AIO", window=4), LIMIT_S))
+    finally:
+        sequencer.stop()
+        sequencer.join(30)
+    assert node.at_close == (0, 40)
+    assert [p[2] for p in node.pings] == list(range(40))
+
+
 def test_connect_refuses_a_bad_start(tmp_path: Path) -> None:
     bus = write_config(tmp_path, "tcp", session="AIOBAD")
 

@@ -249,6 +249,11 @@ impl LoopNode {
         wait_readable(self.shared.readable.fd(), timeout)
     }
 
+    /// Batches waiting for the loop.
+    pub fn queued(&self) -> usize {
+        self.shared.handoff().batches.len()
+    }
+
     /// True once the client's thread has ended (and every batch was taken).
     pub fn ended(&self) -> bool {
         let h = self.shared.handoff();

@@ -113,6 +113,11 @@ impl LoopClient {
         })
     }
 
+    /// Batches waiting to be taken.
+    fn queued(&self) -> PyResult<usize> {
+        self.with(|node| Ok(node.queued()))
+    }
+
     fn is_ready(&self) -> PyResult<bool> {
         self.with(|node| Ok(node.is_ready()))
     }
