@@ -377,6 +377,12 @@ impl NodeClient {
                 self.wait_fds.clear();
                 self.wait_fds
                     .extend(self.fds.iter().copied().chain(self.feed.fd()));
+                // the other strategies cannot sleep on a ring's futex: they sleep at most
+                // 1 ms at a time too, and look at the ring again
+                let until = match self.feed.fd() {
+                    Some(_) => until,
+                    None => until.min(Instant::now() + Duration::from_millis(1)),
+                };
                 self.idler.idle(&self.wait_fds, until);
             }
             // announcements of replayers are read when the node had nothing else to do
