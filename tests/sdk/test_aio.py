@@ -218,6 +218,34 @@ def test_a_node_that_stops_at_once_drains_what_it_posted_first(tmp_path: Path) -
     assert [p[2] for p in node.pings] == list(range(40))
 
 
+def test_a_loop_client_serves_a_blocking_poll_too(tmp_path: Path) -> None:
+    """``LoopClient.poll`` waits on the same handoff (``Node.poll_once`` drives it)."""
+    bus = write_config(tmp_path, "tcp", session="AIOPOLL")
+    config = str(bus.path)
+    sequencer = _core.Sequencer(config)
+    client = _core.LoopClient(config, "POLL", topics=Probe.topics())
+    node = Probe()
+    try:
+        deadline = time.monotonic() + LIMIT_S
+        early = []
+        while not client.is_ready():
+            assert time.monotonic() < deadline, "never ready"
+            early.append(client.poll(4096, 0.05))
+        node.attach(client, "POLL", 1)
+        for batch in early:
+            node.handle_batch(batch)
+        for i in range(5):
+            node.post(Ping(id=i, sent_at_ns=0))
+        while len(node.pings) < 5:
+            assert time.monotonic() < deadline, f"{len(node.pings)} of 5 pings"
+            node.poll_once(0.05)
+        assert [p[2] for p in node.pings] == list(range(5))
+    finally:
+        client.close()
+        sequencer.stop()
+        sequencer.join(30)
+
+
 def test_connect_refuses_a_bad_start(tmp_path: Path) -> None:
     bus = write_config(tmp_path, "tcp", session="AIOBAD")
 
