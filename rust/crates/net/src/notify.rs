@@ -12,8 +12,8 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 use crate::{Error, NodeClient};
@@ -111,8 +111,10 @@ struct Shared {
     readable: EventFd,
     /// Wakes the client's thread (a command to send, room in the handoff, stop).
     waker: Arc<Waker>,
-    /// Calls of `with_client` waiting for the client: its thread lets them go first.
+    /// Calls of `with_client` waiting for the client: its thread lets them go first, parked
+    /// until the last one is done.
     callers: AtomicUsize,
+    thread: OnceLock<Thread>,
     /// The client stops reading while this many batches wait for the loop.
     max_queued: usize,
     /// The client's state after its last poll, for the loop to read without waiting.
@@ -177,6 +179,7 @@ impl LoopNode {
             readable: EventFd::new()?,
             waker,
             callers: AtomicUsize::new(0),
+            thread: OnceLock::new(),
             max_queued: max_queued.max(1),
             ready: AtomicBool::new(false),
             rewinding: AtomicBool::new(false),
@@ -188,6 +191,7 @@ impl LoopNode {
         let thread = std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || run(&s, max_records.max(1)))?;
+        let _ = shared.thread.set(thread.thread().clone());
         Ok(LoopNode {
             shared,
             thread: Some(thread),
@@ -268,7 +272,11 @@ impl LoopNode {
         s.waker.wake();
         // (its next poll, which begins with a flush, sends what `f` queued)
         let r = f(&mut s.client());
-        s.callers.fetch_sub(1, Ordering::SeqCst);
+        if s.callers.fetch_sub(1, Ordering::SeqCst) == 1 {
+            if let Some(t) = s.thread.get() {
+                t.unpark();
+            }
+        }
         r
     }
 
@@ -323,7 +331,9 @@ fn run(s: &Shared, max_records: usize) {
             continue;
         }
         if s.callers.load(Ordering::SeqCst) > 0 {
-            std::thread::yield_now();
+            // a caller wants the client: sleep until it is done with it (an unpark that
+            // came first makes this return at once)
+            std::thread::park_timeout(POLL_WAIT);
             continue;
         }
         let mut client = s.client();
