@@ -22,6 +22,7 @@ def _commands(quick: bool) -> dict[str, tuple[list[str], Path]]:
     return {
         "codec": ([py, "-m", "benchmarks.codec", *q], ROOT),
         "sdk": ([py, "-m", "benchmarks.sdk", *q], ROOT),
+        "aio": ([py, "-m", "benchmarks.aio", *q], ROOT),
         "archive": (
             [py, "-m", "benchmarks.archive.decode", *(["--messages", "1000000"] if quick else [])],
             ROOT,

@@ -31,15 +31,21 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from os import PathLike
 from types import TracebackType
 from typing import Any, Generic, NoReturn, TypeVar
 
 from seqbus import _core
 from seqbus.errors import BackPressureError, SeqbusError, TransportError
-from seqbus.node import Node, _body_of
-from seqbus.runner import DRAIN_TIMEOUT_S, READY_TIMEOUT_S, Start, _start_arg
+from seqbus.node import Node, OnError, _body_of
+from seqbus.runner import (
+    DRAIN_TIMEOUT_S,
+    READY_TIMEOUT_S,
+    Start,
+    _start_arg,
+    apply_error_policy,
+)
 
 __all__ = ["Connection", "close_on_signals", "connect", "run"]
 
@@ -364,15 +370,22 @@ def connect(
     start: Start = "live",
     listen: str | None = None,
     window: int | None = None,
+    on_error: OnError | None = None,
+    skip: Sequence[int] = (),
 ) -> _Connect[N]:
     """Connect ``node`` (a class or an instance) to the bus of ``config`` inside the running
     event loop; the connection is returned once the node is open (``on_opened`` was called,
-    it may send). ``window`` overrides ``node.window`` (most commands in flight).
+    it may send). ``window`` overrides ``node.window`` (most commands in flight); the error
+    policy (``on_error``, ``skip``) is read and applied as :func:`seqbus.run` does.
 
     Raises :class:`TransportError` when the sequencer does not answer within 10 s, and the
     errors of :class:`seqbus.NodeClient` for a bad configuration.
     """
-    return _Connect(_open(node, str(config), account, instance, start, listen, window).__await__())
+    return _Connect(
+        _open(
+            node, str(config), account, instance, start, listen, window, on_error, tuple(skip)
+        ).__await__()
+    )
 
 
 async def _open(
@@ -383,9 +396,12 @@ async def _open(
     start: Start,
     listen: str | None,
     window: int | None,
+    on_error: OnError | None,
+    skip: Sequence[int],
 ) -> Connection[N]:
     loop = asyncio.get_running_loop()
     obj: N = node() if isinstance(node, type) else node
+    apply_error_policy(obj, config, account, on_error, skip)
     client = _core.LoopClient(
         config,
         account,
@@ -429,12 +445,22 @@ async def run(
     start: Start = "live",
     listen: str | None = None,
     window: int | None = None,
+    on_error: OnError | None = None,
+    skip: Sequence[int] = (),
 ) -> N:
     """The asyncio counterpart of :func:`seqbus.run`: connect ``node`` and run it until it
     stops (``stop()``) or the task is cancelled; SIGINT and SIGTERM close it cleanly when the
     loop runs in the main thread. Returns the node; raises the error it stopped with."""
     async with connect(
-        node, config, account, instance, start=start, listen=listen, window=window
+        node,
+        config,
+        account,
+        instance,
+        start=start,
+        listen=listen,
+        window=window,
+        on_error=on_error,
+        skip=skip,
     ) as conn:
         with close_on_signals(conn):
             return await conn.wait_closed()

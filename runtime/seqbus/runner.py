@@ -81,12 +81,22 @@ def _start_arg(start: Start) -> Start:
     return start
 
 
+def apply_error_policy(
+    node: Node, config: str, account: str, on_error: OnError | None, skip: Sequence[int]
+) -> None:
+    """The account's error policy, as every instance of it reads it (docs/sdk.md): the
+    configuration's, else the node's; ``on_error`` overrides it, ``skip`` adds sequences
+    (``seqbus.run`` and ``seqbus.aio.connect``)."""
+    from seqbus import _core
+
+    cfg_on_error, cfg_skip = _core.error_policy(config, account)
+    node.set_error_policy(on_error or cast(OnError | None, cfg_on_error), [*cfg_skip, *skip])
+
+
 def _loop(node: Node, spec: NodeSpec, config: str, stop: threading.Event) -> None:
     from seqbus import _core
 
-    # the account's error policy, as every instance of it reads it (docs/sdk.md)
-    on_error, skip = _core.error_policy(config, spec.account)
-    node.set_error_policy(spec.on_error or cast(OnError | None, on_error), [*skip, *spec.skip])
+    apply_error_policy(node, config, spec.account, spec.on_error, spec.skip)
     client = _core.NodeClient(
         config,
         spec.account,

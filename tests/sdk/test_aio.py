@@ -153,13 +153,23 @@ def test_a_handler_error_closes_the_connection_and_is_raised(tmp_path: Path) -> 
     sequencer = _core.Sequencer(config)
 
     async def drive() -> None:
+        # fail-stop (the default policy): the error closes the connection, named in the status
         conn = await aio.connect(Failing, config, "AIO")
-        await conn.send(Ping(id=7, sent_at_ns=0))
+        seq = await conn.send(Ping(id=7, sent_at_ns=0))
         with pytest.raises(ValueError, match="handler failed at ping 7"):
             await conn.wait_closed()
-        assert conn.closed
+        assert conn.closed and seq > 0
+        failure = conn.node.stats.failure
+        assert failure is not None and failure.handler.endswith("on_ping")
         with pytest.raises(ValueError, match="ping 7"):
             await conn.send(Ping(id=8, sent_at_ns=0))
+
+        # on_error="skip", as seqbus.run takes it: counted, skipped, the node runs on
+        async with aio.connect(Failing, config, "SKIP", on_error="skip") as skipping:
+            for i in range(3):
+                await skipping.send(Ping(id=i, sent_at_ns=0))
+            await _until(lambda: skipping.node.stats.skipped == 3, "three skipped pings")
+            assert not skipping.closed and skipping.node.stats.failure is None
 
     try:
         asyncio.run(asyncio.wait_for(drive(), LIMIT_S))
