@@ -394,6 +394,29 @@ impl NodeClient {
         }
     }
 
+    /// For a thread that sleeps outside [`NodeClient::poll`] (`crate::notify`): the fds to
+    /// watch, into `fds` (the sockets, the feed's, the waker's), and the latest it may sleep:
+    /// the protocol's next deadline, at most `longest` from now, and at most 1 ms on a ring
+    /// (it has no fd: look at it again).
+    pub fn wait_plan(&self, fds: &mut Vec<RawFd>, longest: Duration) -> Instant {
+        fds.clear();
+        fds.extend(self.fds.iter().copied().chain(self.feed.fd()));
+        let now = Instant::now();
+        let mut until = now + longest;
+        if let Some(t) = self.node.next_timeout() {
+            until = until.min(now + Duration::from_nanos(t.saturating_sub(now_ns())));
+        }
+        if self.feed.fd().is_none() {
+            until = until.min(now + Duration::from_millis(1));
+        }
+        until
+    }
+
+    /// The idle strategy this client waits with (`node.idle`, or the option's).
+    pub fn idle_strategy(&self) -> IdleStrategy {
+        self.idler.strategy()
+    }
+
     /// From now on `waker` makes a waiting [`NodeClient::poll`] return (with what it has).
     pub fn set_waker(&mut self, waker: Arc<Waker>) {
         self.fds.push(waker.fd());

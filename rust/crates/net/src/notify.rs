@@ -1,12 +1,14 @@
-//! A node client for an event loop (Python's asyncio): the client runs on a thread of its own
-//! (the configured idle strategy, every transport, exactly the poll of a blocking node) and
-//! hands each batch over to the loop's thread, signalling an eventfd the loop watches. The loop
-//! wakes only when there is something for it: a batch, room in the command window, the node
+//! A node client for an event loop (Python's asyncio): the client is polled on a thread of its
+//! own (every transport; `NodeClient::poll` passes that do not wait, and between them the
+//! configured idle strategy over the client's fds, `NodeClient::wait_plan`) and hands each
+//! batch over to the loop's thread, signalling an eventfd the loop watches. The loop wakes
+//! only when there is something for it: a batch, room in the command window, the node
 //! becoming ready, or the error the client stopped with.
 //!
-//! Commands are sent from the loop's thread through [`LoopNode::with_client`]: it wakes the
-//! client's thread out of its wait ([`Waker`], which `NodeClient::poll` watches), takes the
-//! client for the call and gives it back; the next poll sends what was queued.
+//! The client's thread sleeps without holding the client, so the loop's thread sends through
+//! [`LoopNode::with_client`] at once: it takes the client (waiting at most for one poll pass),
+//! queues the command, gives the client back and wakes the thread ([`Waker`], an eventfd in
+//! the set it sleeps on), whose next pass sends what was queued.
 
 use std::collections::VecDeque;
 use std::io;
@@ -16,6 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
+use crate::idle::Idler;
 use crate::{Error, NodeClient};
 
 /// The longest the client's thread waits in one poll (it is woken for commands and stop).
@@ -265,18 +268,18 @@ impl LoopNode {
     }
 
     /// Runs `f` on the client (sending a command, reading its state) from the loop's thread:
-    /// the client's thread is woken out of its wait and lets the call go first.
+    /// the client's thread lets the call go first, then is woken to send what `f` queued.
     pub fn with_client<R>(&self, f: impl FnOnce(&mut NodeClient) -> R) -> R {
         let s = &self.shared;
         s.callers.fetch_add(1, Ordering::SeqCst);
-        s.waker.wake();
-        // (its next poll, which begins with a flush, sends what `f` queued)
         let r = f(&mut s.client());
         if s.callers.fetch_sub(1, Ordering::SeqCst) == 1 {
             if let Some(t) = s.thread.get() {
                 t.unpark();
             }
         }
+        // its next pass, which begins with a flush, sends what `f` queued
+        s.waker.wake();
         r
     }
 
@@ -322,6 +325,8 @@ struct Seen {
 fn run(s: &Shared, max_records: usize) {
     let mut out = Vec::with_capacity(1 << 16);
     let mut seen: Option<Seen> = None;
+    let mut idler = Idler::new(s.client().idle_strategy());
+    let mut fds = Vec::new();
     while !s.stop.load(Ordering::SeqCst) {
         if s.handoff().batches.len() >= s.max_queued {
             // the loop is behind: wait until it takes a batch (or a command, or stop)
@@ -336,16 +341,18 @@ fn run(s: &Shared, max_records: usize) {
             std::thread::park_timeout(POLL_WAIT);
             continue;
         }
+        // one pass that does not wait (flush, read, deliver), then the wait without the client
         let mut client = s.client();
-        let polled = client.poll(&mut out, max_records, POLL_WAIT);
+        let polled = client.poll(&mut out, max_records, Duration::ZERO);
         let now = Seen {
             in_flight: client.in_flight(),
             ready: client.is_ready(),
         };
         s.ready.store(now.ready, Ordering::SeqCst);
         s.rewinding.store(client.is_rewinding(), Ordering::SeqCst);
+        let until = client.wait_plan(&mut fds, POLL_WAIT);
         drop(client);
-        match polled {
+        let n = match polled {
             Err(e) => {
                 let mut h = s.handoff();
                 h.error = Some(e);
@@ -353,19 +360,24 @@ fn run(s: &Shared, max_records: usize) {
                 s.signal(&mut h, None);
                 return;
             }
-            Ok(n) => {
-                // room in the window, or ready to send: the loop's waiting senders go on
-                let news = match seen {
-                    None => now.ready,
-                    Some(was) => now.ready != was.ready || now.in_flight < was.in_flight,
-                };
-                seen = Some(now);
-                if n > 0 || news {
-                    let batch = (n > 0).then(|| std::mem::take(&mut out));
-                    s.signal(&mut s.handoff(), batch);
-                }
-            }
+            Ok(n) => n,
+        };
+        // room in the window, or ready to send: the loop's waiting senders go on
+        let news = match seen {
+            None => now.ready,
+            Some(was) => now.ready != was.ready || now.in_flight < was.in_flight,
+        };
+        seen = Some(now);
+        if n > 0 || news {
+            let batch = (n > 0).then(|| std::mem::take(&mut out));
+            s.signal(&mut s.handoff(), batch);
         }
+        if n > 0 || s.waker.take() {
+            idler.reset();
+            continue;
+        }
+        // `fds` has the waker's: a command from the loop ends the wait
+        idler.idle(&fds, until);
     }
     let mut h = s.handoff();
     h.ended = true;
