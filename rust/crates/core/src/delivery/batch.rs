@@ -71,6 +71,7 @@ pub struct Record<'a> {
 
 impl Record<'_> {
     /// Length of the record in the batch.
+    #[inline]
     pub fn len(&self) -> usize {
         RECORD_HEADER_LEN + self.body.len()
     }
@@ -80,16 +81,19 @@ impl Record<'_> {
     }
 
     /// The sequencer's timestamp of the message (ns since the epoch).
+    #[inline]
     pub fn time_ns(&self) -> u64 {
         u64::from_le_bytes(self.envelope[0..8].try_into().expect("8 bytes"))
     }
 
     /// The sender's account (envelope bytes 16..24, NUL padded).
+    #[inline]
     pub fn account(&self) -> &[u8] {
         &self.envelope[16..24]
     }
 
     /// `(schema_id, template_id)` of a message record's body.
+    #[inline]
     pub fn message_type(&self) -> (u16, u16) {
         let b = self.body;
         (
@@ -100,12 +104,14 @@ impl Record<'_> {
 
     /// Whether the record is a point of the stream with a time of its own (a message or a
     /// time record), where the clock moves and timers may come due.
+    #[inline]
     pub fn moves_clock(&self) -> bool {
         self.record_type == RECORD_MESSAGE || self.record_type == RECORD_TIME
     }
 
     /// Parses the record at `offset` of `batch`, checking its length (and, for a message
     /// record, that the envelope's body length agrees and covers a message header).
+    #[inline]
     pub fn parse(batch: &[u8], offset: usize) -> Result<Record<'_>, BatchError> {
         let left = batch.len().saturating_sub(offset);
         if left < RECORD_HEADER_LEN {
@@ -188,6 +194,7 @@ impl<'a> Walk<'a> {
 impl<'a> Iterator for Walk<'a> {
     type Item = Result<Step<'a>, BatchError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.offset >= self.batch.len() {
             return None;

@@ -66,6 +66,7 @@ impl Clock {
 
     /// Moves the clock to a record (a message or a time record); true when deterministic
     /// timers are due before it is handled.
+    #[inline]
     pub fn enter(&self, sequence: u64, time_ns: u64) -> bool {
         self.sequence.store(sequence, Ordering::Relaxed);
         self.time_ns.store(time_ns, Ordering::Relaxed);
