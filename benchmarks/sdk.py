@@ -30,7 +30,7 @@ import zmq
 from examples.pingpong.messages import Ping, PingpongNode, PingView
 
 from seqbus.batch import RECORD_MESSAGE, pack_record
-from seqbus.demo import bus_config, free_udp_port
+from seqbus.demo import bus_config, free_udp_port, percentiles
 
 MESSAGE_BYTES = 48  # envelope-free Ping body (24) rounded up to a typical small order
 
@@ -152,16 +152,17 @@ def _stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait()
 
 
-def bus_round_trip_ns(kind: str, count: int) -> list[int]:
+def bus_round_trip_ns(kind: str, count: int, idle: str = "hybrid") -> list[int]:
     """Round trips Ping → sequencer → Pong → sequencer over UDP on loopback, one in flight,
     between two Python nodes (``kind="python"``) or two Rust NodeClients (``"rust"``), each
-    pair on a fresh sequencer with the same configuration."""
+    pair on a fresh sequencer with the same configuration (``idle``: the idle strategy of the
+    sequencer and both nodes)."""
     multicast = os.environ.get("SEQBUS_IN_NETNS") == "1"
     with tempfile.TemporaryDirectory(prefix="seqbus-bench-") as tmp:
         workdir = Path(tmp)
         listen = [f"127.0.0.1:{free_udp_port()}" for _ in range(2)]
         config = workdir / "bus.toml"
-        config.write_text(bus_config(workdir, multicast, listen))
+        config.write_text(bus_config(workdir, multicast, listen, idle))
         cli = [sys.executable, "-m", "seqbus.cli"]
         out = workdir / "summary.json"
         env = dict(os.environ, SEQBUS_DEMO_COUNT=str(count), SEQBUS_DEMO_OUT=str(out))
@@ -284,14 +285,19 @@ def rewind_rate(count: int) -> float:
     return count / reader.elapsed
 
 
-def sdk_ingest_rate(count: int, batch_records: int = 4096) -> float:
+def sdk_ingest_rate(count: int, batch_records: int = 4096, *, empty: bool = False) -> float:
     """Messages per second through seqbus.Node.handle_batch into a typed handler that reads two
-    fields, on batches laid out exactly as seqbus._core hands them over."""
+    fields (``empty``: a handler that does nothing, the cost of the path alone), on batches
+    laid out exactly as seqbus._core hands them over."""
     class Reader(PingpongNode):
         total = 0
 
         def on_ping(self, msg: PingView, mine: bool) -> None:
             self.total += msg.id + msg.sent_at_ns
+
+    class Empty(Reader):
+        def on_ping(self, msg: PingView, mine: bool) -> None:
+            pass
 
     class NullClient:
         def poll(self, max_records: int, timeout: float) -> bytes:
@@ -313,14 +319,14 @@ def sdk_ingest_rate(count: int, batch_records: int = 4096) -> float:
         )
         for i in range(1, batch_records + 1)
     )
-    node = Reader()
+    node = Empty() if empty else Reader()
     node.attach(NullClient(), "READER", 1)
     batches = max(1, count // batch_records)
     start = time.perf_counter()
     for _ in range(batches):
         node.handle_batch(batch)
     elapsed = time.perf_counter() - start
-    expected = batches * batch_records * (batch_records + 1)
+    expected = 0 if empty else batches * batch_records * (batch_records + 1)
     if node.total != expected:
         raise AssertionError(f"handler saw the wrong values: {node.total} != {expected}")
     return batches * batch_records / elapsed
@@ -330,36 +336,65 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sdk")
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--idle", default="hybrid", choices=("hybrid", "block", "spin-yield", "busy-spin"),
+        help="idle strategy of the sequencer and every node of the round trips (default: hybrid,"
+        " the configuration's default)",
+    )
+    parser.add_argument("--skip-round-trip", action="store_true", help="ingest and rewind only")
     args = parser.parse_args()
     scale = 1 if args.quick else 5
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"load_average_at_start": round(os.getloadavg()[0], 2)}
 
-    ingest = max(sdk_ingest_rate(400_000 * scale) for _ in range(3))
-    pubsub = max(zmq_pubsub_rate(200_000 * scale) for _ in range(2))
+    # interleaved, best of three each: a busy host slows some rounds, not the code
+    ingest = empty = pubsub = 0.0
+    for _ in range(3):
+        ingest = max(ingest, sdk_ingest_rate(400_000 * scale))
+        empty = max(empty, sdk_ingest_rate(400_000 * scale, empty=True))
+        pubsub = max(pubsub, zmq_pubsub_rate(200_000 * scale))
     results["ingest"] = {
         "seqbus_typed_handlers_msg_per_s": round(ingest),
+        "seqbus_empty_handler_msg_per_s": round(empty),
         "pyzmq_pubsub_raw_msg_per_s": round(pubsub),
         "ratio": round(ingest / pubsub, 2),
+        "target_ratio": 3.0,
     }
     rewind = rewind_rate(100_000 * scale)
     results["rewind"] = {"seqbus_rewind_into_handlers_msg_per_s": round(rewind)}
-    build_rust_example()
-    trips = 2_000 * scale
-    rust = statistics.median(bus_round_trip_ns("rust", trips)) / 1000
-    python = statistics.median(bus_round_trip_ns("python", trips)) / 1000
-    zmq_p50 = statistics.median(zmq_round_trip_ns(trips)) / 1000
-    results["round_trip"] = {
-        "transport": "udp-multicast" if os.environ.get("SEQBUS_IN_NETNS") == "1" else "udp-unicast",
-        "seqbus_python_p50_us": round(python, 1),
-        "seqbus_rust_p50_us": round(rust, 1),
-        "python_minus_rust_us": round(python - rust, 1),
-        "pyzmq_dealer_router_p50_us": round(zmq_p50, 1),
-        "pyzmq_over_python": round(zmq_p50 / python, 2),
-    }
+    if not args.skip_round_trip:
+        build_rust_example()
+        trips = 2_000 * scale
+        # alternating pairs, so that the load of the moment weighs on both alike
+        rust_ns: list[int] = []
+        python_ns: list[int] = []
+        for _ in range(2):
+            rust_ns += bus_round_trip_ns("rust", trips // 2, args.idle)
+            python_ns += bus_round_trip_ns("python", trips // 2, args.idle)
+        zmq_ns = zmq_round_trip_ns(trips)
+        rust = percentiles(rust_ns, (50, 99))
+        python = percentiles(python_ns, (50, 99))
+        zmq_p50 = statistics.median(zmq_ns) / 1000
+        results["round_trip"] = {
+            "transport": "udp-multicast" if os.environ.get("SEQBUS_IN_NETNS") == "1"
+            else "udp-unicast",
+            "idle": args.idle,
+            "seqbus_python_p50_us": round(python["p50"], 1),
+            "seqbus_python_p99_us": round(python["p99"], 1),
+            "seqbus_rust_p50_us": round(rust["p50"], 1),
+            "seqbus_rust_p99_us": round(rust["p99"], 1),
+            "python_minus_rust_p50_us": round(python["p50"] - rust["p50"], 1),
+            "target_python_minus_rust_us": 2.0,
+            "pyzmq_dealer_router_p50_us": round(zmq_p50, 1),
+            "pyzmq_over_python": round(zmq_p50 / python["p50"], 2),
+        }
+    results["load_average_at_end"] = round(os.getloadavg()[0], 2)
     if args.json:
         print(json.dumps(results))
     else:
         for name, values in results.items():
+            if not isinstance(values, dict):
+                print(f"{name:42} {values}")
+                continue
             print(name)
             for key, value in values.items():
                 print(f"  {key:40} {value}")

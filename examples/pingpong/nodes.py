@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from .messages import Ping, PingpongNode, PingView, Pong, PongView
+from .messages import PingpongNode, PingView, PongView
 
 __all__ = ["Pinger", "Ponger"]
 
@@ -23,7 +23,7 @@ class Ponger(PingpongNode):
     """Answers every Ping with a Pong of the same id."""
 
     def on_ping(self, msg: PingView, mine: bool) -> None:
-        self.send(Pong(id=msg.id, ping_sent_at_ns=msg.sent_at_ns))
+        self.send_pong(id=msg.id, ping_sent_at_ns=msg.sent_at_ns)
         if msg.id < PRINTED:
             print(f"ponger  seq={self.sequence()} t={self.sequencer_time()} Ping id={msg.id}")
 
@@ -44,7 +44,7 @@ class Pinger(PingpongNode):
         self._ping()
 
     def _ping(self) -> None:
-        self.send(Ping(id=self.next_id, sent_at_ns=time.perf_counter_ns()))
+        self.send_ping(id=self.next_id, sent_at_ns=time.perf_counter_ns())
         self.next_id += 1
 
     def on_pong(self, msg: PongView, mine: bool) -> None:

@@ -312,8 +312,10 @@ class Node:
         in-flight commands is full (or commands queued by :meth:`post` are still waiting, which
         keeps the node's commands in order).
         """
-        client = self._connected()
-        body = _body_of(message)
+        client = self._client
+        if client is None:
+            raise SeqbusError("the node is not connected to a bus; start it with seqbus.run")
+        body = message if type(message) is bytes else _body_of(message)
         if self._outbox and not self.flush_outbox():
             raise BackPressureError(f"{len(self._outbox)} posted commands wait for the window")
         seq = client.send(body)
@@ -412,13 +414,19 @@ class Node:
         return sorted(result)
 
     @classmethod
-    def _collect_dispatchers(cls) -> dict[int, Dispatch]:
-        found: dict[int, Dispatch] = {}
+    def _collect_dispatchers(cls) -> dict[int, Dispatch | object]:
+        """The dispatch of each schema the node's bases were generated for, as ``walk_batch``
+        takes them: the generated C function (``_seqbus_dispatch_c_``, a capsule: no argument
+        tuple per message) where the module has one, else the Python function."""
+        found: dict[int, Dispatch | object] = {}
+        python: dict[int, Dispatch] = {}
         for base in reversed(cls.__mro__):
             if "_seqbus_dispatch_" in base.__dict__ and "SCHEMA_ID" in base.__dict__:
-                found[base.__dict__["SCHEMA_ID"]] = getattr(base, "_seqbus_dispatch_")
+                schema_id: int = base.__dict__["SCHEMA_ID"]
+                python[schema_id] = getattr(base, "_seqbus_dispatch_")
+                found[schema_id] = base.__dict__.get("_seqbus_dispatch_c_", python[schema_id])
         # every node runs the admin commands of its account (schema bus, seqbus.admin)
-        found[_core.BUS_SCHEMA_ID] = bus_dispatch(found.get(_core.BUS_SCHEMA_ID))
+        found[_core.BUS_SCHEMA_ID] = bus_dispatch(python.get(_core.BUS_SCHEMA_ID))
         return found
 
     def _run_admin_command(self, buf: Buffer, offset: int, length: int) -> None:
@@ -457,14 +465,14 @@ class Node:
         the generated dispatch for each message without returning here; what needs this side
         (timers due, rewound, time advanced, an unknown message) comes back one by one.
         """
-        data = batch if isinstance(batch, bytes) else bytes(batch)
+        data = batch if type(batch) is bytes else bytes(batch)
         end = len(data)
         offset = 0
         records = 0
         walk = _core.walk_batch
         skips = self._skips
         while offset < end:
-            skip_from = skips[self._skip_at] if self._skip_at < len(skips) else _NO_SKIP
+            skip_from = skips[self._skip_at] if skips and self._skip_at < len(skips) else _NO_SKIP
             offset, stop, dispatched, error = walk(
                 data, offset, self, self._dispatchers, self._account_key, self._clock, skip_from
             )

@@ -16,6 +16,7 @@ from ._codec import (
     TradeView,
     BookUpdateView,
     _seqbus_dispatch_,
+    _seqbus_dispatch_c_,
     _send_new_order,
     _send_order_accepted,
     _send_order_rejected,
@@ -45,6 +46,8 @@ class ExchangeNode(Node):
         7: "on_book_update",
     }
     _seqbus_dispatch_ = staticmethod(_seqbus_dispatch_)
+    #: ``_seqbus_dispatch_`` as a C function (a capsule) for ``seqbus._core.walk_batch``.
+    _seqbus_dispatch_c_: ClassVar[object] = _seqbus_dispatch_c_
 
     # send_<message>(**fields): encode from the fields straight into the body and send it,
     # with no value object built (``<Message>.encode_fields``); returns the command sequence

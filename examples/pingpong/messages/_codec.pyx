@@ -8,6 +8,7 @@ from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.object cimport PyObject
+from cpython.pycapsule cimport PyCapsule_New
 # the codec support every generated module shares (runtime/seqbus/_codec_support.pxd)
 from seqbus cimport _codec_support as _s
 
@@ -881,15 +882,26 @@ def _send_pong(node, *, id, ping_sent_at_ns):
 
 
 
-def _seqbus_dispatch_(node, int template_id, buf, Py_ssize_t offset, Py_ssize_t length, bint mine):
-    """Wrap a body in its view and call the node's handler; False for an unknown template id."""
+cdef int _seqbus_dispatch_c(object node, int template_id, object buf, Py_ssize_t offset,
+                            Py_ssize_t length, bint mine) except -1:
+    """Wrap a body in its view and call the node's handler; 0 for an unknown template id."""
     if template_id == 1:
         node.on_ping(_PingView_wrap(buf, offset, length), mine)
-        return True
+        return 1
     elif template_id == 2:
         node.on_pong(_PongView_wrap(buf, offset, length), mine)
-        return True
-    return False
+        return 1
+    return 0
+
+
+def _seqbus_dispatch_(node, int template_id, buf, Py_ssize_t offset, Py_ssize_t length, bint mine):
+    """Wrap a body in its view and call the node's handler; False for an unknown template id."""
+    return _seqbus_dispatch_c(node, template_id, buf, offset, length, mine) == 1
+
+
+#: The same dispatch as a C function for ``seqbus._core.walk_batch``, which calls it with no
+#: argument tuple per message; the capsule's name is the version of that signature.
+_seqbus_dispatch_c_ = PyCapsule_New(<void*>_seqbus_dispatch_c, b"seqbus.dispatch.v1", NULL)
 
 
 #: template id → message class

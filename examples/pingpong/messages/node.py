@@ -11,6 +11,7 @@ from ._codec import (
     PingView,
     PongView,
     _seqbus_dispatch_,
+    _seqbus_dispatch_c_,
     _send_ping,
     _send_pong,
 )
@@ -30,6 +31,8 @@ class PingpongNode(Node):
         2: "on_pong",
     }
     _seqbus_dispatch_ = staticmethod(_seqbus_dispatch_)
+    #: ``_seqbus_dispatch_`` as a C function (a capsule) for ``seqbus._core.walk_batch``.
+    _seqbus_dispatch_c_: ClassVar[object] = _seqbus_dispatch_c_
 
     # send_<message>(**fields): encode from the fields straight into the body and send it,
     # with no value object built (``<Message>.encode_fields``); returns the command sequence

@@ -405,3 +405,5 @@ def _send_epoch(node: Node, *, term: int, leader: int, previous_leader: int) -> 
 def _seqbus_dispatch_(
     node: Any, template_id: int, buf: Buffer, offset: int, length: int, mine: bool
 ) -> bool: ...
+
+_seqbus_dispatch_c_: object

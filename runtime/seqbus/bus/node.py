@@ -15,6 +15,7 @@ from ._codec import (
     AdminReplyView,
     EpochView,
     _seqbus_dispatch_,
+    _seqbus_dispatch_c_,
     _send_clock_tick,
     _send_session_start,
     _send_sender_state,
@@ -42,6 +43,8 @@ class BusNode(Node):
         6: "on_epoch",
     }
     _seqbus_dispatch_ = staticmethod(_seqbus_dispatch_)
+    #: ``_seqbus_dispatch_`` as a C function (a capsule) for ``seqbus._core.walk_batch``.
+    _seqbus_dispatch_c_: ClassVar[object] = _seqbus_dispatch_c_
 
     # send_<message>(**fields): encode from the fields straight into the body and send it,
     # with no value object built (``<Message>.encode_fields``); returns the command sequence

@@ -548,7 +548,10 @@ impl Config {
         for (name, account) in &self.node.accounts {
             seqbus_wire::account(name).map_err(|m| ("node.accounts", m))?;
             if account.skip.contains(&0) {
-                return Err(("node.accounts", format!("{name}.skip: sequences start at 1")));
+                return Err((
+                    "node.accounts",
+                    format!("{name}.skip: sequences start at 1"),
+                ));
             }
         }
         if !(1..=64).contains(&self.node.replay_depth) {
@@ -1042,22 +1045,39 @@ group = "239.1.2.3:30001"
         )
         .parse()
         .unwrap();
-        assert_eq!(c.node.error_policy("LEDGER"), (Some(OnError::Skip), vec![43, 97]));
+        assert_eq!(
+            c.node.error_policy("LEDGER"),
+            (Some(OnError::Skip), vec![43, 97])
+        );
         assert_eq!(c.node.error_policy("RISK"), (Some(OnError::Stop), vec![]));
         assert_eq!(c.node.error_policy("OTHER"), (Some(OnError::Skip), vec![]));
         let c: Config = GOOD.parse().unwrap();
         assert_eq!(c.node.error_policy("LEDGER"), (None, vec![]));
 
         let e = err(&format!("{GOOD}[node]\non_error = \"retry\"\n"));
-        assert!(e.starts_with("<string>: node.on_error: unknown variant `retry`"), "{e}");
-        let e = err(&format!("{GOOD}[node.accounts.LEDGER]\non_error = \"ignore\"\n"));
-        assert!(e.starts_with("<string>: node.accounts.LEDGER.on_error: unknown variant"), "{e}");
+        assert!(
+            e.starts_with("<string>: node.on_error: unknown variant `retry`"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{GOOD}[node.accounts.LEDGER]\non_error = \"ignore\"\n"
+        ));
+        assert!(
+            e.starts_with("<string>: node.accounts.LEDGER.on_error: unknown variant"),
+            "{e}"
+        );
         let e = err(&format!("{GOOD}[node.accounts.LEDGER]\nskip = [\"43\"]\n"));
         assert!(e.starts_with("<string>: node.accounts.LEDGER.skip"), "{e}");
         let e = err(&format!("{GOOD}[node.accounts.LEDGER]\nskip = [0]\n"));
-        assert!(e.starts_with("<string>: node.accounts: LEDGER.skip: sequences start at 1"), "{e}");
+        assert!(
+            e.starts_with("<string>: node.accounts: LEDGER.skip: sequences start at 1"),
+            "{e}"
+        );
         let e = err(&format!("{GOOD}[node.accounts.MUCHTOOLONG]\nskip = [1]\n"));
-        assert!(e.starts_with("<string>: node.accounts: account \"MUCHTOOLONG\""), "{e}");
+        assert!(
+            e.starts_with("<string>: node.accounts: account \"MUCHTOOLONG\""),
+            "{e}"
+        );
     }
 
     #[test]

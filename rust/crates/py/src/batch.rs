@@ -8,8 +8,12 @@
 //! no dispatch knows, a message whose sequence the node was told to skip, or a dispatch that
 //! raised (the node's error policy decides, in Python).
 
+use std::ffi::{c_int, c_void, CStr};
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyCapsule, PyDict};
 use seqbus_core::delivery::{Step, Walk, RECORD_HEADER_LEN, RECORD_MESSAGE};
 
 use crate::errors::decode_error;
@@ -21,6 +25,93 @@ pub const STOP_TIMER: u8 = 2;
 pub const STOP_UNKNOWN: u8 = 3;
 pub const STOP_SKIP: u8 = 4;
 pub const STOP_ERROR: u8 = 5;
+
+/// The name of the capsule a generated module exports its dispatch in (`_seqbus_dispatch_c_`):
+/// the version of [`CDispatch`]'s signature.
+const DISPATCH_CAPSULE: &CStr = c"seqbus.dispatch.v1";
+
+/// A generated module's dispatch as a C function: `(node, template id, batch, body offset,
+/// body length, mine)`; 1 when a handler ran, 0 for a template id it does not know, -1 with a
+/// Python exception set when the view or the handler raised. Called with no argument tuple
+/// and no integer objects built per message (what `call1` costs: docs/benchmarks.md).
+type CDispatch = unsafe extern "C" fn(
+    *mut ffi::PyObject,
+    c_int,
+    *mut ffi::PyObject,
+    ffi::Py_ssize_t,
+    ffi::Py_ssize_t,
+    c_int,
+) -> c_int;
+
+/// A schema's dispatch: the generated C function, or any Python callable with the same
+/// arguments returning a bool (the bus schema's admin routing, older generated modules).
+#[derive(Clone)]
+enum Dispatch<'py> {
+    C(CDispatch),
+    Py(Bound<'py, PyAny>),
+}
+
+impl<'py> Dispatch<'py> {
+    fn of(d: Bound<'py, PyAny>) -> PyResult<Self> {
+        let Ok(capsule) = d.downcast::<PyCapsule>() else {
+            return Ok(Dispatch::Py(d));
+        };
+        if capsule.name()? != Some(DISPATCH_CAPSULE) {
+            return Err(PyTypeError::new_err(format!(
+                "a dispatch capsule named {:?}, not {DISPATCH_CAPSULE:?}: regenerate the \
+                 module with this seqbus's seqc",
+                capsule.name()?
+            )));
+        }
+        let f = capsule.pointer();
+        if f.is_null() {
+            return Err(PyTypeError::new_err("an empty dispatch capsule"));
+        }
+        // SAFETY: a capsule of this name holds a function of this signature (the generated
+        // `_seqbus_dispatch_c`), which lives as long as its module, which stays imported.
+        Ok(Dispatch::C(unsafe {
+            std::mem::transmute::<*mut c_void, CDispatch>(f)
+        }))
+    }
+
+    /// Ok(true) handled, Ok(false) unknown template id, Err what it raised.
+    #[allow(clippy::too_many_arguments)]
+    fn call(
+        &self,
+        py: Python<'py>,
+        node: &Bound<'py, PyAny>,
+        template_id: u16,
+        batch: &Bound<'py, PyBytes>,
+        body: usize,
+        length: usize,
+        mine: bool,
+    ) -> PyResult<bool> {
+        match self {
+            Dispatch::C(f) => {
+                // SAFETY: the GIL is held; node and batch are live objects, borrowed for the
+                // call; body..body+length lies inside batch (the walk checked the record).
+                let rc = unsafe {
+                    f(
+                        node.as_ptr(),
+                        c_int::from(template_id),
+                        batch.as_ptr(),
+                        body as ffi::Py_ssize_t,
+                        length as ffi::Py_ssize_t,
+                        c_int::from(mine),
+                    )
+                };
+                match rc {
+                    1 => Ok(true),
+                    0 => Ok(false),
+                    _ => Err(PyErr::fetch(py)),
+                }
+            }
+            Dispatch::Py(d) => d
+                .call1((node, template_id, batch, body, length, mine))?
+                .is_truthy(),
+        }
+    }
+}
 
 /// A node's deterministic clock and timers (`seqbus_core::Clock`), shared with Python:
 /// `Node.sequencer_time()` reads it, `Node.set_timer` sets timers on it, and Python runs the
@@ -102,7 +193,7 @@ pub fn walk_batch<'py>(
     let data = batch.as_bytes();
     let mut walk = Walk::new(data, offset, &clock.get().0);
     let mut dispatched = 0u64;
-    let mut cached: Option<(u16, Bound<'py, PyAny>)> = None;
+    let mut cached: Option<(u16, Dispatch<'py>)> = None;
     loop {
         let at = walk.offset();
         let r = match walk.next() {
@@ -122,6 +213,7 @@ pub fn walk_batch<'py>(
             Some((id, d)) if *id == schema_id => d.clone(),
             _ => match dispatchers.get_item(schema_id)? {
                 Some(d) => {
+                    let d = Dispatch::of(d)?;
                     cached = Some((schema_id, d.clone()));
                     d
                 }
@@ -130,11 +222,18 @@ pub fn walk_batch<'py>(
         };
         let mine = account.len() == 8 && r.account() == account;
         let body = at + RECORD_HEADER_LEN;
-        let known = match dispatch.call1((node, template_id, batch, body, r.body.len(), mine)) {
+        let known = match dispatch.call(py, node, template_id, batch, body, r.body.len(), mine) {
             Ok(known) => known,
-            Err(e) => return Ok((at, STOP_ERROR, dispatched, Some(e.into_value(py).into_any()))),
+            Err(e) => {
+                return Ok((
+                    at,
+                    STOP_ERROR,
+                    dispatched,
+                    Some(e.into_value(py).into_any()),
+                ))
+            }
         };
-        if !known.is_truthy()? {
+        if !known {
             return Ok((at, STOP_UNKNOWN, dispatched, None));
         }
         dispatched += 1;

@@ -641,3 +641,5 @@ def _send_book_update(node: Node, *, symbol: str, at: int, levels: Sequence[Book
 def _seqbus_dispatch_(
     node: Any, template_id: int, buf: Buffer, offset: int, length: int, mine: bool
 ) -> bool: ...
+
+_seqbus_dispatch_c_: object
