@@ -1,5 +1,5 @@
-"""The ``seqbus`` command: ``sequencer``, ``replayer``, ``dispatcher``, ``node``, ``admin`` and
-``demo``."""
+"""The ``seqbus`` command: ``sequencer``, ``replayer``, ``dispatcher``, ``bridge``, ``node``,
+``admin`` and ``demo``."""
 
 from __future__ import annotations
 
@@ -65,6 +65,7 @@ def _cmd_service(args: argparse.Namespace) -> int:
         "sequencer": _core.Sequencer,
         "replayer": _core.Replayer,
         "dispatcher": _core.Dispatcher,
+        "bridge": _core.Bridge,
     }
     _serve(services[args.command](args.config, getattr(args, "id", None)))
     return 0
@@ -312,6 +313,15 @@ def _parser() -> argparse.ArgumentParser:
         "ring local nodes read (docs/transports.md)",
     )
     p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
+    p.set_defaults(func=_cmd_service)
+
+    p = sub.add_parser(
+        "bridge",
+        help="join this site to a bus at another site: log in to its replayers over SoupBinTCP, "
+        "republish the stream on this site's multicast, serve this site's gap fills and carry "
+        "its commands back ([bridge], docs/sites.md)",
+    )
+    p.add_argument("-c", "--config", required=True, help="this site's configuration (TOML)")
     p.set_defaults(func=_cmd_service)
 
     p = sub.add_parser("node", help="run one application node, MODULE:CLASS")

@@ -13,9 +13,11 @@ use seqbus_wire::Session;
 use serde::Deserialize;
 
 mod idle;
+pub mod sites;
 pub mod transports;
 
 pub use idle::IdleStrategy;
+pub use sites::{AccountKeyConfig, AuthConfig, BridgeConfig, TlsConfig};
 pub use transports::{CredentialConfig, MemoryConfig, ShmConfig, TcpConfig, Transport};
 
 /// A configuration file that cannot be used; the message names the file and the key.
@@ -54,6 +56,15 @@ pub struct Config {
     /// `[discovery]`: where replayers announce themselves (docs/ha.md).
     #[serde(default)]
     pub discovery: Option<DiscoveryConfig>,
+    /// `[auth]`: per-account keys; upstream packets are authenticated (docs/upstream.md).
+    #[serde(default)]
+    pub auth: Option<AuthConfig>,
+    /// `[bridge]`: this site's end of a bridge to a bus at another site (docs/sites.md).
+    #[serde(default)]
+    pub bridge: Option<BridgeConfig>,
+    /// `[tls]`: TLS of the replayers' and bridges' SoupBinTCP links (docs/sites.md).
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
     /// Directory of the configuration file; relative paths are resolved against it.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -187,6 +198,16 @@ pub struct ReplayerConfig {
     /// without its own `listen` address.
     #[serde(default)]
     pub sources: Vec<SocketAddr>,
+    /// Address of this replayer's SoupBinTCP server (docs/sites.md): a client logs in with a
+    /// sequence to rewind from the journal, then gets the stream live; its unsequenced data
+    /// are upstream packets, passed on to the sequencer. Logins: `tcp.credentials`.
+    #[serde(default)]
+    pub tcp_listen: Option<SocketAddr>,
+    /// A following replayer reads the stream from these replayers' SoupBinTCP servers
+    /// instead of the downstream feed (a tier below them), one connection each: the first
+    /// copy of each message wins.
+    #[serde(default)]
+    pub follow_tcp: Vec<SocketAddr>,
 }
 
 /// `[cluster]`: the sequencers that form the bus, one leader and its standbys (docs/ha.md).
@@ -500,11 +521,13 @@ impl Config {
             }
         })?;
         cfg.base_dir = base_dir;
-        cfg.check().map_err(|(key, message)| ConfigError {
-            origin: origin.to_string(),
-            key: key.to_string(),
-            message,
-        })?;
+        cfg.check()
+            .and_then(|()| sites::resolve(&mut cfg))
+            .map_err(|(key, message)| ConfigError {
+                origin: origin.to_string(),
+                key: key.to_string(),
+                message,
+            })?;
         Ok(cfg)
     }
 
@@ -627,6 +650,7 @@ impl Config {
         }
         check_transports(self)?;
         self.check_cluster()?;
+        sites::check(self)?;
         Ok(())
     }
 
@@ -883,11 +907,22 @@ fn check_transports(cfg: &Config) -> Result<(), (&'static str, String)> {
         ));
     }
     let t = &cfg.tcp;
-    if down == Transport::Tcp {
-        if t.credentials.is_empty() {
+    // SoupBinTCP is spoken by the sequencer (`tcp`), a replayer's server, and the links of
+    // bridges and tiered replayers (docs/sites.md)
+    let soupbin = cfg.replayer.tcp_listen.is_some()
+        || !cfg.replayer.follow_tcp.is_empty()
+        || cfg.bridge.is_some();
+    if down == Transport::Tcp || soupbin {
+        if t.credentials.is_empty() && (down == Transport::Tcp || cfg.replayer.tcp_listen.is_some())
+        {
             return Err((
                 "tcp.credentials",
-                "at least one login required when transport = \"tcp\"".into(),
+                if down == Transport::Tcp {
+                    "at least one login required when transport = \"tcp\""
+                } else {
+                    "at least one login required for replayer.tcp_listen"
+                }
+                .into(),
             ));
         }
         for c in &t.credentials {

@@ -317,6 +317,8 @@ pub struct Member {
     /// [`Member::set_nak_holdoff`]); None: the sequencer's defaults.
     tail_heartbeat_ns: Option<u64>,
     nak_holdoff_ns: Option<u64>,
+    /// The accounts' keys, when upstream is authenticated ([`Member::set_keys`]).
+    keys: Option<std::sync::Arc<crate::sequencer::AccountKeys>>,
     /// When the leader last checked that a majority is with it.
     quorum_checked_ns: u64,
     rng: Rng,
@@ -366,6 +368,7 @@ impl Member {
             handed_over: false,
             tail_heartbeat_ns: None,
             nak_holdoff_ns: None,
+            keys: None,
             quorum_checked_ns: now_ns,
             buf: Vec::new(),
             events: Vec::new(),
@@ -402,8 +405,18 @@ impl Member {
         }
     }
 
+    /// Authenticated upstream for every sequencer this member runs (`Sequencer::set_keys`).
+    /// Each leader's anti-replay windows start empty: a replay of what the last leader took
+    /// carries commands it already sequenced, which are dropped as duplicates.
+    pub fn set_keys(&mut self, keys: std::sync::Arc<crate::sequencer::AccountKeys>) {
+        if let Some(seq) = self.seq.as_mut() {
+            seq.set_keys(keys.clone());
+        }
+        self.keys = Some(keys);
+    }
+
     /// The NAK the last [`Member::handle_upstream`] produced, for the datagram's sender.
-    pub fn take_nak(&mut self) -> Option<[u8; seqbus_wire::upstream::NAK_LEN]> {
+    pub fn take_nak(&mut self) -> Option<Vec<u8>> {
         self.seq.as_mut().and_then(Sequencer::take_nak)
     }
 
@@ -775,6 +788,9 @@ impl Member {
         }
         if let Some(ns) = self.nak_holdoff_ns {
             seq.set_nak_holdoff(ns);
+        }
+        if let Some(k) = &self.keys {
+            seq.set_keys(k.clone());
         }
         seq.sequence_epoch(now_ns, self.term, self.p.id, self.previous_leader);
         let epoch_seq = self.last + 1;

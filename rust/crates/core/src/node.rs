@@ -27,6 +27,7 @@ use seqbus_wire::envelope::{
     Envelope, FLAG_FRAGMENT, FLAG_LAST_FRAGMENT, KIND_APPLICATION, KIND_CONTROL,
 };
 use seqbus_wire::mold::{MoldPacket, PacketKind, Request, MOLD_HEADER_LEN};
+use seqbus_wire::auth::Key;
 use seqbus_wire::upstream::{Command, Nak, UpstreamWriter, TYPE_COMMANDS, TYPE_HELLO};
 
 use crate::rto::Rto;
@@ -222,6 +223,8 @@ pub struct Node {
     pool: Vec<Vec<u8>>,
     hello_due: u64,
     upw: UpstreamWriter,
+    /// The account's key, when upstream is authenticated: NAKs must carry its MAC.
+    key: Option<Key>,
     // clusters
     /// The current term and its leader, per the stream delivered so far.
     epoch: u64,
@@ -294,6 +297,7 @@ impl Node {
             pool: Vec::new(),
             hello_due: now_ns,
             upw: UpstreamWriter::new(p.max_packet),
+            key: None,
             epoch: 0,
             leader: None,
             pending_leader: None,
@@ -341,14 +345,27 @@ impl Node {
         self.req_rto.set_min(ns);
     }
 
+    /// Authenticates every upstream packet with the account's `key` (docs/upstream.md,
+    /// "Authentication"); `boot_ns` (this sender's start, ns since the epoch) begins its
+    /// nonces. NAKs are then taken only with the key's MAC. Call before the first poll.
+    pub fn set_key(&mut self, key: Key, boot_ns: u64) {
+        self.upw.set_key(key.clone(), boot_ns);
+        self.key = Some(key);
+    }
+
     /// Handles a NAK from the sequencer (its answer to a gap in this account's commands):
     /// the commands in flight from `expected` on are sent again at the next transmission, at
-    /// most once per half a retransmission timeout. Anything else is counted malformed.
+    /// most once per half a retransmission timeout. Anything else (with a key: a NAK without
+    /// its MAC) is counted malformed.
     pub fn handle_nak(&mut self, now_ns: u64, datagram: &[u8]) {
         let Ok(n) = Nak::parse(datagram) else {
             self.stats.malformed += 1;
             return;
         };
+        if self.key.as_ref().is_some_and(|k| !Nak::verify(datagram, k)) {
+            self.stats.malformed += 1;
+            return;
+        }
         if n.session != self.p.session || n.account != self.p.account {
             self.stats.wrong_session += 1;
             return;
@@ -879,7 +896,7 @@ impl Node {
         if !self.ready && now_ns >= self.hello_due {
             self.upw
                 .begin(TYPE_HELLO, self.p.session, self.p.account, self.p.instance);
-            emit(Dest::AllSequencers, self.upw.bytes());
+            emit(Dest::AllSequencers, self.upw.finish());
             self.hello_due = now_ns + self.p.retry_ns;
         }
         self.transmit_commands(now_ns, emit);
@@ -946,13 +963,13 @@ impl Node {
                 fragment: &c.fragment,
             };
             if !self.upw.push(&cmd) {
-                emit(dest, self.upw.bytes());
+                emit(dest, self.upw.finish());
                 self.upw.begin(TYPE_COMMANDS, s, a, i);
                 self.upw.push(&cmd);
             }
         }
         if self.upw.count() > 0 {
-            emit(dest, self.upw.bytes());
+            emit(dest, self.upw.finish());
         }
         self.unsent = 0;
     }

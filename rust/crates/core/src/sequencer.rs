@@ -18,12 +18,17 @@
 //! publishes a prefix at a time ([`Sequencer::packets_upto`], [`Sequencer::published_upto`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use seqbus_wire::control::Control;
 use seqbus_wire::envelope::{Envelope, KIND_APPLICATION, KIND_CONTROL};
 use seqbus_wire::mold::{self, MoldWriter};
-use seqbus_wire::upstream::{Nak, UpstreamPacket, NAK_LEN, TYPE_COMMANDS, TYPE_HELLO};
+use seqbus_wire::auth::{Freshness, Key, ReplayWindow};
+use seqbus_wire::upstream::{Nak, UpstreamPacket, TYPE_COMMANDS, TYPE_HELLO};
 use seqbus_wire::{Account, Session, ENVELOPE_LEN, SEQUENCER_ACCOUNT};
+
+/// The key of every account that may send (docs/upstream.md, "Authentication").
+pub type AccountKeys = HashMap<Account, Key>;
 
 /// Settings of the sequencer's protocol logic.
 #[derive(Debug, Clone)]
@@ -95,6 +100,14 @@ pub struct SequencerStats {
     pub heartbeats: u64,
     /// NAKs sent (a gap in a sender's commands).
     pub naks: u64,
+    /// With keys: datagrams dropped whose MAC is not their account's key (a wrong key, an
+    /// account without a key, an unauthenticated packet, a changed byte).
+    pub forged: u64,
+    /// With keys: authentic datagrams dropped because their nonce was seen before.
+    pub replayed: u64,
+    /// With keys: authentic datagrams dropped because their nonce is older than the window
+    /// or of an earlier start of their sender.
+    pub stale: u64,
 }
 
 /// The sequencer state machine.
@@ -124,7 +137,11 @@ pub struct Sequencer {
     nak_at: HashMap<Account, u64>,
     nak_holdoff_ns: u64,
     /// The NAK of the last upstream datagram, for its sender ([`Sequencer::take_nak`]).
-    nak: Option<[u8; NAK_LEN]>,
+    nak: Option<Vec<u8>>,
+    /// With keys: every datagram must be authenticated by its account's key.
+    keys: Option<Arc<AccountKeys>>,
+    /// The anti-replay window of each sender.
+    windows: HashMap<(Account, u16), ReplayWindow>,
 }
 
 /// After data, a heartbeat this soon, so a node that lost the last packet of a burst learns of
@@ -175,7 +192,53 @@ impl Sequencer {
             nak_at: HashMap::new(),
             nak_holdoff_ns: DEFAULT_NAK_HOLDOFF_NS,
             nak: None,
+            keys: None,
+            windows: HashMap::new(),
             params,
+        }
+    }
+
+    /// Authenticated upstream (docs/upstream.md, "Authentication"): from now on a datagram is
+    /// taken only with a valid MAC of its account's key and a fresh nonce; the rest is dropped
+    /// and counted (`forged`, `replayed`, `stale`). NAKs are authenticated with the same key.
+    pub fn set_keys(&mut self, keys: Arc<AccountKeys>) {
+        self.keys = Some(keys);
+    }
+
+    /// Checks a datagram's MAC and nonce when keys are on; false (counted) to drop it.
+    fn authentic(&mut self, p: &UpstreamPacket<'_>) -> bool {
+        let Some(keys) = &self.keys else {
+            return true;
+        };
+        let account = p.account();
+        let (Some(key), Some(nonce)) = (keys.get(&account), p.nonce()) else {
+            self.stats.forged += 1;
+            return false;
+        };
+        if !p.verify(key) {
+            self.stats.forged += 1;
+            return false;
+        }
+        match self.windows.get_mut(&(account, p.instance())) {
+            None => {
+                self.windows
+                    .insert((account, p.instance()), ReplayWindow::new(nonce));
+                true
+            }
+            Some(w) => match w.check(nonce) {
+                Freshness::Fresh => {
+                    w.accept(nonce);
+                    true
+                }
+                Freshness::Replayed => {
+                    self.stats.replayed += 1;
+                    false
+                }
+                Freshness::Stale => {
+                    self.stats.stale += 1;
+                    false
+                }
+            },
         }
     }
 
@@ -198,7 +261,7 @@ impl Sequencer {
 
     /// The NAK the last [`Sequencer::handle_upstream`] produced, to be sent to the address that
     /// datagram came from.
-    pub fn take_nak(&mut self) -> Option<[u8; NAK_LEN]> {
+    pub fn take_nak(&mut self) -> Option<Vec<u8>> {
         self.nak.take()
     }
 
@@ -298,6 +361,9 @@ impl Sequencer {
             self.stats.wrong_session += 1;
             return 0;
         }
+        if !self.authentic(&p) {
+            return 0;
+        }
         let account = p.account();
         if account == SEQUENCER_ACCOUNT {
             self.stats.malformed += 1;
@@ -365,15 +431,18 @@ impl Sequencer {
                     if now_ns >= *last + self.nak_holdoff_ns {
                         *last = now_ns;
                         self.stats.naks += 1;
-                        self.nak = Some(
-                            Nak {
-                                session: self.params.session,
-                                account,
-                                instance,
-                                expected,
-                            }
-                            .encode(),
-                        );
+                        let nak = Nak {
+                            session: self.params.session,
+                            account,
+                            instance,
+                            expected,
+                        };
+                        // with keys, authentic() found the account's key
+                        let key = self.keys.as_ref().and_then(|k| k.get(&account));
+                        self.nak = Some(match key {
+                            Some(k) => nak.encode_signed(k).to_vec(),
+                            None => nak.encode().to_vec(),
+                        });
                     }
                 }
                 n
@@ -677,6 +746,82 @@ mod tests {
         let hb = s.poll_heartbeat(1200).unwrap();
         let p = MoldPacket::parse(&hb).unwrap();
         assert_eq!((p.message_count(), p.sequence()), (0, 3));
+    }
+
+    fn signed(account: &str, key: u8, boot: u64, counter: u64, seqs: &[u64]) -> Vec<u8> {
+        let mut w = UpstreamWriter::new(1400);
+        w.set_key(Key::new([key; 32]), boot);
+        for _ in 1..counter {
+            w.begin(TYPE_HELLO, Session::new("T").unwrap(), [0; 8], 0);
+            w.finish(); // advances the counter
+        }
+        w.begin(
+            TYPE_COMMANDS,
+            Session::new("T").unwrap(),
+            seqbus_wire::account(account).unwrap(),
+            1,
+        );
+        for &s in seqs {
+            w.push(&Command {
+                command_seq: s,
+                body_length: 8,
+                flags: 0,
+                fragment: &s.to_le_bytes(),
+            });
+        }
+        w.finish().to_vec()
+    }
+
+    #[test]
+    fn with_keys_forged_replayed_and_stale_packets_are_dropped_and_counted() {
+        let mut keys = AccountKeys::new();
+        keys.insert(seqbus_wire::account("A").unwrap(), Key::new([1; 32]));
+        keys.insert(seqbus_wire::account("B").unwrap(), Key::new([2; 32]));
+        let mut s = Sequencer::new(params(), Recovered::new_session(), 0);
+        s.set_keys(Arc::new(keys));
+        drain(&mut s, 0);
+        assert_eq!(s.handle_upstream(1, &signed("A", 1, 100, 1, &[1])), 1);
+        // unauthenticated, a wrong key, an account with no key, another account's key
+        assert_eq!(s.handle_upstream(2, &cmds("A", 1, &[2])), 0);
+        assert_eq!(s.handle_upstream(3, &signed("A", 9, 100, 2, &[2])), 0);
+        assert_eq!(s.handle_upstream(4, &signed("C", 1, 100, 1, &[1])), 0);
+        assert_eq!(s.handle_upstream(5, &signed("A", 2, 100, 2, &[2])), 0);
+        assert_eq!(s.stats().forged, 4);
+        // the very same packet again: a replay
+        let p = signed("A", 1, 100, 2, &[2]);
+        assert_eq!(s.handle_upstream(6, &p), 1);
+        assert_eq!(s.handle_upstream(7, &p), 0);
+        assert_eq!(s.stats().replayed, 1);
+        // far ahead, then a packet 64 behind it and one of an earlier start: stale
+        assert_eq!(s.handle_upstream(8, &signed("A", 1, 100, 200, &[3])), 1);
+        assert_eq!(s.handle_upstream(9, &signed("A", 1, 100, 136, &[4])), 0);
+        assert_eq!(s.handle_upstream(10, &signed("A", 1, 99, 500, &[4])), 0);
+        assert_eq!(s.stats().stale, 2);
+        // the sender restarted: a later boot is fresh; B is unaffected throughout
+        assert_eq!(s.handle_upstream(11, &signed("A", 1, 101, 1, &[4])), 1);
+        assert_eq!(s.handle_upstream(12, &signed("B", 2, 5, 1, &[1])), 1);
+        let got = drain(&mut s, 20);
+        let seqs: Vec<_> = got
+            .iter()
+            .map(|(_, e)| (e.account[0], e.command_seq))
+            .collect();
+        assert_eq!(seqs, vec![(b'A', 1), (b'A', 2), (b'A', 3), (b'A', 4), (b'B', 1)]);
+        let st = s.stats();
+        assert_eq!((st.forged, st.replayed, st.stale, st.malformed), (4, 1, 2, 0));
+    }
+
+    #[test]
+    fn with_keys_naks_carry_the_accounts_mac() {
+        let key = Key::new([1; 32]);
+        let mut keys = AccountKeys::new();
+        keys.insert(seqbus_wire::account("A").unwrap(), key.clone());
+        let mut s = Sequencer::new(params(), Recovered::new_session(), 0);
+        s.set_keys(Arc::new(keys));
+        s.set_nak_holdoff(1);
+        assert_eq!(s.handle_upstream(1, &signed("A", 1, 100, 1, &[2])), 0);
+        let nak = s.take_nak().expect("a gap: NAK");
+        assert!(Nak::verify(&nak, &key));
+        assert_eq!(Nak::parse(&nak).unwrap().expected, 1);
     }
 
     #[test]

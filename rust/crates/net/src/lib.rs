@@ -30,6 +30,7 @@ mod node;
 pub mod notify;
 mod replayer;
 mod sequencer;
+mod sites;
 pub mod status;
 mod transports;
 
@@ -45,6 +46,7 @@ pub use seqbus_config::{Config, ConfigError};
 pub use seqbus_core::node::{RECORD_CAUGHT_UP, RECORD_HEADER_LEN, RECORD_MESSAGE, RECORD_TIME};
 pub use seqbus_core::{NodeStats, SendError, Start};
 pub use sequencer::{member_journal_dir, run_sequencer};
+pub use sites::{run_bridge, ChannelStats};
 pub use transports::run_dispatcher;
 
 /// Why a sequencer, replayer or node stopped or could not start.

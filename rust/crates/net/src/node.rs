@@ -33,6 +33,8 @@ pub struct NodeOptions {
     pub window: Option<usize>,
     /// Overrides `node.listen` (the address a `udp-unicast` node receives on).
     pub listen: Option<SocketAddr>,
+    /// The node never sends (a following replayer): it needs no key of `[auth]`.
+    pub receive_only: bool,
 }
 
 impl NodeOptions {
@@ -46,6 +48,7 @@ impl NodeOptions {
             idle: None,
             window: None,
             listen: None,
+            receive_only: false,
         }
     }
 }
@@ -78,6 +81,8 @@ pub struct NodeClient {
     /// The request and discovery sockets; `wait_fds` adds the feed's when idle.
     fds: Vec<RawFd>,
     wait_fds: Vec<RawFd>,
+    /// Sockets of the caller's own (a replayer's servers): `poll` returns when one wakes it.
+    extra_fds: Vec<RawFd>,
     reads: u32,
     /// Makes `poll` return early (`crate::notify`: another thread wants the client).
     waker: Option<Arc<Waker>>,
@@ -158,6 +163,16 @@ impl NodeClient {
             now,
         );
         let mut node = node;
+        if cfg.auth.is_some() && !opts.receive_only {
+            let key = cfg.account_key(&opts.account).ok_or_else(|| Error::Option {
+                name: "account",
+                message: format!(
+                    "{:?} has no key in [auth]: upstream is authenticated on this bus",
+                    opts.account
+                ),
+            })?;
+            node.set_key(key, now);
+        }
         node.set_replay_depth(nc.replay_depth);
         node.set_discovering(discovery.is_some());
         node.set_retry_floor(nc.retry_min_us * 1000);
@@ -183,6 +198,7 @@ impl NodeClient {
             to_all: Outbox::default(),
             fds,
             wait_fds: Vec::new(),
+            extra_fds: Vec::new(),
             reads: 0,
             waker: None,
         };
@@ -375,8 +391,13 @@ impl NodeClient {
             let left = until.saturating_duration_since(Instant::now());
             if !(self.block && self.feed.wait(left.min(Duration::from_millis(1)))) {
                 self.wait_fds.clear();
-                self.wait_fds
-                    .extend(self.fds.iter().copied().chain(self.feed.fd()));
+                self.wait_fds.extend(
+                    self.fds
+                        .iter()
+                        .copied()
+                        .chain(self.feed.fd())
+                        .chain(self.extra_fds.iter().copied()),
+                );
                 // the other strategies cannot sleep on a ring's futex: they sleep at most
                 // 1 ms at a time too, and look at the ring again
                 let until = match self.feed.fd() {
@@ -384,6 +405,11 @@ impl NodeClient {
                     None => until.min(Instant::now() + Duration::from_millis(1)),
                 };
                 self.idler.idle(&self.wait_fds, until);
+                if !self.extra_fds.is_empty() {
+                    // the caller's sockets may have woken us: let it look
+                    self.discover();
+                    return Ok(n);
+                }
             }
             // announcements of replayers are read when the node had nothing else to do
             self.discover();
@@ -461,5 +487,31 @@ impl NodeClient {
     /// Raw mode for following replayers (`seqbus_core::Node::set_raw`).
     pub(crate) fn set_raw(&mut self) {
         self.node.set_raw(true);
+    }
+
+    /// Sockets `poll` also waits on, returning when woken (a replayer's own servers).
+    pub(crate) fn set_extra_fds(&mut self, fds: &[RawFd]) {
+        self.extra_fds.clear();
+        self.extra_fds.extend_from_slice(fds);
+    }
+
+    /// Sends another sender's upstream packet (from a replayer's SoupBinTCP client) to the
+    /// sequencer: in a cluster, to the leader the stream names, or to every member while none
+    /// is known. The sender retries what is lost.
+    pub(crate) fn forward_upstream(&mut self, datagram: &[u8]) {
+        let leader = self.node.leader();
+        let targets: Vec<&SockAddr> = match leader {
+            _ if self.members.is_empty() => vec![&self.sequencer],
+            Some(l) => self
+                .members
+                .iter()
+                .filter(|m| m.0 == l)
+                .map(|m| &m.1)
+                .collect(),
+            None => self.members.iter().map(|m| &m.1).collect(),
+        };
+        for t in targets {
+            let _ = self.req.send_to(datagram, t);
+        }
     }
 }

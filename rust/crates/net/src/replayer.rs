@@ -1,7 +1,7 @@
 //! The replayer process loop: request socket → `seqbus_core::Replayer` over a journal →
 //! answers sent unicast to the requester.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -96,7 +96,7 @@ impl Pacer {
 }
 
 /// Sends the answers in `outbox` to `to`, paced; a requester that is gone is its own problem.
-fn answer(socket: &Socket, outbox: &mut Outbox, to: &socket2::SockAddr, pacer: &mut Option<Pacer>) {
+pub(crate) fn answer(socket: &Socket, outbox: &mut Outbox, to: &socket2::SockAddr, pacer: &mut Option<Pacer>) {
     if let Some(p) = pacer.as_mut() {
         for d in outbox.datagrams() {
             p.take(d.len());
@@ -115,6 +115,9 @@ pub(crate) struct Serving {
     replayer: Replayer,
     announcer: Option<crate::discovery::Announcer>,
     pacer: Option<Pacer>,
+    /// `replayer.tcp_listen`: SoupBinTCP clients, whose commands go to `sequencers`.
+    front: Option<crate::sites::TcpFront>,
+    sequencers: Vec<socket2::SockAddr>,
 }
 
 impl Serving {
@@ -130,9 +133,18 @@ impl Serving {
             .map_err(io_error(format!("replayer.listen {}: bind", r.listen)))?;
         udp::set_sndbuf(&socket, 16 << 20);
         let reader = JournalReader::open(dir, cfg.session().0)?;
+        let mut journal = Limited { reader, upto };
+        let front = crate::sites::TcpFront::bind(cfg, Store::next_seq(&mut journal))?;
         Ok(Serving {
             socket,
-            journal: Limited { reader, upto },
+            front,
+            // it cannot tell the leader: every member's upstream (the others drop the copy)
+            sequencers: cfg
+                .members()
+                .iter()
+                .map(|m| m.upstream.into())
+                .collect(),
+            journal,
             replayer: Replayer::new(cfg.session(), r.max_packet, r.max_messages_per_request),
             announcer: crate::discovery::Announcer::open(cfg, r.listen)?,
             pacer: Pacer::new(r.pace_mb_per_s, r.max_packet),
@@ -150,7 +162,16 @@ impl Serving {
                 a.tick(next);
             }
             let n = rx.recv(&self.socket).map_err(io_error("replayer: recv"))?;
-            if n == 0 {
+            let mut work = n;
+            if let Some(f) = self.front.as_mut() {
+                let (socket, targets) = (&self.socket, &self.sequencers);
+                work += f.pump(crate::now_ns(), &mut self.journal, &mut |d| {
+                    for t in targets {
+                        let _ = socket.send_to(d, t);
+                    }
+                })?;
+            }
+            if work == 0 {
                 // keep the index up with the journal while idle, so the first request after
                 // a burst of writes does not wait for the new records to be scanned (a
                 // damaged journal stops the replayer, naming file and offset)
@@ -159,7 +180,17 @@ impl Serving {
                 if let Some(a) = &self.announcer {
                     until = until.min(a.due());
                 }
-                idler.idle(&fds, until);
+                match &self.front {
+                    Some(f) => {
+                        // new records are published to the TCP clients when the loop wakes
+                        until = until.min(
+                            Instant::now() + f.idle_limit().unwrap_or(Duration::from_millis(1)),
+                        );
+                        let all: Vec<RawFd> = fds.iter().copied().chain(f.fds()).collect();
+                        idler.idle(&all, until);
+                    }
+                    None => idler.idle(&fds, until),
+                }
                 continue;
             }
             for i in 0..n {
@@ -186,8 +217,17 @@ pub fn run_replayer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     }
 }
 
-/// A replayer that follows the downstream feed into its own journal and serves requests
-/// from it; its own gaps are filled from `replayer.sources`.
+/// Where a following replayer reads the stream: the bus's downstream feed (a node of its
+/// own, in raw mode) or, a tier below them, other replayers' SoupBinTCP servers.
+enum Source {
+    Feed(Box<crate::NodeClient>),
+    Tcp(crate::sites::Channels),
+}
+
+/// A replayer that follows the stream into its own journal and serves requests (and, with
+/// `replayer.tcp_listen`, SoupBinTCP logins) from it; its own gaps are filled from
+/// `replayer.sources`. With `replayer.follow_tcp` it reads other replayers instead of the
+/// downstream feed (docs/sites.md, "Tiered replayers").
 pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error> {
     use seqbus_core::node::{RAW_RECORD_HEADER_LEN, RECORD_MESSAGE};
     use seqbus_core::Start;
@@ -213,41 +253,78 @@ pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error>
         r.sources.clone()
     };
     let mut pacer = Pacer::new(r.pace_mb_per_s, r.max_packet);
-    let announcer = crate::discovery::Announcer::open(cfg, r.listen)?;
-    let mut announcer = announcer;
-    let mut follow_cfg = cfg.clone();
-    follow_cfg.node.replayers = sources;
-    if let Some(c) = follow_cfg.cluster.as_mut() {
-        // its own listen address is no source of its own gaps
-        for m in &mut c.members {
-            if m.replayer == Some(r.listen) {
-                m.replayer = None;
+    let mut announcer = crate::discovery::Announcer::open(cfg, r.listen)?;
+    let mut front = crate::sites::TcpFront::bind(cfg, journal.next_seq())?;
+    let mut source = if r.follow_tcp.is_empty() {
+        let mut follow_cfg = cfg.clone();
+        follow_cfg.node.replayers = sources;
+        if let Some(c) = follow_cfg.cluster.as_mut() {
+            // its own listen address is no source of its own gaps
+            for m in &mut c.members {
+                if m.replayer == Some(r.listen) {
+                    m.replayer = None;
+                }
             }
         }
-    }
-    let mut opts = crate::NodeOptions::new("REPLAYER", 0, Start::From(journal.next_seq()));
-    opts.idle = Some(IdleStrategy::Block);
-    let mut feed = crate::NodeClient::connect(&follow_cfg, opts)?;
-    feed.set_raw();
+        let mut opts = crate::NodeOptions::new("REPLAYER", 0, Start::From(journal.next_seq()));
+        opts.idle = Some(IdleStrategy::Block);
+        opts.receive_only = true;
+        let mut feed = crate::NodeClient::connect(&follow_cfg, opts)?;
+        feed.set_raw();
+        Source::Feed(Box::new(feed))
+    } else {
+        Source::Tcp(crate::sites::Channels::open(
+            cfg,
+            &r.follow_tcp,
+            journal.next_seq(),
+            "replayer.follow_tcp",
+        )?)
+    };
     let mut replayer = Replayer::new(cfg.session(), r.max_packet, r.max_messages_per_request);
     let mut buf = vec![0u8; 65_536];
     let mut records = Vec::with_capacity(1 << 20);
     let mut outbox = Outbox::default();
+    let mut idler = Idler::new(IdleStrategy::Block);
+    let mut fds: Vec<RawFd> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         if let Some(a) = announcer.as_mut() {
             a.tick(journal.next_seq());
         }
-        records.clear();
-        feed.poll(&mut records, 8192, Duration::from_millis(5))?;
-        let mut at = 0;
-        while at < records.len() {
-            let len = u32::from_le_bytes(records[at..at + 4].try_into().expect("4")) as usize;
-            let ty = u16::from_le_bytes(records[at + 4..at + 6].try_into().expect("2"));
-            if ty == RECORD_MESSAGE {
-                let seq = u64::from_le_bytes(records[at + 8..at + 16].try_into().expect("8"));
-                journal.append(seq, &records[at + RAW_RECORD_HEADER_LEN..at + len])?;
+        let now = crate::now_ns();
+        let mut work = 0;
+        match &mut source {
+            Source::Feed(feed) => {
+                fds.clear();
+                fds.push(listen.as_raw_fd());
+                if let Some(f) = &front {
+                    fds.extend(f.fds());
+                }
+                feed.set_extra_fds(&fds);
+                records.clear();
+                let timeout = match front.as_ref().and_then(|f| f.idle_limit()) {
+                    Some(l) => l,
+                    None => Duration::from_millis(5),
+                };
+                work += feed.poll(&mut records, 8192, timeout)?;
+                let mut at = 0;
+                while at < records.len() {
+                    let len =
+                        u32::from_le_bytes(records[at..at + 4].try_into().expect("4")) as usize;
+                    let ty = u16::from_le_bytes(records[at + 4..at + 6].try_into().expect("2"));
+                    if ty == RECORD_MESSAGE {
+                        let seq =
+                            u64::from_le_bytes(records[at + 8..at + 16].try_into().expect("8"));
+                        journal.append(seq, &records[at + RAW_RECORD_HEADER_LEN..at + len])?;
+                    }
+                    at += len;
+                }
             }
-            at += len;
+            Source::Tcp(links) => {
+                let mut next = journal.next_seq();
+                work += links.poll(now, &mut next, &mut |seq, m| {
+                    journal.append(seq, m).map_err(Error::from)
+                })?;
+            }
         }
         journal.flush()?;
         while let Some((n, from)) =
@@ -257,6 +334,36 @@ pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error>
             if !outbox.is_empty() {
                 answer(&listen, &mut outbox, &from, &mut pacer);
             }
+            work += 1;
+        }
+        if let Some(f) = front.as_mut() {
+            // commands of its SoupBinTCP clients go on towards the sequencer
+            work += f.pump(crate::now_ns(), &mut journal, &mut |d| match &mut source {
+                Source::Feed(feed) => feed.forward_upstream(d),
+                Source::Tcp(links) => {
+                    links.send_upstream(crate::now_ns(), d);
+                }
+            })?;
+        }
+        if work > 0 {
+            idler.reset();
+            continue;
+        }
+        if let Source::Tcp(links) = &source {
+            fds.clear();
+            fds.push(listen.as_raw_fd());
+            fds.extend(links.fds());
+            let mut until = Instant::now() + Duration::from_millis(5);
+            if let Some(f) = &front {
+                fds.extend(f.fds());
+                if let Some(l) = f.idle_limit() {
+                    until = until.min(Instant::now() + l);
+                }
+            }
+            if let Some(a) = &announcer {
+                until = until.min(a.due());
+            }
+            idler.idle(&fds, until);
         }
     }
     journal.flush()?;

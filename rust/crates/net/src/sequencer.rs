@@ -150,6 +150,21 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
         .map_err(Error::Persist)?;
     member.set_tail_heartbeat(sc.tail_heartbeat_us * 1000);
     member.set_nak_holdoff(sc.nak_holdoff_us * 1000);
+    match &cfg.auth {
+        Some(a) => {
+            member.set_keys(Arc::new(a.keys.iter().cloned().collect()));
+            eprintln!(
+                "seqbus sequencer: upstream authentication ON: {} account keys ([auth]); \
+                 packets without their account's MAC, replayed or stale are dropped and counted",
+                a.keys.len()
+            );
+        }
+        None => eprintln!(
+            "seqbus sequencer: upstream authentication OFF (no [auth]): any host that can reach \
+             {} can send commands as any account; for trusted networks only (docs/sites.md)",
+            sc.upstream
+        ),
+    }
     let upstream = udp::bind(sc.upstream, sc.recv_buffer).map_err(io_error(format!(
         "sequencer.upstream {}: bind",
         sc.upstream

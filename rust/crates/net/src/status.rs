@@ -24,6 +24,9 @@ pub struct Board {
     wrong_session: AtomicU64,
     duplicates: AtomicU64,
     out_of_order: AtomicU64,
+    forged: AtomicU64,
+    replayed: AtomicU64,
+    stale: AtomicU64,
     sequenced: AtomicU64,
     packets: AtomicU64,
     heartbeats: AtomicU64,
@@ -86,6 +89,9 @@ impl Board {
         self.wrong_session.store(s.wrong_session, r);
         self.duplicates.store(s.duplicates, r);
         self.out_of_order.store(s.out_of_order, r);
+        self.forged.store(s.forged, r);
+        self.replayed.store(s.replayed, r);
+        self.stale.store(s.stale, r);
         self.sequenced.store(s.sequenced, r);
         self.packets.store(s.packets, r);
         self.heartbeats.store(s.heartbeats, r);
@@ -284,7 +290,7 @@ impl Board {
     }
 
     /// (name, help, kind, value) of every counter and gauge.
-    fn metrics(&self) -> [(&'static str, &'static str, &'static str, u64); 10] {
+    fn metrics(&self) -> [(&'static str, &'static str, &'static str, u64); 13] {
         let r = Ordering::Relaxed;
         [
             (
@@ -316,6 +322,24 @@ impl Board {
                 "Commands ahead of their account's next one dropped.",
                 "counter",
                 self.out_of_order.load(r),
+            ),
+            (
+                "upstream_forged",
+                "Upstream datagrams whose MAC is not their account's key dropped ([auth]).",
+                "counter",
+                self.forged.load(r),
+            ),
+            (
+                "upstream_replayed",
+                "Authentic upstream datagrams seen before dropped ([auth]).",
+                "counter",
+                self.replayed.load(r),
+            ),
+            (
+                "upstream_stale",
+                "Authentic upstream datagrams older than the anti-replay window or of an earlier start of their sender dropped ([auth]).",
+                "counter",
+                self.stale.load(r),
             ),
             (
                 "messages_sequenced",

@@ -43,6 +43,7 @@ fn tcp_client(cfg: &Config) -> Result<TcpClient, Error> {
             reconnect_min_ns: t.reconnect_ms * 1_000_000,
             reconnect_max_ns: t.reconnect_max_ms * 1_000_000,
             max_packet: 65_535,
+            tls: None,
         },
         // At live: a rewinding node fills history from its replayers as over UDP; after a
         // lost connection the client logs in again from its next sequence number.
@@ -107,6 +108,7 @@ pub(crate) fn publisher(
                     client_buffer: t.client_buffer,
                     max_packet: 65_535,
                     max_clients: t.max_clients,
+                    tls: None,
                 },
                 next_seq,
             )

@@ -340,6 +340,15 @@ service!(
     |cfg, _id| Ok(cfg)
 );
 
+service!(
+    /// This site's end of a bridge to a bus at another site (`[bridge]`, docs/sites.md) on a
+    /// Rust thread.
+    Bridge,
+    "seqbus-bridge",
+    seqbus_net::run_bridge,
+    |cfg, _id| Ok(cfg)
+);
+
 /// A sequencer's status endpoint: (member id, "host:port" or None, token or None).
 type StatusEndpoint = (u16, Option<String>, Option<String>);
 

@@ -23,6 +23,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Sequencer>()?;
     m.add_class::<client::Replayer>()?;
     m.add_class::<client::Dispatcher>()?;
+    m.add_class::<client::Bridge>()?;
     m.add_class::<sim::SimBus>()?;
     m.add_class::<delivery::PyDelivery>()?;
     m.add_function(wrap_pyfunction!(client::check_config, m)?)?;

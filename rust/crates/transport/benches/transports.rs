@@ -368,6 +368,8 @@ fn server(next: u64) -> TcpServer {
             client_buffer: 256 << 20,
             max_packet: 65_535,
             max_clients: 8,
+            tls: None,
+            tls: None,
         },
         next,
     )
@@ -387,6 +389,7 @@ fn client(addr: std::net::SocketAddr, start: u64) -> TcpClient {
             reconnect_min_ns: 1_000_000,
             reconnect_max_ns: 10_000_000,
             max_packet: 65_535,
+            tls: None,
         },
         start,
     )

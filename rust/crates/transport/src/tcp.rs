@@ -25,6 +25,7 @@ use seqbus_wire::{MoldPacket, Session};
 
 use crate::soupbin::frame::{self, constant_time_eq, LoginRequest, RejectReason};
 use crate::soupbin::session::{ClientEvent, ClientSession, ServerSession, ServerState, Timing};
+use crate::tls::{ClientTls, Link, ServerTls};
 
 /// One username and password a client may log in with.
 #[derive(Clone, PartialEq, Eq)]
@@ -53,6 +54,8 @@ pub struct ServerConfig {
     pub max_packet: usize,
     /// Most clients connected at once.
     pub max_clients: usize,
+    /// TLS only, with this certificate (`crate::tls`); None: plain TCP.
+    pub tls: Option<ServerTls>,
 }
 
 /// Counters of a [`TcpServer`].
@@ -71,7 +74,7 @@ pub struct ServerStats {
 }
 
 struct Conn {
-    stream: TcpStream,
+    stream: Link,
     peer: SocketAddr,
     sess: ServerSession,
     /// Gets each message as it is published (it has caught up with the store).
@@ -168,8 +171,9 @@ impl TcpServer {
     /// and the caller's ordinary wake-ups are enough to notice when it starts again.
     pub fn has_pending_output(&self) -> bool {
         self.conns.iter().any(|c| {
-            let waiting =
-                c.sess.out_len() > 0 || (!c.live && c.sess.state() == &ServerState::Active);
+            let waiting = c.sess.out_len() > 0
+                || c.stream.tls_pending()
+                || (!c.live && c.sess.state() == &ServerState::Active);
             waiting && self.last_poll_ns.saturating_sub(c.last_progress_ns) < 10_000_000
         })
     }
@@ -218,6 +222,7 @@ impl TcpServer {
                     Err(_) => break,
                 }
             }
+            let _ = c.stream.flush_tls();
         }
     }
 
@@ -281,6 +286,13 @@ impl TcpServer {
                         continue;
                     }
                     let _ = stream.set_nodelay(true);
+                    let stream = match Link::accept(stream, self.cfg.tls.as_ref()) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            (self.log)(&format!("{peer}: refused: TLS: {e}"));
+                            continue;
+                        }
+                    };
                     self.conns.push(Conn {
                         stream,
                         peer,
@@ -425,6 +437,9 @@ impl TcpServer {
                 }
             }
         }
+        if let Err(e) = c.stream.flush_tls() {
+            c.sess.close(format!("write failed: {e}"));
+        }
         if matches!(c.sess.state(), ServerState::Closing(_)) && !c.sess.out().is_empty() {
             // A closing client that does not read its last bytes is not waited for long.
             if c.sess
@@ -498,6 +513,8 @@ pub struct ClientConfig {
     pub reconnect_max_ns: u64,
     /// Largest packet accepted from the server (length field), bytes.
     pub max_packet: usize,
+    /// TLS only, trusting these certificates (`crate::tls`); None: plain TCP.
+    pub tls: Option<ClientTls>,
 }
 
 /// Counters of a [`TcpClient`].
@@ -521,7 +538,7 @@ pub enum ClientError {
 }
 
 struct ClientConn {
-    stream: TcpStream,
+    stream: Link,
     sess: ClientSession,
 }
 
@@ -577,6 +594,20 @@ impl TcpClient {
         self.next_seq
     }
 
+    /// The next login (after a lost connection) asks for messages from `seq` on, not from
+    /// where this client stopped: another channel carried the stream meanwhile (a bridge's
+    /// redundant links). No effect while connected.
+    pub fn resume_from(&mut self, seq: u64) {
+        if self.conn.is_none() {
+            self.next_seq = seq;
+        }
+    }
+
+    /// The server this client logs in to.
+    pub fn server(&self) -> SocketAddr {
+        self.cfg.server
+    }
+
     /// True while logged in.
     pub fn is_connected(&self) -> bool {
         self.conn
@@ -597,7 +628,7 @@ impl TcpClient {
     /// Drops the connection (it is made again at the next poll, from where it stopped).
     pub fn disconnect(&mut self, reason: &str) {
         if let Some(c) = self.conn.take() {
-            let _ = c.stream.shutdown(std::net::Shutdown::Both);
+            let _ = c.stream.tcp().shutdown(std::net::Shutdown::Both);
             self.stats.disconnects += 1;
             (self.log)(&format!(
                 "{}: connection lost ({reason}); logging in again from {}",
@@ -628,7 +659,7 @@ impl TcpClient {
                 Err(e) => return Err(e),
             }
         }
-        Ok(())
+        c.stream.flush_tls()
     }
 
     fn connect(&mut self, now_ns: u64) {
@@ -645,6 +676,14 @@ impl TcpClient {
         if stream.set_nonblocking(true).is_err() {
             return;
         }
+        let stream = match Link::connect(stream, self.cfg.tls.as_ref()) {
+            Ok(l) => l,
+            Err(e) => {
+                self.reconnect_at = now_ns + self.backoff;
+                (self.log)(&format!("{}: TLS: {e}", self.cfg.server));
+                return;
+            }
+        };
         self.stats.connects += 1;
         let mut login = self.login;
         login.sequence = self.next_seq;

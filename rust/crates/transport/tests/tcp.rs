@@ -31,6 +31,7 @@ fn server(store_next: u64, client_buffer: usize) -> (TcpServer, Arc<Mutex<Vec<St
         client_buffer,
         max_packet: 65535,
         max_clients: 64,
+        tls: None,
     };
     let mut s = TcpServer::bind(cfg, store_next).unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -52,6 +53,7 @@ fn client(addr: SocketAddr, password: &str, start: u64) -> TcpClient {
             reconnect_min_ns: 1_000_000,
             reconnect_max_ns: 100_000_000,
             max_packet: 65535,
+            tls: None,
         },
         start,
     )
@@ -219,6 +221,7 @@ fn wrong_credentials_and_wrong_session_are_rejected_without_saying_which_part() 
                 reconnect_min_ns: 1_000_000,
                 reconnect_max_ns: 1_000_000,
                 max_packet: 65535,
+                tls: None,
             },
             1,
         )

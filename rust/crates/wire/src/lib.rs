@@ -3,6 +3,7 @@
 //! * [`mold`]: MoldUDP64 downstream packets and request packets (big-endian, NASDAQ's format).
 //! * [`envelope`]: the 32-byte seqbus envelope at the front of every sequenced message.
 //! * [`upstream`]: node → sequencer command packets (our own format, `docs/upstream.md`).
+//! * [`auth`]: keys, MACs and the anti-replay window of authenticated upstream packets.
 //! * [`control`]: the bodies of the bus's own control messages (`schemas/bus.idl`).
 //! * [`cluster`]: sequencer ↔ sequencer messages of a cluster, replayer announcements.
 //! * [`soupbin`]: SoupBinTCP 4.0 packets (NASDAQ's format; the sessions that use them are in
@@ -16,6 +17,7 @@ pub mod control;
 pub mod envelope;
 pub mod mold;
 pub mod soupbin;
+pub mod auth;
 pub mod upstream;
 
 pub use envelope::{Envelope, ENVELOPE_LEN};

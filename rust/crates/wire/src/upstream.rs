@@ -19,7 +19,14 @@
 //! The sequencer answers a gap in an account's commands with a **NAK** (type 3, sequencer →
 //! the sender's address, 36 bytes): the same header with count 0, then `expected u64`, the
 //! command sequence it needs next from that account ([`Nak`]).
+//!
+//! **Version 2** is the authenticated packet (`crate::auth`): the same header with version 2,
+//! the same command blocks, then `boot_ns u64 | counter u64 | mac [16]`, the MAC (BLAKE3
+//! keyed with the account's key) covering every byte before it. A version-2 NAK is the
+//! version-1 NAK with version 2, then the MAC of the 36 bytes before it (52 bytes). Version 1
+//! stays valid where keys are off.
 
+use crate::auth::{Key, Nonce, MAC_LEN, TRAILER_LEN};
 use crate::envelope::{FLAG_FRAGMENT, FLAG_LAST_FRAGMENT};
 use crate::{le_u16, le_u32, le_u64, need, Account, Session, WireError};
 
@@ -35,13 +42,20 @@ pub const TYPE_HELLO: u8 = 2;
 pub const TYPE_NAK: u8 = 3;
 /// Length of a NAK.
 pub const NAK_LEN: usize = UPSTREAM_HEADER_LEN + 8;
+/// Length of an authenticated (version 2) NAK.
+pub const NAK_SIGNED_LEN: usize = NAK_LEN + MAC_LEN;
 const MAGIC: [u8; 2] = *b"SU";
-const VERSION: u8 = 1;
+/// Version of a packet without authentication.
+pub const VERSION: u8 = 1;
+/// Version of an authenticated packet (`crate::auth`).
+pub const VERSION_SIGNED: u8 = 2;
 
 /// A validated upstream packet.
 #[derive(Debug, Clone, Copy)]
 pub struct UpstreamPacket<'a> {
     buf: &'a [u8],
+    /// End of the command blocks (the trailer of a version-2 packet follows).
+    end: usize,
 }
 
 /// One command (or fragment of one) inside an upstream packet.
@@ -65,13 +79,21 @@ impl<'a> UpstreamPacket<'a> {
                 value: le_u16(buf, 0) as u64,
             });
         }
-        if buf[2] != VERSION {
-            return Err(WireError::Invalid {
-                what: WHAT,
-                field: "version",
-                value: buf[2] as u64,
-            });
-        }
+        let end = match buf[2] {
+            VERSION => buf.len(),
+            VERSION_SIGNED => {
+                need(WHAT, buf, 0, UPSTREAM_HEADER_LEN + TRAILER_LEN)?;
+                buf.len() - TRAILER_LEN
+            }
+            v => {
+                return Err(WireError::Invalid {
+                    what: WHAT,
+                    field: "version",
+                    value: v as u64,
+                })
+            }
+        };
+        let body = &buf[..end];
         let kind = buf[3];
         let count = le_u16(buf, 24);
         match kind {
@@ -94,11 +116,11 @@ impl<'a> UpstreamPacket<'a> {
         }
         let mut at = UPSTREAM_HEADER_LEN;
         for _ in 0..count {
-            need(WHAT, buf, at, COMMAND_HEADER_LEN)?;
-            let seq = le_u64(buf, at);
-            let body_len = le_u32(buf, at + 8);
-            let flags = buf[at + 12];
-            let frag_len = le_u16(buf, at + 14) as usize;
+            need(WHAT, body, at, COMMAND_HEADER_LEN)?;
+            let seq = le_u64(body, at);
+            let body_len = le_u32(body, at + 8);
+            let flags = body[at + 12];
+            let frag_len = le_u16(body, at + 14) as usize;
             if seq == 0 {
                 return Err(WireError::Invalid {
                     what: WHAT,
@@ -122,16 +144,38 @@ impl<'a> UpstreamPacket<'a> {
                     value: body_len as u64,
                 });
             }
-            need(WHAT, buf, at + COMMAND_HEADER_LEN, frag_len)?;
+            need(WHAT, body, at + COMMAND_HEADER_LEN, frag_len)?;
             at += COMMAND_HEADER_LEN + frag_len;
         }
-        if at != buf.len() {
+        if at != end {
             return Err(WireError::Trailing {
                 what: WHAT,
-                extra: buf.len() - at,
+                extra: end - at,
             });
         }
-        Ok(UpstreamPacket { buf })
+        Ok(UpstreamPacket { buf, end })
+    }
+
+    /// [`VERSION`] or [`VERSION_SIGNED`].
+    pub fn version(&self) -> u8 {
+        self.buf[2]
+    }
+
+    /// The sender's nonce (version 2 only).
+    pub fn nonce(&self) -> Option<Nonce> {
+        (self.version() == VERSION_SIGNED).then(|| Nonce {
+            boot_ns: le_u64(self.buf, self.end),
+            counter: le_u64(self.buf, self.end + 8),
+        })
+    }
+
+    /// True when the packet is authenticated (version 2) and its MAC is `key`'s.
+    pub fn verify(&self, key: &Key) -> bool {
+        if self.version() != VERSION_SIGNED {
+            return false;
+        }
+        let at = self.buf.len() - MAC_LEN;
+        key.verify(&self.buf[..at], &self.buf[at..])
     }
 
     /// [`TYPE_COMMANDS`] or [`TYPE_HELLO`].
@@ -176,6 +220,23 @@ pub struct Nak {
 }
 
 impl Nak {
+    /// The NAK authenticated with the account's `key` (version 2).
+    pub fn encode_signed(&self, key: &Key) -> [u8; NAK_SIGNED_LEN] {
+        let mut b = [0u8; NAK_SIGNED_LEN];
+        b[..NAK_LEN].copy_from_slice(&self.encode());
+        b[2] = VERSION_SIGNED;
+        let mac = key.mac(&b[..NAK_LEN]);
+        b[NAK_LEN..].copy_from_slice(&mac);
+        b
+    }
+
+    /// True when `buf` is a version-2 NAK whose MAC is `key`'s.
+    pub fn verify(buf: &[u8], key: &Key) -> bool {
+        buf.len() == NAK_SIGNED_LEN
+            && buf[2] == VERSION_SIGNED
+            && key.verify(&buf[..NAK_LEN], &buf[NAK_LEN..])
+    }
+
     pub fn encode(&self) -> [u8; NAK_LEN] {
         let mut b = [0u8; NAK_LEN];
         b[0..2].copy_from_slice(&MAGIC);
@@ -192,17 +253,25 @@ impl Nak {
     pub fn parse(buf: &[u8]) -> Result<Nak, WireError> {
         const WHAT: &str = "NAK";
         need(WHAT, buf, 0, NAK_LEN)?;
-        if buf[0..2] != MAGIC || buf[2] != VERSION || buf[3] != TYPE_NAK {
+        let len = match buf[2] {
+            VERSION => NAK_LEN,
+            _ => NAK_SIGNED_LEN,
+        };
+        if buf[0..2] != MAGIC
+            || !matches!(buf[2], VERSION | VERSION_SIGNED)
+            || buf[3] != TYPE_NAK
+        {
             return Err(WireError::Invalid {
                 what: WHAT,
                 field: "magic/version/type",
                 value: le_u32(buf, 0) as u64,
             });
         }
-        if buf.len() != NAK_LEN {
+        need(WHAT, buf, 0, len)?;
+        if buf.len() != len {
             return Err(WireError::Trailing {
                 what: WHAT,
-                extra: buf.len() - NAK_LEN,
+                extra: buf.len() - len,
             });
         }
         let expected = le_u64(buf, UPSTREAM_HEADER_LEN);
@@ -255,12 +324,22 @@ impl<'a> Iterator for Commands<'a> {
     }
 }
 
+/// The key and nonce a writer seals its packets with.
+#[derive(Debug)]
+struct Sealing {
+    key: Key,
+    boot_ns: u64,
+    counter: u64,
+}
+
 /// Builds upstream packets in a reusable buffer.
 #[derive(Debug)]
 pub struct UpstreamWriter {
     buf: Vec<u8>,
     max_len: usize,
     count: u16,
+    sealing: Option<Sealing>,
+    sealed: bool,
 }
 
 impl UpstreamWriter {
@@ -271,19 +350,50 @@ impl UpstreamWriter {
             buf: Vec::with_capacity(max_len),
             max_len,
             count: 0,
+            sealing: None,
+            sealed: false,
+        }
+    }
+
+    /// Authenticates every packet from the next [`UpstreamWriter::begin`] on (version 2): the
+    /// nonce is `boot_ns` (the sender's start, ns since the epoch) and a counter from 1.
+    pub fn set_key(&mut self, key: Key, boot_ns: u64) {
+        assert!(
+            self.max_len > UPSTREAM_HEADER_LEN + COMMAND_HEADER_LEN + TRAILER_LEN,
+            "no room for a command beside the trailer"
+        );
+        self.sealing = Some(Sealing {
+            key,
+            boot_ns,
+            counter: 0,
+        });
+    }
+
+    /// Room the trailer takes.
+    fn reserved(&self) -> usize {
+        if self.sealing.is_some() {
+            TRAILER_LEN
+        } else {
+            0
         }
     }
 
     /// Largest fragment one packet can carry.
     pub fn max_fragment_len(&self) -> usize {
-        (self.max_len - UPSTREAM_HEADER_LEN - COMMAND_HEADER_LEN).min(u16::MAX as usize)
+        (self.max_len - UPSTREAM_HEADER_LEN - COMMAND_HEADER_LEN - self.reserved())
+            .min(u16::MAX as usize)
     }
 
     /// Starts a packet of `kind` from `account`/`instance`.
     pub fn begin(&mut self, kind: u8, session: Session, account: Account, instance: u16) {
         self.buf.clear();
+        self.sealed = false;
         self.buf.extend_from_slice(&MAGIC);
-        self.buf.push(VERSION);
+        self.buf.push(if self.sealing.is_some() {
+            VERSION_SIGNED
+        } else {
+            VERSION
+        });
         self.buf.push(kind);
         self.buf.extend_from_slice(&session.0);
         self.buf.extend_from_slice(&account);
@@ -294,7 +404,8 @@ impl UpstreamWriter {
 
     /// Appends a command block; false (nothing written) when it does not fit.
     pub fn push(&mut self, c: &Command<'_>) -> bool {
-        if self.buf.len() + COMMAND_HEADER_LEN + c.fragment.len() > self.max_len
+        debug_assert!(!self.sealed, "push after finish");
+        if self.buf.len() + COMMAND_HEADER_LEN + c.fragment.len() + self.reserved() > self.max_len
             || self.count == u16::MAX
         {
             return false;
@@ -315,7 +426,22 @@ impl UpstreamWriter {
         self.count
     }
 
+    /// The packet as it stands (unsealed: see [`UpstreamWriter::finish`]).
     pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// The finished packet: with a key, the nonce and MAC appended (once; the counter
+    /// advances per packet).
+    pub fn finish(&mut self) -> &[u8] {
+        if let (Some(s), false) = (self.sealing.as_mut(), self.sealed) {
+            s.counter += 1;
+            self.buf.extend_from_slice(&s.boot_ns.to_le_bytes());
+            self.buf.extend_from_slice(&s.counter.to_le_bytes());
+            let mac = s.key.mac(&self.buf);
+            self.buf.extend_from_slice(&mac);
+            self.sealed = true;
+        }
         &self.buf
     }
 }
@@ -377,6 +503,81 @@ mod tests {
         assert!(UpstreamPacket::parse(&m).is_err());
         w.begin(TYPE_HELLO, s, a, 1);
         assert!(UpstreamPacket::parse(w.bytes()).is_ok());
+    }
+
+    #[test]
+    fn signed_packets_verify_only_with_their_key_and_unchanged() {
+        let s = Session::new("S1").unwrap();
+        let a = crate::account("ME").unwrap();
+        let key = Key::new([7; 32]);
+        let mut w = UpstreamWriter::new(200);
+        let plain_room = w.max_fragment_len();
+        w.set_key(key.clone(), 1_000);
+        assert_eq!(w.max_fragment_len(), plain_room - TRAILER_LEN);
+        w.begin(TYPE_COMMANDS, s, a, 3);
+        let c = Command {
+            command_seq: 9,
+            body_length: 3,
+            flags: 0,
+            fragment: b"abc",
+        };
+        assert!(w.push(&c));
+        let first = w.finish().to_vec();
+        assert_eq!(w.finish(), &first[..], "sealed once");
+        let p = UpstreamPacket::parse(&first).unwrap();
+        assert_eq!(p.version(), VERSION_SIGNED);
+        assert_eq!(
+            p.nonce(),
+            Some(Nonce {
+                boot_ns: 1_000,
+                counter: 1
+            })
+        );
+        assert_eq!(p.commands().collect::<Vec<_>>(), vec![c]);
+        assert!(p.verify(&key));
+        assert!(!p.verify(&Key::new([8; 32])));
+        // any changed byte: rejected by the parser or by the MAC
+        for i in 0..first.len() {
+            let mut m = first.clone();
+            m[i] ^= 0x20;
+            if let Ok(p) = UpstreamPacket::parse(&m) {
+                assert!(!p.verify(&key), "byte {i} changed and still verified");
+            }
+        }
+        // the next packet has the next counter
+        w.begin(TYPE_HELLO, s, a, 3);
+        let hello = UpstreamPacket::parse(w.finish()).unwrap();
+        assert_eq!(hello.nonce().unwrap().counter, 2);
+        assert!(hello.verify(&key));
+        // a version-1 packet carries no nonce and never verifies
+        let mut plain = UpstreamWriter::new(200);
+        plain.begin(TYPE_HELLO, s, a, 3);
+        let p = UpstreamPacket::parse(plain.finish()).unwrap();
+        assert_eq!((p.version(), p.nonce()), (VERSION, None));
+        assert!(!p.verify(&key));
+        // too short for a trailer
+        assert!(UpstreamPacket::parse(&first[..UPSTREAM_HEADER_LEN + 8]).is_err());
+    }
+
+    #[test]
+    fn signed_naks() {
+        let n = Nak {
+            session: Session::new("S1").unwrap(),
+            account: crate::account("ME").unwrap(),
+            instance: 2,
+            expected: 41,
+        };
+        let key = Key::new([3; 32]);
+        let b = n.encode_signed(&key);
+        assert!(Nak::is_nak(&b));
+        assert_eq!(Nak::parse(&b).unwrap(), n);
+        assert!(Nak::verify(&b, &key));
+        assert!(!Nak::verify(&b, &Key::new([4; 32])));
+        assert!(!Nak::verify(&n.encode(), &key), "unsigned");
+        let mut m = b;
+        m[UPSTREAM_HEADER_LEN] ^= 1;
+        assert!(!Nak::verify(&m, &key));
+        assert!(Nak::parse(&b[..NAK_LEN]).is_err(), "a version-2 NAK cut short");
     }
 
     #[test]

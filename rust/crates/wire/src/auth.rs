@@ -1,0 +1,194 @@
+//! Authentication of upstream packets (docs/upstream.md, "Authentication"): a per-account key,
+//! a MAC over the whole packet (BLAKE3 in keyed mode, truncated to 128 bits) and a per-sender
+//! nonce that lets the sequencer tell a replayed or stale packet from a fresh one.
+//!
+//! The nonce is `boot_ns` (the sender's start, ns since the Unix epoch) and a `counter` of
+//! the packets it sealed since. The sequencer keeps, per `(account, instance)`, the newest boot
+//! and a window of the last [`WINDOW`] counters of that boot, as IPsec's anti-replay window
+//! (RFC 4303 §3.4.3) does: a counter seen before is a replay, one older than the window or of
+//! an older boot is stale.
+
+/// Bytes of a key.
+pub const KEY_LEN: usize = 32;
+/// Bytes of the MAC a packet carries (BLAKE3 keyed hash, truncated).
+pub const MAC_LEN: usize = 16;
+/// Bytes an authenticated upstream packet carries after its command blocks:
+/// `boot_ns u64 | counter u64 | mac [16]`.
+pub const TRAILER_LEN: usize = 16 + MAC_LEN;
+/// Counters below the newest by this many or more are stale.
+pub const WINDOW: u64 = 64;
+
+/// A 256-bit MAC key. Its `Debug` shows nothing of it, so it never reaches a log.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Key([u8; KEY_LEN]);
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Key(<hidden>)")
+    }
+}
+
+impl Key {
+    pub fn new(bytes: [u8; KEY_LEN]) -> Key {
+        Key(bytes)
+    }
+
+    /// A key from 64 hexadecimal digits (surrounding white space ignored). The error never
+    /// repeats the text.
+    pub fn from_hex(text: &str) -> Result<Key, String> {
+        let t = text.trim();
+        if t.len() != 2 * KEY_LEN {
+            return Err(format!(
+                "a key is {KEY_LEN} bytes written as {} hexadecimal digits (got {} characters)",
+                2 * KEY_LEN,
+                t.len()
+            ));
+        }
+        let mut k = [0u8; KEY_LEN];
+        for (i, pair) in t.as_bytes().chunks(2).enumerate() {
+            let digit = |c: u8| (c as char).to_digit(16);
+            match (digit(pair[0]), digit(pair[1])) {
+                (Some(h), Some(l)) => k[i] = (h * 16 + l) as u8,
+                _ => return Err(format!("not a hexadecimal digit at position {}", 2 * i)),
+            }
+        }
+        Ok(Key(k))
+    }
+
+    /// The MAC of `data`.
+    pub fn mac(&self, data: &[u8]) -> [u8; MAC_LEN] {
+        let h = blake3::keyed_hash(&self.0, data);
+        h.as_bytes()[..MAC_LEN].try_into().expect("16 bytes")
+    }
+
+    /// True when `mac` is the MAC of `data` (compared in constant time).
+    pub fn verify(&self, data: &[u8], mac: &[u8]) -> bool {
+        let want = self.mac(data);
+        mac.len() == MAC_LEN && want.iter().zip(mac).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
+    }
+}
+
+/// A sender's nonce: its start and the number of packets it sealed since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Nonce {
+    pub boot_ns: u64,
+    pub counter: u64,
+}
+
+/// What a [`ReplayWindow`] says of a nonce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    Fresh,
+    /// This very nonce was accepted before.
+    Replayed,
+    /// Of an older boot of the sender, or older than the window.
+    Stale,
+}
+
+/// The anti-replay state of one sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayWindow {
+    boot: u64,
+    top: u64,
+    /// Bit i: counter `top - i` was accepted.
+    seen: u64,
+}
+
+impl ReplayWindow {
+    /// The window after accepting the sender's first nonce.
+    pub fn new(n: Nonce) -> ReplayWindow {
+        ReplayWindow {
+            boot: n.boot_ns,
+            top: n.counter,
+            seen: 1,
+        }
+    }
+
+    pub fn check(&self, n: Nonce) -> Freshness {
+        if n.boot_ns != self.boot {
+            return if n.boot_ns < self.boot {
+                Freshness::Stale
+            } else {
+                Freshness::Fresh
+            };
+        }
+        if n.counter > self.top {
+            return Freshness::Fresh;
+        }
+        let back = self.top - n.counter;
+        if back >= WINDOW {
+            Freshness::Stale
+        } else if self.seen & (1 << back) != 0 {
+            Freshness::Replayed
+        } else {
+            Freshness::Fresh
+        }
+    }
+
+    /// Records a nonce [`ReplayWindow::check`] found fresh (after its MAC was verified).
+    pub fn accept(&mut self, n: Nonce) {
+        if n.boot_ns > self.boot {
+            *self = ReplayWindow::new(n);
+        } else if n.counter > self.top {
+            let shift = n.counter - self.top;
+            self.seen = if shift >= WINDOW {
+                0
+            } else {
+                self.seen << shift
+            } | 1;
+            self.top = n.counter;
+        } else {
+            self.seen |= 1 << (self.top - n.counter);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_parse_from_hex_and_hide_in_debug() {
+        let hex = "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF";
+        let k = Key::from_hex(&format!("  {hex}\n")).unwrap();
+        assert_eq!(format!("{k:?}"), "Key(<hidden>)");
+        let e = Key::from_hex("abc").unwrap_err();
+        assert!(e.contains("64 hexadecimal digits"), "{e}");
+        assert!(!e.contains("abc"), "the text is not repeated: {e}");
+        assert!(Key::from_hex(&hex.replace('0', "g")).is_err());
+    }
+
+    #[test]
+    fn macs_verify_and_differ_by_key_and_data() {
+        let a = Key::new([1; 32]);
+        let b = Key::new([2; 32]);
+        let m = a.mac(b"hello");
+        assert!(a.verify(b"hello", &m));
+        assert!(!b.verify(b"hello", &m));
+        assert!(!a.verify(b"hellp", &m));
+        assert!(!a.verify(b"hello", &m[..15]));
+    }
+
+    #[test]
+    fn the_window_tells_fresh_replayed_and_stale() {
+        let n = |boot, counter| Nonce {
+            boot_ns: boot,
+            counter,
+        };
+        let mut w = ReplayWindow::new(n(100, 5));
+        assert_eq!(w.check(n(100, 5)), Freshness::Replayed);
+        assert_eq!(w.check(n(100, 4)), Freshness::Fresh, "late but in the window");
+        w.accept(n(100, 4));
+        assert_eq!(w.check(n(100, 4)), Freshness::Replayed);
+        w.accept(n(100, 70));
+        assert_eq!(w.check(n(100, 7)), Freshness::Fresh);
+        assert_eq!(w.check(n(100, 6)), Freshness::Stale, "64 behind the newest");
+        assert_eq!(w.check(n(100, 70)), Freshness::Replayed);
+        assert_eq!(w.check(n(99, 1000)), Freshness::Stale, "an older boot");
+        assert_eq!(w.check(n(101, 1)), Freshness::Fresh, "the sender restarted");
+        w.accept(n(101, 1));
+        assert_eq!(w.check(n(100, 71)), Freshness::Stale);
+        w.accept(n(101, 1000));
+        assert_eq!(w.check(n(101, 1)), Freshness::Stale);
+    }
+}

@@ -1,0 +1,116 @@
+"""Configurations and helpers of the multi-site tests (docs/sites.md): a bus's sequencer, the
+replayers that follow it (over multicast, or a tier below other replayers over SoupBinTCP),
+and the journals they keep, compared byte for byte."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.conftest import free_tcp_port, free_udp_port
+
+SESSION = "SITES00001"
+USER, PASSWORD = "bridge", "s3cret"
+
+
+@dataclass
+class Site:
+    """One site's bus configuration: its multicast group, where its sequencer (or bridge)
+    takes commands and where its replayer answers. ``ip`` is the site's address the other site
+    reaches (its end of the link), ``iface`` where its multicast runs."""
+
+    workdir: Path
+    name: str
+    iface: str = "127.0.0.1"
+    ip: str = "127.0.0.1"
+    group: int = field(default_factory=free_udp_port)
+    upstream: int = field(default_factory=free_udp_port)
+    replayer: int = field(default_factory=free_udp_port)
+    discovery: int = field(default_factory=free_udp_port)
+    extra: str = ""
+
+    def base(
+        self,
+        *,
+        replayer_listen: int | None = None,
+        journal: str = "journal",
+        discovery: bool = True,
+        replayers: list[int] | None = None,
+    ) -> str:
+        node = f"replayers = {[f'{self.iface}:{p}' for p in replayers]!r}\n".replace("'", '"') if replayers else ""
+        disco = (
+            f'[discovery]\ngroup = "239.8.{1 if self.name == "a" else 2}.2:{self.discovery}"\n'
+            "interval_ms = 50\n"
+            if discovery
+            else ""
+        )
+        return f"""\
+[bus]
+session = "{SESSION}"
+
+[sequencer]
+upstream = "{self.iface}:{self.upstream}"
+journal_dir = "{self.workdir / journal}"
+clock_tick_ms = 20
+
+[downstream]
+transport = "udp-multicast"
+group = "239.8.{1 if self.name == "a" else 2}.1:{self.group}"
+interface = "{self.iface}"
+
+[replayer]
+listen = "{self.iface}:{replayer_listen or self.replayer}"
+
+[node]
+retry_ms = 30
+{node}
+{disco}
+[tcp]
+credentials = [{{ username = "{USER}", password = "{PASSWORD}" }}]
+username = "{USER}"
+password = "{PASSWORD}"
+heartbeat_ms = 200
+timeout_ms = 2000
+reconnect_ms = 20
+reconnect_max_ms = 200
+"""
+
+    def write(self, name: str, text: str) -> Path:
+        path = self.workdir / f"{name}.toml"
+        path.write_text(text + self.extra)
+        return path
+
+    def bus(self) -> Path:
+        """The sequencer's (and the nodes') configuration of this site."""
+        return self.write(f"{self.name}-bus", self.base())
+
+    def follower(self, name: str, *, tcp: bool = True, follow_tcp: list[str] | None = None) -> tuple[Path, int, int]:
+        """A following replayer's configuration: (path, its UDP port, its SoupBinTCP port)."""
+        udp, port = free_udp_port(), free_tcp_port()
+        text = self.base(replayer_listen=udp).replace(
+            "[replayer]\n",
+            "[replayer]\nfollow = true\n"
+            f'journal_dir = "{self.workdir / ("journal-" + name)}"\n'
+            # its own gaps from the sequencer's replayer first: a replayer announced on
+            # [discovery] may be one that holds nothing yet
+            + (f'sources = ["{self.iface}:{self.replayer}"]\n' if not follow_tcp else "")
+            + (f'tcp_listen = "{self.ip}:{port}"\n' if tcp else "")
+            + (f"follow_tcp = {follow_tcp!r}\n".replace("'", '"') if follow_tcp else ""),
+        )
+        return self.write(name, text), udp, port
+
+
+def journal_bytes(directory: Path) -> bytes:
+    """Every segment of a journal, in order (segments of equal size hold the same records at
+    the same offsets when their streams are the same)."""
+    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.seg")))
+
+
+def wait_until(cond: Callable[[], bool], timeout: float, what: str, logs: Callable[[], str] = lambda: "") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s\n{logs()}")
+        time.sleep(0.02)

@@ -1,0 +1,275 @@
+"""Commands no one can forge (docs/upstream.md, "Authentication"; docs/sites.md, the threat
+model), over real sockets: a sequencer process with per-account keys; a legitimate sender whose
+datagrams pass through a tap that copies them (an attacker on the path); attackers sending as
+the legitimate account without a key, with a wrong key, as an account without a key, and
+replaying the tapped datagrams. Every forgery and replay is dropped and counted apart, and the
+legitimate stream is exactly what was sent."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seqbus import _core
+from seqbus.errors import SeqbusError
+from tests.conftest import Processes, free_tcp_port, free_udp_port, seqbus_cli
+from tests.ha.cluster import BODY, HEADER
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("multicast")]
+
+GOOD_KEY = "11" * 32
+READER_KEY = "22" * 32
+WRONG_KEY = "33" * 32
+
+
+def write_config(
+    path: Path, *, upstream: int, group: int, replayer: int, status: int, auth: str | None
+) -> Path:
+    text = f"""\
+[bus]
+session = "AUTH000001"
+
+[sequencer]
+upstream = "127.0.0.1:{upstream}"
+journal_dir = "{path.parent / "journal"}"
+status = "127.0.0.1:{status}"
+clock_tick_ms = 20
+
+[downstream]
+transport = "udp-multicast"
+group = "239.7.9.1:{group}"
+
+[replayer]
+listen = "127.0.0.1:{replayer}"
+
+[node]
+replayers = ["127.0.0.1:{replayer}"]
+retry_ms = 20
+"""
+    if auth is not None:
+        text += f"\n[auth]\naccounts = [\n{auth}\n]\n"
+    path.write_text(text)
+    return path
+
+
+class Tap:
+    """A UDP relay between a sender and the sequencer that keeps a copy of every datagram the
+    sender sent and passes the sequencer's answers (NAKs) back."""
+
+    def __init__(self, sequencer: tuple[str, int]) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.05)
+        self.port = int(self.sock.getsockname()[1])
+        self.sequencer = sequencer
+        self.copies: list[bytes] = []
+        self.sender: tuple[str, int] | None = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.is_set():
+            try:
+                data, addr = self.sock.recvfrom(65536)
+            except TimeoutError:
+                continue
+            if addr == self.sequencer:
+                if self.sender is not None:
+                    self.sock.sendto(data, self.sender)
+            else:
+                self.sender = addr
+                self.copies.append(data)
+                self.sock.sendto(data, self.sequencer)
+
+    def replay(self, datagram: bytes) -> None:
+        self.sock.sendto(datagram, self.sequencer)
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join(2)
+        self.sock.close()
+
+
+def counters(status: int) -> dict[str, int]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{status}/status", timeout=2) as r:
+        doc: dict[str, Any] = json.loads(r.read())
+    return {k: int(v) for k, v in doc["counters"].items()}
+
+
+def wait_for(cond: Any, timeout: float, what: str, pump: Any = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        if pump is not None:
+            pump()
+        else:
+            time.sleep(0.01)
+
+
+def body(tag: str, n: int) -> bytes:
+    return HEADER + BODY.pack(tag.encode().ljust(8, b"\0"), n)
+
+
+def tags(records: bytes) -> list[tuple[str, int, str, int]]:
+    """(sender account, instance, tag, counter) of every message in a batch of records."""
+    out = []
+    at = 0
+    while at < len(records):
+        length = int.from_bytes(records[at : at + 4], "little")
+        if int.from_bytes(records[at + 4 : at + 6], "little") == 1:
+            env = records[at + 16 : at + 48]
+            account = env[16:24].rstrip(b"\0").decode()
+            instance = int.from_bytes(env[24:26], "little")
+            tag, n = BODY.unpack_from(records, at + 48 + 8)
+            out.append((account, instance, tag.rstrip(b"\0").decode(), n))
+        at += length
+    return out
+
+
+def test_forged_wrong_key_and_replayed_commands_are_dropped_and_counted(
+    tmp_path: Path, processes: Processes
+) -> None:
+    upstream, group, replayer, status = (
+        free_udp_port(),
+        free_udp_port(),
+        free_udp_port(),
+        free_tcp_port(),
+    )
+    keys = f'  {{ account = "GOOD", key = "{GOOD_KEY}" }},\n  {{ account = "READER", key = "{READER_KEY}" }},'
+    bus = write_config(
+        tmp_path / "bus.toml",
+        upstream=upstream, group=group, replayer=replayer, status=status, auth=keys,
+    )
+    seq = processes.start("sequencer", [*seqbus_cli(), "sequencer", "-c", str(bus)])
+    reader = _core.NodeClient(str(bus), "READER", 1, start="rewind")
+    got: list[tuple[str, int, str, int]] = []
+
+    def pump() -> None:
+        got.extend(tags(reader.poll(4096, 0.002)))
+
+    wait_for(lambda: "upstream authentication ON: 2 account keys" in processes.log("sequencer"),
+             20, "the start-up line", pump)
+    # the legitimate sender's datagrams pass the tap
+    tap = Tap(("127.0.0.1", upstream))
+    via_tap = write_config(
+        tmp_path / "good.toml",
+        upstream=tap.port, group=group, replayer=replayer, status=free_tcp_port(), auth=keys,
+    )
+    good = _core.NodeClient(str(via_tap), "GOOD", 1, start="live")
+    # attackers: GOOD without a key (keys off in their configuration), GOOD with a wrong key,
+    # an account with no key at the sequencer
+    no_auth = write_config(
+        tmp_path / "noauth.toml",
+        upstream=upstream, group=group, replayer=replayer, status=free_tcp_port(), auth=None,
+    )
+    wrong = write_config(
+        tmp_path / "wrong.toml",
+        upstream=upstream, group=group, replayer=replayer, status=free_tcp_port(),
+        auth=f'  {{ account = "GOOD", key = "{WRONG_KEY}" }},\n  {{ account = "EVIL", key = "{WRONG_KEY}" }},',
+    )
+    unsigned = _core.NodeClient(str(no_auth), "GOOD", 2, start="rewind")
+    wrong_key = _core.NodeClient(str(wrong), "GOOD", 3, start="rewind")
+    no_key = _core.NodeClient(str(wrong), "EVIL", 1, start="rewind")
+    attackers = [unsigned, wrong_key, no_key]
+    try:
+        wait_for(good.is_ready, 20, "GOOD's SenderState", lambda: (good.poll(64, 0.002), pump()))
+        # a rewinding sender numbers from 1 without asking: the attackers send at once
+        for i in range(50):
+            for a in attackers:
+                a.send(body("FORGED", i))
+        sent = 0
+        while sent < 300:
+            try:
+                good.send(body("GOOD", sent))
+                sent += 1
+            except SeqbusError:
+                pass
+            good.poll(64, 0.001)
+            for a in attackers:
+                a.poll(64, 0)
+            pump()
+        wait_for(lambda: sum(1 for g in got if g[2] == "GOOD") >= 300, 30, "GOOD's commands",
+                 lambda: (good.poll(64, 0.001), [a.poll(64, 0) for a in attackers], pump()))
+        # the attackers' datagrams were all dropped as forged; they stop now
+        assert counters(status)["upstream_forged"] >= 3
+        for a in attackers:
+            a.close()
+        time.sleep(0.2)
+        before = counters(status)
+        # replay the tap's copies: the newest 40 are within the window (replayed), the
+        # earliest are more than 64 datagrams behind the newest (stale)
+        copies = [c for c in tap.copies if c[3] == 1]  # command packets
+        assert len(copies) >= 100, len(copies)
+        for c in copies[-40:]:
+            tap.replay(c)
+        for c in copies[:20]:
+            tap.replay(c)
+        # a tapped datagram with one byte of its command changed: forged
+        changed = bytearray(copies[-1])
+        changed[28 + 16 + 9] ^= 1
+        tap.replay(bytes(changed))
+        wait_for(
+            lambda: (c := counters(status))["upstream_replayed"] - before["upstream_replayed"] >= 40
+            and c["upstream_stale"] - before["upstream_stale"] >= 20
+            and c["upstream_forged"] > before["upstream_forged"],
+            10, "the replays counted", pump,
+        )
+        after = counters(status)
+        assert after["upstream_replayed"] - before["upstream_replayed"] == 40, (before, after)
+        assert after["upstream_stale"] - before["upstream_stale"] == 20, (before, after)
+        assert after["upstream_forged"] - before["upstream_forged"] == 1, (before, after)
+        # the legitimate stream: GOOD's commands once each, in order; nothing else from anyone
+        for _ in range(20):
+            pump()
+        assert [n for a, _, t, n in got if t == "GOOD"] == list(range(300))
+        assert all(a == "GOOD" and i == 1 for a, i, t, _ in got), {g[:3] for g in got}
+        assert not any(t == "FORGED" for _, _, t, _ in got)
+        assert after["commands_duplicate"] == before["commands_duplicate"], "replays never reach the duplicate filter"
+        m = urllib.request.urlopen(f"http://127.0.0.1:{status}/metrics", timeout=2).read().decode()
+        assert "seqbus_sequencer_upstream_forged" in m and "seqbus_sequencer_upstream_stale" in m, m[:500]
+    finally:
+        tap.close()
+        for c in [good, reader, *attackers]:
+            try:
+                c.close()
+            except SeqbusError:
+                pass
+        processes.kill(seq)
+
+
+def test_keys_off_says_so_and_a_node_without_its_key_is_refused(
+    tmp_path: Path, processes: Processes
+) -> None:
+    upstream, group, replayer, status = (
+        free_udp_port(),
+        free_udp_port(),
+        free_udp_port(),
+        free_tcp_port(),
+    )
+    bus = write_config(
+        tmp_path / "bus.toml",
+        upstream=upstream, group=group, replayer=replayer, status=status, auth=None,
+    )
+    seq = processes.start("sequencer", [*seqbus_cli(), "sequencer", "-c", str(bus)])
+    node = _core.NodeClient(str(bus), "ANY", 1, start="live")
+    wait_for(node.is_ready, 20, "a SenderState with keys off", lambda: node.poll(64, 0.005))
+    log = processes.log("sequencer")
+    assert "upstream authentication OFF" in log and "trusted networks only" in log, log
+    node.close()
+    processes.kill(seq)
+    keyed = write_config(
+        tmp_path / "keyed.toml",
+        upstream=upstream, group=group, replayer=replayer, status=status,
+        auth=f'  {{ account = "GOOD", key = "{GOOD_KEY}" }},',
+    )
+    with pytest.raises(SeqbusError, match='"NOKEY" has no key in \\[auth\\]'):
+        _core.NodeClient(str(keyed), "NOKEY", 1, start="live")

@@ -1,0 +1,94 @@
+"""Tiered replayers (docs/sites.md): two replayers follow the bus's multicast and serve
+SoupBinTCP; a second-tier replayer follows both of them over SoupBinTCP (the first copy of each
+message wins) and serves a late joiner, whose only replayer it is. The first-tier replayer the
+second tier read first is killed while the late joiner rewinds: the late joiner's stream is
+whole, the second tier goes on through the other one, and every journal holds the same bytes."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from seqbus import _core
+from tests.conftest import Processes, seqbus_cli
+from tests.ha.cluster import Stream
+from tests.sites.sitebus import Site, journal_bytes, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("multicast")]
+
+
+class _Cfg:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+
+def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
+    tmp_path: Path, processes: Processes
+) -> None:
+    site = Site(tmp_path, "a")
+    bus = site.bus()
+    t1a, _, t1a_tcp = site.follower("t1a")
+    t1b, _, t1b_tcp = site.follower("t1b")
+    t2, t2_udp, _ = site.follower(
+        "t2", tcp=False, follow_tcp=[f"127.0.0.1:{t1a_tcp}", f"127.0.0.1:{t1b_tcp}"]
+    )
+    # the late joiner asks the second tier only: no static list, no discovery
+    late_cfg = site.write("late", site.base(discovery=False, replayers=[t2_udp]))
+    cli = seqbus_cli()
+    processes.start("sequencer", [*cli, "sequencer", "-c", str(bus)])
+    replayers = {
+        name: processes.start(name, [*cli, "replayer", "-c", str(cfg)])
+        for name, cfg in (("t1a", t1a), ("t1b", t1b), ("t2", t2))
+    }
+    sender = Stream(_Cfg(bus), "S1", start="live")  # type: ignore[arg-type]
+    wait_until(lambda: sender.poll() >= 0 and sender.client.is_ready(), 20, "the sender",
+               processes.logs)
+    total = 30000
+    while sender.sent < total:
+        sender.send_upto(total)
+        sender.poll()
+    wait_until(lambda: sender.poll() >= 0 and len(sender.from_tag("S1")) >= total, 60,
+               "the stream", processes.logs)
+    last = sender.messages()[-1][0]
+    wait_until(lambda: len(journal_bytes(tmp_path / "journal-t2")) >= len(journal_bytes(tmp_path / "journal")) - 4096
+               and b"" != journal_bytes(tmp_path / "journal-t2"), 30, "the second tier", processes.logs)
+    late = Stream(_Cfg(late_cfg), "LATE", start="rewind")  # type: ignore[arg-type]
+    late.poll(0.5)
+    got = len(late.messages())
+    assert 0 < got < total, f"the late joiner is mid-rewind ({got} of {total})"
+    processes.kill(replayers["t1a"], signal.SIGKILL)
+    replayers["t1a"].wait(timeout=10)
+    # more of the stream after the kill: the second tier gets it through t1b
+    more = total + 5000
+    while sender.sent < more:
+        sender.send_upto(more)
+        sender.poll()
+        late.poll()
+    wait_until(
+        lambda: (sender.poll() >= 0 and late.poll() >= 0 and late.caught_up
+                 and len(late.from_tag("S1")) >= more and len(sender.from_tag("S1")) >= more),
+        60, "the late joiner", processes.logs,
+    )
+    assert late.from_tag("S1") == list(range(more))
+    n = min(len(sender.messages()), len(late.messages()))
+    assert late.messages()[:n] == sender.messages()[:n]
+    stats = late.client.stats()
+    assert stats["retransmits"] >= got, stats  # its history came from the second tier
+    # a second late joiner after the kill rewinds everything from the second tier, which
+    # holds the messages sent after t1a died
+    late2 = Stream(_Cfg(late_cfg), "LATE2", start="rewind")  # type: ignore[arg-type]
+    wait_until(lambda: late2.poll() >= 0 and late2.caught_up and len(late2.from_tag("S1")) >= more,
+               60, "the second late joiner", processes.logs)
+    assert late2.from_tag("S1") == list(range(more))
+    for name in ("t1a", "t1b", "t2"):
+        # the follower's first: the sequencer's journal is ahead of it (idle clock ticks)
+        j = journal_bytes(tmp_path / f"journal-{name}")
+        assert len(j) > 1_000_000
+        assert journal_bytes(tmp_path / "journal").startswith(j), (
+            f"{name}'s journal differs from the sequencer's"
+        )
+    assert last > 0
+    for c in (sender, late, late2):
+        c.client.close()
