@@ -4,6 +4,7 @@ set -euo pipefail
 need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v nft >/dev/null 2>&1 || need+=(nftables)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "system-deps: missing ${need[*]}; not root or no apt-get, the tests that need them will skip" >&2

@@ -4,6 +4,8 @@ and the journals they keep, compared byte for byte."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -100,6 +102,33 @@ reconnect_max_ms = 200
             + (f"follow_tcp = {follow_tcp!r}\n".replace("'", '"') if follow_tcp else ""),
         )
         return self.write(name, text), udp, port
+
+
+def tls_files(directory: Path, ip: str) -> str | None:
+    """A CA and a server certificate it signed for ``ip`` (openssl), as a ``[tls]`` table
+    every process of a site can share: the servers use cert and key, the links trust ca.
+    None when openssl is missing."""
+    if shutil.which("openssl") is None:
+        return None
+    d = directory / "tls"
+    d.mkdir(exist_ok=True)
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+        "-subj", "/CN=seqbus test CA")
+    run("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=site")
+    (d / "san.ext").write_text(f"subjectAltName=IP:{ip}\n")
+    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.ext")
+    return f"""
+[tls]
+cert = "{d / "server.pem"}"
+key = "{d / "server.key"}"
+ca = "{d / "ca.pem"}"
+"""
 
 
 def journal_bytes(directory: Path) -> bytes:

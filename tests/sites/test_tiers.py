@@ -14,7 +14,7 @@ import pytest
 from seqbus import _core
 from tests.conftest import Processes, seqbus_cli
 from tests.ha.cluster import Stream
-from tests.sites.sitebus import Site, journal_bytes, wait_until
+from tests.sites.sitebus import Site, journal_bytes, tls_files, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("multicast")]
 
@@ -24,10 +24,16 @@ class _Cfg:
         self.path = path
 
 
+@pytest.mark.parametrize("tls", [False, True], ids=["tcp", "tls"])
 def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
-    tmp_path: Path, processes: Processes
+    tmp_path: Path, processes: Processes, tls: bool
 ) -> None:
     site = Site(tmp_path, "a")
+    if tls:
+        table = tls_files(tmp_path, "127.0.0.1")
+        if table is None:
+            pytest.skip("openssl is not installed (scripts/system-deps.sh installs it)")
+        site.extra = table
     bus = site.bus()
     t1a, _, t1a_tcp = site.follower("t1a")
     t1b, _, t1b_tcp = site.follower("t1b")
@@ -90,5 +96,18 @@ def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
             f"{name}'s journal differs from the sequencer's"
         )
     assert last > 0
+    if tls:
+        # the links spoke TLS: a plain SoupBinTCP login to a first-tier server fails
+        import socket
+
+        with socket.create_connection(("127.0.0.1", t1b_tcp), timeout=5) as s:
+            login = b"L" + b"bridge" + b"s3cret    " + b" " * 10 + b"1".rjust(20)
+            s.sendall(len(login).to_bytes(2, "big") + login)
+            s.settimeout(5)
+            try:
+                answer = s.recv(64)
+            except OSError:
+                answer = b""
+        assert not answer.startswith(b"\x00\x1fA"), "a plain login was accepted"
     for c in (sender, late, late2):
         c.client.close()

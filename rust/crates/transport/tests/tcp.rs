@@ -327,3 +327,88 @@ fn client_fd_is_a_socket() {
     c.poll(0, &mut |_| {}).unwrap();
     assert!(c.raw_fd().unwrap().as_raw_fd() > 0);
 }
+
+/// A server certificate for 127.0.0.1, self-signed (its own trust anchor), as PEM files.
+fn tls_files(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let cert = dir.join("cert.pem");
+    let key = dir.join("key.pem");
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
+    (cert, key)
+}
+
+#[test]
+fn over_tls_rewind_live_and_commands_and_an_untrusted_server_is_refused() {
+    use seqbus_transport::tls;
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = tls_files(dir.path());
+    let t0 = Instant::now();
+    let mut store = MemoryStore::default();
+    for s in 1..=5_000 {
+        store.push(&msg(s));
+    }
+    let cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        session: Session::new("TCPTEST").unwrap(),
+        credentials: vec![Credential {
+            username: "node".into(),
+            password: "s3cret".into(),
+        }],
+        timing: Timing::default(),
+        client_buffer: 4 << 20,
+        max_packet: 65535,
+        max_clients: 8,
+        tls: Some(tls::server_config(&cert, &key).unwrap()),
+    };
+    let mut srv = TcpServer::bind(cfg, 5_001).unwrap();
+    srv.set_log(Box::new(|_| {}));
+    let addr = srv.local_addr().unwrap();
+    let trusted = tls::client_config(&cert, None, addr.ip()).unwrap();
+    let mut c_cfg = ClientConfig {
+        server: addr,
+        username: "node".into(),
+        password: "s3cret".into(),
+        session: String::new(),
+        timing: Timing::default(),
+        reconnect_min_ns: 1_000_000,
+        reconnect_max_ns: 100_000_000,
+        max_packet: 65535,
+        tls: Some(trusted),
+    };
+    let mut c = TcpClient::new(c_cfg.clone(), 1).unwrap();
+    c.set_log(Box::new(|_| {}));
+    // a client trusting another certificate, and a plain-TCP client: never logged in
+    let other_dir = dir.path().join("other");
+    std::fs::create_dir(&other_dir).unwrap();
+    let other = tls_files(&other_dir);
+    c_cfg.tls = Some(tls::client_config(&other.0, None, addr.ip()).unwrap());
+    let mut untrusted = TcpClient::new(c_cfg, 1).unwrap();
+    untrusted.set_log(Box::new(|_| {}));
+    let mut plain = client(addr, "s3cret", 1);
+    let (mut got, mut bad) = (Vec::new(), Vec::new());
+    let mut commands = Vec::new();
+    let mut next = 5_001u64;
+    let mut sent_command = false;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while got.len() < 20_000 || commands.is_empty() {
+        assert!(Instant::now() < deadline, "timed out: {} messages", got.len());
+        if next <= 20_000 {
+            store.push(&msg(next));
+            srv.publish(now(t0), next, &msg(next));
+            next += 1;
+        }
+        srv.flush();
+        srv.poll(now(t0), &mut store, &mut |d| commands.push(d.to_vec()));
+        c.poll(now(t0), &mut |p| collect(&mut got, p)).unwrap();
+        let _ = untrusted.poll(now(t0), &mut |p| collect(&mut bad, p));
+        let _ = plain.poll(now(t0), &mut |p| collect(&mut bad, p));
+        if c.is_connected() && !sent_command {
+            sent_command = c.send_upstream(now(t0), b"a command over TLS");
+        }
+    }
+    assert_eq!(got, (1..=20_000).collect::<Vec<_>>());
+    assert_eq!(commands, vec![b"a command over TLS".to_vec()]);
+    assert!(bad.is_empty() && !untrusted.is_connected() && !plain.is_connected());
+    assert_eq!(srv.stats().logins, 1, "only the trusting TLS client logged in");
+}
