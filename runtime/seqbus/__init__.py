@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from seqbus.admin import AdminError, admin_command
+from seqbus.crossconnect import BusSpec, CrossConnect, run_cross
 from seqbus.errors import (
     BackPressureError,
     ConfigError,
@@ -21,7 +22,9 @@ from seqbus.runner import NodeSpec, run, run_many
 __all__ = [
     "AdminError",
     "BackPressureError",
+    "BusSpec",
     "ConfigError",
+    "CrossConnect",
     "DecodeError",
     "GapError",
     "HandlerFailure",
@@ -37,6 +40,7 @@ __all__ = [
     "UnknownMessageError",
     "admin_command",
     "run",
+    "run_cross",
     "run_many",
 ]
 

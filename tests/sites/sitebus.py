@@ -41,7 +41,11 @@ class Site:
         discovery: bool = True,
         replayers: list[int] | None = None,
     ) -> str:
-        node = f"replayers = {[f'{self.iface}:{p}' for p in replayers]!r}\n".replace("'", '"') if replayers else ""
+        node = (
+            f"replayers = {[f'{self.iface}:{p}' for p in replayers]!r}\n".replace("'", '"')
+            if replayers
+            else ""
+        )
         disco = (
             f'[discovery]\ngroup = "239.8.{1 if self.name == "a" else 2}.2:{self.discovery}"\n'
             "interval_ms = 50\n"
@@ -88,7 +92,9 @@ reconnect_max_ms = 200
         """The sequencer's (and the nodes') configuration of this site."""
         return self.write(f"{self.name}-bus", self.base())
 
-    def follower(self, name: str, *, tcp: bool = True, follow_tcp: list[str] | None = None) -> tuple[Path, int, int]:
+    def follower(
+        self, name: str, *, tcp: bool = True, follow_tcp: list[str] | None = None
+    ) -> tuple[Path, int, int]:
         """A following replayer's configuration: (path, its UDP port, its SoupBinTCP port)."""
         udp, port = free_udp_port(), free_tcp_port()
         text = self.base(replayer_listen=udp).replace(
@@ -117,12 +123,38 @@ def tls_files(directory: Path, ip: str) -> str | None:
         subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
 
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
-    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-        "-subj", "/CN=seqbus test CA")
+    run(
+        "req",
+        "-x509",
+        *ec,
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=seqbus test CA",
+    )
     run("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=site")
     (d / "san.ext").write_text(f"subjectAltName=IP:{ip}\n")
-    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-        "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.ext")
+    run(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    )
     return f"""
 [tls]
 cert = "{d / "server.pem"}"
@@ -137,7 +169,9 @@ def journal_bytes(directory: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(directory.glob("*.seg")))
 
 
-def wait_until(cond: Callable[[], bool], timeout: float, what: str, logs: Callable[[], str] = lambda: "") -> None:
+def wait_until(
+    cond: Callable[[], bool], timeout: float, what: str, logs: Callable[[], str] = lambda: ""
+) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:

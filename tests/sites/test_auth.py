@@ -147,7 +147,11 @@ def test_forged_wrong_key_and_replayed_commands_are_dropped_and_counted(
     keys = f'  {{ account = "GOOD", key = "{GOOD_KEY}" }},\n  {{ account = "READER", key = "{READER_KEY}" }},'
     bus = write_config(
         tmp_path / "bus.toml",
-        upstream=upstream, group=group, replayer=replayer, status=status, auth=keys,
+        upstream=upstream,
+        group=group,
+        replayer=replayer,
+        status=status,
+        auth=keys,
     )
     seq = processes.start("sequencer", [*seqbus_cli(), "sequencer", "-c", str(bus)])
     reader = _core.NodeClient(str(bus), "READER", 1, start="rewind")
@@ -156,24 +160,39 @@ def test_forged_wrong_key_and_replayed_commands_are_dropped_and_counted(
     def pump() -> None:
         got.extend(tags(reader.poll(4096, 0.002)))
 
-    wait_for(lambda: "upstream authentication ON: 2 account keys" in processes.log("sequencer"),
-             20, "the start-up line", pump)
+    wait_for(
+        lambda: "upstream authentication ON: 2 account keys" in processes.log("sequencer"),
+        20,
+        "the start-up line",
+        pump,
+    )
     # the legitimate sender's datagrams pass the tap
     tap = Tap(("127.0.0.1", upstream))
     via_tap = write_config(
         tmp_path / "good.toml",
-        upstream=tap.port, group=group, replayer=replayer, status=free_tcp_port(), auth=keys,
+        upstream=tap.port,
+        group=group,
+        replayer=replayer,
+        status=free_tcp_port(),
+        auth=keys,
     )
     good = _core.NodeClient(str(via_tap), "GOOD", 1, start="live")
     # attackers: GOOD without a key (keys off in their configuration), GOOD with a wrong key,
     # an account with no key at the sequencer
     no_auth = write_config(
         tmp_path / "noauth.toml",
-        upstream=upstream, group=group, replayer=replayer, status=free_tcp_port(), auth=None,
+        upstream=upstream,
+        group=group,
+        replayer=replayer,
+        status=free_tcp_port(),
+        auth=None,
     )
     wrong = write_config(
         tmp_path / "wrong.toml",
-        upstream=upstream, group=group, replayer=replayer, status=free_tcp_port(),
+        upstream=upstream,
+        group=group,
+        replayer=replayer,
+        status=free_tcp_port(),
         auth=f'  {{ account = "GOOD", key = "{WRONG_KEY}" }},\n  {{ account = "EVIL", key = "{WRONG_KEY}" }},',
     )
     unsigned = _core.NodeClient(str(no_auth), "GOOD", 2, start="rewind")
@@ -197,8 +216,12 @@ def test_forged_wrong_key_and_replayed_commands_are_dropped_and_counted(
             for a in attackers:
                 a.poll(64, 0)
             pump()
-        wait_for(lambda: sum(1 for g in got if g[2] == "GOOD") >= 300, 30, "GOOD's commands",
-                 lambda: (good.poll(64, 0.001), [a.poll(64, 0) for a in attackers], pump()))
+        wait_for(
+            lambda: sum(1 for g in got if g[2] == "GOOD") >= 300,
+            30,
+            "GOOD's commands",
+            lambda: (good.poll(64, 0.001), [a.poll(64, 0) for a in attackers], pump()),
+        )
         # the attackers' datagrams were all dropped as forged; they stop now
         assert counters(status)["upstream_forged"] >= 3
         for a in attackers:
@@ -221,7 +244,9 @@ def test_forged_wrong_key_and_replayed_commands_are_dropped_and_counted(
             lambda: (c := counters(status))["upstream_replayed"] - before["upstream_replayed"] >= 40
             and c["upstream_stale"] - before["upstream_stale"] >= 20
             and c["upstream_forged"] > before["upstream_forged"],
-            10, "the replays counted", pump,
+            10,
+            "the replays counted",
+            pump,
         )
         after = counters(status)
         assert after["upstream_replayed"] - before["upstream_replayed"] == 40, (before, after)
@@ -233,9 +258,13 @@ def test_forged_wrong_key_and_replayed_commands_are_dropped_and_counted(
         assert [n for a, _, t, n in got if t == "GOOD"] == list(range(300))
         assert all(a == "GOOD" and i == 1 for a, i, t, _ in got), {g[:3] for g in got}
         assert not any(t == "FORGED" for _, _, t, _ in got)
-        assert after["commands_duplicate"] == before["commands_duplicate"], "replays never reach the duplicate filter"
+        assert after["commands_duplicate"] == before["commands_duplicate"], (
+            "replays never reach the duplicate filter"
+        )
         m = urllib.request.urlopen(f"http://127.0.0.1:{status}/metrics", timeout=2).read().decode()
-        assert "seqbus_sequencer_upstream_forged" in m and "seqbus_sequencer_upstream_stale" in m, m[:500]
+        assert "seqbus_sequencer_upstream_forged" in m and "seqbus_sequencer_upstream_stale" in m, (
+            m[:500]
+        )
     finally:
         tap.close()
         for c in [good, reader, *attackers]:
@@ -257,7 +286,11 @@ def test_keys_off_says_so_and_a_node_without_its_key_is_refused(
     )
     bus = write_config(
         tmp_path / "bus.toml",
-        upstream=upstream, group=group, replayer=replayer, status=status, auth=None,
+        upstream=upstream,
+        group=group,
+        replayer=replayer,
+        status=status,
+        auth=None,
     )
     seq = processes.start("sequencer", [*seqbus_cli(), "sequencer", "-c", str(bus)])
     node = _core.NodeClient(str(bus), "ANY", 1, start="live")
@@ -268,7 +301,10 @@ def test_keys_off_says_so_and_a_node_without_its_key_is_refused(
     processes.kill(seq)
     keyed = write_config(
         tmp_path / "keyed.toml",
-        upstream=upstream, group=group, replayer=replayer, status=status,
+        upstream=upstream,
+        group=group,
+        replayer=replayer,
+        status=status,
         auth=f'  {{ account = "GOOD", key = "{GOOD_KEY}" }},',
     )
     with pytest.raises(SeqbusError, match='"NOKEY" has no key in \\[auth\\]'):

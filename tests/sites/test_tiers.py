@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from seqbus import _core
 from tests.conftest import Processes, seqbus_cli
 from tests.ha.cluster import Stream
 from tests.sites.sitebus import Site, journal_bytes, tls_files, wait_until
@@ -49,17 +48,28 @@ def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
         for name, cfg in (("t1a", t1a), ("t1b", t1b), ("t2", t2))
     }
     sender = Stream(_Cfg(bus), "S1", start="live")  # type: ignore[arg-type]
-    wait_until(lambda: sender.poll() >= 0 and sender.client.is_ready(), 20, "the sender",
-               processes.logs)
+    wait_until(
+        lambda: sender.poll() >= 0 and sender.client.is_ready(), 20, "the sender", processes.logs
+    )
     total = 30000
     while sender.sent < total:
         sender.send_upto(total)
         sender.poll()
-    wait_until(lambda: sender.poll() >= 0 and len(sender.from_tag("S1")) >= total, 60,
-               "the stream", processes.logs)
+    wait_until(
+        lambda: sender.poll() >= 0 and len(sender.from_tag("S1")) >= total,
+        60,
+        "the stream",
+        processes.logs,
+    )
     last = sender.messages()[-1][0]
-    wait_until(lambda: len(journal_bytes(tmp_path / "journal-t2")) >= len(journal_bytes(tmp_path / "journal")) - 4096
-               and b"" != journal_bytes(tmp_path / "journal-t2"), 30, "the second tier", processes.logs)
+    wait_until(
+        lambda: len(journal_bytes(tmp_path / "journal-t2"))
+        >= len(journal_bytes(tmp_path / "journal")) - 4096
+        and b"" != journal_bytes(tmp_path / "journal-t2"),
+        30,
+        "the second tier",
+        processes.logs,
+    )
     late = Stream(_Cfg(late_cfg), "LATE", start="rewind")  # type: ignore[arg-type]
     late.poll(0.5)
     got = len(late.messages())
@@ -73,9 +83,16 @@ def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
         sender.poll()
         late.poll()
     wait_until(
-        lambda: (sender.poll() >= 0 and late.poll() >= 0 and late.caught_up
-                 and len(late.from_tag("S1")) >= more and len(sender.from_tag("S1")) >= more),
-        60, "the late joiner", processes.logs,
+        lambda: (
+            sender.poll() >= 0
+            and late.poll() >= 0
+            and late.caught_up
+            and len(late.from_tag("S1")) >= more
+            and len(sender.from_tag("S1")) >= more
+        ),
+        60,
+        "the late joiner",
+        processes.logs,
     )
     assert late.from_tag("S1") == list(range(more))
     n = min(len(sender.messages()), len(late.messages()))
@@ -85,8 +102,12 @@ def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
     # a second late joiner after the kill rewinds everything from the second tier, which
     # holds the messages sent after t1a died
     late2 = Stream(_Cfg(late_cfg), "LATE2", start="rewind")  # type: ignore[arg-type]
-    wait_until(lambda: late2.poll() >= 0 and late2.caught_up and len(late2.from_tag("S1")) >= more,
-               60, "the second late joiner", processes.logs)
+    wait_until(
+        lambda: late2.poll() >= 0 and late2.caught_up and len(late2.from_tag("S1")) >= more,
+        60,
+        "the second late joiner",
+        processes.logs,
+    )
     assert late2.from_tag("S1") == list(range(more))
     for name in ("t1a", "t1b", "t2"):
         # the follower's first: the sequencer's journal is ahead of it (idle clock ticks)

@@ -72,8 +72,20 @@ journal_dir = "{tmp_path / "journal-bridge"}"
 
         def node(name: str, target: str, config: Path, site_b: bool) -> subprocess.Popen[bytes]:
             account, instance = name.split("-")
-            cmd = [*cli, "node", f"examples.exchange.demo_nodes:{target}", "-c", str(config),
-                   "--rewind", "--account", account, "--instance", instance, "--path", str(ROOT)]
+            cmd = [
+                *cli,
+                "node",
+                f"examples.exchange.demo_nodes:{target}",
+                "-c",
+                str(config),
+                "--rewind",
+                "--account",
+                account,
+                "--instance",
+                instance,
+                "--path",
+                str(ROOT),
+            ]
             return processes.start(name, [*(at_b if site_b else []), *cmd], env=env)
 
         def logs() -> str:
@@ -93,11 +105,16 @@ journal_dir = "{tmp_path / "journal-bridge"}"
             p = read_json(reports / "progress")
             return int(p["answered"]) if p else 0
 
-        wait_until(lambda: (reports / "ME-1.checkpoint.json").exists(), 120,
-                   "the primary's checkpoint", logs)
+        wait_until(
+            lambda: (reports / "ME-1.checkpoint.json").exists(),
+            120,
+            "the primary's checkpoint",
+            logs,
+        )
         processes.kill(primary, signal.SIGKILL)  # from now on site B's engine answers
-        wait_until(lambda: (reports / "ME-2.checkpoint.json").exists(), 60,
-                   "the backup's checkpoint", logs)
+        wait_until(
+            lambda: (reports / "ME-2.checkpoint.json").exists(), 60, "the backup's checkpoint", logs
+        )
         killed_at = answered()
         wait_until(lambda: (reports / "hold").exists(), 120, "answers from site B", logs)
         processes.kill(links["t1a"], signal.SIGKILL)  # one of the bridge's two links
@@ -107,8 +124,9 @@ journal_dir = "{tmp_path / "journal-bridge"}"
         node("ME-3", "DemoEngine", bus_b, site_b=True)
         wait_until(lambda: (reports / "GW-1.json").exists(), 180, "every order answered", logs)
         for name in ("ME-2", "ME-3"):
-            wait_until(lambda name=name: (reports / f"{name}.json").exists(), 60,
-                       f"{name}'s report", logs)
+            wait_until(
+                lambda name=name: (reports / f"{name}.json").exists(), 60, f"{name}'s report", logs
+            )
         gw = read_json(reports / "GW-1.json")
         me2, me3 = read_json(reports / "ME-2.json"), read_json(reports / "ME-3.json")
         cp1 = read_json(reports / "ME-1.checkpoint.json")
@@ -132,7 +150,9 @@ journal_dir = "{tmp_path / "journal-bridge"}"
         assert journal_bytes(tmp_path / "journal").startswith(bridge)
         verify = subprocess.run(
             [*cli, "journal", "verify", str(tmp_path / "journal-bridge"), "--json"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         report = json.loads(verify.stdout)
         assert report["next_sequence"] > me2["last_sequence"], (report, me2)

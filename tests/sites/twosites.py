@@ -46,8 +46,13 @@ table inet sitesloss {{
   }}
 }}
 """
-        r = subprocess.run([*self.in_b(), "nft", "-f", "-"], input=rules, text=True,
-                           capture_output=True, check=False)
+        r = subprocess.run(
+            [*self.in_b(), "nft", "-f", "-"],
+            input=rules,
+            text=True,
+            capture_output=True,
+            check=False,
+        )
         if r.returncode != 0:
             raise RuntimeError(f"nft: {r.stderr.strip()}")
 
@@ -76,8 +81,19 @@ def two_sites() -> Iterator[Link]:
     except RuntimeError as exc:
         pytest.skip(f"cannot make a network namespace for site B: {exc}")
     try:
-        _run("ip", "link", "add", link.a_dev, "type", "veth", "peer", "name", link.b_dev,
-             "netns", link.ns)
+        _run(
+            "ip",
+            "link",
+            "add",
+            link.a_dev,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            link.b_dev,
+            "netns",
+            link.ns,
+        )
         _run("ip", "addr", "add", f"{A_IP}/24", "dev", link.a_dev)
         _run("ip", "link", "set", link.a_dev, "up")
         _run(*link.in_b(), "ip", "addr", "add", f"{B_IP}/24", "dev", link.b_dev)

@@ -120,7 +120,10 @@ pub(crate) fn check(cfg: &Config) -> Result<(), (&'static str, String)> {
     }
     if let Some(b) = &cfg.bridge {
         if b.channels.is_empty() {
-            return Err(("bridge.channels", "at least one replayer to connect to".into()));
+            return Err((
+                "bridge.channels",
+                "at least one replayer to connect to".into(),
+            ));
         }
         let mut seen = std::collections::HashSet::new();
         if let Some(a) = b.channels.iter().find(|a| !seen.insert(**a)) {
@@ -183,8 +186,12 @@ pub(crate) fn resolve(cfg: &mut Config) -> Result<(), (&'static str, String)> {
     for k in &a.accounts {
         let account = seqbus_wire::account(&k.account).expect("checked");
         let key = match (&k.key, &k.key_file) {
-            (Some(hex), _) => Key::from_hex(hex)
-                .map_err(|m| ("auth.accounts", format!("account {:?}: key: {m}", k.account)))?,
+            (Some(hex), _) => Key::from_hex(hex).map_err(|m| {
+                (
+                    "auth.accounts",
+                    format!("account {:?}: key: {m}", k.account),
+                )
+            })?,
             (None, Some(file)) => {
                 let path = base.join(file);
                 let bytes = std::fs::read(&path).map_err(|e| {
@@ -256,26 +263,36 @@ mod tests {
         assert_ne!(c.account_key("R"), c.account_key("ME"));
         assert!(c.account_key("NOBODY").is_none());
         let shown = format!("{c:?}");
-        assert!(!shown.contains(HEX) && !shown.contains("0001020304"), "{shown}");
+        assert!(
+            !shown.contains(HEX) && !shown.contains("0001020304"),
+            "{shown}"
+        );
     }
 
     #[test]
     fn bad_keys_are_named_without_their_text() {
         let e = err("[auth]\naccounts = [{ account = \"ME\", key = \"secretsecret\" }]\n");
-        assert!(e.starts_with("<string>: auth.accounts: account \"ME\": key:"), "{e}");
+        assert!(
+            e.starts_with("<string>: auth.accounts: account \"ME\": key:"),
+            "{e}"
+        );
         assert!(!e.contains("secretsecret"), "{e}");
         let e = err(&format!(
             "[auth]\naccounts = [{{ account = \"ME\", key = \"{HEX}\", key_file = \"x\" }}]\n"
         ));
         assert!(e.contains("either key or key_file"), "{e}");
-        let e = err("[auth]\naccounts = [{ account = \"ME\", key_file = \"/nonexistent/me.key\" }]\n");
+        let e =
+            err("[auth]\naccounts = [{ account = \"ME\", key_file = \"/nonexistent/me.key\" }]\n");
         assert!(e.contains("key_file /nonexistent/me.key"), "{e}");
         let e = err(&format!(
             "[auth]\naccounts = [{{ account = \"ME\", key = \"{HEX}\" }}, {{ account = \"ME\", key = \"{HEX}\" }}]\n"
         ));
         assert!(e.contains("listed twice"), "{e}");
         let e = err("[auth]\naccounts = []\n");
-        assert!(e.starts_with("<string>: auth.accounts: at least one"), "{e}");
+        assert!(
+            e.starts_with("<string>: auth.accounts: at least one"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -288,12 +305,26 @@ mod tests {
         let e = err("[bridge]\nchannels = []\njournal_dir = \"bj\"\n");
         assert!(e.starts_with("<string>: bridge.channels:"), "{e}");
         let e = err("[replayer]\nfollow_tcp = [\"127.0.0.1:1\"]\n");
-        assert!(e.starts_with("<string>: replayer.follow_tcp: only a following"), "{e}");
+        assert!(
+            e.starts_with("<string>: replayer.follow_tcp: only a following"),
+            "{e}"
+        );
         let e = err("[replayer]\ntcp_listen = \"127.0.0.1:1\"\n");
-        assert!(e.starts_with("<string>: tcp.credentials: at least one login required for replayer.tcp_listen"), "{e}");
+        assert!(
+            e.starts_with(
+                "<string>: tcp.credentials: at least one login required for replayer.tcp_listen"
+            ),
+            "{e}"
+        );
         let e = err("[tls]\ncert = \"a.pem\"\n");
-        assert!(e.starts_with("<string>: tls.cert: cert and key go together"), "{e}");
+        assert!(
+            e.starts_with("<string>: tls.cert: cert and key go together"),
+            "{e}"
+        );
         let e = err("[tls]\nca = \"/nonexistent/ca.pem\"\n");
-        assert!(e.starts_with("<string>: tls.ca: /nonexistent/ca.pem: no such file"), "{e}");
+        assert!(
+            e.starts_with("<string>: tls.ca: /nonexistent/ca.pem: no such file"),
+            "{e}"
+        );
     }
 }

@@ -22,12 +22,12 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use seqbus_wire::auth::Key;
 use seqbus_wire::control::Control;
 use seqbus_wire::envelope::{
     Envelope, FLAG_FRAGMENT, FLAG_LAST_FRAGMENT, KIND_APPLICATION, KIND_CONTROL,
 };
 use seqbus_wire::mold::{MoldPacket, PacketKind, Request, MOLD_HEADER_LEN};
-use seqbus_wire::auth::Key;
 use seqbus_wire::upstream::{Command, Nak, UpstreamWriter, TYPE_COMMANDS, TYPE_HELLO};
 
 use crate::rto::Rto;

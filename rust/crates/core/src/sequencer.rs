@@ -20,10 +20,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use seqbus_wire::auth::{Freshness, Key, ReplayWindow};
 use seqbus_wire::control::Control;
 use seqbus_wire::envelope::{Envelope, KIND_APPLICATION, KIND_CONTROL};
 use seqbus_wire::mold::{self, MoldWriter};
-use seqbus_wire::auth::{Freshness, Key, ReplayWindow};
 use seqbus_wire::upstream::{Nak, UpstreamPacket, TYPE_COMMANDS, TYPE_HELLO};
 use seqbus_wire::{Account, Session, ENVELOPE_LEN, SEQUENCER_ACCOUNT};
 
@@ -805,9 +805,15 @@ mod tests {
             .iter()
             .map(|(_, e)| (e.account[0], e.command_seq))
             .collect();
-        assert_eq!(seqs, vec![(b'A', 1), (b'A', 2), (b'A', 3), (b'A', 4), (b'B', 1)]);
+        assert_eq!(
+            seqs,
+            vec![(b'A', 1), (b'A', 2), (b'A', 3), (b'A', 4), (b'B', 1)]
+        );
         let st = s.stats();
-        assert_eq!((st.forged, st.replayed, st.stale, st.malformed), (4, 1, 2, 0));
+        assert_eq!(
+            (st.forged, st.replayed, st.stale, st.malformed),
+            (4, 1, 2, 0)
+        );
     }
 
     #[test]

@@ -164,13 +164,15 @@ impl NodeClient {
         );
         let mut node = node;
         if cfg.auth.is_some() && !opts.receive_only {
-            let key = cfg.account_key(&opts.account).ok_or_else(|| Error::Option {
-                name: "account",
-                message: format!(
-                    "{:?} has no key in [auth]: upstream is authenticated on this bus",
-                    opts.account
-                ),
-            })?;
+            let key = cfg
+                .account_key(&opts.account)
+                .ok_or_else(|| Error::Option {
+                    name: "account",
+                    message: format!(
+                        "{:?} has no key in [auth]: upstream is authenticated on this bus",
+                        opts.account
+                    ),
+                })?;
             node.set_key(key, now);
         }
         node.set_replay_depth(nc.replay_depth);

@@ -96,7 +96,12 @@ impl Pacer {
 }
 
 /// Sends the answers in `outbox` to `to`, paced; a requester that is gone is its own problem.
-pub(crate) fn answer(socket: &Socket, outbox: &mut Outbox, to: &socket2::SockAddr, pacer: &mut Option<Pacer>) {
+pub(crate) fn answer(
+    socket: &Socket,
+    outbox: &mut Outbox,
+    to: &socket2::SockAddr,
+    pacer: &mut Option<Pacer>,
+) {
     if let Some(p) = pacer.as_mut() {
         for d in outbox.datagrams() {
             p.take(d.len());
@@ -139,11 +144,7 @@ impl Serving {
             socket,
             front,
             // it cannot tell the leader: every member's upstream (the others drop the copy)
-            sequencers: cfg
-                .members()
-                .iter()
-                .map(|m| m.upstream.into())
-                .collect(),
+            sequencers: cfg.members().iter().map(|m| m.upstream.into()).collect(),
             journal,
             replayer: Replayer::new(cfg.session(), r.max_packet, r.max_messages_per_request),
             announcer: crate::discovery::Announcer::open(cfg, r.listen)?,
@@ -383,7 +384,11 @@ mod tests {
         for _ in 0..21 {
             p.take(1000);
         }
-        assert!(t.elapsed() >= Duration::from_millis(19), "{:?}", t.elapsed());
+        assert!(
+            t.elapsed() >= Duration::from_millis(19),
+            "{:?}",
+            t.elapsed()
+        );
         assert!(Pacer::new(0, 1000).is_none(), "0 = unpaced");
     }
 }

@@ -15,8 +15,8 @@ use seqbus_core::{Replayer, Store};
 use seqbus_journal::Journal;
 use seqbus_transport::soupbin::Timing;
 use seqbus_transport::tcp::{self, Credential, TcpClient, TcpServer};
-use seqbus_transport::udp::{self, Outbox};
 use seqbus_transport::tls;
+use seqbus_transport::udp::{self, Outbox};
 use seqbus_wire::mold::{self, MoldPacket, MoldWriter, PacketKind};
 use seqbus_wire::UpstreamPacket;
 
@@ -43,10 +43,14 @@ impl TcpFront {
         let Some(listen) = cfg.replayer.tcp_listen else {
             return Ok(None);
         };
-        let tls = match cfg.tls.as_ref().and_then(|t| t.cert.as_ref().zip(t.key.as_ref())) {
-            Some((cert, key)) => Some(
-                tls::server_config(cert, key).map_err(io_error("tls.cert/tls.key"))?,
-            ),
+        let tls = match cfg
+            .tls
+            .as_ref()
+            .and_then(|t| t.cert.as_ref().zip(t.key.as_ref()))
+        {
+            Some((cert, key)) => {
+                Some(tls::server_config(cert, key).map_err(io_error("tls.cert/tls.key"))?)
+            }
             None => None,
         };
         let t = &cfg.tcp;
@@ -116,6 +120,9 @@ impl TcpFront {
     }
 }
 
+/// Takes one message of the stream (into a journal): the error stops the caller.
+pub(crate) type Take<'a> = dyn FnMut(u64, &[u8]) -> Result<(), Error> + 'a;
+
 /// Counters of a bridge's (or a tiered replayer's) links.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChannelStats {
@@ -176,7 +183,9 @@ impl Channels {
                 name: "tcp",
                 message: format!("{key} {server}: {e}"),
             })?;
-            c.set_log(Box::new(move |line| eprintln!("seqbus link {server}: {line}")));
+            c.set_log(Box::new(move |line| {
+                eprintln!("seqbus link {server}: {line}")
+            }));
             clients.push(c);
         }
         let n = clients.len();
@@ -197,7 +206,7 @@ impl Channels {
         &mut self,
         now: u64,
         next: &mut u64,
-        take: &mut dyn FnMut(u64, &[u8]) -> Result<(), Error>,
+        take: &mut Take<'_>,
     ) -> Result<usize, Error> {
         let mut taken = 0;
         let mut failed = None;
@@ -313,9 +322,11 @@ pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     let session = cfg.session();
     let mut journal = Journal::open(&b.journal_dir, session.0, cfg.sequencer.segment_size)?;
     let start = journal.next_seq();
-    let upstream = udp::bind(cfg.sequencer.upstream, cfg.sequencer.recv_buffer).map_err(
-        io_error(format!("sequencer.upstream {} (the bridge's): bind", cfg.sequencer.upstream)),
-    )?;
+    let upstream =
+        udp::bind(cfg.sequencer.upstream, cfg.sequencer.recv_buffer).map_err(io_error(format!(
+            "sequencer.upstream {} (the bridge's): bind",
+            cfg.sequencer.upstream
+        )))?;
     let r = &cfg.replayer;
     let requests = udp::bind(r.listen, 4 << 20)
         .map_err(io_error(format!("replayer.listen {}: bind", r.listen)))?;
@@ -440,7 +451,8 @@ pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
         fds.extend([upstream.as_raw_fd(), requests.as_raw_fd()]);
         fds.extend(channels.fds());
         let mut until = Instant::now()
-            + Duration::from_nanos(hb.next().saturating_sub(now_ns())).min(Duration::from_millis(5));
+            + Duration::from_nanos(hb.next().saturating_sub(now_ns()))
+                .min(Duration::from_millis(5));
         if let Some(f) = &front {
             fds.extend(f.fds());
             if let Some(l) = f.idle_limit() {

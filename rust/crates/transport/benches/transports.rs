@@ -369,7 +369,6 @@ fn server(next: u64) -> TcpServer {
             max_packet: 65_535,
             max_clients: 8,
             tls: None,
-            tls: None,
         },
         next,
     )

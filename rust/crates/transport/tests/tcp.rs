@@ -392,7 +392,11 @@ fn over_tls_rewind_live_and_commands_and_an_untrusted_server_is_refused() {
     let mut sent_command = false;
     let deadline = Instant::now() + Duration::from_secs(30);
     while got.len() < 20_000 || commands.is_empty() {
-        assert!(Instant::now() < deadline, "timed out: {} messages", got.len());
+        assert!(
+            Instant::now() < deadline,
+            "timed out: {} messages",
+            got.len()
+        );
         if next <= 20_000 {
             store.push(&msg(next));
             srv.publish(now(t0), next, &msg(next));
@@ -410,5 +414,9 @@ fn over_tls_rewind_live_and_commands_and_an_untrusted_server_is_refused() {
     assert_eq!(got, (1..=20_000).collect::<Vec<_>>());
     assert_eq!(commands, vec![b"a command over TLS".to_vec()]);
     assert!(bad.is_empty() && !untrusted.is_connected() && !plain.is_connected());
-    assert_eq!(srv.stats().logins, 1, "only the trusting TLS client logged in");
+    assert_eq!(
+        srv.stats().logins,
+        1,
+        "only the trusting TLS client logged in"
+    );
 }

@@ -177,7 +177,11 @@ mod tests {
         };
         let mut w = ReplayWindow::new(n(100, 5));
         assert_eq!(w.check(n(100, 5)), Freshness::Replayed);
-        assert_eq!(w.check(n(100, 4)), Freshness::Fresh, "late but in the window");
+        assert_eq!(
+            w.check(n(100, 4)),
+            Freshness::Fresh,
+            "late but in the window"
+        );
         w.accept(n(100, 4));
         assert_eq!(w.check(n(100, 4)), Freshness::Replayed);
         w.accept(n(100, 70));

@@ -12,12 +12,12 @@
 //! Every parser validates its whole input before handing out views, so a view never reads
 //! past its buffer; malformed input is a [`WireError`].
 
+pub mod auth;
 pub mod cluster;
 pub mod control;
 pub mod envelope;
 pub mod mold;
 pub mod soupbin;
-pub mod auth;
 pub mod upstream;
 
 pub use envelope::{Envelope, ENVELOPE_LEN};

@@ -257,10 +257,7 @@ impl Nak {
             VERSION => NAK_LEN,
             _ => NAK_SIGNED_LEN,
         };
-        if buf[0..2] != MAGIC
-            || !matches!(buf[2], VERSION | VERSION_SIGNED)
-            || buf[3] != TYPE_NAK
-        {
+        if buf[0..2] != MAGIC || !matches!(buf[2], VERSION | VERSION_SIGNED) || buf[3] != TYPE_NAK {
             return Err(WireError::Invalid {
                 what: WHAT,
                 field: "magic/version/type",
@@ -471,7 +468,10 @@ mod tests {
         assert!(w.push(&c1));
         assert!(w.push(&c2));
         let p = UpstreamPacket::parse(w.bytes()).unwrap();
-        assert_eq!((p.kind(), p.session(), p.account(), p.instance()), (TYPE_COMMANDS, s, a, 3));
+        assert_eq!(
+            (p.kind(), p.session(), p.account(), p.instance()),
+            (TYPE_COMMANDS, s, a, 3)
+        );
         assert_eq!(p.commands().collect::<Vec<_>>(), vec![c1, c2]);
     }
 
@@ -577,7 +577,10 @@ mod tests {
         let mut m = b;
         m[UPSTREAM_HEADER_LEN] ^= 1;
         assert!(!Nak::verify(&m, &key));
-        assert!(Nak::parse(&b[..NAK_LEN]).is_err(), "a version-2 NAK cut short");
+        assert!(
+            Nak::parse(&b[..NAK_LEN]).is_err(),
+            "a version-2 NAK cut short"
+        );
     }
 
     #[test]
@@ -592,7 +595,10 @@ mod tests {
         assert!(Nak::is_nak(&b));
         assert_eq!(Nak::parse(&b).unwrap(), n);
         assert!(Nak::parse(&b[..NAK_LEN - 1]).is_err());
-        assert!(UpstreamPacket::parse(&b).is_err(), "a NAK is no upstream packet");
+        assert!(
+            UpstreamPacket::parse(&b).is_err(),
+            "a NAK is no upstream packet"
+        );
         let mut z = b;
         z[UPSTREAM_HEADER_LEN..].copy_from_slice(&0u64.to_le_bytes());
         assert!(Nak::parse(&z).is_err());
