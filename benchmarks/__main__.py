@@ -30,6 +30,7 @@ def _commands(quick: bool) -> dict[str, tuple[list[str], Path]]:
         "transports": ([py, "-m", "benchmarks.transports", *q], ROOT),
         "loss": ([py, "-m", "benchmarks.loss", *(["--orders", "2000"] if quick else [])], ROOT),
         "spark": ([py, "-m", "benchmarks.spark", *q], ROOT),
+        "sites": ([py, "-m", "benchmarks.sites", *q], ROOT),
         "core": (
             ["cargo", "run", "-q", "--release", "-p", "seqbus-bench", "--",
              *(["--messages", "200000", "--samples", "5000"] if quick else [])],
