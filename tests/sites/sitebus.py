@@ -32,6 +32,8 @@ class Site:
     replayer: int = field(default_factory=free_udp_port)
     discovery: int = field(default_factory=free_udp_port)
     extra: str = ""
+    #: The sequencer's idle clock (0: none, so that the stream ends with the last command).
+    clock_tick_ms: int = 20
 
     def base(
         self,
@@ -59,7 +61,7 @@ session = "{SESSION}"
 [sequencer]
 upstream = "{self.iface}:{self.upstream}"
 journal_dir = "{self.workdir / journal}"
-clock_tick_ms = 20
+clock_tick_ms = {self.clock_tick_ms}
 
 [downstream]
 transport = "udp-multicast"
@@ -177,3 +179,17 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {timeout} s\n{logs()}")
         time.sleep(0.02)
+
+
+class Deadline:
+    """Bounds a test's loop in time: ``check()`` fails the test once ``timeout`` s passed."""
+
+    def __init__(self, timeout: float, what: str, logs: Callable[[], str] = lambda: "") -> None:
+        self.end = time.monotonic() + timeout
+        self.timeout = timeout
+        self.what = what
+        self.logs = logs
+
+    def check(self) -> None:
+        if time.monotonic() > self.end:
+            raise AssertionError(f"{self.what}: not within {self.timeout} s\n{self.logs()}")

@@ -21,6 +21,7 @@ from seqbus import _core
 from seqbus.errors import SeqbusError
 from tests.conftest import Processes, free_tcp_port, free_udp_port, seqbus_cli
 from tests.ha.cluster import BODY, HEADER
+from tests.sites.sitebus import Deadline
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("multicast")]
 
@@ -206,7 +207,9 @@ def test_forged_wrong_key_and_replayed_commands_are_dropped_and_counted(
             for a in attackers:
                 a.send(body("FORGED", i))
         sent = 0
+        sending = Deadline(30, "GOOD's sends", processes.logs)
         while sent < 300:
+            sending.check()
             try:
                 good.send(body("GOOD", sent))
                 sent += 1
@@ -222,11 +225,31 @@ def test_forged_wrong_key_and_replayed_commands_are_dropped_and_counted(
             "GOOD's commands",
             lambda: (good.poll(64, 0.001), [a.poll(64, 0) for a in attackers], pump()),
         )
-        # the attackers' datagrams were all dropped as forged; they stop now
-        assert counters(status)["upstream_forged"] >= 3
+        # the attackers' datagrams are dropped as forged (each of the three retries until then)
+        wait_for(
+            lambda: counters(status)["upstream_forged"] >= 3,
+            10,
+            "the attackers' datagrams counted",
+            lambda: (good.poll(64, 0.001), [a.poll(64, 0.001) for a in attackers], pump()),
+        )
         for a in attackers:
             a.close()
-        time.sleep(0.2)
+        # a marker from GOOD, sent after the attackers stopped: once it is in the stream, the
+        # sequencer has read every datagram the attackers sent before (one socket, in order)
+        marking = Deadline(10, "GOOD's marker", processes.logs)
+        while True:
+            marking.check()
+            try:
+                good.send(body("GOOD", 300))
+                break
+            except SeqbusError:
+                good.poll(64, 0.001)
+        wait_for(
+            lambda: any(t == "GOOD" and n == 300 for _, _, t, n in got),
+            10,
+            "GOOD's marker in the stream",
+            lambda: (good.poll(64, 0.001), pump()),
+        )
         before = counters(status)
         # replay the tap's copies: the newest 40 are within the window (replayed), the
         # earliest are more than 64 datagrams behind the newest (stale)
@@ -255,7 +278,7 @@ def test_forged_wrong_key_and_replayed_commands_are_dropped_and_counted(
         # the legitimate stream: GOOD's commands once each, in order; nothing else from anyone
         for _ in range(20):
             pump()
-        assert [n for a, _, t, n in got if t == "GOOD"] == list(range(300))
+        assert [n for a, _, t, n in got if t == "GOOD"] == list(range(301))
         assert all(a == "GOOD" and i == 1 for a, i, t, _ in got), {g[:3] for g in got}
         assert not any(t == "FORGED" for _, _, t, _ in got)
         assert after["commands_duplicate"] == before["commands_duplicate"], (

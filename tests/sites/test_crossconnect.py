@@ -19,7 +19,7 @@ from seqbus import BusSpec, CrossConnect
 from seqbus import _core
 from seqbus.errors import BackPressureError
 from tests.conftest import ROOT, Processes, seqbus_cli
-from tests.sites.sitebus import Site, wait_until
+from tests.sites.sitebus import Deadline, Site, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("multicast")]
 
@@ -76,7 +76,9 @@ def test_two_buses_and_a_cross_connect_node(tmp_path: Path, processes: Processes
     cc.open()
     rng = random.Random(7)
     sent = 0
+    sending = Deadline(60, "the feed's updates", processes.logs)
     while sent < UPDATES:
+        sending.check()
         try:
             feed.send(feed_update(rng))
             sent += 1

@@ -2,7 +2,9 @@
 SoupBinTCP; a second-tier replayer follows both of them over SoupBinTCP (the first copy of each
 message wins) and serves a late joiner, whose only replayer it is. The first-tier replayer the
 second tier read first is killed while the late joiner rewinds: the late joiner's stream is
-whole, the second tier goes on through the other one, and every journal holds the same bytes."""
+whole, the second tier goes on through the other one; once both first-tier replayers are dead
+a third late joiner still rewinds the whole session from the second tier; every journal holds
+the same bytes."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 
 from tests.conftest import Processes, seqbus_cli
 from tests.ha.cluster import Stream
-from tests.sites.sitebus import Site, journal_bytes, tls_files, wait_until
+from tests.sites.sitebus import Deadline, Site, journal_bytes, tls_files, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("multicast")]
 
@@ -27,7 +29,9 @@ class _Cfg:
 def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
     tmp_path: Path, processes: Processes, tls: bool
 ) -> None:
-    site = Site(tmp_path, "a")
+    # no idle clock ticks: the stream stops growing with the last command, so that a second tier
+    # left without a first tier still holds all of it
+    site = Site(tmp_path, "a", clock_tick_ms=0)
     if tls:
         table = tls_files(tmp_path, "127.0.0.1")
         if table is None:
@@ -52,7 +56,9 @@ def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
         lambda: sender.poll() >= 0 and sender.client.is_ready(), 20, "the sender", processes.logs
     )
     total = 30000
+    sending = Deadline(60, "sending the stream", processes.logs)
     while sender.sent < total:
+        sending.check()
         sender.send_upto(total)
         sender.poll()
     wait_until(
@@ -71,14 +77,17 @@ def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
         processes.logs,
     )
     late = Stream(_Cfg(late_cfg), "LATE", start="rewind")  # type: ignore[arg-type]
-    late.poll(0.5)
+    # its first batch of history (one poll hands out at most 4096 records): mid-rewind
+    wait_until(lambda: late.poll(0.05) > 0, 30, "the late joiner's first history", processes.logs)
     got = len(late.messages())
     assert 0 < got < total, f"the late joiner is mid-rewind ({got} of {total})"
     processes.kill(replayers["t1a"], signal.SIGKILL)
     replayers["t1a"].wait(timeout=10)
     # more of the stream after the kill: the second tier gets it through t1b
     more = total + 5000
+    sending = Deadline(60, "sending the rest", processes.logs)
     while sender.sent < more:
+        sending.check()
         sender.send_upto(more)
         sender.poll()
         late.poll()
@@ -109,14 +118,6 @@ def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
         processes.logs,
     )
     assert late2.from_tag("S1") == list(range(more))
-    for name in ("t1a", "t1b", "t2"):
-        # the follower's first: the sequencer's journal is ahead of it (idle clock ticks)
-        j = journal_bytes(tmp_path / f"journal-{name}")
-        assert len(j) > 1_000_000
-        assert journal_bytes(tmp_path / "journal").startswith(j), (
-            f"{name}'s journal differs from the sequencer's"
-        )
-    assert last > 0
     if tls:
         # the links spoke TLS: a plain SoupBinTCP login to a first-tier server fails
         import socket
@@ -130,5 +131,32 @@ def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
             except OSError:
                 answer = b""
         assert not answer.startswith(b"\x00\x1fA"), "a plain login was accepted"
-    for c in (sender, late, late2):
+    # the second tier holds the whole session: with no first-tier replayer left, a third late
+    # joiner still rewinds all of it from the second tier alone
+    ahead = len(journal_bytes(tmp_path / "journal"))
+    wait_until(
+        lambda: len(journal_bytes(tmp_path / "journal-t2")) >= ahead,
+        30,
+        "the second tier's journal",
+        processes.logs,
+    )
+    processes.kill(replayers["t1b"], signal.SIGKILL)
+    replayers["t1b"].wait(timeout=10)
+    late3 = Stream(_Cfg(late_cfg), "LATE3", start="rewind")  # type: ignore[arg-type]
+    wait_until(
+        lambda: late3.poll() >= 0 and late3.caught_up and len(late3.from_tag("S1")) >= more,
+        60,
+        "the third late joiner",
+        processes.logs,
+    )
+    assert late3.from_tag("S1") == list(range(more))
+    assert late3.client.stats()["retransmits"] >= more, late3.client.stats()
+    for name in ("t1a", "t1b", "t2"):
+        j = journal_bytes(tmp_path / f"journal-{name}")
+        assert len(j) > 1_000_000
+        assert journal_bytes(tmp_path / "journal").startswith(j), (
+            f"{name}'s journal differs from the sequencer's"
+        )
+    assert last > 0
+    for c in (sender, late, late2, late3):
         c.client.close()

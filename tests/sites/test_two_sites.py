@@ -13,6 +13,7 @@ byte for byte."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -96,7 +97,7 @@ journal_dir = "{tmp_path / "journal-bridge"}"
             name: processes.start(name, [*cli, "replayer", "-c", str(cfg)])
             for name, cfg in (("t1a", t1a), ("t1b", t1b))
         }
-        processes.start("bridge", [*at_b, *cli, "bridge", "-c", str(bus_b)])
+        bridge = processes.start("bridge", [*at_b, *cli, "bridge", "-c", str(bus_b)])
         primary = node("ME-1", "DemoEngine", bus_a, site_b=False)
         node("ME-2", "DemoEngine", bus_b, site_b=True)
         node("GW-1", "DemoGateway", bus_a, site_b=False)
@@ -144,10 +145,27 @@ journal_dir = "{tmp_path / "journal-bridge"}"
         assert me3["bus"]["retransmits"] >= me3["last_sequence"] // 2, me3["bus"]
         # site B's loss was filled at site B
         assert me2["bus"]["gaps"] > 0 and me2["bus"]["retransmits"] > 0, me2["bus"]
+        # the bridge's remaining link carried the stream after the other was killed
+        wait_until(lambda: "connection lost" in processes.log("bridge"), 10, "the lost link", logs)
+        # both links carried the stream at once (redundancy, not a failover): the bridge's
+        # counters per link, printed when it stops
+        processes.kill(bridge, signal.SIGTERM)
+        processes.wait(bridge, 10)
+        stats = re.search(
+            r"stopped at message (\d+); first copies per link \[(\d+), (\d+)\], "
+            r"later copies \[(\d+), (\d+)\], commands sent per link \[(\d+), (\d+)\]",
+            processes.log("bridge"),
+        )
+        assert stats, processes.log("bridge")
+        end, first_a, first_b, later_a, later_b, up_a, up_b = map(int, stats.groups())
+        # the surviving link took over first copies; each link also brought copies the other
+        # had brought first; site B's commands went out on both
+        assert first_b > 0 and later_a > 0 and later_b > 0, stats.groups()
+        assert up_a > 0 and up_b > 0, stats.groups()
         # 0 lost, 0 duplicated, same order, same bytes: the bridge's journal is the sequencer's
-        bridge = journal_bytes(tmp_path / "journal-bridge")
-        assert len(bridge) > 100_000
-        assert journal_bytes(tmp_path / "journal").startswith(bridge)
+        bridge_journal = journal_bytes(tmp_path / "journal-bridge")
+        assert len(bridge_journal) > 100_000
+        assert journal_bytes(tmp_path / "journal").startswith(bridge_journal)
         verify = subprocess.run(
             [*cli, "journal", "verify", str(tmp_path / "journal-bridge"), "--json"],
             capture_output=True,
@@ -156,5 +174,5 @@ journal_dir = "{tmp_path / "journal-bridge"}"
         )
         report = json.loads(verify.stdout)
         assert report["next_sequence"] > me2["last_sequence"], (report, me2)
-        # the bridge's remaining link carried the stream after the other was killed
-        wait_until(lambda: "connection lost" in processes.log("bridge"), 10, "the lost link", logs)
+        # every message of the journal was taken once, from one link or the other
+        assert first_a + first_b == end - 1 == report["next_sequence"] - 1, stats.groups()
