@@ -31,6 +31,12 @@ def _commands(quick: bool) -> dict[str, tuple[list[str], Path]]:
         "loss": ([py, "-m", "benchmarks.loss", *(["--orders", "2000"] if quick else [])], ROOT),
         "spark": ([py, "-m", "benchmarks.spark", *q], ROOT),
         "sites": ([py, "-m", "benchmarks.sites", *q], ROOT),
+        "mac": (
+            ["cargo", "run", "-q", "--release", "-p", "seqbus-bench", "--", "--mac",
+             *(["--messages", "300000", "--samples", "3000"] if quick
+               else ["--messages", "1000000", "--samples", "10000"])],
+            ROOT / "rust",
+        ),
         "core": (
             ["cargo", "run", "-q", "--release", "-p", "seqbus-bench", "--",
              *(["--messages", "200000", "--samples", "5000"] if quick else [])],

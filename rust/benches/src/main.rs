@@ -5,6 +5,9 @@
 //!    packed UDP multicast blast to 2 receivers;
 //! 3. catch-up rate of a late joiner rewinding the journal through the replayer.
 //!
+//! `--mac`: the upstream MAC's cost instead (docs/upstream.md, "Authentication"): round trip and
+//! throughput on a bus with `[auth]` beside the same bus without keys, interleaved in one run.
+//!
 //! `cargo run --release -p seqbus-bench -- [--messages N] [--samples N]`. Runs itself in a
 //! private network namespace (multicast on `lo`).
 
@@ -18,6 +21,7 @@ mod ha;
 
 use seqbus_net::{Config, NodeClient, NodeOptions, SendError, Start, RECORD_CAUGHT_UP};
 use seqbus_transport::udp::{self, Outbox};
+use seqbus_wire::auth::Key;
 use socket2::SockAddr;
 
 fn main() {
@@ -63,6 +67,10 @@ fn main() {
     }
     if args.iter().any(|a| a == "--ha") {
         ha::run(arg("--kills", 20) as usize, samples, messages);
+        return;
+    }
+    if args.iter().any(|a| a == "--mac") {
+        mac(samples, messages, arg("--rounds", 3) as usize);
         return;
     }
     if args.iter().any(|a| a == "--throughput-only") {
@@ -371,6 +379,94 @@ fn raw_blast(messages: u64, size: usize) -> f64 {
 }
 
 /// (throughput to 2 nodes, catch-up rate of a late joiner), messages per second.
+/// Every account the round-trip and throughput benchmarks use, each with a key.
+const AUTH: &str = "[auth]\naccounts = [\n\
+    { account = \"P\", key = \"0101010101010101010101010101010101010101010101010101010101010101\" },\n\
+    { account = \"S\", key = \"0202020202020202020202020202020202020202020202020202020202020202\" },\n\
+    { account = \"R0\", key = \"0303030303030303030303030303030303030303030303030303030303030303\" },\n\
+    { account = \"R1\", key = \"0404040404040404040404040404040404040404040404040404040404040404\" },\n\
+]\n";
+
+/// The MAC's cost: `rounds` times, keys off then keys on, each on a fresh bus: the round trip
+/// (sequencer and node busy-spinning) and the throughput to 2 nodes (`BENCH_IDLE`, default
+/// `block`), of one sender; medians over the rounds.
+fn mac(samples: usize, messages: u64, rounds: usize) {
+    let idle = std::env::var("BENCH_IDLE").unwrap_or("block".into());
+    let mut p50 = [Vec::new(), Vec::new()];
+    let mut p99 = [Vec::new(), Vec::new()];
+    let mut tput = [Vec::new(), Vec::new()];
+    for _ in 0..rounds {
+        for (i, auth) in ["", AUTH].into_iter().enumerate() {
+            let b = start_bus("busy-spin", auth);
+            let (a, z) = round_trip(&b.cfg, samples);
+            drop(b);
+            p50[i].push(a);
+            p99[i].push(z);
+            let b = start_bus(&idle, &format!("clock_tick_ms = 0\n{auth}"));
+            tput[i].push(throughput(&b.cfg, messages, false).0);
+        }
+    }
+    // the MAC alone: sealing and checking a packet of one 32-byte command, in this thread's
+    // CPU time (the machine's other load left out)
+    let key = Key::new([7; 32]);
+    let packet = [0x5au8; 28 + 16 + 32 + 16];
+    let n = 1_000_000u32;
+    let cpu0 = thread_cpu_ns();
+    let mut ok = 0u32;
+    for i in 0..n {
+        let mut p = packet;
+        p[..4].copy_from_slice(&i.to_le_bytes());
+        let mac = key.mac(&p);
+        ok += u32::from(key.verify(std::hint::black_box(&p), &mac));
+    }
+    assert_eq!(ok, n);
+    let mac_ns = (thread_cpu_ns() - cpu0) as f64 / f64::from(n);
+    // median (least–greatest) of the rounds
+    let med = |v: &mut Vec<f64>| {
+        let m = percentile(v, 0.5);
+        (m, v[0], v[v.len() - 1])
+    };
+    let cell = |(m, lo, hi): (f64, f64, f64), scale: f64, unit: &str| {
+        format!(
+            "{:.2} {unit} ({:.2}–{:.2})",
+            m / scale,
+            lo / scale,
+            hi / scale
+        )
+    };
+    let (off50, on50) = (med(&mut p50[0]), med(&mut p50[1]));
+    let (off99, on99) = (med(&mut p99[0]), med(&mut p99[1]));
+    let (offt, ont) = (med(&mut tput[0]), med(&mut tput[1]));
+    println!("| MAC (BLAKE3 keyed), median (least–greatest) of {rounds} rounds | keys off (same run) | keys on | ratio of medians |");
+    println!("|---|---|---|---|");
+    let tput_row = format!("throughput, one sender → 2 nodes, idle {idle}");
+    for (what, off, on, scale, unit) in [
+        ("round trip p50, busy-spin", off50, on50, 1.0, "µs"),
+        ("round trip p99, busy-spin", off99, on99, 1.0, "µs"),
+        (tput_row.as_str(), offt, ont, 1e6, "M msg/s"),
+    ] {
+        println!(
+            "| {what} | {} | {} | {:.2}× |",
+            cell(off, scale, unit),
+            cell(on, scale, unit),
+            on.0 / off.0
+        );
+    }
+    println!(
+        "| the MAC alone: seal + verify a 92-byte packet (one command), CPU time | — | {mac_ns:.0} ns | — |"
+    );
+}
+
+/// This thread's CPU time so far, ns (the first field of `/proc/thread-self/schedstat`).
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .expect("/proc/thread-self/schedstat")
+        .split_whitespace()
+        .next()
+        .and_then(|f| f.parse().ok())
+        .expect("a number of ns")
+}
+
 fn bus_throughput(messages: u64) -> (f64, f64) {
     let idle = std::env::var("BENCH_IDLE").unwrap_or("block".into());
     let b = start_bus(&idle, "clock_tick_ms = 0");
