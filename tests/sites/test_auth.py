@@ -60,6 +60,25 @@ retry_ms = 20
     return path
 
 
+def bus_config(tmp_path: Path, auth: str | None) -> tuple[Path, int, int, int, int]:
+    """The sequencer's configuration on fresh ports: (path, upstream, group, replayer, status)."""
+    upstream, group, replayer, status = (
+        free_udp_port(),
+        free_udp_port(),
+        free_udp_port(),
+        free_tcp_port(),
+    )
+    bus = write_config(
+        tmp_path / "bus.toml",
+        upstream=upstream,
+        group=group,
+        replayer=replayer,
+        status=status,
+        auth=auth,
+    )
+    return bus, upstream, group, replayer, status
+
+
 class Tap:
     """A UDP relay between a sender and the sequencer that keeps a copy of every datagram the
     sender sent and passes the sequencer's answers (NAKs) back."""
@@ -139,21 +158,8 @@ def tags(records: bytes) -> list[tuple[str, int, str, int]]:
 def test_forged_wrong_key_and_replayed_commands_are_dropped_and_counted(
     tmp_path: Path, processes: Processes
 ) -> None:
-    upstream, group, replayer, status = (
-        free_udp_port(),
-        free_udp_port(),
-        free_udp_port(),
-        free_tcp_port(),
-    )
     keys = f'  {{ account = "GOOD", key = "{GOOD_KEY}" }},\n  {{ account = "READER", key = "{READER_KEY}" }},'
-    bus = write_config(
-        tmp_path / "bus.toml",
-        upstream=upstream,
-        group=group,
-        replayer=replayer,
-        status=status,
-        auth=keys,
-    )
+    bus, upstream, group, replayer, status = bus_config(tmp_path, keys)
     seq = processes.start("sequencer", [*seqbus_cli(), "sequencer", "-c", str(bus)])
     reader = _core.NodeClient(str(bus), "READER", 1, start="rewind")
     got: list[tuple[str, int, str, int]] = []
@@ -301,20 +307,7 @@ def test_forged_wrong_key_and_replayed_commands_are_dropped_and_counted(
 def test_keys_off_says_so_and_a_node_without_its_key_is_refused(
     tmp_path: Path, processes: Processes
 ) -> None:
-    upstream, group, replayer, status = (
-        free_udp_port(),
-        free_udp_port(),
-        free_udp_port(),
-        free_tcp_port(),
-    )
-    bus = write_config(
-        tmp_path / "bus.toml",
-        upstream=upstream,
-        group=group,
-        replayer=replayer,
-        status=status,
-        auth=None,
-    )
+    bus, upstream, group, replayer, status = bus_config(tmp_path, None)
     seq = processes.start("sequencer", [*seqbus_cli(), "sequencer", "-c", str(bus)])
     node = _core.NodeClient(str(bus), "ANY", 1, start="live")
     wait_for(node.is_ready, 20, "a SenderState with keys off", lambda: node.poll(64, 0.005))

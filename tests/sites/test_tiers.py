@@ -108,16 +108,22 @@ def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
     assert late.messages()[:n] == sender.messages()[:n]
     stats = late.client.stats()
     assert stats["retransmits"] >= got, stats  # its history came from the second tier
+
     # a second late joiner after the kill rewinds everything from the second tier, which
     # holds the messages sent after t1a died
-    late2 = Stream(_Cfg(late_cfg), "LATE2", start="rewind")  # type: ignore[arg-type]
-    wait_until(
-        lambda: late2.poll() >= 0 and late2.caught_up and len(late2.from_tag("S1")) >= more,
-        60,
-        "the second late joiner",
-        processes.logs,
-    )
-    assert late2.from_tag("S1") == list(range(more))
+    def rewind_all(account: str) -> Stream:
+        """A late joiner whose only replayer is the second tier, once it has all of S1's."""
+        late = Stream(_Cfg(late_cfg), account, start="rewind")  # type: ignore[arg-type]
+        wait_until(
+            lambda: late.poll() >= 0 and late.caught_up and len(late.from_tag("S1")) >= more,
+            60,
+            f"the late joiner {account}",
+            processes.logs,
+        )
+        assert late.from_tag("S1") == list(range(more))
+        return late
+
+    late2 = rewind_all("LATE2")
     if tls:
         # the links spoke TLS: a plain SoupBinTCP login to a first-tier server fails
         import socket
@@ -142,14 +148,7 @@ def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
     )
     processes.kill(replayers["t1b"], signal.SIGKILL)
     replayers["t1b"].wait(timeout=10)
-    late3 = Stream(_Cfg(late_cfg), "LATE3", start="rewind")  # type: ignore[arg-type]
-    wait_until(
-        lambda: late3.poll() >= 0 and late3.caught_up and len(late3.from_tag("S1")) >= more,
-        60,
-        "the third late joiner",
-        processes.logs,
-    )
-    assert late3.from_tag("S1") == list(range(more))
+    late3 = rewind_all("LATE3")
     assert late3.client.stats()["retransmits"] >= more, late3.client.stats()
     for name in ("t1a", "t1b", "t2"):
         j = journal_bytes(tmp_path / f"journal-{name}")

@@ -655,8 +655,8 @@ mod tests {
         }
     }
 
-    fn cmds(account: &str, instance: u16, seqs: &[u64]) -> Vec<u8> {
-        let mut w = UpstreamWriter::new(1400);
+    /// Begins a packet of commands `seqs` (8-byte bodies) from `account`/`instance` in `w`.
+    fn push_cmds(w: &mut UpstreamWriter, account: &str, instance: u16, seqs: &[u64]) {
         w.begin(
             TYPE_COMMANDS,
             Session::new("T").unwrap(),
@@ -671,6 +671,11 @@ mod tests {
                 fragment: &s.to_le_bytes(),
             });
         }
+    }
+
+    fn cmds(account: &str, instance: u16, seqs: &[u64]) -> Vec<u8> {
+        let mut w = UpstreamWriter::new(1400);
+        push_cmds(&mut w, account, instance, seqs);
         w.bytes().to_vec()
     }
 
@@ -755,20 +760,7 @@ mod tests {
             w.begin(TYPE_HELLO, Session::new("T").unwrap(), [0; 8], 0);
             w.finish(); // advances the counter
         }
-        w.begin(
-            TYPE_COMMANDS,
-            Session::new("T").unwrap(),
-            seqbus_wire::account(account).unwrap(),
-            1,
-        );
-        for &s in seqs {
-            w.push(&Command {
-                command_seq: s,
-                body_length: 8,
-                flags: 0,
-                fragment: &s.to_le_bytes(),
-            });
-        }
+        push_cmds(&mut w, account, 1, seqs);
         w.finish().to_vec()
     }
 

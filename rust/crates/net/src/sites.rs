@@ -13,23 +13,16 @@ use std::time::{Duration, Instant};
 
 use seqbus_core::{Replayer, Store};
 use seqbus_journal::Journal;
-use seqbus_transport::soupbin::Timing;
-use seqbus_transport::tcp::{self, Credential, TcpClient, TcpServer};
+use seqbus_transport::tcp::{self, TcpClient, TcpServer};
 use seqbus_transport::tls;
 use seqbus_transport::udp::{self, Outbox};
 use seqbus_wire::mold::{self, MoldPacket, MoldWriter, PacketKind};
 use seqbus_wire::UpstreamPacket;
 
 use crate::idle::Idler;
+use crate::transports::{credentials, timing};
 use crate::{io_error, now_ns, Error};
 use seqbus_config::Config;
-
-fn timing(cfg: &Config) -> Timing {
-    Timing {
-        heartbeat_ns: cfg.tcp.heartbeat_ms * 1_000_000,
-        timeout_ns: cfg.tcp.timeout_ms * 1_000_000,
-    }
-}
 
 /// A replayer's SoupBinTCP server (`replayer.tcp_listen`): logins rewind from the store, then
 /// get each message as it reaches the store; clients' unsequenced data are upstream packets.
@@ -58,15 +51,8 @@ impl TcpFront {
             tcp::ServerConfig {
                 listen,
                 session: cfg.session(),
-                credentials: t
-                    .credentials
-                    .iter()
-                    .map(|c| Credential {
-                        username: c.username.clone(),
-                        password: c.password.clone(),
-                    })
-                    .collect(),
-                timing: timing(cfg),
+                credentials: credentials(t),
+                timing: timing(t),
                 client_buffer: t.client_buffer,
                 max_packet: 65_535,
                 max_clients: t.max_clients,
@@ -171,7 +157,7 @@ impl Channels {
                     username: t.username.clone().unwrap_or_default(),
                     password: t.password.clone().unwrap_or_default(),
                     session: cfg.session().as_str().to_string(),
-                    timing: timing(cfg),
+                    timing: timing(t),
                     reconnect_min_ns: t.reconnect_ms * 1_000_000,
                     reconnect_max_ns: t.reconnect_max_ms * 1_000_000,
                     max_packet: 65_535,

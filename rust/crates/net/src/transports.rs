@@ -24,11 +24,22 @@ fn memory_bus(cfg: &Config) -> Result<Arc<MemoryBus>, Error> {
         .map_err(io_error(format!("memory bus {name:?}")))
 }
 
-fn timing(t: &TcpConfig) -> Timing {
+pub(crate) fn timing(t: &TcpConfig) -> Timing {
     Timing {
         heartbeat_ns: t.heartbeat_ms * 1_000_000,
         timeout_ns: t.timeout_ms * 1_000_000,
     }
+}
+
+/// The logins a SoupBinTCP server accepts (`tcp.credentials`).
+pub(crate) fn credentials(t: &TcpConfig) -> Vec<Credential> {
+    t.credentials
+        .iter()
+        .map(|c| Credential {
+            username: c.username.clone(),
+            password: c.password.clone(),
+        })
+        .collect()
 }
 
 fn tcp_client(cfg: &Config) -> Result<TcpClient, Error> {
@@ -96,14 +107,7 @@ pub(crate) fn publisher(
                 tcp::ServerConfig {
                     listen: t.listen,
                     session: cfg.session(),
-                    credentials: t
-                        .credentials
-                        .iter()
-                        .map(|c| Credential {
-                            username: c.username.clone(),
-                            password: c.password.clone(),
-                        })
-                        .collect(),
+                    credentials: credentials(t),
                     timing: timing(t),
                     client_buffer: t.client_buffer,
                     max_packet: 65_535,
