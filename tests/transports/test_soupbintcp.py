@@ -5,6 +5,7 @@ client) logs in to the sequencer and receives the sequenced messages; bad logins
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import subprocess
@@ -107,6 +108,10 @@ def test_tshark_decodes_the_tcp_stream_as_soupbintcp(
     )
     assert wait_for(lambda: "Capturing on" in processes.log("tshark") or cap.poll() is not None, 15)
     assert cap.poll() is None, processes.log("tshark")
+    # "Capturing on" can come before packets are written (seen under load: the sending node's
+    # session was missing from the capture): knock on the port, nothing listens yet, until the
+    # capture file grows, so the session below is captured from its first packet.
+    assert _capture_is_live(capture, bus.tcp), processes.log("tshark")
     processes.start("sequencer", [str(transport_bus), "sequencer", str(bus.path)])
     assert wait_for(lambda: tcp_listening(bus.tcp) and udp_bound(bus.upstream), 20), (
         processes.logs()
@@ -163,6 +168,19 @@ def test_tshark_decodes_the_tcp_stream_as_soupbintcp(
     assert types.get("U", 0) >= 1, types
     assert types.get("H", 0) >= 1 and types.get("R", 0) >= 1, types
     assert read_reports_ok(tmp_path)
+
+
+def _capture_is_live(capture: Path, port: int) -> bool:
+    """Connects to ``port`` (refused: a SYN and a RST the capture filter takes) until the
+    capture file grows past what it held; bounded to about 20 s."""
+    size = capture.stat().st_size if capture.exists() else 0
+    for _ in range(200):
+        with contextlib.suppress(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+        time.sleep(0.1)
+        if capture.exists() and capture.stat().st_size > size:
+            return True
+    return False
 
 
 def login(sequence: int) -> bytes:

@@ -678,7 +678,7 @@ fn leadership_moves_round_and_every_command_is_sequenced_once() {
                 break;
             }
             l.bus.process();
-            for i in 0..SENDERS {
+            for (i, &quota) in quotas.iter().enumerate() {
                 l.out.clear();
                 l.bus.deliver(i, &mut l.out, usize::MAX).unwrap();
                 let mut at = 0;
@@ -690,7 +690,7 @@ fn leadership_moves_round_and_every_command_is_sequenced_once() {
                     }
                     at += len;
                 }
-                while l.sent[i] < quotas[i] {
+                while l.sent[i] < quota {
                     let n = &mut l.bus.node(i).unwrap().node;
                     if n.send(&body(i, l.sent[i])).is_err() {
                         break;
@@ -701,7 +701,11 @@ fn leadership_moves_round_and_every_command_is_sequenced_once() {
             }
             l.bus.advance(1_000, 1_000_000);
         }
-        assert!(l.handed.iter().all(|&h| h == want), "round {k}: {:?} of {want}", l.handed);
+        assert!(
+            l.handed.iter().all(|&h| h == want),
+            "round {k}: {:?} of {want}",
+            l.handed
+        );
         let target = (leader % 3) + 1; // 1 → 2 → 3 → 1 …
         l.bus
             .switchover(leader, Some(target))
