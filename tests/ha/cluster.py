@@ -99,20 +99,28 @@ class Cluster:
         seen: dict[int, dict[str, Any]] = {}
         while time.monotonic() < deadline:
             seen = {m: s for m in self.running if (s := self.status(m)) is not None}
-            roles = {m: (s.get("cluster") or {}) for m, s in seen.items()}
-            leaders = [m for m, c in roles.items() if c.get("role") == "leader"]
-            if len(seen) == len(self.running) and len(leaders) == 1:
-                term = roles[leaders[0]].get("term")
-                if all(
-                    c.get("role") == "follower" and c.get("term") == term
-                    for m, c in roles.items()
-                    if m != leaders[0]
-                ):
-                    return leaders[0], seen
+            leader = settled_leader({m: s.get("cluster") or {} for m, s in seen.items()})
+            if len(seen) == len(self.running) and leader is not None:
+                return leader, seen
             time.sleep(0.02)
         raise AssertionError(
             f"no settled leadership within {timeout} s: {seen}\n{self.processes.logs()}"
         )
+
+
+def settled_leader(roles: dict[int, dict[str, Any]]) -> int | None:
+    """The member that leads when, of these members' ``cluster`` status, exactly one leads and
+    every other follows in its term; else None."""
+    leaders = [m for m, c in roles.items() if c.get("role") == "leader"]
+    if len(leaders) != 1:
+        return None
+    term = roles[leaders[0]].get("term")
+    others = (c for m, c in roles.items() if m != leaders[0])
+    return (
+        leaders[0]
+        if all(c.get("role") == "follower" and c.get("term") == term for c in others)
+        else None
+    )
 
 
 def write_cluster(

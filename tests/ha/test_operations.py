@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Processes, free_udp_port, seqbus_cli
-from tests.ha.cluster import Cluster, Stream, pump, write_cluster
+from tests.ha.cluster import Cluster, Stream, pump, settled_leader, write_cluster
 from tests.ha.test_failover import check_streams
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("multicast")]
@@ -35,14 +35,9 @@ def _settled_status(cluster: Cluster) -> tuple[int, dict[str, Any]]:
         out = _cli("admin", "status", "-c", str(cluster.path), "--json")
         assert out.returncode == 0, out.stderr
         doc = json.loads(out.stdout)
-        c = {m: doc[str(m)]["cluster"] for m in cluster.members}
-        leaders = [m for m in c if c[m]["role"] == "leader"]
-        if len(leaders) == 1 and all(
-            c[m]["role"] == "follower" and c[m]["term"] == c[leaders[0]]["term"]
-            for m in c
-            if m != leaders[0]
-        ):
-            return leaders[0], doc
+        leader = settled_leader({m: doc[str(m)]["cluster"] for m in cluster.members})
+        if leader is not None:
+            return leader, doc
         time.sleep(0.05)
     raise AssertionError(f"status never showed one leader and two followers: {doc}")
 
