@@ -575,7 +575,11 @@ impl Member {
     fn stop_leading(&mut self) {
         if let Some(seq) = self.seq.take() {
             let r = seq.recovered_written();
-            debug_assert_eq!(r.next_seq, self.last + 1, "the written journal ends at `last`");
+            debug_assert_eq!(
+                r.next_seq,
+                self.last + 1,
+                "the written journal ends at `last`"
+            );
             self.recovered = r;
         }
     }

@@ -6,7 +6,8 @@
 //! * Gap detection: a packet ahead of the next expected sequence is held in a reorder buffer
 //!   and the missing range is requested from a replayer, again with doubling back-off while
 //!   the replayer stays silent, failing over to the next replayer after `failover_after`
-//!   misses. A rewind keeps `replay_depth` requests outstanding ([`Node::set_replay_depth`]).
+//!   misses, or at once when the replayer answers that it holds nothing from the gap on
+//!   (then, once every replayer said so, after a request timeout). A rewind keeps `replay_depth` requests outstanding ([`Node::set_replay_depth`]).
 //! * Exactly-once, in-order delivery: anything below the next expected sequence is a
 //!   duplicate and dropped.
 //! * Rewind: `Start::From(s)` requests history from `s` and reports when it has caught up
@@ -206,6 +207,13 @@ pub struct Node {
     requested_from: u64,
     requested_upto: u64,
     replay_depth: usize,
+    /// Replayers in a row that answered they hold nothing from the gap on (a following
+    /// replayer that lost what this node lost): the next one is asked at once, and once every
+    /// one was, the node waits a request timeout (`request_hold`) instead of asking again.
+    behind: usize,
+    request_hold: u64,
+    /// The next request repeats one a replayer that was behind could not answer (not a new gap).
+    reasking: bool,
     // upstream
     ready: bool,
     next_cmd: u64,
@@ -283,6 +291,9 @@ impl Node {
             failures: 0,
             timeout_ns: p.request_timeout_ns,
             request_deadline: 0,
+            behind: 0,
+            request_hold: 0,
+            reasking: false,
             requested_from: 0,
             requested_upto: 0,
             replay_depth: 1,
@@ -531,6 +542,23 @@ impl Node {
         self.stats.malformed += 1;
     }
 
+    /// The replayer asked holds nothing from the gap on (it follows the stream and lost what
+    /// this node lost, or it is a standby's and lags): ask the next one at once; once every
+    /// replayer was asked in turn, wait a request timeout before asking again rather than
+    /// asking as fast as the answers come back.
+    fn replayer_behind(&mut self, now_ns: u64) {
+        self.behind += 1;
+        self.reasking = true;
+        self.failures = 0;
+        self.req_timed = None;
+        if self.behind < self.p.replayers {
+            self.replayer = (self.replayer + 1) % self.p.replayers;
+        } else {
+            self.behind = 0;
+            self.request_hold = now_ns + self.req_rto.get();
+        }
+    }
+
     /// Handles one downstream datagram (a live packet or a replayer's answer). Malformed and
     /// foreign datagrams are counted and dropped.
     pub fn handle_datagram(&mut self, now_ns: u64, src: Source, datagram: &[u8]) {
@@ -574,12 +602,15 @@ impl Node {
         match p.kind() {
             PacketKind::Heartbeat => {
                 self.note_head(first);
-                if matches!(src, Source::Replayer(_)) {
+                if let Source::Replayer(i) = src {
                     // the replayer holds nothing from `first` on: requests that reach past it
                     // (a rewind asks ahead of the end) have no more answers coming, and what a
                     // fenced sequencer claimed beyond it is not the leaders' stream (yet)
                     self.requested_upto = self.requested_upto.min(first);
                     self.fenced_head = self.fenced_head.min(first);
+                    if i == self.replayer && self.gap().is_some_and(|(from, _)| first <= from) {
+                        self.replayer_behind(now_ns);
+                    }
                 }
                 if self.next == 0 && live {
                     self.next = first;
@@ -593,8 +624,11 @@ impl Node {
                 let count = p.message_count() as u64;
                 let end = first + count;
                 self.stats.received += count;
-                if matches!(src, Source::Replayer(_)) {
+                if let Source::Replayer(i) = src {
                     self.stats.retransmits += count;
+                    if i == self.replayer {
+                        self.behind = 0;
+                    }
                 }
                 self.note_head(end);
                 if self.next == 0 {
@@ -982,6 +1016,9 @@ impl Node {
             return;
         };
         let outstanding = self.requested_upto > from && self.requested_from <= from;
+        if !outstanding && now_ns < self.request_hold {
+            return; // every replayer said it is behind: wait before asking again
+        }
         if outstanding && now_ns < self.request_deadline {
             // pipelining: ask for the next chunk once less than half a chunk beyond
             // `replay_depth - 1` whole chunks is left, so a rewind never waits a round trip
@@ -1013,6 +1050,8 @@ impl Node {
                 self.replayer = (self.replayer + 1) % self.p.replayers;
                 self.timeout_ns = self.p.request_timeout_ns;
             }
+        } else if std::mem::take(&mut self.reasking) {
+            self.timeout_ns = self.req_rto.get();
         } else {
             self.stats.gaps += 1;
             self.timeout_ns = self.req_rto.get();
@@ -1054,9 +1093,12 @@ impl Node {
             add(0);
         }
         // a request's deadline matters only while there is still a gap to fill
-        if self.p.replayers > 0 && self.requested_upto > self.requested_from && self.gap().is_some()
-        {
-            add(self.request_deadline);
+        if self.p.replayers > 0 && self.gap().is_some() {
+            if self.requested_upto > self.requested_from {
+                add(self.request_deadline);
+            } else if self.request_hold > 0 {
+                add(self.request_hold);
+            }
         }
         t
     }

@@ -99,6 +99,9 @@ pub struct SimParams {
     pub following_replayer: bool,
     /// Largest replayer answer, bytes (`replayer.max_packet`).
     pub replay_packet: usize,
+    /// Nodes ask the following replayer first (it is their replayer 0, as when `[node]
+    /// replayers` lists it before the members' own), rather than last.
+    pub follower_first: bool,
 }
 
 impl SimParams {
@@ -117,6 +120,7 @@ impl SimParams {
             retransmit_ns: 2_000_000,
             following_replayer: true,
             replay_packet: 60_000,
+            follower_first: false,
         }
     }
 }
@@ -403,6 +407,25 @@ impl Bus {
         self.p.members as usize + usize::from(self.p.following_replayer)
     }
 
+    /// The replayer a node's `Dest::Replayer(i)` names (`follower_first` puts the following
+    /// replayer, otherwise last, first).
+    fn node_replayer(&self, i: usize) -> usize {
+        if self.p.follower_first && self.p.following_replayer {
+            (i + self.replayer_count() - 1) % self.replayer_count()
+        } else {
+            i
+        }
+    }
+
+    /// The inverse of [`Bus::node_replayer`]: how a node knows replayer `index`.
+    fn replayer_for_node(&self, index: usize) -> usize {
+        if self.p.follower_first && self.p.following_replayer {
+            (index + 1) % self.replayer_count()
+        } else {
+            index
+        }
+    }
+
     pub fn now(&self) -> u64 {
         self.now
     }
@@ -661,7 +684,7 @@ impl Bus {
                         .expect("memory reads");
                 }
                 let to = match requester {
-                    Requester::Node(i) => To::Node(i, Src::Replayer(index)),
+                    Requester::Node(i) => To::Node(i, Src::Replayer(self.replayer_for_node(index))),
                     Requester::Follower => To::Follower(Src::Replayer(index)),
                     Requester::Member(id) => To::MemberAnswer(id, index),
                 };
@@ -839,7 +862,7 @@ impl Bus {
                 }
                 (Dest::Replayer(index), _) => self.send(
                     To::Replayer {
-                        index,
+                        index: self.node_replayer(index),
                         requester: Requester::Node(i),
                     },
                     &data,

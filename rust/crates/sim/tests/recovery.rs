@@ -2,7 +2,7 @@
 //! command is asked for by the sequencer's NAK, a lost last packet of a burst is announced by
 //! the early heartbeat that follows it, and a lost replay answer is asked for again after a
 //! timeout learned from the replayer's round trip — each recovered within a few round trips
-//! while the fixed timers (command retry 50 ms, heartbeat 1 s, request timeout 10 ms) are far
+//! (also when the replayer asked first lost the same packet) while the fixed timers (command retry 50 ms, heartbeat 1 s, request timeout 10 ms) are far
 //! longer.
 
 use std::cell::RefCell;
@@ -53,8 +53,15 @@ fn keep() -> Lose {
 
 impl Net {
     fn new(start: Start) -> Net {
+        Net::with_replayers(start, false, None)
+    }
+
+    /// With `following`, a replayer that follows the live stream is the node's first replayer
+    /// (the sequencer's own second), or its only one with `replayers` = Some(1).
+    fn with_replayers(start: Start, following: bool, replayers: Option<usize>) -> Net {
         let mut p = SimParams::new(1, 1, Faults::clean(DELAY));
-        p.following_replayer = false;
+        p.following_replayer = following;
+        p.follower_first = following;
         p.heartbeat_ns = 1_000_000_000;
         p.clock_tick_ns = 0;
         let mut bus = Bus::new(p);
@@ -66,7 +73,10 @@ impl Net {
             failover_after: 4,
             max_request: 100,
             reorder_limit: 1 << 16,
-            ..bus.node_params(&NodeOptions::new("N", start))
+            ..bus.node_params(&NodeOptions {
+                replayers,
+                ..NodeOptions::new("N", start)
+            })
         };
         bus.add_node_with(params);
         let lose = Rc::new(RefCell::new(keep()));
@@ -249,5 +259,76 @@ fn a_lost_replay_answer_is_asked_for_again_after_a_learned_timeout() {
     assert!(
         took <= 250_000 + 12 * RTT + 1_000_000,
         "recovered in {took} ns, {st:?}"
+    );
+}
+
+/// Loses the first live packet of messages to the node and every packet of messages to the
+/// following replayer (live or answers to its own requests) while `starve` says so: the
+/// follower holds nothing from the node's gap on until it is let through.
+fn lose_to_node_and_follower(starve: Rc<RefCell<bool>>) -> Lose {
+    let mut lost_live = false;
+    Box::new(move |to: To, d: &[u8]| {
+        if !MoldPacket::parse(d).is_ok_and(|p| p.message_count() > 0) {
+            return false;
+        }
+        match to {
+            To::Node(true) if !lost_live => {
+                lost_live = true;
+                true
+            }
+            To::Other => *starve.borrow(),
+            _ => false,
+        }
+    })
+}
+
+#[test]
+fn a_replayer_that_lost_the_same_packet_sends_the_node_to_the_next_one() {
+    // the node asks the following replayer first; it lost the same packet (a multicast drop
+    // every receiver sees) and cannot fill it: it answers that it holds nothing from the gap
+    // on, and the node asks the sequencer's replayer at once
+    let mut net = Net::with_replayers(Start::Live, true, None);
+    warm_up(&mut net);
+    let starve = Rc::new(RefCell::new(true));
+    net.losing(lose_to_node_and_follower(starve.clone()));
+    let before = net.handed.len();
+    let (asked, gaps) = (net.node().stats().requests, net.node().stats().gaps);
+    net.node().send(&body(500)).unwrap();
+    let took = net.run_until(50_000_000, &|n| n.handed.len() > before);
+    let st = net.node().stats();
+    // the early heartbeat, a round trip to the follower, one to the sequencer's replayer
+    assert!(took <= 250_000 + 6 * RTT, "recovered in {took} ns, {st:?}");
+    assert!(st.requests - asked <= 3, "{st:?}");
+    assert_eq!(st.gaps, gaps + 1, "one gap, asked twice: {st:?}");
+    *starve.borrow_mut() = false;
+}
+
+#[test]
+fn a_node_whose_only_replayer_is_behind_waits_before_asking_again() {
+    // the only replayer lost the packet too and cannot fill it for 5 ms: the node asks it
+    // again after a learned timeout each time it says it is behind, not once per round trip
+    let mut net = Net::with_replayers(Start::Live, true, Some(1));
+    warm_up(&mut net);
+    let starve = Rc::new(RefCell::new(true));
+    net.losing(lose_to_node_and_follower(starve.clone()));
+    let before = net.handed.len();
+    let asked = net.node().stats().requests;
+    net.node().send(&body(600)).unwrap();
+    let start = net.now();
+    net.run_until(5_000_000, &|n| n.now() - start >= 4_900_000);
+    assert_eq!(net.handed.len(), before, "the follower cannot fill it yet");
+    let st = net.node().stats();
+    let during = st.requests - asked;
+    // asking once a round trip would be ~45 requests in 4.9 ms; a timeout of at least 2 round
+    // trips between "behind" and the next request keeps it under 20
+    assert!(
+        (1..20).contains(&during),
+        "{during} requests while behind: {st:?}"
+    );
+    *starve.borrow_mut() = false;
+    let took = net.run_until(50_000_000, &|n| n.handed.len() > before);
+    assert!(
+        took <= 10_000_000,
+        "filled {took} ns after the follower could, {st:?}"
     );
 }
