@@ -357,7 +357,7 @@ def environment() -> jinja2.Environment:
 
 #: The ABI of ``seqbus._codec_support`` the generated modules are written for; the runtime's
 #: ``seqbus._codec_support.ABI`` must equal it (each generated module checks at import).
-SUPPORT_ABI = 1
+SUPPORT_ABI = 2
 
 
 def generate(schema: ir.Schema, python_package: str | None = None) -> dict[str, str]:
@@ -372,7 +372,9 @@ def generate(schema: ir.Schema, python_package: str | None = None) -> dict[str, 
     if not naming.is_python_package(pkg):
         raise ValueError(f"{pkg!r} is not a dotted Python package name")
     ctx = {"schema": schema, "pkg": pkg, "all_blocks": _all_blocks(schema),
-           "support_abi": SUPPORT_ABI, "structs": {st.name: st for st in schema.structs}}
+           "support_abi": SUPPORT_ABI, "structs": {st.name: st for st in schema.structs},
+           "view_field_names": sorted({f.name for b, _ in _all_blocks(schema) for f in b.fields}
+                                       | {f.name for st in schema.structs for f in st.fields})}
     out = {}
     for name, template in (
         ("_codec.pyx", "python/codec.pyx.j2"),

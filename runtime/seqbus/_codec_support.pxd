@@ -3,6 +3,7 @@
 # across modules. ABI (in the .pyx) changes whenever anything here changes meaning or shape;
 # seqc writes the ABI it targets into each generated module, which checks it at import.
 # cython: language_level=3
+cimport cython
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy
 from cpython.object cimport PyObject
@@ -179,6 +180,7 @@ cdef class Writer:
 # -- value classes: construction from keyword arguments (a vectorcall per class) ------------
 
 cdef int set_vectorcall(type cls, void* fn) except -1
+cdef int set_getattro(type cls, void* fn) except -1
 cdef int parse_kwargs(PyObject** args, size_t nargsf, PyObject* kwnames, tuple names,
                       PyObject** out, str cls) except -1
 cdef int fields_of(object entry, tuple names, PyObject** out, str where) except -1
@@ -192,6 +194,7 @@ cdef object str_of(object v, str where)
 
 # -- group sequences of views: the generated ...Group classes subclass Group ----------------
 
+@cython.no_gc
 cdef class Group:
     cdef object _obj
     cdef object _keep

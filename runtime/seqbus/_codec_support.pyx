@@ -33,6 +33,14 @@ cdef extern from *:
     """
     void seqbus_set_vectorcall(object cls, void* fn)
 
+cdef extern from *:
+    """
+    static void seqbus_set_getattro(PyObject *cls, void *fn) {
+        ((PyTypeObject *)cls)->tp_getattro = (getattrofunc)fn;
+    }
+    """
+    void seqbus_set_getattro(object cls, void* fn)
+
 import sys as _sys
 
 from seqbus.errors import DecodeError
@@ -41,7 +49,7 @@ if _sys.byteorder != "little":
     raise ImportError("seqbus codecs need a little-endian host")
 
 #: The codec support ABI: generated modules name the one they were generated for.
-ABI = 1
+ABI = 2
 
 
 cdef int bad_byte(str msg, str field, Py_ssize_t off, str what, uint8_t b) except -1:
@@ -102,6 +110,7 @@ cdef object var_bytes(object obj, Py_ssize_t start, Py_ssize_t n):
 
 @cython.final
 @cython.freelist(8)
+@cython.no_gc  # refers only to a view (no cycle through it), like the views themselves
 cdef class Span:
     """Exports ``n`` read-only bytes at ``p``, which ``owner`` keeps valid (the message view,
     which holds the buffer): what a ``bytes`` field's memoryview looks at."""
@@ -421,6 +430,18 @@ cdef int set_vectorcall(type cls, void* fn) except -1:
     return 0
 
 
+cdef int set_getattro(type cls, void* fn) except -1:
+    """Make attribute reads on ``cls`` (a group entry view or a struct) call ``fn`` first: it
+    answers its fields by comparing the interned name with each field's, and hands anything
+    else to ``PyObject_GenericGetAttr``. A field's getset descriptor behind the generic lookup
+    costs a type lookup and a descriptor call per read (CPython 3.11 specializes ``LOAD_ATTR``
+    for slots and instance dicts only). The price: a method call on such a class makes a bound
+    method (``LOAD_METHOD`` is only fast with the generic lookup), so message views and message
+    values, whose ``to_value()`` and ``encode()`` are the hot calls, keep the generic one."""
+    seqbus_set_getattro(cls, fn)
+    return 0
+
+
 cdef int parse_kwargs(PyObject** args, size_t nargsf, PyObject* kwnames, tuple names,
                       PyObject** out, str cls) except -1:
     """Sort keyword arguments into ``out`` by field (``names``); NULL where not given."""
@@ -438,10 +459,17 @@ cdef int parse_kwargs(PyObject** args, size_t nargsf, PyObject* kwnames, tuple n
     for j in range(nk):
         key = PyTuple_GET_ITEM(<object>kwnames, j)
         i = -1
-        for k in range(n):  # keywords usually come in declaration order: start at the next
-            if PyTuple_GET_ITEM(names, (guess + k) % n) == key:
-                i = (guess + k) % n
+        # keywords usually come in declaration order: try the field after the last one first
+        # (names are interned, so a match is one pointer compare; no division on this path)
+        for k in range(guess, n):
+            if PyTuple_GET_ITEM(names, k) == key:
+                i = k
                 break
+        if i < 0:
+            for k in range(guess):
+                if PyTuple_GET_ITEM(names, k) == key:
+                    i = k
+                    break
         if i < 0:
             for k in range(n):
                 if <object>PyTuple_GET_ITEM(names, k) == <object>key:
@@ -569,9 +597,13 @@ cdef object str_of(object v, str where):
 
 # -- group sequences of views -------------------------------------------------------------
 
+@cython.no_gc
 cdef class Group:
     """The entries of a group in a view: ``len()``, indexing (an entry view of its own),
     iteration (entry views of their own, which stay valid) and ``iter_reused()``."""
+    # Not tracked by the garbage collector, nor are views or this iterator: they refer only
+    # to their buffer and to enclosing views, never to what is made from them, so they form
+    # no cycles (the buffer is a bytes, bytearray, memoryview, mmap or other C exporter).
 
     cdef object _entry(self, Py_ssize_t pos, Py_ssize_t* end):
         raise NotImplementedError
@@ -623,6 +655,7 @@ cdef class Group:
 
 @cython.final
 @cython.freelist(8)
+@cython.no_gc
 cdef class GroupIter:
     """Iterator over the entries of a :class:`Group`."""
 

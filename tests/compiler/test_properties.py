@@ -58,6 +58,25 @@ def everything(a: ModuleType) -> st.SearchStrategy[Any]:
     )
 
 
+def attrs(obj: Any, name_of: Any = str) -> Any:
+    """Every field of a view, an entry view or a struct read as an attribute, as user code
+    reads it, in the shape of ``to_dict()`` (groups as lists, structs as dicts, bytes as bytes).
+    ``name_of`` makes the name passed to ``getattr``: the interned literal, or a copy built at
+    run time (entry views and structs answer the first from their own getattro, the second
+    from the generic lookup)."""
+    if isinstance(obj, (bytes, memoryview)):
+        return bytes(obj)
+    if not hasattr(obj, "to_dict") or isinstance(obj, int):
+        return obj
+    out = {}
+    for name in obj.to_dict():
+        value = getattr(obj, name_of(name))
+        if hasattr(value, "to_list"):  # a group of entry views
+            value = [attrs(e, name_of) for e in value]
+        out[name] = attrs(value, name_of)
+    return out
+
+
 @given(data=st.data())
 @SETTINGS
 def test_every_field_kind_round_trips(alltypes: ModuleType, data: st.DataObject) -> None:
@@ -65,6 +84,7 @@ def test_every_field_kind_round_trips(alltypes: ModuleType, data: st.DataObject)
     encoded = msg.encode()
     view = alltypes.Everything.decode(encoded)
     assert view.to_dict() == msg.to_dict()
+    assert attrs(view) == attrs(view, lambda n: "".join(list(n))) == msg.to_dict()
     assert view.wire_size == len(encoded)
     assert alltypes.Everything.from_dict(view.to_dict()).encode() == encoded
     buf = bytearray(len(encoded) + 7)

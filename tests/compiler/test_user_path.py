@@ -5,6 +5,7 @@ flags, the encode path that builds no value objects, and what Node.send accepts.
 from __future__ import annotations
 
 import enum
+import gc
 from types import ModuleType
 from typing import Any
 
@@ -31,6 +32,44 @@ def test_list_of_a_group_gives_distinct_correct_entries(exchange: ModuleType) ->
     assert (first.symbol, second.symbol, first.ratio) == ("MSFT", "GOOG", 1)
     with pytest.raises(StopIteration):
         next(it)
+
+
+def test_entry_views_and_structs_answer_fields_and_keep_methods(exchange: ModuleType) -> None:
+    """Entry views and structs read their fields through a getattro of their own (issue 13's
+    full read); everything else an object has still answers, the same way."""
+    x = exchange
+    msg = new_order(x, inst=(1 << 9) | 1)  # a flags value past the table read by index
+    view = x.NewOrder.decode(msg.encode())
+    assert view.inst == (1 << 9) | 1 and type(view.inst) is x.ExecInst
+    assert x.NewOrder.decode(new_order(x).encode()).inst == x.ExecInst.PostOnly | x.ExecInst.Hidden
+    leg = next(iter(view.legs))
+    assert (leg.symbol, leg.ratio, leg.side) == ("MSFT", 1, x.Side.Sell)
+    assert getattr(leg, "".join(["sym", "bol"])) == "MSFT"  # not interned: the generic lookup
+    assert leg.to_value() == msg.legs[0] and leg.to_dict() == msg.legs[0].to_dict()
+    assert type(leg).symbol.__doc__ and "symbol" in dir(leg)
+    with pytest.raises(AttributeError, match="no attribute 'colour'"):
+        leg.colour  # noqa: B018
+    with pytest.raises(AttributeError):
+        leg.symbol = "X"  # views stay read-only
+    price = view.price
+    assert (price.mantissa, price.exponent) == (-12345, -2)
+    assert price.encode() == msg.price.encode() and price.to_dict() == msg.price.to_dict()
+    price.mantissa = 7  # a value: fields are still writable, and read back
+    assert price.mantissa == 7 and getattr(price, "".join(["mant", "issa"])) == 7
+    with pytest.raises(AttributeError, match="no attribute 'colour'"):
+        price.colour  # noqa: B018
+
+
+def test_views_are_not_tracked_by_the_garbage_collector(exchange: ModuleType) -> None:
+    """Views, their groups and iterators hold only their buffer and enclosing views (no
+    cycles), so they skip the collector's bookkeeping; value objects, whose lists users fill,
+    stay tracked."""
+    view = exchange.NewOrder.decode(new_order(exchange).encode())
+    legs = view.legs
+    it = iter(legs)
+    leg = next(it)
+    assert not any(gc.is_tracked(o) for o in (view, legs, it, leg, leg.fills, view.memo.obj))
+    assert gc.is_tracked(view.to_value())
 
 
 def test_dicts_for_entries_and_structs_are_converted_at_construction(exchange: ModuleType) -> None:

@@ -7,23 +7,54 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t,
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyObject_GenericGetAttr
 from cpython.pycapsule cimport PyCapsule_New
 # the codec support every generated module shares (runtime/seqbus/_codec_support.pxd)
 from seqbus cimport _codec_support as _s
 
 import enum as _enum
+from sys import intern as _intern
 
 from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 1)
+_require_abi(__name__, 2)
 SCHEMA_ID = 7
 SCHEMA_VERSION = 2
 PACKAGE = "exchange"
 
 cdef uint8_t _ZERO[65536]  # what absent fixed fields read as (fields newer than the writer)
+
+# the field names views and structs answer, interned: attribute access passes interned names, so
+# their getattro finds a field with one pointer compare per field
+cdef object _n_account = _intern("account")
+cdef object _n_aggressor = _intern("aggressor")
+cdef object _n_at = _intern("at")
+cdef object _n_buy_order_id = _intern("buy_order_id")
+cdef object _n_cancelled_quantity = _intern("cancelled_quantity")
+cdef object _n_client_id = _intern("client_id")
+cdef object _n_expire_at = _intern("expire_at")
+cdef object _n_exponent = _intern("exponent")
+cdef object _n_fills = _intern("fills")
+cdef object _n_inst = _intern("inst")
+cdef object _n_legs = _intern("legs")
+cdef object _n_levels = _intern("levels")
+cdef object _n_mantissa = _intern("mantissa")
+cdef object _n_memo = _intern("memo")
+cdef object _n_order_id = _intern("order_id")
+cdef object _n_orders = _intern("orders")
+cdef object _n_price = _intern("price")
+cdef object _n_qty = _intern("qty")
+cdef object _n_quantity = _intern("quantity")
+cdef object _n_ratio = _intern("ratio")
+cdef object _n_reason = _intern("reason")
+cdef object _n_sell_order_id = _intern("sell_order_id")
+cdef object _n_side = _intern("side")
+cdef object _n_stop_price = _intern("stop_price")
+cdef object _n_symbol = _intern("symbol")
+cdef object _n_text = _intern("text")
+cdef object _n_trade_id = _intern("trade_id")
 
 
 # -- enums and flags --------------------------------------------------------------------------
@@ -152,10 +183,14 @@ class ExecInst(_enum.IntFlag):
 
 cdef dict _ExecInst_cache = {}
 cdef object _ExecInst_type = ExecInst
+# the values below 4 (combinations of the lowest bits), read by index: no dict lookup
+cdef list _ExecInst_small = [ExecInst(v) for v in range(4)]
 
 
 cdef object _rd_ExecInst(const uint8_t* q):
     cdef uint16_t v = _s.ld_u16(q)
+    if v < 4:
+        return _ExecInst_small[v]
     r = _ExecInst_cache.get(v)
     if r is None:
         r = ExecInst(v)
@@ -244,6 +279,20 @@ cdef class Price:
 
     def __reduce__(self):
         return (_rebuild, (Price, self.to_dict()))
+
+
+cdef object _Price_getattro(object self, object name):
+    """``value.field`` read straight from the slot (the interned name compared with each
+    field's), anything else by the generic lookup: structs are read far more than their
+    methods are called."""
+    if name is _n_mantissa:
+        return (<Price>self).mantissa
+    if name is _n_exponent:
+        return (<Price>self).exponent
+    return PyObject_GenericGetAttr(self, name)
+
+
+_s.set_getattro(Price, <void*>_Price_getattro)
 
 
 
@@ -362,6 +411,7 @@ cdef object _NewOrderLegsFills_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t 
 
 @cython.final
 @cython.freelist(16)
+@cython.no_gc
 cdef class NewOrderLegsFillsView:
     """One entry of group ``NewOrder.legs.fills`` (a flyweight reused while iterating)."""
     cdef object _obj
@@ -446,8 +496,22 @@ cdef class NewOrderLegsFillsView:
         return _repr("NewOrderLegsFillsView", self.to_dict())
 
 
+cdef object _NewOrderLegsFillsView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, or the generic lookup (methods,
+    the properties above, names built at run time)."""
+    if name is _n_qty:
+        return (<NewOrderLegsFillsView>self)._get_qty()
+    if name is _n_price:
+        return (<NewOrderLegsFillsView>self)._get_price()
+    return PyObject_GenericGetAttr(self, name)
+
+
+_s.set_getattro(NewOrderLegsFillsView, <void*>_NewOrderLegsFillsView_getattro)
+
+
 @cython.final
 @cython.freelist(16)
+@cython.no_gc
 cdef class NewOrderLegsFillsGroup(_s.Group):
     """The entries of group ``NewOrder.legs.fills``: ``len()``, indexing and iteration, each giving
     entry views of their own (:class:`NewOrderLegsFillsView`) that stay valid; ``iter_reused()`` moves one
@@ -818,6 +882,7 @@ cdef object _NewOrderLegs_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base,
 
 @cython.final
 @cython.freelist(16)
+@cython.no_gc
 cdef class NewOrderLegsView:
     """One entry of group ``NewOrder.legs`` (a flyweight reused while iterating)."""
     cdef object _obj
@@ -929,8 +994,26 @@ cdef class NewOrderLegsView:
         return _repr("NewOrderLegsView", self.to_dict())
 
 
+cdef object _NewOrderLegsView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, or the generic lookup (methods,
+    the properties above, names built at run time)."""
+    if name is _n_symbol:
+        return (<NewOrderLegsView>self)._get_symbol()
+    if name is _n_ratio:
+        return (<NewOrderLegsView>self)._get_ratio()
+    if name is _n_side:
+        return (<NewOrderLegsView>self)._get_side()
+    if name is _n_fills:
+        return (<NewOrderLegsView>self)._get_fills()
+    return PyObject_GenericGetAttr(self, name)
+
+
+_s.set_getattro(NewOrderLegsView, <void*>_NewOrderLegsView_getattro)
+
+
 @cython.final
 @cython.freelist(16)
+@cython.no_gc
 cdef class NewOrderLegsGroup(_s.Group):
     """The entries of group ``NewOrder.legs``: ``len()``, indexing and iteration, each giving
     entry views of their own (:class:`NewOrderLegsView`) that stay valid; ``iter_reused()`` moves one
@@ -1444,7 +1527,7 @@ cdef object _NewOrder_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_
 
 @cython.final
 @cython.freelist(16)
-@cython.no_gc_clear
+@cython.no_gc
 cdef class NewOrderView:
     """Message NewOrder (template 1).
 
@@ -2260,7 +2343,7 @@ cdef object _OrderAccepted_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base
 
 @cython.final
 @cython.freelist(16)
-@cython.no_gc_clear
+@cython.no_gc
 cdef class OrderAcceptedView:
     """The matching engine took the order; `at` is the sequencer time it was accepted.
 
@@ -2702,7 +2785,7 @@ cdef object _OrderRejected_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base
 
 @cython.final
 @cython.freelist(16)
-@cython.no_gc_clear
+@cython.no_gc
 cdef class OrderRejectedView:
     """The matching engine refused the order or cancel.
 
@@ -3201,7 +3284,7 @@ cdef object _CancelOrder_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, 
 
 @cython.final
 @cython.freelist(16)
-@cython.no_gc_clear
+@cython.no_gc
 cdef class CancelOrderView:
     """Cancel the rest of an order.
 
@@ -3629,7 +3712,7 @@ cdef object _OrderCancelled_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t bas
 
 @cython.final
 @cython.freelist(16)
-@cython.no_gc_clear
+@cython.no_gc
 cdef class OrderCancelledView:
     """The rest of an order was cancelled.
 
@@ -4111,7 +4194,7 @@ cdef object _Trade_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssi
 
 @cython.final
 @cython.freelist(16)
-@cython.no_gc_clear
+@cython.no_gc
 cdef class TradeView:
     """A match between a resting order and an incoming one.
 
@@ -4722,6 +4805,7 @@ cdef object _BookUpdateLevels_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t b
 
 @cython.final
 @cython.freelist(16)
+@cython.no_gc
 cdef class BookUpdateLevelsView:
     """One entry of group ``BookUpdate.levels`` (a flyweight reused while iterating)."""
     cdef object _obj
@@ -4830,8 +4914,26 @@ cdef class BookUpdateLevelsView:
         return _repr("BookUpdateLevelsView", self.to_dict())
 
 
+cdef object _BookUpdateLevelsView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, or the generic lookup (methods,
+    the properties above, names built at run time)."""
+    if name is _n_side:
+        return (<BookUpdateLevelsView>self)._get_side()
+    if name is _n_price:
+        return (<BookUpdateLevelsView>self)._get_price()
+    if name is _n_quantity:
+        return (<BookUpdateLevelsView>self)._get_quantity()
+    if name is _n_orders:
+        return (<BookUpdateLevelsView>self)._get_orders()
+    return PyObject_GenericGetAttr(self, name)
+
+
+_s.set_getattro(BookUpdateLevelsView, <void*>_BookUpdateLevelsView_getattro)
+
+
 @cython.final
 @cython.freelist(16)
+@cython.no_gc
 cdef class BookUpdateLevelsGroup(_s.Group):
     """The entries of group ``BookUpdate.levels``: ``len()``, indexing and iteration, each giving
     entry views of their own (:class:`BookUpdateLevelsView`) that stay valid; ``iter_reused()`` moves one
@@ -5225,7 +5327,7 @@ cdef object _BookUpdate_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, P
 
 @cython.final
 @cython.freelist(16)
-@cython.no_gc_clear
+@cython.no_gc
 cdef class BookUpdateView:
     """Changed price levels of one symbol's book; quantity 0 removes the level.
 

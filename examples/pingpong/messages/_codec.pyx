@@ -7,23 +7,30 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t,
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyObject_GenericGetAttr
 from cpython.pycapsule cimport PyCapsule_New
 # the codec support every generated module shares (runtime/seqbus/_codec_support.pxd)
 from seqbus cimport _codec_support as _s
 
 import enum as _enum
+from sys import intern as _intern
 
 from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 1)
+_require_abi(__name__, 2)
 SCHEMA_ID = 2
 SCHEMA_VERSION = 1
 PACKAGE = "pingpong"
 
 cdef uint8_t _ZERO[65536]  # what absent fixed fields read as (fields newer than the writer)
+
+# the field names views and structs answer, interned: attribute access passes interned names, so
+# their getattro finds a field with one pointer compare per field
+cdef object _n_id = _intern("id")
+cdef object _n_ping_sent_at_ns = _intern("ping_sent_at_ns")
+cdef object _n_sent_at_ns = _intern("sent_at_ns")
 
 
 # -- enums and flags --------------------------------------------------------------------------
@@ -84,7 +91,7 @@ cdef object _Ping_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssiz
 
 @cython.final
 @cython.freelist(16)
-@cython.no_gc_clear
+@cython.no_gc
 cdef class PingView:
     """Sent by the pinger; answered by the ponger with a Pong of the same id.
 
@@ -507,7 +514,7 @@ cdef object _Pong_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssiz
 
 @cython.final
 @cython.freelist(16)
-@cython.no_gc_clear
+@cython.no_gc
 cdef class PongView:
     """Message Pong (template 2).
 

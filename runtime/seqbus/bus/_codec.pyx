@@ -9,23 +9,48 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t,
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyObject_GenericGetAttr
 from cpython.pycapsule cimport PyCapsule_New
 # the codec support every generated module shares (runtime/seqbus/_codec_support.pxd)
 from seqbus cimport _codec_support as _s
 
 import enum as _enum
+from sys import intern as _intern
 
 from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 1)
+_require_abi(__name__, 2)
 SCHEMA_ID = 1
 SCHEMA_VERSION = 2
 PACKAGE = "bus"
 
 cdef uint8_t _ZERO[65536]  # what absent fixed fields read as (fields newer than the writer)
+
+# the field names views and structs answer, interned: attribute access passes interned names, so
+# their getattro finds a field with one pointer compare per field
+cdef object _n_account = _intern("account")
+cdef object _n_args = _intern("args")
+cdef object _n_body_length = _intern("body_length")
+cdef object _n_command_seq = _intern("command_seq")
+cdef object _n_command_sequence = _intern("command_sequence")
+cdef object _n_flags = _intern("flags")
+cdef object _n_instance = _intern("instance")
+cdef object _n_kind = _intern("kind")
+cdef object _n_leader = _intern("leader")
+cdef object _n_name = _intern("name")
+cdef object _n_next_command_seq = _intern("next_command_seq")
+cdef object _n_previous_leader = _intern("previous_leader")
+cdef object _n_request_id = _intern("request_id")
+cdef object _n_requester = _intern("requester")
+cdef object _n_session = _intern("session")
+cdef object _n_status = _intern("status")
+cdef object _n_target = _intern("target")
+cdef object _n_term = _intern("term")
+cdef object _n_text = _intern("text")
+cdef object _n_timestamp_ns = _intern("timestamp_ns")
+cdef object _n_value = _intern("value")
 
 
 # -- enums and flags --------------------------------------------------------------------------
@@ -72,10 +97,14 @@ class EnvelopeFlags(_enum.IntFlag):
 
 cdef dict _EnvelopeFlags_cache = {}
 cdef object _EnvelopeFlags_type = EnvelopeFlags
+# the values below 4 (combinations of the lowest bits), read by index: no dict lookup
+cdef list _EnvelopeFlags_small = [EnvelopeFlags(v) for v in range(4)]
 
 
 cdef object _rd_EnvelopeFlags(const uint8_t* q):
     cdef uint8_t v = _s.ld_u8(q)
+    if v < 4:
+        return _EnvelopeFlags_small[v]
     r = _EnvelopeFlags_cache.get(v)
     if r is None:
         r = EnvelopeFlags(v)
@@ -226,6 +255,30 @@ cdef class Envelope:
         return (_rebuild, (Envelope, self.to_dict()))
 
 
+cdef object _Envelope_getattro(object self, object name):
+    """``value.field`` read straight from the slot (the interned name compared with each
+    field's), anything else by the generic lookup: structs are read far more than their
+    methods are called."""
+    if name is _n_timestamp_ns:
+        return (<Envelope>self).timestamp_ns
+    if name is _n_command_seq:
+        return (<Envelope>self).command_seq
+    if name is _n_account:
+        return (<Envelope>self).account
+    if name is _n_instance:
+        return (<Envelope>self).instance
+    if name is _n_kind:
+        return (<Envelope>self).kind
+    if name is _n_flags:
+        return (<Envelope>self).flags
+    if name is _n_body_length:
+        return (<Envelope>self).body_length
+    return PyObject_GenericGetAttr(self, name)
+
+
+_s.set_getattro(Envelope, <void*>_Envelope_getattro)
+
+
 
 
 cdef tuple _Envelope_names = ("timestamp_ns", "command_seq", "account", "instance", "kind", "flags", "body_length", )
@@ -368,7 +421,7 @@ cdef object _ClockTick_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py
 
 @cython.final
 @cython.freelist(16)
-@cython.no_gc_clear
+@cython.no_gc
 cdef class ClockTickView:
     """Put into the stream by an idle sequencer so that time advances deterministically.
 
@@ -728,7 +781,7 @@ cdef object _SessionStart_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base,
 
 @cython.final
 @cython.freelist(16)
-@cython.no_gc_clear
+@cython.no_gc
 cdef class SessionStartView:
     """First message of a session.
 
@@ -1137,7 +1190,7 @@ cdef object _SenderState_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, 
 
 @cython.final
 @cython.freelist(16)
-@cython.no_gc_clear
+@cython.no_gc
 cdef class SenderStateView:
     """The next command sequence the sequencer expects from an account: its answer to a node's
     upstream hello (docs/upstream.md), so a node that did not rewind the whole session can
@@ -1661,6 +1714,7 @@ cdef object _AdminCommandArgs_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t b
 
 @cython.final
 @cython.freelist(16)
+@cython.no_gc
 cdef class AdminCommandArgsView:
     """One entry of group ``AdminCommand.args`` (a flyweight reused while iterating)."""
     cdef object _obj
@@ -1742,8 +1796,20 @@ cdef class AdminCommandArgsView:
         return _repr("AdminCommandArgsView", self.to_dict())
 
 
+cdef object _AdminCommandArgsView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, or the generic lookup (methods,
+    the properties above, names built at run time)."""
+    if name is _n_value:
+        return (<AdminCommandArgsView>self)._get_value()
+    return PyObject_GenericGetAttr(self, name)
+
+
+_s.set_getattro(AdminCommandArgsView, <void*>_AdminCommandArgsView_getattro)
+
+
 @cython.final
 @cython.freelist(16)
+@cython.no_gc
 cdef class AdminCommandArgsGroup(_s.Group):
     """The entries of group ``AdminCommand.args``: ``len()``, indexing and iteration, each giving
     entry views of their own (:class:`AdminCommandArgsView`) that stay valid; ``iter_reused()`` moves one
@@ -2113,7 +2179,7 @@ cdef object _AdminCommand_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base,
 
 @cython.final
 @cython.freelist(16)
-@cython.no_gc_clear
+@cython.no_gc
 cdef class AdminCommandView:
     """An operator's command to every node of one account (`seqbus admin command`). It is an
     ordinary command of the admin sender (envelope kind Application, the sender's own account
@@ -2707,7 +2773,7 @@ cdef object _AdminReply_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, P
 
 @cython.final
 @cython.freelist(16)
-@cython.no_gc_clear
+@cython.no_gc
 cdef class AdminReplyView:
     """A node's answer to an AdminCommand, sent as a command of the node's account: hot-hot
     instances send the same reply under the same command sequence and the sequencer keeps one.
@@ -3289,7 +3355,7 @@ cdef object _Epoch_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_ssi
 
 @cython.final
 @cython.freelist(16)
-@cython.no_gc_clear
+@cython.no_gc
 cdef class EpochView:
     """The first message a sequencer puts into the stream when it becomes the leader of a cluster
     (docs/ha.md): every message from here on comes from `leader` until the next Epoch, and
