@@ -439,6 +439,20 @@ impl Node {
         self.rewinding || self.requested_upto > self.next
     }
 
+    /// True when the oldest command in flight has waited a whole retransmission timeout with
+    /// nothing confirmed: the next [`Node::poll_transmit`] sends it (and every later one)
+    /// again. A caller that was away (descheduled, or busy in handlers) reads and delivers
+    /// what waits first, so confirmations already received are not taken for loss.
+    pub fn resend_due(&self, now_ns: u64) -> bool {
+        let sent = self.in_flight.len() - self.unsent;
+        !self.progressed
+            && sent > 0
+            && self
+                .in_flight
+                .front()
+                .is_some_and(|c| now_ns >= c.sent_ns.max(self.last_progress_ns) + self.rto.get())
+    }
+
     /// True once the node may send (its next command sequence is known).
     pub fn is_ready(&self) -> bool {
         self.ready

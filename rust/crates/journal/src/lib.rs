@@ -914,6 +914,9 @@ pub struct JournalReader {
     /// Where the last segment's bytes stopped forming records at the last look: a record
     /// being written, or a torn tail the writer cuts when it opens the journal.
     torn: Option<(PathBuf, u64)>,
+    /// When `discarded/` last changed, at the last look: the writer moves a suffix there
+    /// before it cuts the journal ([`Journal::discard_from`]).
+    discards: Option<std::time::SystemTime>,
 }
 
 impl JournalReader {
@@ -932,7 +935,9 @@ impl JournalReader {
                 segments: Vec::new(),
             },
             torn: None,
+            discards: None,
         };
+        r.discards = r.discard_stamp();
         r.refresh()?;
         Ok(r)
     }
@@ -941,6 +946,45 @@ impl JournalReader {
     /// valid one after it is damage and an error naming the file and offset; a bad or
     /// incomplete tail is a record being written (looked at again next time).
     pub fn refresh(&mut self) -> Result<(), JournalError> {
+        // a cluster member's writer cuts an unpublished suffix (`Journal::discard_from`) and
+        // writes anew from the cut: what this reader read past the cut is gone, so the segment
+        // holding the cut is read again; a cut seen only as a bad record (the writer cut and
+        // wrote between two looks) is told from damage by reading the segment again too
+        let discards = self.discard_stamp();
+        if discards != self.discards {
+            self.discards = discards;
+            self.reread_tail()?;
+        }
+        match self.follow() {
+            Err(JournalError::Corrupt { .. }) if !self.index.segments.is_empty() => {
+                self.reread_tail()?;
+                self.follow()
+            }
+            r => r,
+        }
+    }
+
+    fn discard_stamp(&self) -> Option<std::time::SystemTime> {
+        fs::metadata(self.index.dir.join("discarded"))
+            .and_then(|m| m.modified())
+            .ok()
+    }
+
+    /// Forgets the segments whose file is gone and reads the last one again from its start.
+    fn reread_tail(&mut self) -> Result<(), JournalError> {
+        while self.index.segments.len() > 1
+            && self.index.segments.last().is_some_and(|s| !s.path.exists())
+        {
+            self.index.segments.pop();
+        }
+        if let Some(seg) = self.index.segments.pop() {
+            let fresh = self.index.open_segment(&seg.path, seg.first_seq, false)?;
+            self.index.segments.push(fresh);
+        }
+        Ok(())
+    }
+
+    fn follow(&mut self) -> Result<(), JournalError> {
         self.torn = None;
         if let Some(seg) = self.index.segments.last_mut() {
             self.torn = Index::follow(seg)?.map(|o| (seg.path.clone(), o));

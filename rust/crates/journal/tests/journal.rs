@@ -390,3 +390,75 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn reader_follows_a_writer_that_discards_a_suffix() {
+    // a cluster member cuts an unpublished suffix and writes other messages (other lengths)
+    // from the cut; a reader that had read past the cut (the member's in-process replayer)
+    // must read the new messages, not report damage or serve the old ones, whether it looks
+    // between the cut and the new writes or only after both
+    for look_between in [false, true] {
+        let d = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(d.path(), S, 1 << 20).unwrap();
+        for i in 1..=300 {
+            j.append(i, &msg(i)).unwrap();
+        }
+        j.flush().unwrap();
+        let mut r = JournalReader::open(d.path(), S).unwrap();
+        assert_eq!(r.next_seq(), 301);
+        j.discard_from(200).unwrap().unwrap();
+        if look_between {
+            r.refresh().unwrap();
+            assert_eq!(r.next_seq(), 200);
+        }
+        let other = |i: u64| vec![0xA5; 3 + (i % 7) as usize];
+        for i in 200..=320 {
+            j.append(i, &other(i)).unwrap();
+        }
+        j.flush().unwrap();
+        r.refresh().unwrap();
+        assert_eq!(r.next_seq(), 321, "look between: {look_between}");
+        let mut n = 0;
+        r.read(1, usize::MAX, &mut |q, m| {
+            let want = if q < 200 { msg(q) } else { other(q) };
+            assert_eq!(m, &want[..], "message {q}, look between: {look_between}");
+            n += 1;
+            true
+        })
+        .unwrap();
+        assert_eq!(n, 320);
+    }
+}
+
+#[test]
+fn reader_still_reports_damage_after_reading_again() {
+    // the second look that tells a cut from damage must not hide damage
+    let d = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(d.path(), S, 1 << 20).unwrap();
+    for i in 1..=100 {
+        j.append(i, &msg(i)).unwrap();
+    }
+    j.flush().unwrap();
+    let mut r = JournalReader::open(d.path(), S).unwrap();
+    for i in 101..=200 {
+        j.append(i, &msg(i)).unwrap();
+    }
+    j.flush().unwrap();
+    drop(j);
+    // flip a byte inside record 150's message
+    let seg = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "seg"))
+        .unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let mut at = 32;
+    for _ in 1..150 {
+        let (_, len) = decode_record(&bytes[at..]).unwrap();
+        at += len;
+    }
+    bytes[at + 20] ^= 0xff;
+    std::fs::write(&seg, &bytes).unwrap();
+    let e = r.refresh().unwrap_err();
+    assert!(matches!(e, JournalError::Corrupt { .. }), "{e}");
+}

@@ -366,6 +366,13 @@ impl NodeClient {
                 // can time out in the flush below
                 self.read_one()?;
             }
+            if self.node.resend_due(now_ns()) {
+                // this thread was away for a whole retransmission timeout: the stream that
+                // arrived meanwhile may confirm the commands; read and deliver it before the
+                // flush below decides they were lost and sends them all again
+                while !self.node.has_deliverable() && self.read_one()? {}
+                n += self.node.deliver(out, max_records - n)?;
+            }
             self.flush()?;
             n += self.node.deliver(out, max_records - n)?;
             if n >= max_records {

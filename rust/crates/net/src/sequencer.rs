@@ -219,7 +219,16 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
         Some(
             std::thread::Builder::new()
                 .name("seqbus-replayer".into())
-                .spawn(move || r.run(&stop))
+                .spawn(move || {
+                    // fail-stop: a member whose replayer cannot read its journal (damage,
+                    // named by file and offset) stops with that error rather than going on
+                    // without one (nodes' gaps would go unfilled); a standby takes over
+                    let result = r.run(&stop);
+                    if result.is_err() {
+                        stop.store(true, Ordering::SeqCst);
+                    }
+                    result
+                })
                 .map_err(io_error("replayer thread"))?,
         )
     } else {
