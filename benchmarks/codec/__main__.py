@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import platform
+import statistics
 import struct
 import sys
 import time
@@ -212,18 +214,31 @@ def struct_partial(b: bytes) -> tuple[int, int]:
 
 # -- timing -----------------------------------------------------------------------------------
 
-def measure(ops: dict[str, Op], number: int, rounds: int) -> dict[str, float]:
-    """ns per call of each op: the best of ``rounds`` interleaved rounds of ``number`` calls
+def measure(ops: dict[str, Op], number: int, rounds: int) -> dict[str, list[float]]:
+    """ns per call of each op in each of ``rounds`` interleaved rounds of ``number`` calls
     (interleaving spreads a busy machine's noise over every contender alike)."""
-    best = {name: float("inf") for name in ops}
+    times: dict[str, list[float]] = {name: [] for name in ops}
     for _ in range(rounds):
         for name, op in ops.items():
             loop = range(number)
             t0 = time.perf_counter_ns()
             for _ in loop:
                 op()
-            best[name] = min(best[name], (time.perf_counter_ns() - t0) / number)
-    return best
+            times[name].append((time.perf_counter_ns() - t0) / number)
+    return times
+
+
+def summary(times: dict[str, list[float]]) -> list[tuple[str, float, float, float]]:
+    """Per op: median and 90th percentile of its rounds (ns/call), and the median over rounds
+    of its time divided by the first op's time in the same round (a ratio per round cancels
+    the machine's slower and faster moments, which both sides of a round share)."""
+    ours = next(iter(times.values()))
+    rows = []
+    for name, ts in times.items():
+        ratios = [t / o for t, o in zip(ts, ours)]
+        rows.append((name, statistics.median(ts), statistics.quantiles(ts, n=10)[-1],
+                     statistics.median(ratios)))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -413,15 +428,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"NewOrder (SPEC §3): {len(data)} bytes seqbus, {len(mdata)} msgpack, "
           f"{len(jdata)} json, {len(pdata)} protobuf")
     print(f"python {platform.python_version()}, msgspec {msgspec.__version__}, "
-          f"{number} calls x {rounds} interleaved rounds, best round\n")
+          f"{number} calls x {rounds} interleaved rounds: median and p90 of the rounds, ratio = "
+          "median of the per-round ratios; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at start\n")
     for title, ops in sections:
-        times = measure(ops, number, rounds)
-        ours = next(iter(times.values()))
         print(f"{title}")
-        print(f"  {'':44} {'ns/msg':>9} {'vs seqbus':>10}")
-        for name, ns in times.items():
-            print(f"  {name:44} {ns:9.0f} {ns / ours:9.2f}x")
+        print(f"  {'':44} {'ns/msg':>9} {'p90':>7} {'vs seqbus':>10}")
+        for name, median, p90, ratio in summary(measure(ops, number, rounds)):
+            print(f"  {name:44} {median:9.0f} {p90:7.0f} {ratio:9.2f}x")
         print()
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end")
     _ = NewOrder
     return 0
 
