@@ -250,8 +250,12 @@ pub struct Node {
     /// Send time of the newest command confirmed that was sent once: a round-trip sample,
     /// taken at the next transmission (delivery reads no clock).
     rtt_sample: Option<u64>,
-    /// A NAK asked for the commands from this sequence on.
+    /// A NAK asked for the commands from this sequence on, up to `nak_upto` (exclusive; the
+    /// sequencer holds those after it: u64::MAX when it holds none).
     nak_from: Option<u64>,
+    nak_upto: u64,
+    /// The `expected` of the NAK answered last, and when.
+    nak_resent_from: u64,
     nak_resent_ns: u64,
     /// Replay requests: the timeout learned from the round trip to the first answer (the
     /// request timeout once the replayer answered).
@@ -317,6 +321,8 @@ impl Node {
             rto: Rto::new(p.retry_ns, DEFAULT_RTO_MIN_NS, p.retry_ns),
             rtt_sample: None,
             nak_from: None,
+            nak_upto: 0,
+            nak_resent_from: 0,
             nak_resent_ns: 0,
             req_rto: Rto::new(
                 p.request_timeout_ns,
@@ -387,10 +393,28 @@ impl Node {
             .iter()
             .take(sent)
             .any(|c| c.seq >= n.expected);
-        if !in_flight || now_ns < self.nak_resent_ns + self.rto.get() / 2 {
+        // a burst after a gap brings a NAK for each datagram: the resend that answered the
+        // first answers the others while it may still be on its way (half a timeout)
+        if !in_flight
+            || (n.expected == self.nak_resent_from
+                && now_ns < self.nak_resent_ns + self.rto.get() / 2)
+        {
             return;
         }
-        self.nak_from = Some(self.nak_from.map_or(n.expected, |f| f.min(n.expected)));
+        let upto = match n.missing {
+            0 => u64::MAX,
+            m => n.expected + m as u64,
+        };
+        match self.nak_from {
+            Some(f) => {
+                self.nak_from = Some(f.min(n.expected));
+                self.nak_upto = self.nak_upto.max(upto);
+            }
+            None => {
+                self.nak_from = Some(n.expected);
+                self.nak_upto = upto;
+            }
+        }
     }
 
     /// Takes a round-trip sample, when a confirmation left one.
@@ -963,6 +987,9 @@ impl Node {
         // is sent again too; in a cluster, to every member (the leader may have changed)
         let mut dest = Dest::Sequencer;
         let nak_from = self.nak_from.take();
+        // sent commands from here up to `sent` are held by the sequencer (a NAK said so): not
+        // sent again
+        let mut held_from = sent;
         let from = match self.in_flight.front() {
             Some(_) if sent > 0 && self.resend_now => {
                 self.stats.resent += sent as u64;
@@ -986,8 +1013,17 @@ impl Node {
                     .take(sent)
                     .position(|c| c.seq >= at)
                     .unwrap_or(sent);
-                self.stats.resent += (sent - i) as u64;
+                // only the missing ones: the sequencer holds those after them
+                held_from = self
+                    .in_flight
+                    .iter()
+                    .take(sent)
+                    .position(|c| c.seq >= self.nak_upto)
+                    .unwrap_or(sent)
+                    .max(i);
+                self.stats.resent += (held_from - i) as u64;
                 self.stats.naks += 1;
+                self.nak_resent_from = at;
                 self.nak_resent_ns = now_ns;
                 i
             }
@@ -1000,6 +1036,9 @@ impl Node {
         let (s, a, i) = (self.p.session, self.p.account, self.p.instance);
         self.upw.begin(TYPE_COMMANDS, s, a, i);
         for (k, c) in self.in_flight.iter_mut().enumerate().skip(from) {
+            if (held_from..sent).contains(&k) {
+                continue;
+            }
             if k < sent {
                 c.resent = true;
             }

@@ -17,7 +17,7 @@
 //! cluster holds it: the leader writes and replicates every message as it is numbered and
 //! publishes a prefix at a time ([`Sequencer::packets_upto`], [`Sequencer::published_upto`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use seqbus_wire::auth::{Freshness, Key, ReplayWindow};
@@ -142,7 +142,24 @@ pub struct Sequencer {
     keys: Option<Arc<AccountKeys>>,
     /// The anti-replay window of each sender.
     windows: HashMap<(Account, u16), ReplayWindow>,
+    /// Commands that came after a gap in their account's numbering, held until the gap is
+    /// filled, so the resent missing command alone completes the run (selective repeat);
+    /// at most [`MAX_HELD`] per account. A sender's hello (a restart) drops its account's.
+    held: HashMap<Account, BTreeMap<u64, Held>>,
 }
+
+/// A command held after a gap: what its envelope and body need once its turn comes.
+#[derive(Debug)]
+struct Held {
+    instance: u16,
+    flags: u8,
+    body_length: u32,
+    fragment: Vec<u8>,
+}
+
+/// Commands held per account after a gap (a node's window is at most this many fragments
+/// by default; more wait for the sender's go-back-N resend).
+pub const MAX_HELD: usize = 256;
 
 /// After data, a heartbeat this soon, so a node that lost the last packet of a burst learns of
 /// it within about this long ([`Sequencer::set_tail_heartbeat`]).
@@ -194,6 +211,7 @@ impl Sequencer {
             nak: None,
             keys: None,
             windows: HashMap::new(),
+            held: HashMap::new(),
             params,
         }
     }
@@ -371,6 +389,9 @@ impl Sequencer {
         }
         match p.kind() {
             TYPE_HELLO => {
+                // a sender that starts (again) numbers from what the stream holds: commands
+                // an earlier run of it left held after a gap are not its new ones
+                self.held.remove(&account);
                 let next = *self.expected.get(&account).unwrap_or(&1);
                 self.sequence_control(
                     now_ns,
@@ -405,6 +426,15 @@ impl Sequencer {
                     }
                     if c.command_seq > expected {
                         self.stats.out_of_order += 1;
+                        let held = self.held.entry(account).or_default();
+                        if held.len() < MAX_HELD {
+                            held.entry(c.command_seq).or_insert_with(|| Held {
+                                instance,
+                                flags: c.flags,
+                                body_length: c.body_length,
+                                fragment: c.fragment.to_vec(),
+                            });
+                        }
                         continue;
                     }
                     expected += 1;
@@ -421,6 +451,35 @@ impl Sequencer {
                     n += 1;
                 }
                 if n > 0 {
+                    // the gap before held commands is filled: they follow, in order
+                    if let Some(mut held) = self.held.remove(&account) {
+                        while let Some(e) = held.first_entry() {
+                            let seq = *e.key();
+                            if seq < expected {
+                                e.remove();
+                                continue;
+                            }
+                            if seq > expected {
+                                break;
+                            }
+                            let h = e.remove();
+                            expected += 1;
+                            let env = Envelope {
+                                timestamp_ns: ts,
+                                command_seq: seq,
+                                account,
+                                instance: h.instance,
+                                kind: KIND_APPLICATION,
+                                flags: h.flags,
+                                body_length: h.body_length,
+                            };
+                            self.push_message(&env, &h.fragment);
+                            n += 1;
+                        }
+                        if !held.is_empty() {
+                            self.held.insert(account, held);
+                        }
+                    }
                     self.stamp(now_ns);
                     self.expected.insert(account, expected);
                 }
@@ -431,11 +490,18 @@ impl Sequencer {
                     if now_ns >= *last + self.nak_holdoff_ns {
                         *last = now_ns;
                         self.stats.naks += 1;
+                        // the first command held after the gap bounds what is missing
+                        let missing = self
+                            .held
+                            .get(&account)
+                            .and_then(|h| h.keys().next())
+                            .map_or(0, |&f| (f - expected).min(u16::MAX as u64) as u16);
                         let nak = Nak {
                             session: self.params.session,
                             account,
                             instance,
                             expected,
+                            missing,
                         };
                         // with keys, authentic() found the account's key
                         let key = self.keys.as_ref().and_then(|k| k.get(&account));
@@ -751,6 +817,59 @@ mod tests {
         let hb = s.poll_heartbeat(1200).unwrap();
         let p = MoldPacket::parse(&hb).unwrap();
         assert_eq!((p.message_count(), p.sequence()), (0, 3));
+    }
+
+    #[test]
+    fn commands_after_a_gap_are_held_until_it_is_filled() {
+        let mut s = Sequencer::new(params(), Recovered::new_session(), 0);
+        s.set_nak_holdoff(1);
+        drain(&mut s, 0);
+        assert_eq!(s.handle_upstream(1, &cmds("A", 1, &[1])), 1);
+        // 2 is lost: 3 and 4 wait (and a NAK asks for 2); B is not held up
+        assert_eq!(s.handle_upstream(2, &cmds("A", 1, &[3, 4])), 0);
+        let nak = Nak::parse(&s.take_nak().expect("a NAK")).unwrap();
+        assert_eq!(
+            (nak.expected, nak.missing),
+            (2, 1),
+            "2 is missing, 3 on are held"
+        );
+        assert_eq!(s.handle_upstream(3, &cmds("B", 1, &[1])), 1);
+        // the resent 2 alone completes the run
+        assert_eq!(s.handle_upstream(4, &cmds("A", 1, &[2])), 3);
+        // the sender's go-back-N copies of 3 and 4 are duplicates now
+        assert_eq!(s.handle_upstream(5, &cmds("A", 1, &[3, 4])), 0);
+        let got: Vec<_> = drain(&mut s, 6)
+            .iter()
+            .map(|(_, e)| (e.account[0], e.command_seq))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(b'A', 1), (b'B', 1), (b'A', 2), (b'A', 3), (b'A', 4)]
+        );
+        // a sender that says hello again (it restarted) numbers anew from 5: what an earlier
+        // run of it left held after a gap is not sequenced
+        assert_eq!(s.handle_upstream(7, &cmds("A", 1, &[6])), 0);
+        let mut w = UpstreamWriter::new(1400);
+        w.begin(
+            TYPE_HELLO,
+            Session::new("T").unwrap(),
+            seqbus_wire::account("A").unwrap(),
+            1,
+        );
+        assert_eq!(s.handle_upstream(8, w.finish()), 1);
+        assert_eq!(s.handle_upstream(9, &cmds("A", 1, &[5])), 1);
+        let got: Vec<_> = drain(&mut s, 10)
+            .iter()
+            .filter(|(_, e)| e.kind == KIND_APPLICATION)
+            .map(|(_, e)| e.command_seq)
+            .collect();
+        assert_eq!(got, vec![5]);
+        // at most MAX_HELD per account
+        let far: Vec<u64> = (7..7 + MAX_HELD as u64 + 10).collect();
+        for chunk in far.chunks(50) {
+            s.handle_upstream(11, &cmds("A", 1, chunk));
+        }
+        assert_eq!(s.handle_upstream(12, &cmds("A", 1, &[6])), 1 + MAX_HELD);
     }
 
     fn signed(account: &str, key: u8, boot: u64, counter: u64, seqs: &[u64]) -> Vec<u8> {

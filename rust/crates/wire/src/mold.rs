@@ -179,7 +179,8 @@ impl MoldWriter {
         if self.buf.len() + 2 + msg.len() > self.max_len || self.count == END_OF_SESSION - 1 {
             return false;
         }
-        self.buf.extend_from_slice(&(msg.len() as u16).to_be_bytes());
+        self.buf
+            .extend_from_slice(&(msg.len() as u16).to_be_bytes());
         self.buf.extend_from_slice(msg);
         self.count += 1;
         self.buf[18..20].copy_from_slice(&self.count.to_be_bytes());
@@ -317,9 +318,15 @@ mod tests {
     fn heartbeat_and_end() {
         let hb = heartbeat(s(), 42);
         let p = MoldPacket::parse(&hb).unwrap();
-        assert_eq!((p.kind(), p.sequence(), p.message_count()), (PacketKind::Heartbeat, 42, 0));
+        assert_eq!(
+            (p.kind(), p.sequence(), p.message_count()),
+            (PacketKind::Heartbeat, 42, 0)
+        );
         let e = end_of_session(s(), 42);
-        assert_eq!(MoldPacket::parse(&e).unwrap().kind(), PacketKind::EndOfSession);
+        assert_eq!(
+            MoldPacket::parse(&e).unwrap().kind(),
+            PacketKind::EndOfSession
+        );
     }
 
     #[test]

@@ -217,6 +217,10 @@ pub struct Nak {
     pub account: Account,
     pub instance: u16,
     pub expected: u64,
+    /// How many commands from `expected` on are missing before the first one the sequencer
+    /// holds (it keeps commands that came after the gap); 0: it holds none, resend from
+    /// `expected` on. Carried in the header's count field.
+    pub missing: u16,
 }
 
 impl Nak {
@@ -245,6 +249,7 @@ impl Nak {
         b[4..14].copy_from_slice(&self.session.0);
         b[14..22].copy_from_slice(&self.account);
         b[22..24].copy_from_slice(&self.instance.to_le_bytes());
+        b[24..26].copy_from_slice(&self.missing.to_le_bytes());
         b[UPSTREAM_HEADER_LEN..].copy_from_slice(&self.expected.to_le_bytes());
         b
     }
@@ -272,7 +277,7 @@ impl Nak {
             });
         }
         let expected = le_u64(buf, UPSTREAM_HEADER_LEN);
-        if expected == 0 || le_u16(buf, 24) != 0 {
+        if expected == 0 {
             return Err(WireError::Invalid {
                 what: WHAT,
                 field: "expected",
@@ -284,6 +289,7 @@ impl Nak {
             account: buf[14..22].try_into().expect("8 bytes"),
             instance: le_u16(buf, 22),
             expected,
+            missing: le_u16(buf, 24),
         })
     }
 
@@ -566,6 +572,7 @@ mod tests {
             account: crate::account("ME").unwrap(),
             instance: 2,
             expected: 41,
+            missing: 0,
         };
         let key = Key::new([3; 32]);
         let b = n.encode_signed(&key);
@@ -590,6 +597,7 @@ mod tests {
             account: crate::account("ME").unwrap(),
             instance: 2,
             expected: 41,
+            missing: 3,
         };
         let b = n.encode();
         assert!(Nak::is_nak(&b));
