@@ -74,9 +74,9 @@ fn main() {
         return;
     }
     if args.iter().any(|a| a == "--throughput-only") {
-        let (t, c) = bus_throughput(messages);
+        let (t, c, cpu) = bus_throughput(messages);
         println!(
-            "throughput {:.2} M msg/s, catch-up {:.2} M msg/s",
+            "throughput {:.2} M msg/s, catch-up {:.2} M msg/s; CPU per message: {cpu}",
             t / 1e6,
             c / 1e6
         );
@@ -113,8 +113,8 @@ fn main() {
         bus.1 / raw.1
     );
     let raw32 = raw_blast(messages, 32);
-    let raw64 = raw_blast(messages, 64);
-    let (tput, catchup) = bus_throughput(messages);
+    let (raw64, raw_cpu) = raw_blast_cpu(messages, 64);
+    let (tput, catchup, bus_cpu) = bus_throughput(messages);
     println!(
         "| throughput, 32-byte bodies → 2 nodes, journal on | {:.2} M msg/s (32-byte blocks); {:.2} M msg/s (64-byte blocks = envelope + body) | {:.2} M msg/s | {:.0}% / {:.0}% | ≥ 75% |",
         raw32 / 1e6,
@@ -126,6 +126,10 @@ fn main() {
     println!(
         "| late-joiner catch-up ({messages} messages) | — | {:.2} M msg/s | — | ≥ 10 M msg/s |",
         catchup / 1e6
+    );
+    println!(
+        "| CPU time per message, by thread (thread CPU clocks) | {raw_cpu} (64-byte blast) | {bus_cpu} | {:.2}× | — |",
+        bus_cpu.total() / raw_cpu.total()
     );
 }
 
@@ -315,6 +319,11 @@ pub(crate) fn round_trip(cfg: &Config, samples: usize) -> (f64, f64) {
 /// Messages per second received by each of 2 receivers of a packed multicast blast of
 /// `size`-byte blocks (the slower receiver counts).
 fn raw_blast(messages: u64, size: usize) -> f64 {
+    raw_blast_cpu(messages, size).0
+}
+
+/// [`raw_blast`] and the CPU time per message of its sender and each receiver.
+fn raw_blast_cpu(messages: u64, size: usize) -> (f64, CpuPerMessage) {
     let group = SocketAddrV4::new(Ipv4Addr::new(239, 31, 0, 1), port());
     let receivers: Vec<_> = (0..2)
         .map(|_| udp::multicast_receiver(group, Ipv4Addr::LOCALHOST, 64 << 20).unwrap())
@@ -330,6 +339,7 @@ fn raw_blast(messages: u64, size: usize) -> f64 {
                 let mut buf = vec![0u8; 65536];
                 let mut got = 0u64;
                 bar.wait();
+                let cpu0 = thread_cpu_ns();
                 let mut first: Option<Instant> = None;
                 let mut last = Instant::now();
                 let mut idle_since = Instant::now();
@@ -351,7 +361,8 @@ fn raw_blast(messages: u64, size: usize) -> f64 {
                     }
                 }
                 let secs = (last - first.unwrap()).as_secs_f64();
-                (got * per_packet as u64) as f64 / secs
+                let cpu = (thread_cpu_ns() - cpu0) as f64 / messages as f64;
+                ((got * per_packet as u64) as f64 / secs, cpu)
             })
         })
         .collect();
@@ -363,6 +374,7 @@ fn raw_blast(messages: u64, size: usize) -> f64 {
         packet.extend_from_slice(&vec![1u8; size]);
     }
     barrier.wait();
+    let cpu0 = thread_cpu_ns();
     let mut outbox = Outbox::default();
     let mut sent = 0;
     while sent < packets {
@@ -372,10 +384,17 @@ fn raw_blast(messages: u64, size: usize) -> f64 {
         }
         outbox.send_to(&sender, &dest).unwrap();
     }
-    handles
-        .into_iter()
-        .map(|h| h.join().unwrap())
-        .fold(f64::MAX, f64::min)
+    let mut cpu = CpuPerMessage(vec![(
+        "sender".into(),
+        (thread_cpu_ns() - cpu0) as f64 / messages as f64,
+    )]);
+    let mut rate = f64::MAX;
+    for (i, h) in handles.into_iter().enumerate() {
+        let (r, c) = h.join().unwrap();
+        rate = rate.min(r);
+        cpu.0.push((format!("receiver{i}"), c));
+    }
+    (rate, cpu)
 }
 
 /// (throughput to 2 nodes, catch-up rate of a late joiner), messages per second.
@@ -457,6 +476,46 @@ fn mac(samples: usize, messages: u64, rounds: usize) {
     );
 }
 
+/// CPU time of every live thread of this process whose name is in `names`, ns, summed by name
+/// (`/proc/self/task/*/comm` and the first field of its `schedstat`).
+fn threads_cpu_ns(names: &[&str]) -> Vec<(String, u64)> {
+    let mut out: Vec<(String, u64)> = names.iter().map(|n| (n.to_string(), 0)).collect();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let Some(slot) = out.iter_mut().find(|(n, _)| n == comm.trim_end()) else {
+            continue;
+        };
+        let ns = std::fs::read_to_string(t.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next().and_then(|f| f.parse().ok()))
+            .unwrap_or(0);
+        slot.1 += ns;
+    }
+    out
+}
+
+/// CPU nanoseconds per message of each thread of a throughput run, and their sum.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct CpuPerMessage(pub Vec<(String, f64)>);
+
+impl CpuPerMessage {
+    fn total(&self) -> f64 {
+        self.0.iter().map(|(_, v)| v).sum()
+    }
+}
+
+impl std::fmt::Display for CpuPerMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (name, ns) in &self.0 {
+            write!(f, "{name} {ns:.0}, ")?;
+        }
+        write!(f, "total {:.0} ns/msg", self.total())
+    }
+}
+
 /// This thread's CPU time so far, ns (the first field of `/proc/thread-self/schedstat`).
 fn thread_cpu_ns() -> u64 {
     std::fs::read_to_string("/proc/thread-self/schedstat")
@@ -467,15 +526,28 @@ fn thread_cpu_ns() -> u64 {
         .expect("a number of ns")
 }
 
-fn bus_throughput(messages: u64) -> (f64, f64) {
+fn bus_throughput(messages: u64) -> (f64, f64, CpuPerMessage) {
     let idle = std::env::var("BENCH_IDLE").unwrap_or("block".into());
     let b = start_bus(&idle, "clock_tick_ms = 0");
-    throughput(&b.cfg, messages, true)
+    throughput_cpu(&b.cfg, messages, true)
 }
 
 /// Throughput to 2 nodes on the bus of `cfg`, and (with `catch_up`) the catch-up rate of a
 /// late joiner, messages per second.
 pub(crate) fn throughput(cfg: &Config, messages: u64, catch_up: bool) -> (f64, f64) {
+    let (t, c, _) = throughput_cpu(cfg, messages, catch_up);
+    (t, c)
+}
+
+/// [`throughput`], and the CPU time per message of each thread while the 2 nodes received:
+/// the sender, the sequencer and the in-process replayer (threads of this process), each
+/// receiving node.
+pub(crate) fn throughput_cpu(
+    cfg: &Config,
+    messages: u64,
+    catch_up: bool,
+) -> (f64, f64, CpuPerMessage) {
+    const BUS_THREADS: [&str; 2] = ["sequencer", "seqbus-replayer"];
     let done = Arc::new(AtomicU64::new(0));
     let barrier = Arc::new(Barrier::new(3));
     let receivers: Vec<_> = (0..2)
@@ -492,6 +564,7 @@ pub(crate) fn throughput(cfg: &Config, messages: u64, catch_up: bool) -> (f64, f
                     let mut out = Vec::with_capacity(1 << 20);
                     let mut got = 0u64;
                     bar.wait();
+                    let cpu0 = thread_cpu_ns();
                     let mut first = None;
                     let end = Instant::now() + Duration::from_secs(300);
                     while got < messages {
@@ -504,9 +577,11 @@ pub(crate) fn throughput(cfg: &Config, messages: u64, catch_up: bool) -> (f64, f
                         got += n;
                         assert!(Instant::now() < end, "receiver stalled at {got}");
                     }
+                    let rate = got as f64 / first.unwrap().elapsed().as_secs_f64();
+                    let cpu = (thread_cpu_ns() - cpu0) as f64 / messages as f64;
                     done.fetch_add(1, Ordering::SeqCst);
                     eprintln!("receiver: {:?}", c.stats());
-                    got as f64 / first.unwrap().elapsed().as_secs_f64()
+                    (rate, cpu)
                 })
                 .unwrap()
         })
@@ -514,6 +589,8 @@ pub(crate) fn throughput(cfg: &Config, messages: u64, catch_up: bool) -> (f64, f
     let mut s = NodeClient::connect(cfg, NodeOptions::new("S", 1, Start::From(1))).unwrap();
     wait_caught_up(&mut s);
     barrier.wait();
+    let bus0 = threads_cpu_ns(&BUS_THREADS);
+    let cpu0 = thread_cpu_ns();
     let mut out = Vec::new();
     let mut i = 0;
     while i < messages {
@@ -533,13 +610,20 @@ pub(crate) fn throughput(cfg: &Config, messages: u64, catch_up: bool) -> (f64, f
         out.clear();
         s.poll(&mut out, 8192, Duration::from_millis(1)).unwrap();
     }
+    let per = |ns: u64| ns as f64 / messages as f64;
+    let mut cpu = CpuPerMessage(vec![("sender".into(), per(thread_cpu_ns() - cpu0))]);
+    for ((name, a), (_, b)) in bus0.into_iter().zip(threads_cpu_ns(&BUS_THREADS)) {
+        cpu.0.push((name, per(b.saturating_sub(a))));
+    }
     eprintln!("sender: {:?}", s.stats());
-    let rate = receivers
-        .into_iter()
-        .map(|h| h.join().unwrap())
-        .fold(f64::MAX, f64::min);
+    let mut rate = f64::MAX;
+    for (i, h) in receivers.into_iter().enumerate() {
+        let (r, c) = h.join().unwrap();
+        rate = rate.min(r);
+        cpu.0.push((format!("receiver{i}"), c));
+    }
     if !catch_up {
-        return (rate, 0.0);
+        return (rate, 0.0, cpu);
     }
     // a late joiner rewinds everything through the in-process replayer
     let mut late = NodeClient::connect(cfg, NodeOptions::new("L", 1, Start::From(1))).unwrap();
@@ -561,5 +645,5 @@ pub(crate) fn throughput(cfg: &Config, messages: u64, catch_up: bool) -> (f64, f
     }
     let catchup = got as f64 / t.elapsed().as_secs_f64();
     eprintln!("late joiner: {:?}", late.stats());
-    (rate, catchup)
+    (rate, catchup, cpu)
 }
