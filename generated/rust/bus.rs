@@ -53,13 +53,15 @@ impl MessageKind {
     }
 }
 
-/// Fragmentation of bodies larger than one packet.
+/// Fragmentation of bodies larger than one packet: 0 a whole body; Fragment (more follow),
+/// with FirstFragment on the first; LastFragment alone on the last (docs/upstream.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct EnvelopeFlags(pub u8);
 
 impl EnvelopeFlags {
     pub const FRAGMENT: Self = Self(1 << 0);
     pub const LAST_FRAGMENT: Self = Self(1 << 1);
+    pub const FIRST_FRAGMENT: Self = Self(1 << 2);
 
     /// True if every bit of `other` is set in `self`.
     pub const fn contains(self, other: Self) -> bool {

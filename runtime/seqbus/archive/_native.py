@@ -44,11 +44,13 @@ class NativeReader(Protocol):
 
 class NativeVerifier(Protocol):
     fragmented_messages: int
+    abandoned_messages: int
 
     def segment(
         self, seg: str, idx: str, expect_first: int | None = None
     ) -> tuple[int, int, int, int, list[RawProblem]]: ...
     def finish(self, sealed: bool) -> list[RawProblem]: ...
+    def take_warnings(self) -> list[RawProblem]: ...
 
 
 class _Core(Protocol):

@@ -151,9 +151,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     bar.close()
     for p in rep.problems:
         print(f"{args.archive}/{p}")
+    for p in rep.warnings:
+        print(f"warning: {args.archive}/{p}")
     span = f"sequences {rep.first_sequence}-{rep.last_sequence}" if rep.records else "no records"
     status = "OK" if rep.ok else f"{len(rep.problems)} PROBLEMS"
-    print(f"{status}: {rep.segments} segments, {rep.records} records ({rep.good} good), {span}")
+    abandoned = (f", {rep.abandoned_messages} fragmented messages abandoned by their sender"
+                 if rep.abandoned_messages else "")
+    print(f"{status}: {rep.segments} segments, {rep.records} records ({rep.good} good), {span}"
+          f"{abandoned}")
     return 0 if rep.ok else 1
 
 

@@ -72,6 +72,10 @@ class VerifyReport:
     first_sequence: int | None = None
     last_sequence: int | None = None
     problems: list[Problem] = field(default_factory=list)
+    #: Fragmented messages whose sender stopped between fragments (the account's next
+    #: message began anew): never delivered by any reader; warnings, not damage.
+    abandoned_messages: int = 0
+    warnings: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -295,6 +299,8 @@ class Archive:
                 progress(s)
         rep.problems.extend(Problem(*p) for p in v.finish(self.sealed))
         rep.fragmented_messages = v.fragmented_messages
+        rep.abandoned_messages = v.abandoned_messages
+        rep.warnings.extend(Problem(*p) for p in v.take_warnings())
         if not self.sealed:
             rep.problems.append(Problem(MANIFEST, 0, expect or 0, "the archive is not sealed"))
         return rep

@@ -22,6 +22,7 @@ class MessageKind(enum.IntEnum):
 class EnvelopeFlags(enum.IntFlag):
     Fragment = 1 << 0
     LastFragment = 1 << 1
+    FirstFragment = 1 << 2
 
 class AdminStatus(enum.IntEnum):
     Ok = 1

@@ -90,20 +90,23 @@ cdef int _wr_MessageKind(uint8_t* q, object v, str where) except -1:
 
 
 class EnvelopeFlags(_enum.IntFlag):
-    """Fragmentation of bodies larger than one packet."""
+    """Fragmentation of bodies larger than one packet: 0 a whole body; Fragment (more follow),
+    with FirstFragment on the first; LastFragment alone on the last (docs/upstream.md).
+    """
     Fragment = 1 << 0
     LastFragment = 1 << 1
+    FirstFragment = 1 << 2
 
 
 cdef dict _EnvelopeFlags_cache = {}
 cdef object _EnvelopeFlags_type = EnvelopeFlags
-# the values below 4 (combinations of the lowest bits), read by index: no dict lookup
-cdef list _EnvelopeFlags_small = [EnvelopeFlags(v) for v in range(4)]
+# the values below 8 (combinations of the lowest bits), read by index: no dict lookup
+cdef list _EnvelopeFlags_small = [EnvelopeFlags(v) for v in range(8)]
 
 
 cdef object _rd_EnvelopeFlags(const uint8_t* q):
     cdef uint8_t v = _s.ld_u8(q)
-    if v < 4:
+    if v < 8:
         return _EnvelopeFlags_small[v]
     r = _EnvelopeFlags_cache.get(v)
     if r is None:

@@ -438,6 +438,18 @@ impl PyArchiveVerifier {
     fn fragmented_messages(&self) -> u64 {
         self.frags.messages
     }
+
+    /// Fragmented messages their sender abandoned between fragments (the account's next
+    /// message began anew): warnings, not damage.
+    #[getter]
+    fn abandoned_messages(&self) -> u64 {
+        self.frags.abandoned
+    }
+
+    /// Where each abandoned message lies (its first fragment seen), taken once.
+    fn take_warnings(&mut self) -> Vec<PyProblem> {
+        problems(std::mem::take(&mut self.frags.warnings))
+    }
 }
 
 /// (len, null_count, validity bitmap or None, [buffers], [children]) in the Arrow layout.

@@ -7,7 +7,9 @@
 //! seqbus-core joins them (`seqbus_core::delivery::Reassembler`, as on the live stream: the
 //! rule is written once); fragments before the last are not messages of their own (the raw
 //! view, [`Mode::Raw`], lists every record). A message that cannot be reassembled is a
-//! [`Problem`] at its last fragment, never skipped silently.
+//! [`Problem`] at its last fragment, never skipped silently. The walk back stops at the
+//! message's first fragment (flag [`FLAG_FIRST`]): fragments before it whose sender stopped
+//! between them (abandoned, reported by `verify`) are never joined to it.
 //!
 //! Ranges are sequence ranges, independent of segments: sequencer time never decreases in a
 //! session, so time bounds become one sequence range too ([`ArchiveReader::bounds`]), which
@@ -19,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use seqbus_core::delivery::{Piece, Reassembler as CoreReassembler};
+use seqbus_wire::envelope::valid_flags;
 use seqbus_wire::Envelope;
 
 use crate::columns::TypeNames;
@@ -31,6 +34,14 @@ use crate::{ir, ArchiveError, Result};
 pub const FLAG_MORE: u8 = 1;
 /// Envelope flag: the last fragment of a body.
 pub const FLAG_LAST: u8 = 2;
+/// Envelope flag, with [`FLAG_MORE`]: the first fragment of a body.
+pub const FLAG_FIRST: u8 = 4;
+const FIRST_MORE: u8 = FLAG_FIRST | FLAG_MORE;
+
+/// What a record with envelope flags that are none of 0, 1, 5 and 2 is.
+pub fn bad_flags(flags: u8) -> String {
+    format!("envelope flags are {flags}: not 1 (fragment), 5 (first fragment) or 2 (last fragment)")
+}
 
 /// The bus's own schema (`seqc ir --json schemas/bus.idl`): control messages are decoded with
 /// it even when an archive does not store it (tests/archive checks it against seqc).
@@ -89,6 +100,7 @@ impl Msg<'_> {
 #[derive(Default)]
 pub struct Reassembler {
     inner: CoreReassembler,
+    abandoned: Option<Abandoned>,
 }
 
 /// What a record is, once reassembly has seen it.
@@ -101,34 +113,51 @@ pub enum Step {
     Bad(String),
 }
 
+pub use seqbus_core::delivery::Abandoned;
+
 impl Reassembler {
     /// Takes record `message` (envelope + part); a whole body is returned when it completes.
+    /// A record of an account between fragments that begins anew (a first fragment, a
+    /// whole message) discards the account's open chain: [`Reassembler::abandoned`] tells.
     pub fn push(&mut self, message: &[u8]) -> Step {
+        self.abandoned = None;
         let flags = message[27];
         if flags == 0 {
+            if !self.inner.is_idle() {
+                if let Ok(env) = Envelope::parse(message) {
+                    self.inner.push(&env, &message[ENVELOPE_LEN..]);
+                    self.abandoned = self.inner.abandoned();
+                }
+            }
             return Step::Whole(None, 1);
         }
-        if flags != FLAG_MORE && flags != FLAG_LAST {
-            return Step::Bad(format!(
-                "envelope flags are {flags}: neither 1 (fragment) nor 2 (last fragment)"
-            ));
+        if !valid_flags(flags) {
+            return Step::Bad(bad_flags(flags));
         }
         let env = match Envelope::parse(message) {
             Ok(env) => env,
             Err(e) => return Step::Bad(e.to_string()),
         };
-        match self.inner.push(&env, &message[ENVELOPE_LEN..]) {
+        let piece = self.inner.push(&env, &message[ENVELOPE_LEN..]);
+        let step = match piece {
             Piece::Whole { body, fragments } => Step::Whole(Some(body.to_vec()), fragments),
             Piece::More => Step::More,
             Piece::Short { have, want } => Step::Bad(format!(
                 "reassembled body is {have} bytes, the envelope says {want}"
             )),
-        }
+        };
+        self.abandoned = self.inner.abandoned();
+        step
     }
 
     /// Whether no sender is between fragments (a clean point to cut a stream at).
     pub fn is_idle(&self) -> bool {
         self.inner.is_idle()
+    }
+
+    /// The chain of fragments the last [`Reassembler::push`] discarded, if it did.
+    pub fn abandoned(&self) -> Option<Abandoned> {
+        self.abandoned
     }
 }
 
@@ -414,7 +443,8 @@ impl ArchiveReader {
                         body: Cow::Borrowed(&m[ENVELOPE_LEN..]),
                         fragments: 1,
                     }),
-                    FLAG_MORE => {} // delivered with the message, at its last fragment
+                    // delivered with the message, at its last fragment
+                    FLAG_MORE | FIRST_MORE => {}
                     FLAG_LAST => match self.reassemble(k, i, &r) {
                         Ok((body, fragments)) => f(&Msg {
                             sequence: r.sequence,
@@ -426,13 +456,7 @@ impl ArchiveReader {
                         }),
                         Err(p) => problems.push(p),
                     },
-                    x => problems.push(seg.problem(
-                        r.offset,
-                        r.sequence,
-                        format!(
-                            "envelope flags are {x}: neither 1 (fragment) nor 2 (last fragment)"
-                        ),
-                    )),
+                    x => problems.push(seg.problem(r.offset, r.sequence, bad_flags(x))),
                 }
             }
             k += 1;
@@ -442,8 +466,8 @@ impl ArchiveReader {
     /// The whole body of the message whose last fragment is record `i` of segment `k`, and
     /// how many fragments it had. This only finds the records: the earlier fragments of the
     /// same sender account (envelope flag "more follow"), walking back from it (into earlier
-    /// segments when they lie there) until they carry the length its envelope gives or the
-    /// account's previous message is reached. Joining them is seqbus-core's reassembly (the
+    /// segments when they lie there) until they carry the length its envelope gives, its first
+    /// fragment (flag [`FLAG_FIRST`]) is reached, or the account's previous message is. Joining them is seqbus-core's reassembly (the
     /// one a node's delivery runs), fed the records in stream order.
     fn reassemble(
         &self,
@@ -495,11 +519,14 @@ impl ArchiveReader {
             if &pm[16..24] != account {
                 continue;
             }
-            if pm[27] != FLAG_MORE {
+            if pm[27] != FLAG_MORE && pm[27] != FIRST_MORE {
                 break; // the account's previous message: this one is short of fragments
             }
             records.push(pm);
             have += pm.len() - ENVELOPE_LEN;
+            if pm[27] == FIRST_MORE {
+                break; // what lies before is another (abandoned) message's
+            }
         }
         let mut joined = CoreReassembler::new();
         for record in records.iter().rev() {

@@ -1,15 +1,18 @@
 //! Checking a segment end to end: every record's length, sequence and CRC32C, the index
 //! against the records laid back to back, timestamps in order, nothing after the last record;
 //! and, across segments, that every fragmented message reassembles ([`Fragments`]).
+//! Fragments whose sender stopped before their last one (the account's next message began
+//! anew) are warnings naming their sequences, not damage: the stream is as it was sequenced.
 
 use std::collections::HashMap;
 
 use seqbus_core::delivery::{Piece, Reassembler};
+use seqbus_wire::envelope::valid_flags;
 use seqbus_wire::Envelope;
 
 use crate::columns::account_text;
 use crate::format::{self, le_u32, le_u64, ENVELOPE_LEN};
-use crate::reader::{FLAG_LAST, FLAG_MORE};
+use crate::reader::bad_flags;
 use crate::segment::{Problem, Record, Segment};
 
 /// Where a fragmented message being followed lies, for the reports: its first fragment, its
@@ -26,13 +29,17 @@ struct Chain {
 /// The fragment chains of every sender account, followed record by record across segments
 /// through seqbus-core's reassembly (`seqbus_core::delivery::Reassembler`, the one the live
 /// stream goes through): each last fragment must complete a body of the length its envelope
-/// gives; in a sealed archive every chain must end.
+/// gives; in a sealed archive every chain must end, or be abandoned: its account's next
+/// message (a first fragment, a whole message) began anew.
 #[derive(Default)]
 pub struct Fragments {
     joined: Reassembler,
     open: HashMap<[u8; 8], Chain>,
     /// Fragmented messages that reassembled.
     pub messages: u64,
+    /// Fragmented messages abandoned by their sender, and where (warnings, not problems).
+    pub abandoned: u64,
+    pub warnings: Vec<Problem>,
 }
 
 impl Fragments {
@@ -40,14 +47,17 @@ impl Fragments {
         let m = r.message;
         let flags = m[27];
         if flags == 0 {
+            if !self.open.is_empty() {
+                // a whole message ends its account's open chain, if any
+                if let Ok(env) = Envelope::parse(m) {
+                    self.joined.push(&env, &m[ENVELOPE_LEN..]);
+                    self.abandon(r.sequence);
+                }
+            }
             return;
         }
-        if flags != FLAG_MORE && flags != FLAG_LAST {
-            problems.push(seg.problem(
-                r.offset,
-                r.sequence,
-                format!("envelope flags are {flags}: neither 1 (fragment) nor 2 (last fragment)"),
-            ));
+        if !valid_flags(flags) {
+            problems.push(seg.problem(r.offset, r.sequence, bad_flags(flags)));
             return;
         }
         let env = match Envelope::parse(m) {
@@ -58,8 +68,15 @@ impl Fragments {
             }
         };
         let part = m.len() - ENVELOPE_LEN;
-        match self.joined.push(&env, &m[ENVELOPE_LEN..]) {
-            Piece::More => {
+        let seen = match self.joined.push(&env, &m[ENVELOPE_LEN..]) {
+            Piece::More => None,
+            Piece::Whole { .. } => Some(Ok(())),
+            Piece::Short { have, want } => Some(Err((have, want))),
+        };
+        // before this record's chain is entered: a first fragment may have ended another
+        self.abandon(r.sequence);
+        match seen {
+            None => {
                 let c = self.open.entry(env.account).or_insert_with(|| Chain {
                     file: seg.problem(0, 0, "").file,
                     offset: r.offset,
@@ -72,11 +89,11 @@ impl Fragments {
                 c.count += 1;
                 c.last = r.sequence;
             }
-            Piece::Whole { .. } => {
+            Some(Ok(())) => {
                 self.open.remove(&env.account);
                 self.messages += 1;
             }
-            Piece::Short { have, want } => {
+            Some(Err((have, want))) => {
                 let first = self
                     .open
                     .remove(&env.account)
@@ -90,6 +107,33 @@ impl Fragments {
                 ));
             }
         }
+    }
+
+    /// Makes the chain the last push discarded (if it did) a warning: the record at `next`
+    /// began its account anew.
+    fn abandon(&mut self, next: u64) {
+        let Some(a) = self.joined.abandoned() else {
+            return;
+        };
+        let Some(c) = self.open.remove(&a.account) else {
+            return;
+        };
+        self.abandoned += 1;
+        let mut name = Vec::new();
+        account_text(&a.account, &mut name);
+        self.warnings.push(Problem {
+            file: c.file,
+            offset: c.offset,
+            sequence: c.first,
+            message: format!(
+                "fragmented message of account {} (sequences {}-{}, {} fragments, {} bytes) abandoned by its sender: the account's message at sequence {next} begins anew",
+                String::from_utf8_lossy(&name),
+                c.first,
+                c.last,
+                c.count,
+                c.bytes
+            ),
+        });
     }
 
     /// Problems left at the end of the archive: in a sealed archive, fragmented messages
@@ -236,6 +280,9 @@ pub struct ArchiveReport {
     pub good: u64,
     pub fragmented_messages: u64,
     pub problems: Vec<Problem>,
+    /// Fragmented messages abandoned by their sender ([`Fragments`]): not damage.
+    pub abandoned_messages: u64,
+    pub warnings: Vec<Problem>,
 }
 
 /// Verifies a whole archive: every segment ([`verify_segment`]), sequence contiguity across
@@ -276,6 +323,8 @@ pub fn verify_archive(
     }
     rep.problems.extend(frags.finish(a.manifest.sealed));
     rep.fragmented_messages = frags.messages;
+    rep.abandoned_messages = frags.abandoned;
+    rep.warnings = std::mem::take(&mut frags.warnings);
     if !a.manifest.sealed {
         rep.problems.push(Problem {
             file: format::MANIFEST.into(),

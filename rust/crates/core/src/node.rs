@@ -26,7 +26,8 @@ use std::collections::{BTreeMap, VecDeque};
 use seqbus_wire::auth::Key;
 use seqbus_wire::control::Control;
 use seqbus_wire::envelope::{
-    Envelope, FLAG_FRAGMENT, FLAG_LAST_FRAGMENT, KIND_APPLICATION, KIND_CONTROL,
+    Envelope, FLAG_FIRST_FRAGMENT, FLAG_FRAGMENT, FLAG_LAST_FRAGMENT, KIND_APPLICATION,
+    KIND_CONTROL,
 };
 use seqbus_wire::mold::{MoldPacket, PacketKind, Request, MOLD_HEADER_LEN};
 use seqbus_wire::upstream::{Command, Nak, UpstreamWriter, TYPE_COMMANDS, TYPE_HELLO};
@@ -137,6 +138,10 @@ pub struct NodeStats {
     pub time_records: u64,
     /// Malformed datagrams (and malformed messages in the stream) dropped.
     pub malformed: u64,
+    /// Fragmented messages whose sender stopped between fragments, discarded when the
+    /// account's next message began ([`crate::delivery::fragments`]), and their fragments.
+    pub abandoned: u64,
+    pub abandoned_fragments: u64,
     /// Datagrams of another session dropped.
     pub wrong_session: u64,
     /// Messages received more than once and dropped.
@@ -346,6 +351,8 @@ impl Node {
         s.filtered = d.filtered;
         s.time_records = d.time_records;
         s.malformed += d.malformed;
+        s.abandoned = d.abandoned;
+        s.abandoned_fragments = d.abandoned_fragments;
         s
     }
 
@@ -924,10 +931,11 @@ impl Node {
             let seq = self.next_cmd;
             self.next_cmd += 1;
             last = seq;
-            let flags = match (nfrag, i + 1 == nfrag) {
+            let flags = match (nfrag, i) {
                 (1, _) => 0,
-                (_, true) => FLAG_LAST_FRAGMENT,
-                (_, false) => FLAG_FRAGMENT,
+                (_, 0) => FLAG_FIRST_FRAGMENT | FLAG_FRAGMENT,
+                _ if i + 1 == nfrag => FLAG_LAST_FRAGMENT,
+                _ => FLAG_FRAGMENT,
             };
             if seq <= self.confirmed {
                 continue; // already in the stream (a hot-hot twin sent it first)

@@ -200,6 +200,8 @@ pub(crate) fn stats_dict<'py>(
         ("filtered", s.filtered),
         ("time_records", s.time_records),
         ("malformed", s.malformed),
+        ("abandoned", s.abandoned),
+        ("abandoned_fragments", s.abandoned_fragments),
         ("wrong_session", s.wrong_session),
         ("duplicates", s.duplicates),
         ("gaps", s.gaps),

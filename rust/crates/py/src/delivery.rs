@@ -124,6 +124,8 @@ impl PyDelivery {
         d.set_item("filtered", s.filtered)?;
         d.set_item("time_records", s.time_records)?;
         d.set_item("malformed", s.malformed)?;
+        d.set_item("abandoned", s.abandoned)?;
+        d.set_item("abandoned_fragments", s.abandoned_fragments)?;
         Ok(d)
     }
 }

@@ -249,6 +249,8 @@ impl SimBus {
             ("delivered", s.delivered),
             ("filtered", s.filtered),
             ("time_records", s.time_records),
+            ("abandoned", s.abandoned),
+            ("abandoned_fragments", s.abandoned_fragments),
             ("duplicates", s.duplicates),
             ("gaps", s.gaps),
             ("requests", s.requests),

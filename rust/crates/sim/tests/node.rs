@@ -49,7 +49,10 @@ impl Net {
         let n = self.bus.node_count();
         for _ in 0..steps {
             for i in 0..n {
-                self.bus.node(i).expect("on the bus").loss_pct = if live(i) { 0.0 } else { 100.0 };
+                // a node taken off the bus (its process died) has nothing to set
+                if let Some(node) = self.bus.node(i) {
+                    node.loss_pct = if live(i) { 0.0 } else { 100.0 };
+                }
             }
             self.bus.process();
             for i in 0..n {
@@ -392,4 +395,202 @@ fn a_twin_catches_up_only_once_the_application_handled_every_record() {
     assert!(!backup.is_rewinding());
     // its next command is the twin's next one, not beyond it
     assert_eq!(backup.send(&body(9, 1, &[99])).unwrap(), 21);
+}
+
+/// A body of `n` bytes (IDL header, schema 9 template 1) whose bytes tell `tag` apart.
+fn big(tag: u8, n: usize) -> Vec<u8> {
+    body(
+        9,
+        1,
+        &(0..n).map(|i| tag ^ (i % 251) as u8).collect::<Vec<_>>(),
+    )
+}
+
+fn sizes(bodies: &[Vec<u8>]) -> Vec<usize> {
+    bodies.iter().map(Vec::len).collect()
+}
+
+/// The application messages a node was handed: (sequence, body).
+fn delivered(recs: &[Rec]) -> Vec<(u64, Vec<u8>)> {
+    recs.iter()
+        .filter(|r| r.0 == RECORD_MESSAGE)
+        .map(|r| (r.1, r.3.clone()))
+        .collect()
+}
+
+/// S's first process dies after 3 of the 5 fragments of a body were sequenced; a new process
+/// of S (hello → SenderState) then sends the next messages: `then_whole` first a small whole
+/// message, else the next large body at once (its first fragment, flag 5, is what ends the
+/// abandoned chain). Returns the bus, S's abandoned sequences, the sequences of the second
+/// body's fragments, and R (a node that saw everything live).
+fn sender_dies_between_fragments(then_whole: bool) -> (Net, Vec<u64>, Vec<u64>, usize) {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let mut net = Net::new();
+    let s = net.add("S", Start::From(1), |o| o.window = 32);
+    let r = net.add("R", Start::From(1), |_| {});
+    net.all(5);
+    let first = big(1, 5 * 1400);
+    // S's upstream datagrams carrying its commands 4 and later are lost until it dies
+    let cut = Rc::new(Cell::new(true));
+    let c = cut.clone();
+    net.bus.set_drop(Some(Box::new(move |link, data| {
+        c.get()
+            && link == seqbus_sim::Link::Upstream { node: s }
+            && seqbus_wire::UpstreamPacket::parse(data)
+                .is_ok_and(|p| p.commands().any(|c| c.command_seq > 3))
+    })));
+    assert_eq!(net.node(s).send(&first).unwrap(), 5, "5 fragments");
+    net.all(10);
+    net.bus.remove_node(s);
+    cut.set(false);
+    let stream = net.stream();
+    let of_s = |stream: &[(u64, Vec<u8>)], flags: &[u8]| -> Vec<u64> {
+        stream
+            .iter()
+            .filter(|(_, m)| {
+                &m[16..17] == b"S" && m[26] == KIND_APPLICATION && flags.contains(&m[27])
+            })
+            .map(|(q, _)| *q)
+            .collect()
+    };
+    let abandoned = of_s(&stream, &[1, 5]);
+    assert_eq!(abandoned.len(), 3, "3 fragments of S sequenced, no last");
+    assert_eq!(
+        stream.iter().find(|(q, _)| *q == abandoned[0]).unwrap().1[27],
+        5
+    );
+    // S again: a new process, no rewind
+    let s2 = net.add("S", Start::Live, |o| o.window = 32);
+    net.all(5);
+    assert!(net.node(s2).is_ready());
+    if then_whole {
+        assert_eq!(net.node(s2).send(&body(9, 1, b"back")).unwrap(), 4);
+        net.all(3);
+    }
+    let second = big(2, 4 * 1400);
+    net.node(s2).send(&second).unwrap();
+    net.node(s2).send(&body(9, 1, b"end")).unwrap();
+    net.all(10);
+    let stream = net.stream();
+    let chain: Vec<u64> = of_s(&stream, &[1, 2, 5])
+        .into_iter()
+        .filter(|q| !abandoned.contains(q))
+        .collect();
+    assert_eq!(chain.len(), 4, "the second body: 4 fragments");
+    (net, abandoned, chain, r)
+}
+
+#[test]
+fn a_sender_that_dies_between_fragments_loses_only_that_message() {
+    for then_whole in [false, true] {
+        let (mut net, abandoned, chain, r) = sender_dies_between_fragments(then_whole);
+        let second = big(2, 4 * 1400);
+        let last = *chain.last().unwrap();
+        let mut want = Vec::new();
+        if then_whole {
+            want.push(body(9, 1, b"back"));
+        }
+        want.extend([second.clone(), body(9, 1, b"end")]);
+        // every node that read the whole stream: R live, L rewinding it all, M from the
+        // middle of the abandoned chain
+        let l = net.add("L", Start::From(1), |_| {});
+        let m = net.add("M", Start::From(abandoned[1]), |_| {});
+        net.all(10);
+        for (node, fragments) in [(r, 3), (l, 3), (m, 2)] {
+            let got = delivered(&net.records[node]);
+            let bodies: Vec<Vec<u8>> = got.iter().map(|g| g.1.clone()).collect();
+            assert!(
+                bodies == want,
+                "node {node} (then_whole {then_whole}) was handed bodies of {:?} bytes, not {:?}",
+                sizes(&bodies),
+                sizes(&want)
+            );
+            assert!(
+                got.iter().any(|g| g.0 == last),
+                "the body at its last fragment"
+            );
+            let st = net.node(node).stats();
+            assert_eq!(
+                (st.abandoned, st.abandoned_fragments, st.malformed),
+                (1, fragments, 0),
+                "node {node}"
+            );
+        }
+        // a node that starts between the second body's fragments never hands out part of it
+        let n = net.add("N", Start::From(chain[2]), |_| {});
+        net.all(10);
+        assert_eq!(
+            delivered(&net.records[n]),
+            vec![(last + 1, body(9, 1, b"end"))]
+        );
+        let st = net.node(n).stats();
+        assert_eq!((st.malformed, st.abandoned), (1, 0));
+    }
+}
+
+#[test]
+fn an_archive_of_the_stream_agrees_with_the_nodes() {
+    use seqbus_archive::reader::Mode;
+    use seqbus_archive::verify::verify_archive;
+    use seqbus_archive::{ArchiveReader, ArchiveWriter};
+    let (net, abandoned, chain, r) = sender_dies_between_fragments(false);
+    let t = tempfile::tempdir().unwrap();
+    let mut w = ArchiveWriter::create(t.path(), "S1", 4096, &[]).unwrap();
+    let stream = net.stream();
+    for (q, m) in &stream {
+        w.append(*q, m).unwrap();
+    }
+    w.seal().unwrap();
+    let a = ArchiveReader::open(t.path()).unwrap();
+    let hi = stream.last().unwrap().0;
+    let mut problems = Vec::new();
+    let mut got = Vec::new();
+    a.read(1, hi, Mode::Messages, &mut problems, &mut |m| {
+        if m.envelope[26] == KIND_APPLICATION {
+            got.push((m.sequence, m.body.to_vec()));
+        }
+    });
+    assert!(problems.is_empty(), "{problems:?}");
+    let handed = delivered(&net.records[r]);
+    assert!(
+        got == handed,
+        "archive cat: {:?}, R was handed {:?} (sequence, bytes)",
+        got.iter().map(|g| (g.0, g.1.len())).collect::<Vec<_>>(),
+        handed.iter().map(|g| (g.0, g.1.len())).collect::<Vec<_>>()
+    );
+    assert_eq!(got.len(), 2, "the second body and 'end'");
+    // a read from the middle of the second body still hands it out whole, and nothing of
+    // the abandoned one
+    let mut tail = Vec::new();
+    a.read(chain[2], hi, Mode::Messages, &mut problems, &mut |m| {
+        if m.envelope[26] == KIND_APPLICATION {
+            tail.push(m.body.to_vec());
+        }
+    });
+    assert!(problems.is_empty(), "{problems:?}");
+    assert!(
+        tail == vec![big(2, 4 * 1400), body(9, 1, b"end")],
+        "a read from the second body's middle: bodies of {:?} bytes",
+        sizes(&tail)
+    );
+    // verify: sound, one message abandoned, its sequences named
+    let rep = verify_archive(&a, &mut |_| {});
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+    assert_eq!((rep.abandoned_messages, rep.fragmented_messages), (1, 1));
+    assert_eq!(rep.warnings.len(), 1);
+    let w = &rep.warnings[0];
+    assert_eq!(w.sequence, abandoned[0]);
+    let named = format!(
+        "sequences {}-{}, 3 fragments",
+        abandoned[0],
+        abandoned.last().unwrap()
+    );
+    assert!(w.message.contains(&named), "{}", w.message);
+    assert!(
+        w.message
+            .contains(&format!("sequence {} begins anew", chain[0])),
+        "{}",
+        w.message
+    );
 }

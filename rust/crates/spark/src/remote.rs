@@ -260,26 +260,41 @@ pub fn cut(next: u64, start: u64, max: u64, spans: &[(u64, u64)]) -> u64 {
     end.max(start)
 }
 
+impl FollowState {
+    /// Takes the next message of the stream, `msg` at `seq`, through reassembly `r`.
+    fn observe(&mut self, r: &mut Reassembler, seq: u64, msg: &[u8]) {
+        if msg.len() >= 32 {
+            let account: [u8; 8] = msg[16..24].try_into().expect("8 bytes");
+            let step = r.push(msg);
+            if let Some(a) = r.abandoned() {
+                // its sender stopped between fragments: no message to keep whole, and no
+                // last fragment that would ever close it
+                self.open.remove(&a.account);
+            }
+            match step {
+                Step::More => {
+                    self.open.entry(account).or_insert(seq);
+                }
+                Step::Whole(..) | Step::Bad(_) => {
+                    if let Some(first) = self.open.remove(&account) {
+                        self.spans.push((first, seq));
+                    }
+                }
+            }
+        }
+        self.next = seq + 1;
+    }
+}
+
 fn follow(mut remote: Remote, state: Arc<Mutex<FollowState>>, stop: Arc<AtomicBool>) {
     let mut r = Reassembler::default();
     while !stop.load(Ordering::Relaxed) {
         match remote.next(Duration::from_millis(200)) {
             Ok(Some((seq, msg))) => {
-                let mut st = state.lock().expect("follower state");
-                if msg.len() >= 32 {
-                    let account: [u8; 8] = msg[16..24].try_into().expect("8 bytes");
-                    match r.push(&msg) {
-                        Step::More => {
-                            st.open.entry(account).or_insert(seq);
-                        }
-                        Step::Whole(..) | Step::Bad(_) => {
-                            if let Some(first) = st.open.remove(&account) {
-                                st.spans.push((first, seq));
-                            }
-                        }
-                    }
-                }
-                st.next = seq + 1;
+                state
+                    .lock()
+                    .expect("follower state")
+                    .observe(&mut r, seq, &msg);
             }
             Ok(None) => {}
             Err(e) => {
@@ -293,7 +308,34 @@ fn follow(mut remote: Remote, state: Arc<Mutex<FollowState>>, stop: Arc<AtomicBo
 
 #[cfg(test)]
 mod tests {
-    use super::cut;
+    use super::{cut, FollowState, Reassembler};
+
+    #[test]
+    fn an_abandoned_message_does_not_hold_batches_back() {
+        let frag = |account: &[u8; 2], flags: u8, part: &[u8], total: u32| {
+            let mut m = vec![0u8; 32];
+            m[16..18].copy_from_slice(account);
+            m[26] = 1;
+            m[27] = flags;
+            m[28..32].copy_from_slice(&total.to_le_bytes());
+            m.extend_from_slice(part);
+            m
+        };
+        let mut st = FollowState::default();
+        let mut r = Reassembler::default();
+        // GW's first process dies after two fragments (10, 11); its next process sends a
+        // body in two fragments (14, 15); another sender's message at 12
+        st.observe(&mut r, 10, &frag(b"GW", 5, b"ab", 9));
+        st.observe(&mut r, 11, &frag(b"GW", 1, b"cd", 9));
+        st.observe(&mut r, 12, &frag(b"XX", 0, b"x", 1));
+        assert_eq!(st.open.values().copied().collect::<Vec<_>>(), [10]);
+        st.observe(&mut r, 14, &frag(b"GW", 5, b"ef", 4));
+        assert_eq!(st.open.values().copied().collect::<Vec<_>>(), [14]);
+        st.observe(&mut r, 15, &frag(b"GW", 2, b"gh", 4));
+        assert!(st.open.is_empty());
+        assert_eq!(st.spans, [(14, 15)]);
+        assert_eq!(cut(st.next, 1, 100, &st.spans), 16);
+    }
 
     #[test]
     fn a_batch_never_ends_inside_a_fragmented_message() {

@@ -14,6 +14,19 @@ pub const KIND_CONTROL: u8 = 2;
 pub const FLAG_FRAGMENT: u8 = 1;
 /// `flags` bit 1: this is the last fragment of a fragmented body.
 pub const FLAG_LAST_FRAGMENT: u8 = 2;
+/// `flags` bit 2, only with bit 0: the first fragment of a fragmented body. A reader that
+/// meets it while it holds earlier fragments of the same account discards them (their
+/// sender stopped before their last fragment; docs/upstream.md "Fragments").
+pub const FLAG_FIRST_FRAGMENT: u8 = 4;
+
+/// Whether `flags` is one of the four values a message (or an upstream command) may carry:
+/// 0 (whole body), 1 (fragment, more follow), 5 (first fragment, more follow), 2 (last
+/// fragment).
+#[inline]
+pub fn valid_flags(flags: u8) -> bool {
+    matches!(flags, 0 | FLAG_FRAGMENT | FLAG_LAST_FRAGMENT)
+        || flags == FLAG_FIRST_FRAGMENT | FLAG_FRAGMENT
+}
 
 /// The decoded envelope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -48,9 +61,7 @@ impl Envelope {
                 value: e.kind as u64,
             });
         }
-        if e.flags & !(FLAG_FRAGMENT | FLAG_LAST_FRAGMENT) != 0
-            || e.flags == FLAG_FRAGMENT | FLAG_LAST_FRAGMENT
-        {
+        if !valid_flags(e.flags) {
             return Err(WireError::Invalid {
                 what: WHAT,
                 field: "flags",
@@ -96,6 +107,11 @@ impl Envelope {
     /// True when this message is part of a fragmented body.
     pub fn is_fragmented(&self) -> bool {
         self.flags != 0
+    }
+
+    /// True when this message is the first fragment of a body (flag set by its sender).
+    pub fn first_fragment(&self) -> bool {
+        self.flags & FLAG_FIRST_FRAGMENT != 0
     }
 }
 
@@ -170,9 +186,30 @@ mod tests {
         let mut bad_kind = ok;
         bad_kind[26] = 9;
         assert!(Envelope::parse(&bad_kind).is_err());
-        let mut bad_flags = ok;
-        bad_flags[27] = 3;
-        assert!(Envelope::parse(&bad_flags).is_err());
+        for flags in [3u8, 4, 6, 7, 8, 0x81] {
+            let mut bad_flags = ok;
+            bad_flags[27] = flags;
+            assert!(Envelope::parse(&bad_flags).is_err(), "flags {flags}");
+        }
+        // a fragment (1), the first of its body (5), the last (2): part of a 4-byte body
+        for flags in [
+            FLAG_FRAGMENT,
+            FLAG_FIRST_FRAGMENT | FLAG_FRAGMENT,
+            FLAG_LAST_FRAGMENT,
+        ] {
+            let mut frag = Envelope {
+                kind: KIND_APPLICATION,
+                flags,
+                body_length: 4,
+                ..Envelope::default()
+            }
+            .encode()
+            .to_vec();
+            frag.extend_from_slice(b"ab");
+            let e = Envelope::parse(&frag).expect("a valid fragment");
+            assert_eq!(e.first_fragment(), flags == 5);
+            assert_eq!(e.more_fragments(), flags != FLAG_LAST_FRAGMENT);
+        }
         let mut bad_len = ok.to_vec();
         bad_len.push(1);
         assert!(Envelope::parse(&bad_len).is_err());

@@ -14,7 +14,8 @@
 //! | 26 | 2 | reserved, zero |
 //!
 //! Command block (16-byte header then the fragment):
-//! `command_seq u64 | body_length u32 | flags u8 | reserved u8 | fragment_length u16 | fragment`.
+//! `command_seq u64 | body_length u32 | flags u8 | reserved u8 | fragment_length u16 | fragment`;
+//! flags as in the envelope ([`crate::envelope::valid_flags`]).
 //!
 //! The sequencer answers a gap in an account's commands with a **NAK** (type 3, sequencer →
 //! the sender's address, 36 bytes): the same header with count 0, then `expected u64`, the
@@ -27,7 +28,7 @@
 //! stays valid where keys are off.
 
 use crate::auth::{Key, Nonce, MAC_LEN, TRAILER_LEN};
-use crate::envelope::{FLAG_FRAGMENT, FLAG_LAST_FRAGMENT};
+use crate::envelope::valid_flags;
 use crate::{le_u16, le_u32, le_u64, need, Account, Session, WireError};
 
 /// Length of the upstream packet header.
@@ -128,9 +129,7 @@ impl<'a> UpstreamPacket<'a> {
                     value: 0,
                 });
             }
-            if flags & !(FLAG_FRAGMENT | FLAG_LAST_FRAGMENT) != 0
-                || flags == FLAG_FRAGMENT | FLAG_LAST_FRAGMENT
-            {
+            if !valid_flags(flags) {
                 return Err(WireError::Invalid {
                     what: WHAT,
                     field: "flags",
@@ -452,6 +451,7 @@ impl UpstreamWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::envelope::{FLAG_FIRST_FRAGMENT, FLAG_FRAGMENT};
 
     #[test]
     fn round_trip() {
@@ -468,7 +468,7 @@ mod tests {
         let c2 = Command {
             command_seq: 2,
             body_length: 10,
-            flags: FLAG_FRAGMENT,
+            flags: FLAG_FIRST_FRAGMENT | FLAG_FRAGMENT,
             fragment: b"xy",
         };
         assert!(w.push(&c1));
@@ -507,6 +507,21 @@ mod tests {
         let mut m = good.clone();
         m[UPSTREAM_HEADER_LEN..UPSTREAM_HEADER_LEN + 8].copy_from_slice(&0u64.to_le_bytes());
         assert!(UpstreamPacket::parse(&m).is_err());
+        // flags: only 0, 1, 5 (first fragment) and 2 (last fragment)
+        for (flags, ok) in [
+            (1u8, true),
+            (5, true),
+            (2, true),
+            (3, false),
+            (4, false),
+            (6, false),
+            (8, false),
+        ] {
+            let mut m = good.clone();
+            m[UPSTREAM_HEADER_LEN + 8] = 9; // a fragment of a 9-byte body
+            m[UPSTREAM_HEADER_LEN + 12] = flags;
+            assert_eq!(UpstreamPacket::parse(&m).is_ok(), ok, "flags {flags}");
+        }
         w.begin(TYPE_HELLO, s, a, 1);
         assert!(UpstreamPacket::parse(w.bytes()).is_ok());
     }

@@ -6,7 +6,8 @@
 //!
 //! * **Fragments** are reassembled per sender account ([`fragments`]): the whole body is one
 //!   message record at the last fragment's sequence; the fragments before it are not
-//!   messages of their own.
+//!   messages of their own. Fragments whose sender stopped before the last are discarded
+//!   when the account's next message begins (counted as `abandoned`), never delivered.
 //! * **Topics**: an application message whose `(schema_id, template_id)` the node lists is a
 //!   message record; any other message (a control message, an unlisted type) is filtered.
 //! * **Admin commands** (`bus.AdminCommand`, `schemas/bus.idl`) are routed by their target
@@ -40,7 +41,7 @@ pub use batch::{
     RECORD_HEADER_LEN, RECORD_MESSAGE, RECORD_TIME,
 };
 pub use clock::Clock;
-pub use fragments::{Piece, Reassembler};
+pub use fragments::{Abandoned, Piece, Reassembler};
 
 use batch::write_header;
 
@@ -84,6 +85,11 @@ pub struct DeliveryStats {
     pub time_records: u64,
     /// Fragmented messages that did not reassemble.
     pub malformed: u64,
+    /// Fragmented messages never completed: their sender stopped between fragments and the
+    /// account's next message began anew ([`fragments::Abandoned`]); and their fragments
+    /// (those this node saw).
+    pub abandoned: u64,
+    pub abandoned_fragments: u64,
 }
 
 /// The delivery rules of one node.
@@ -129,7 +135,9 @@ impl Delivery {
     }
 
     pub fn stats(&self) -> DeliveryStats {
-        self.stats
+        let mut s = self.stats;
+        (s.abandoned, s.abandoned_fragments) = self.fragments.abandoned_counts();
+        s
     }
 
     /// Appends to `out` what the node is handed of the next message of the stream, `msg`
@@ -192,6 +200,10 @@ impl Delivery {
             return self.filtered(seq, env, new_slot, out);
         }
         if !env.is_fragmented() {
+            if !self.fragments.is_idle() {
+                // the account's open chain, if any, will never complete
+                self.fragments.push(env, part);
+            }
             if !wanted(&self.topics, &self.account, part) {
                 return self.filtered(seq, env, new_slot, out);
             }

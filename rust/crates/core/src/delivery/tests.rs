@@ -160,7 +160,14 @@ fn fragments_are_handed_out_whole_at_the_last() {
         ),
         &mut out,
     );
-    d.message(2, &app(1_000_001, &body(7, 2, b"between")), &mut out);
+    // another sender's message between them (one of GW's own would end GW's chain)
+    let between = body(7, 2, b"between");
+    let xx = b"XX\0\0\0\0\0\0";
+    d.message(
+        2,
+        &msg(KIND_APPLICATION, xx, 1_000_001, 0, between.len(), &between),
+        &mut out,
+    );
     d.message(
         3,
         &msg(
