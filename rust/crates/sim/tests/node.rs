@@ -594,3 +594,80 @@ fn an_archive_of_the_stream_agrees_with_the_nodes() {
         w.message
     );
 }
+
+#[test]
+fn a_hot_hot_twin_dying_between_fragments_loses_nothing() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let mut net = Net::new();
+    let e1 = net.add("E", Start::From(1), |o| o.window = 32);
+    let e2 = net.add("E", Start::From(1), |o| {
+        o.window = 32;
+        o.instance = 2;
+    });
+    let r = net.add("R", Start::From(1), |_| {});
+    net.all(5);
+    // E#1's commands after its third never leave it; E#2's are lost until E#1 has died
+    let e1_alive = Rc::new(Cell::new(true));
+    let alive = e1_alive.clone();
+    net.bus.set_drop(Some(Box::new(move |link, data| {
+        let commands = |d: &[u8]| {
+            seqbus_wire::UpstreamPacket::parse(d).is_ok_and(|p| p.commands().next().is_some())
+        };
+        match link {
+            seqbus_sim::Link::Upstream { node } if node == e1 => {
+                seqbus_wire::UpstreamPacket::parse(data)
+                    .is_ok_and(|p| p.commands().any(|c| c.command_seq > 3))
+            }
+            seqbus_sim::Link::Upstream { node } if node == e2 => alive.get() && commands(data),
+            _ => false,
+        }
+    })));
+    let first = big(1, 5 * 1400);
+    assert_eq!(net.node(e1).send(&first).unwrap(), 5);
+    assert_eq!(net.node(e2).send(&first).unwrap(), 5);
+    net.all(10);
+    let seen = |net: &Net| {
+        net.stream()
+            .iter()
+            .filter(|(_, m)| &m[16..17] == b"E" && m[26] == KIND_APPLICATION)
+            .map(|(_, m)| (u16::from_le_bytes([m[24], m[25]]), m[27]))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(seen(&net), [(1, 5), (1, 1), (1, 1)], "3 fragments from E#1");
+    net.bus.remove_node(e1);
+    e1_alive.set(false);
+    // E#2 resends what the stream has not shown; then both bodies go on from it alone
+    net.all(40);
+    let second = big(2, 4 * 1400);
+    net.node(e2).send(&second).unwrap();
+    net.all(10);
+    assert_eq!(
+        seen(&net),
+        [
+            (1, 5),
+            (1, 1),
+            (1, 1),
+            (2, 1),
+            (2, 2),
+            (2, 5),
+            (2, 1),
+            (2, 1),
+            (2, 2)
+        ],
+        "E#2 sent the rest of the first body, then the second"
+    );
+    for node in [r, e2] {
+        let bodies: Vec<Vec<u8>> = delivered(&net.records[node])
+            .into_iter()
+            .map(|g| g.1)
+            .collect();
+        assert!(
+            bodies == [first.clone(), second.clone()],
+            "node {node} was handed bodies of {:?} bytes",
+            sizes(&bodies)
+        );
+        let st = net.node(node).stats();
+        assert_eq!((st.abandoned, st.malformed), (0, 0), "node {node}");
+    }
+}
