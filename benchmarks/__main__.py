@@ -28,24 +28,64 @@ def _commands(quick: bool) -> dict[str, tuple[list[str], Path]]:
             ROOT,
         ),
         "transports": ([py, "-m", "benchmarks.transports", *q], ROOT),
-        "loss": ([py, "-m", "benchmarks.loss", *(["--orders", "2000"] if quick else [])], ROOT),
+        "loss": (
+            [
+                py,
+                "-m",
+                "benchmarks.loss",
+                *(["--orders", "2000", "--repeat", "1"] if quick else []),
+            ],
+            ROOT,
+        ),
         "spark": ([py, "-m", "benchmarks.spark", *q], ROOT),
         "sites": ([py, "-m", "benchmarks.sites", *q], ROOT),
         "mac": (
-            ["cargo", "run", "-q", "--release", "-p", "seqbus-bench", "--", "--mac",
-             *(["--messages", "300000", "--samples", "3000"] if quick
-               else ["--messages", "1000000", "--samples", "10000"])],
+            [
+                "cargo",
+                "run",
+                "-q",
+                "--release",
+                "-p",
+                "seqbus-bench",
+                "--",
+                "--mac",
+                *(
+                    ["--messages", "300000", "--samples", "3000"]
+                    if quick
+                    else ["--messages", "1000000", "--samples", "10000"]
+                ),
+            ],
             ROOT / "rust",
         ),
         "core": (
-            ["cargo", "run", "-q", "--release", "-p", "seqbus-bench", "--",
-             *(["--messages", "200000", "--samples", "5000"] if quick else [])],
+            [
+                "cargo",
+                "run",
+                "-q",
+                "--release",
+                "-p",
+                "seqbus-bench",
+                "--",
+                *(["--messages", "200000", "--samples", "5000"] if quick else []),
+            ],
             ROOT / "rust",
         ),
         "ha": (
-            ["cargo", "run", "-q", "--release", "-p", "seqbus-bench", "--", "--ha",
-             *(["--messages", "300000", "--samples", "3000", "--kills", "5"] if quick
-               else ["--messages", "1000000", "--samples", "10000", "--kills", "20"])],
+            [
+                "cargo",
+                "run",
+                "-q",
+                "--release",
+                "-p",
+                "seqbus-bench",
+                "--",
+                "--ha",
+                *(
+                    ["--messages", "300000", "--samples", "3000", "--kills", "5"]
+                    if quick
+                    else ["--messages", "1000000", "--samples", "10000", "--kills", "20"]
+                ),
+            ],
             ROOT / "rust",
         ),
     }
@@ -55,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     commands = _commands(False)
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer iterations everywhere")
-    ap.add_argument("names", nargs="*", metavar="NAME", help=f"any of {', '.join(commands)} (default: all)")
+    ap.add_argument(
+        "names", nargs="*", metavar="NAME", help=f"any of {', '.join(commands)} (default: all)"
+    )
     args = ap.parse_args(argv)
     unknown = [n for n in args.names if n not in commands]
     if unknown:

@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from typing import Any
@@ -78,9 +79,37 @@ def run(loss: int, orders: int, idle: str, workdir: str) -> dict[str, Any]:
     return summary
 
 
+def _median_run(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row of medians over the runs of one loss rate; lost orders summed, hashes equal
+    only if equal in every run."""
+
+    def med(values: list[float]) -> float:
+        return float(statistics.median(values))
+
+    return {
+        "orders_per_s": med([r["orders_per_s"] for r in rs]),
+        "order_to_answer_us": {
+            k: med([r["order_to_answer_us"][k] for r in rs]) for k in ("p50", "p99")
+        },
+        "recovery": {
+            k: med([r["recovery"][k] for r in rs])
+            for k in ("retransmitted_messages", "resent_commands")
+        },
+        "datagrams_dropped": int(med([r["datagrams_dropped"] for r in rs])),
+        "lost_orders": sum(r["lost_orders"] for r in rs),
+        "hashes_equal": all(r["hashes_equal"] for r in rs),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.loss", description=__doc__)
-    ap.add_argument("--orders", type=int, default=5000)
+    ap.add_argument("--orders", type=int, default=20000)
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="runs per loss rate, interleaved; the table shows the median of each column",
+    )
     ap.add_argument("--loss", default="0,1,5,20", help="loss rates in percent (0 first)")
     ap.add_argument("--idle", default="hybrid")
     ap.add_argument("--json", action="store_true")
@@ -91,17 +120,22 @@ def main(argv: list[str] | None = None) -> int:
     import tempfile
 
     rates = [int(x) for x in args.loss.split(",")]
-    results = {}
+    runs: dict[int, list[dict[str, Any]]] = {loss: [] for loss in rates}
+    load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="seqbus-loss-") as workdir:
-        for loss in rates:
-            results[loss] = run(loss, args.orders, args.idle, workdir)
+        for _ in range(max(1, args.repeat)):
+            for loss in rates:
+                runs[loss].append(run(loss, args.orders, args.idle, workdir))
+    load.append(os.getloadavg()[0])
     if args.json:
-        print(json.dumps(results))
+        print(json.dumps(runs))
         return 0
+    results = {loss: _median_run(rs) for loss, rs in runs.items()}
     base = results[rates[0]]
     print(
-        f"exchange demo, {args.orders:,} orders, idle {args.idle}; baseline: {rates[0]}% "
-        "loss in the same invocation"
+        f"exchange demo, {args.orders:,} orders, idle {args.idle}, {max(1, args.repeat)} runs "
+        f"per rate interleaved (median of each column); baseline: {rates[0]}% loss in the same "
+        f"invocation; load average {load[0]:.1f} at start, {load[1]:.1f} at end"
     )
     print(
         "| loss | orders/s | vs lossless | order → answer p50 | p99 | p50 ratio | p99 ratio | "
@@ -115,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         lost = r["datagrams_dropped"]
         per = ((rec["retransmitted_messages"] + rec["resent_commands"]) / lost) if lost else 0.0
         print(
-            f"| {loss}% | {r['orders_per_s']:,} | {r['orders_per_s'] / base['orders_per_s']:.2f}× | "
+            f"| {loss}% | {r['orders_per_s']:,.0f} | {r['orders_per_s'] / base['orders_per_s']:.2f}× | "
             f"{lat['p50'] / 1000:.2f} ms | {lat['p99'] / 1000:.2f} ms | "
             f"{lat['p50'] / base['order_to_answer_us']['p50']:.2f}× | "
             f"{lat['p99'] / base['order_to_answer_us']['p99']:.2f}× | {lost:,} | {per:.1f} | "

@@ -483,7 +483,12 @@ impl Sequencer {
                     self.stamp(now_ns);
                     self.expected.insert(account, expected);
                 }
-                if self.stats.out_of_order > out_of_order_before && self.nak_holdoff_ns > 0 {
+                // a NAK for commands after a gap, and for a gap still open before held ones
+                // once an earlier one was filled (several datagrams were lost)
+                let gap_left = n > 0 && self.held.contains_key(&account);
+                if (self.stats.out_of_order > out_of_order_before || gap_left)
+                    && self.nak_holdoff_ns > 0
+                {
                     // commands after a gap: ask the sender for the missing one now, not after
                     // its retransmission timer
                     let last = self.nak_at.entry(account).or_insert(0);
@@ -864,12 +869,23 @@ mod tests {
             .map(|(_, e)| e.command_seq)
             .collect();
         assert_eq!(got, vec![5]);
+        // two gaps (7 and 9 lost, 8 and 10 held): filling the first NAKs the second at once
+        let _ = s.take_nak();
+        assert_eq!(s.handle_upstream(11, &cmds("A", 1, &[8])), 0);
+        assert_eq!(s.handle_upstream(12, &cmds("A", 1, &[10])), 0);
+        let _ = s.take_nak();
+        assert_eq!(s.handle_upstream(13, &cmds("A", 1, &[6, 7])), 3);
+        let nak = Nak::parse(&s.take_nak().expect("the second gap")).unwrap();
+        assert_eq!((nak.expected, nak.missing), (9, 1));
+        assert_eq!(s.handle_upstream(14, &cmds("A", 1, &[9])), 2);
+        assert!(s.take_nak().is_none(), "no gap left");
+        drain(&mut s, 15);
         // at most MAX_HELD per account
-        let far: Vec<u64> = (7..7 + MAX_HELD as u64 + 10).collect();
+        let far: Vec<u64> = (12..12 + MAX_HELD as u64 + 10).collect();
         for chunk in far.chunks(50) {
-            s.handle_upstream(11, &cmds("A", 1, chunk));
+            s.handle_upstream(16, &cmds("A", 1, chunk));
         }
-        assert_eq!(s.handle_upstream(12, &cmds("A", 1, &[6])), 1 + MAX_HELD);
+        assert_eq!(s.handle_upstream(17, &cmds("A", 1, &[11])), 1 + MAX_HELD);
     }
 
     fn signed(account: &str, key: u8, boot: u64, counter: u64, seqs: &[u64]) -> Vec<u8> {
