@@ -6,8 +6,9 @@
 //! covers the sequence bytes and the message). An in-memory index maps each sequence number
 //! to its record's offset.
 //!
-//! [`Journal`] is the single writer: [`Journal::append`] buffers, [`Journal::flush`] writes the
-//! buffer with one `write` (after it the records survive a crash of the process), and
+//! [`Journal`] is the single writer: [`Journal::append`] buffers, [`Journal::flush`] puts the
+//! buffer into the file — up to 4 KiB copied into a shared mapping of a file grown ahead, more
+//! with one `pwrite` — (after it the records survive a crash of the process), and
 //! [`Journal::sync`] calls `fdatasync` (after it they survive a crash of the machine). On
 //! open it recovers from a torn tail by truncating the last segment after its last whole,
 //! checksum-valid record. [`JournalReader`] follows a journal another process (or thread)
@@ -209,6 +210,16 @@ fn valid_record_after(
     Ok(None)
 }
 
+/// True when every byte is zero.
+fn is_zero(b: &[u8]) -> bool {
+    let words = b.chunks_exact(8);
+    let rest = words.remainder();
+    words
+        .map(|w| u64::from_ne_bytes(w.try_into().expect("8")))
+        .all(|w| w == 0)
+        && rest.iter().all(|&x| x == 0)
+}
+
 impl Index {
     fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>, JournalError> {
         let mut segs = Vec::new();
@@ -340,6 +351,11 @@ impl Index {
                         at += n;
                         seg.len = pos + at as u64;
                     }
+                    Err(_) if pos + buf.len() as u64 == size && is_zero(&buf[at..]) => {
+                        // the writer's reserve past its end (it grows the file ahead of what
+                        // it writes and cuts the rest when it closes the segment): the end
+                        return Ok((Tail::Clean, size));
+                    }
                     Err(RecordError::Incomplete) => break,
                     Err(RecordError::Invalid(reason)) => {
                         return Ok((Tail::Torn(pos + at as u64, reason), size));
@@ -466,6 +482,9 @@ pub struct RecoveryReport {
     pub truncated_at: Option<(PathBuf, u64, String)>,
     /// A last segment shorter than its header (created when the process died), moved aside.
     pub torn_segment: Option<PathBuf>,
+    /// Zero bytes past the last record of the last segment, cut: space a writer that did not
+    /// close had reserved for its next records (no record was lost).
+    pub reserved_bytes: u64,
 }
 
 /// The single writer of a journal.
@@ -476,7 +495,26 @@ pub struct Journal {
     /// Records appended but not yet written.
     buf: Vec<u8>,
     report: RecoveryReport,
+    /// The last segment, mapped for small batches once one came.
+    map: Option<Mapping>,
 }
+
+/// A shared mapping of the last segment: `cap` bytes of the file exist (the zero tail past the
+/// written end is cut when the segment is left or the journal closed).
+#[derive(Debug)]
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+    cap: u64,
+}
+
+// SAFETY: the mapping is owned by the single writer; no aliasing pointers escape.
+unsafe impl Send for Mapping {}
+
+/// Batches up to this many bytes are copied into the mapping, larger ones written.
+const SMALL_WRITE: usize = 4096;
+/// How far ahead of the written end the file is grown for the mapping.
+const GROW_AHEAD: u64 = 64 << 10;
 
 impl Journal {
     /// Opens (creating if needed) the journal of `session` in `dir`, recovering from a torn
@@ -517,7 +555,15 @@ impl Journal {
             }
             let mut seg = index.open_segment(path, *first, i == last)?;
             match Index::scan(&mut seg)? {
-                Tail::Clean => {}
+                Tail::Clean => {
+                    let size = seg.file.metadata().map_err(io_err(path))?.len();
+                    if size > seg.len && i == last {
+                        // zeros the writer had reserved past its end (it did not close)
+                        report.reserved_bytes = size - seg.len;
+                        seg.file.set_len(seg.len).map_err(io_err(path))?;
+                        seg.file.sync_all().map_err(io_err(path))?;
+                    }
+                }
                 Tail::Torn(offset, reason) if i == last => {
                     let size = seg.file.metadata().map_err(io_err(path))?.len();
                     report.truncated_bytes = size - offset;
@@ -553,6 +599,7 @@ impl Journal {
             segment_size,
             buf: Vec::with_capacity(1 << 20),
             report,
+            map: None,
         };
         if j.index.segments.is_empty() {
             j.new_segment(1)?;
@@ -607,6 +654,7 @@ impl Journal {
         let pos = seg.len + self.buf.len() as u64;
         if pos + rec_len > self.segment_size && !seg.offsets.is_empty() {
             self.flush()?;
+            self.unmap()?;
             let seg = self.index.segments.last().expect("a segment");
             seg.file.sync_data().map_err(io_err(&seg.path))?;
             self.new_segment(sequence)?;
@@ -618,10 +666,16 @@ impl Journal {
         Ok(())
     }
 
-    /// Writes the buffered records to the file (one `write`): they now survive a crash of
-    /// this process.
+    /// Puts the buffered records into the file — a small batch copied into the mapped
+    /// segment, a large one with one `pwrite` —: they now survive a crash of this process.
     pub fn flush(&mut self) -> Result<(), JournalError> {
         if self.buf.is_empty() {
+            return Ok(());
+        }
+        if self.buf.len() <= SMALL_WRITE && self.copy_into_map()? {
+            let seg = self.index.segments.last_mut().expect("a segment");
+            seg.len += self.buf.len() as u64;
+            self.buf.clear();
             return Ok(());
         }
         let seg = self.index.segments.last_mut().expect("a segment");
@@ -629,7 +683,83 @@ impl Journal {
             .write_all_at(&self.buf, seg.len)
             .map_err(io_err(&seg.path))?;
         seg.len += self.buf.len() as u64;
+        if let Some(m) = &mut self.map {
+            m.cap = m.cap.max(seg.len);
+        }
         self.buf.clear();
+        Ok(())
+    }
+
+    /// Copies the buffer into the mapped segment at its end, growing the file ahead first
+    /// when needed; false when it cannot (the caller writes instead).
+    fn copy_into_map(&mut self) -> Result<bool, JournalError> {
+        let seg = self.index.segments.last().expect("a segment");
+        let end = seg.len + self.buf.len() as u64;
+        if self.map.is_none() {
+            let len = (self.segment_size as usize + MAX_MESSAGE_LEN + RECORD_HEADER_LEN)
+                .next_multiple_of(1 << 21);
+            // SAFETY: a shared mapping of the segment's fd; only [0, cap) is ever touched.
+            let ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    std::os::fd::AsRawFd::as_raw_fd(&seg.file),
+                    0,
+                )
+            };
+            if ptr == libc::MAP_FAILED {
+                return Ok(false);
+            }
+            let cap = seg.file.metadata().map_err(io_err(&seg.path))?.len();
+            self.map = Some(Mapping {
+                ptr: ptr.cast(),
+                len,
+                cap,
+            });
+        }
+        let m = self.map.as_mut().expect("mapped");
+        if end as usize > m.len {
+            return Ok(false);
+        }
+        if end > m.cap {
+            let want = (end + GROW_AHEAD).min(m.len as u64);
+            // SAFETY: fallocate on the segment's fd.
+            let r = unsafe {
+                libc::fallocate(
+                    std::os::fd::AsRawFd::as_raw_fd(&seg.file),
+                    0,
+                    m.cap as libc::off_t,
+                    (want - m.cap) as libc::off_t,
+                )
+            };
+            if r != 0 {
+                return Ok(false);
+            }
+            m.cap = want;
+        }
+        // SAFETY: [seg.len, end) lies inside both the mapping and the file.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.buf.as_ptr(),
+                m.ptr.add(seg.len as usize),
+                self.buf.len(),
+            );
+        }
+        Ok(true)
+    }
+
+    /// Cuts the zero tail the mapping grew the file by and unmaps it.
+    fn unmap(&mut self) -> Result<(), JournalError> {
+        if let Some(m) = self.map.take() {
+            // SAFETY: the mapping made in copy_into_map.
+            unsafe { libc::munmap(m.ptr.cast(), m.len) };
+            let seg = self.index.segments.last().expect("a segment");
+            if m.cap > seg.len {
+                seg.file.set_len(seg.len).map_err(io_err(&seg.path))?;
+            }
+        }
         Ok(())
     }
 
@@ -663,6 +793,7 @@ impl Journal {
     /// leader does not hold, docs/ha.md); returns the path they were moved to, if any.
     pub fn discard_from(&mut self, sequence: u64) -> Result<Option<PathBuf>, JournalError> {
         self.flush()?;
+        self.unmap()?;
         if sequence >= self.next_seq() {
             return Ok(None);
         }
@@ -718,6 +849,14 @@ impl Journal {
             .and_then(|d| d.sync_all())
             .map_err(io_err(&self.index.dir))?;
         Ok(Some(aside))
+    }
+}
+
+impl Drop for Journal {
+    /// Cuts the zero tail of the mapped segment (what was never flushed stays unwritten, as
+    /// before there was a mapping).
+    fn drop(&mut self) {
+        let _ = self.unmap();
     }
 }
 

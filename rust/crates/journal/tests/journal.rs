@@ -391,6 +391,69 @@ fn reader_on_another_thread_never_takes_a_growing_file_for_damage() {
     assert_eq!(next, n + 1, "after {refreshes} refreshes");
 }
 
+fn file_len(p: &std::path::Path) -> u64 {
+    std::fs::metadata(p).unwrap().len()
+}
+
+/// Small batches are copied into a mapping of a file grown ahead of them: a reader sees each
+/// batch once flushed (the zeros past it are the end, not a torn tail), a closed journal is as
+/// long as its records, and a writer that died without closing leaves zeros that reopening
+/// cuts silently, with every record kept.
+#[test]
+fn small_batches_through_the_mapping_and_the_zero_tail() {
+    let d = tempfile::tempdir().unwrap();
+    let seg = d.path().join(format!("{:020}.seg", 1));
+    let mut j = Journal::open(d.path(), S, 1 << 20).unwrap();
+    let mut r = JournalReader::open(d.path(), S).unwrap();
+    for i in 1..=300 {
+        j.append(i, &msg(i)).unwrap();
+        j.flush().unwrap();
+        if i % 50 == 0 {
+            r.refresh().unwrap();
+            assert_eq!(r.next_seq(), i + 1);
+            assert_eq!(r.torn_tail(), None, "the reserve is not a torn tail");
+        }
+    }
+    let written: u64 = 32 + (1..=300).map(|i| 16 + msg(i).len() as u64).sum::<u64>();
+    assert!(file_len(&seg) > written, "grown ahead of the records");
+    drop(j);
+    assert_eq!(file_len(&seg), written, "closing cuts the reserve");
+
+    // a writer that dies without closing
+    let mut j = Journal::open(d.path(), S, 1 << 20).unwrap();
+    assert_eq!(j.recovery().reserved_bytes, 0);
+    for i in 301..=400 {
+        j.append(i, &msg(i)).unwrap();
+        j.flush().unwrap();
+    }
+    std::mem::forget(j);
+    assert!(file_len(&seg) > written);
+    let mut j = Journal::open(d.path(), S, 1 << 20).unwrap();
+    let rec = j.recovery().clone();
+    assert!(rec.reserved_bytes > 0 && rec.truncated_at.is_none(), "{rec:?}");
+    assert_eq!(j.next_seq(), 401);
+    assert_eq!(all(&mut j), (1..=400).map(|i| (i, msg(i))).collect::<Vec<_>>());
+}
+
+/// Zeros in the middle of the last segment with records after them are damage, as any bad
+/// bytes are: refused with the file and offset, nothing cut.
+#[test]
+fn zeros_with_records_after_them_are_damage() {
+    let d = tempfile::tempdir().unwrap();
+    write_journal(d.path(), 200, 1 << 20);
+    let seg = segment_files(d.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let at = 32 + (1..=100).map(|i| 16 + msg(i).len()).sum::<usize>();
+    bytes[at..at + 200].fill(0);
+    std::fs::write(&seg, &bytes).unwrap();
+    let e = Journal::open(d.path(), S, 1 << 20).unwrap_err();
+    assert!(
+        e.to_string().contains(&format!("offset {at}")) && e.to_string().contains("damage"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&seg).unwrap(), bytes, "nothing cut");
+}
+
 /// Cases per property: `SEQBUS_FUZZ_INPUTS`, or `default`.
 fn fuzz_config(default: u64) -> ProptestConfig {
     ProptestConfig {
