@@ -185,7 +185,12 @@ fn valid_record_after(
     while base + RECORD_HEADER_LEN as u64 <= size {
         let want = ((size - base) as usize).min(CHUNK + overlap as usize);
         buf.resize(want, 0);
-        file.read_exact_at(&mut buf, base).map_err(io_err(path))?;
+        match file.read_exact_at(&mut buf, base) {
+            Ok(()) => {}
+            // the writer cut the zero reserve past its end: nothing was after it
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(io_err(path)(e)),
+        }
         let scan_to = if base + (want as u64) < size {
             CHUNK
         } else {
@@ -311,7 +316,7 @@ impl Index {
     fn scan_records(seg: &mut Segment) -> Result<(Tail, u64), JournalError> {
         // a chunk always holds at least one whole record
         const CHUNK: u64 = 2 * (MAX_MESSAGE_LEN + RECORD_HEADER_LEN) as u64;
-        let size = seg.file.metadata().map_err(io_err(&seg.path))?.len();
+        let mut size = seg.file.metadata().map_err(io_err(&seg.path))?.len();
         let mut buf = Vec::new();
         loop {
             let pos = seg.len;
@@ -320,9 +325,15 @@ impl Index {
             }
             let want = (size - pos).min(CHUNK);
             buf.resize(want as usize, 0);
-            seg.file
-                .read_exact_at(&mut buf, pos)
-                .map_err(io_err(&seg.path))?;
+            match seg.file.read_exact_at(&mut buf, pos) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    // the writer cut the zero reserve past its end meanwhile: look again
+                    size = seg.file.metadata().map_err(io_err(&seg.path))?.len();
+                    continue;
+                }
+                Err(e) => return Err(io_err(&seg.path)(e)),
+            }
             let mut at = 0;
             loop {
                 match decode_record(&buf[at..]) {
@@ -739,13 +750,25 @@ impl Journal {
             }
             m.cap = want;
         }
-        // SAFETY: [seg.len, end) lies inside both the mapping and the file.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.buf.as_ptr(),
-                m.ptr.add(seg.len as usize),
-                self.buf.len(),
-            );
+        // Record by record, in order, each copy made visible before the next begins: a reader
+        // (another thread or process) that sees any byte of a record sees every record before
+        // it whole, so a record being copied is never followed by a valid one — which would
+        // read as damage (one copy of the batch may store its first bytes last).
+        let mut at = 0;
+        while at < self.buf.len() {
+            let len = u32::from_le_bytes(self.buf[at..at + 4].try_into().expect("4")) as usize;
+            let rec = &self.buf[at..at + RECORD_HEADER_LEN + len];
+            // SAFETY: [seg.len + at, seg.len + at + rec.len()) lies inside [seg.len, end), which
+            // lies inside both the mapping and the file.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    rec.as_ptr(),
+                    m.ptr.add(seg.len as usize + at),
+                    rec.len(),
+                );
+            }
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+            at += rec.len();
         }
         Ok(true)
     }

@@ -435,6 +435,41 @@ fn small_batches_through_the_mapping_and_the_zero_tail() {
     assert_eq!(all(&mut j), (1..=400).map(|i| (i, msg(i))).collect::<Vec<_>>());
 }
 
+/// A reader on another thread while the writer copies small batches into the mapping: it
+/// never reports damage (a record half copied is never followed by a whole one) and ends with
+/// every message.
+#[test]
+fn reader_on_another_thread_follows_small_batches_through_the_mapping() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let d = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(d.path(), S, 4 << 20).unwrap();
+    let dir = d.path().to_path_buf();
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let writing = done.clone();
+    let reader = std::thread::spawn(move || {
+        let mut r = JournalReader::open(&dir, S).unwrap();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            let last = writing.load(Ordering::SeqCst);
+            r.refresh().map_err(|e| e.to_string())?;
+            if last || std::time::Instant::now() > end {
+                return Ok::<_, String>(r.next_seq());
+            }
+        }
+    });
+    // batches of 1 to 3 records, across several segments
+    let n = 200_000u64;
+    for i in 1..=n {
+        j.append(i, &msg(i)).unwrap();
+        if i % 3 == i % 2 {
+            j.flush().unwrap();
+        }
+    }
+    j.flush().unwrap();
+    done.store(true, Ordering::SeqCst);
+    assert_eq!(reader.join().unwrap().expect("no damage reported"), n + 1);
+}
+
 /// Zeros in the middle of the last segment with records after them are damage, as any bad
 /// bytes are: refused with the file and offset, nothing cut.
 #[test]
