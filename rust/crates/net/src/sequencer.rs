@@ -104,6 +104,15 @@ pub(crate) fn open_journal(cfg: &Config, dir: &Path) -> Result<Journal, Error> {
             journal.next_seq()
         );
     }
+    if r.reserved_bytes > 0 {
+        eprintln!(
+            "seqbus sequencer: journal {}: {} zero bytes past the last record (space the writer \
+             had reserved; it did not close) were cut; the journal continues at {}",
+            dir.display(),
+            r.reserved_bytes,
+            journal.next_seq()
+        );
+    }
     if let Some(path) = &r.torn_segment {
         eprintln!(
             "seqbus sequencer: journal segment {} was created but never written (moved aside)",
