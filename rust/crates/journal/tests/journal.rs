@@ -430,9 +430,15 @@ fn small_batches_through_the_mapping_and_the_zero_tail() {
     assert!(file_len(&seg) > written);
     let mut j = Journal::open(d.path(), S, 1 << 20).unwrap();
     let rec = j.recovery().clone();
-    assert!(rec.reserved_bytes > 0 && rec.truncated_at.is_none(), "{rec:?}");
+    assert!(
+        rec.reserved_bytes > 0 && rec.truncated_at.is_none(),
+        "{rec:?}"
+    );
     assert_eq!(j.next_seq(), 401);
-    assert_eq!(all(&mut j), (1..=400).map(|i| (i, msg(i))).collect::<Vec<_>>());
+    assert_eq!(
+        all(&mut j),
+        (1..=400).map(|i| (i, msg(i))).collect::<Vec<_>>()
+    );
 }
 
 /// A reader on another thread while the writer copies small batches into the mapping: it
