@@ -16,6 +16,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _bench(*args: str) -> tuple[list[str], Path]:
+    """``seqbus-bench`` (rust/benches) with ``args``, run from the Rust workspace."""
+    return (["cargo", "run", "-q", "--release", "-p", "seqbus-bench", "--", *args], ROOT / "rust")
+
+
 def _commands(quick: bool) -> dict[str, tuple[list[str], Path]]:
     py = sys.executable
     q = ["--quick"] if quick else []
@@ -39,54 +44,22 @@ def _commands(quick: bool) -> dict[str, tuple[list[str], Path]]:
         ),
         "spark": ([py, "-m", "benchmarks.spark", *q], ROOT),
         "sites": ([py, "-m", "benchmarks.sites", *q], ROOT),
-        "mac": (
-            [
-                "cargo",
-                "run",
-                "-q",
-                "--release",
-                "-p",
-                "seqbus-bench",
-                "--",
-                "--mac",
-                *(
-                    ["--messages", "300000", "--samples", "3000"]
-                    if quick
-                    else ["--messages", "1000000", "--samples", "10000"]
-                ),
-            ],
-            ROOT / "rust",
+        "mac": _bench(
+            "--mac",
+            *(
+                ["--messages", "300000", "--samples", "3000"]
+                if quick
+                else ["--messages", "1000000", "--samples", "10000"]
+            ),
         ),
-        "core": (
-            [
-                "cargo",
-                "run",
-                "-q",
-                "--release",
-                "-p",
-                "seqbus-bench",
-                "--",
-                *(["--messages", "200000", "--samples", "5000"] if quick else []),
-            ],
-            ROOT / "rust",
-        ),
-        "ha": (
-            [
-                "cargo",
-                "run",
-                "-q",
-                "--release",
-                "-p",
-                "seqbus-bench",
-                "--",
-                "--ha",
-                *(
-                    ["--messages", "300000", "--samples", "3000", "--kills", "5"]
-                    if quick
-                    else ["--messages", "1000000", "--samples", "10000", "--kills", "20"]
-                ),
-            ],
-            ROOT / "rust",
+        "core": _bench(*(["--messages", "200000", "--samples", "5000"] if quick else [])),
+        "ha": _bench(
+            "--ha",
+            *(
+                ["--messages", "300000", "--samples", "3000", "--kills", "5"]
+                if quick
+                else ["--messages", "1000000", "--samples", "10000", "--kills", "20"]
+            ),
         ),
     }
 

@@ -341,6 +341,28 @@ impl Sequencer {
         self.last_ts
     }
 
+    /// Sequences an account's command: (command sequence, flags, body length) and its
+    /// fragment.
+    fn push_command(
+        &mut self,
+        ts: u64,
+        account: Account,
+        instance: u16,
+        (command_seq, flags, body_length): (u64, u8, u32),
+        fragment: &[u8],
+    ) {
+        let env = Envelope {
+            timestamp_ns: ts,
+            command_seq,
+            account,
+            instance,
+            kind: KIND_APPLICATION,
+            flags,
+            body_length,
+        };
+        self.push_message(&env, fragment);
+    }
+
     fn push_message(&mut self, env: &Envelope, body: &[u8]) {
         self.pending.extend_from_slice(&env.encode());
         self.pending.extend_from_slice(body);
@@ -438,16 +460,8 @@ impl Sequencer {
                         continue;
                     }
                     expected += 1;
-                    let env = Envelope {
-                        timestamp_ns: ts,
-                        command_seq: c.command_seq,
-                        account,
-                        instance,
-                        kind: KIND_APPLICATION,
-                        flags: c.flags,
-                        body_length: c.body_length,
-                    };
-                    self.push_message(&env, c.fragment);
+                    let cmd = (c.command_seq, c.flags, c.body_length);
+                    self.push_command(ts, account, instance, cmd, c.fragment);
                     n += 1;
                 }
                 if n > 0 {
@@ -464,16 +478,8 @@ impl Sequencer {
                             }
                             let h = e.remove();
                             expected += 1;
-                            let env = Envelope {
-                                timestamp_ns: ts,
-                                command_seq: seq,
-                                account,
-                                instance: h.instance,
-                                kind: KIND_APPLICATION,
-                                flags: h.flags,
-                                body_length: h.body_length,
-                            };
-                            self.push_message(&env, &h.fragment);
+                            let cmd = (seq, h.flags, h.body_length);
+                            self.push_command(ts, account, h.instance, cmd, &h.fragment);
                             n += 1;
                         }
                         if !held.is_empty() {
