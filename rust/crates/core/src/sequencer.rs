@@ -466,7 +466,13 @@ impl Sequencer {
                 }
                 if n > 0 {
                     // the gap before held commands is filled: they follow, in order
-                    if let Some(mut held) = self.held.remove(&account) {
+                    // (no look-up at all while nothing is held: the common case)
+                    let held = if self.held.is_empty() {
+                        None
+                    } else {
+                        self.held.remove(&account)
+                    };
+                    if let Some(mut held) = held {
                         while let Some(e) = held.first_entry() {
                             let seq = *e.key();
                             if seq < expected {
@@ -491,7 +497,7 @@ impl Sequencer {
                 }
                 // a NAK for commands after a gap, and for a gap still open before held ones
                 // once an earlier one was filled (several datagrams were lost)
-                let gap_left = n > 0 && self.held.contains_key(&account);
+                let gap_left = n > 0 && !self.held.is_empty() && self.held.contains_key(&account);
                 if (self.stats.out_of_order > out_of_order_before || gap_left)
                     && self.nak_holdoff_ns > 0
                 {

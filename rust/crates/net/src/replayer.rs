@@ -354,17 +354,14 @@ pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error>
             fds.clear();
             fds.push(listen.as_raw_fd());
             fds.extend(links.fds());
-            let mut until = Instant::now() + Duration::from_millis(5);
-            if let Some(f) = &front {
-                fds.extend(f.fds());
-                if let Some(l) = f.idle_limit() {
-                    until = until.min(Instant::now() + l);
-                }
-            }
-            if let Some(a) = &announcer {
-                until = until.min(a.due());
-            }
-            idler.idle(&fds, until);
+            let until = Instant::now() + Duration::from_millis(5);
+            crate::sites::idle(
+                &mut idler,
+                &mut fds,
+                until,
+                front.as_ref(),
+                announcer.as_ref(),
+            );
         }
     }
     journal.flush()?;

@@ -20,7 +20,7 @@ use seqbus_wire::mold::{self, MoldPacket, MoldWriter, PacketKind};
 use seqbus_wire::UpstreamPacket;
 
 use crate::idle::Idler;
-use crate::transports::{credentials, timing};
+use crate::transports::{client_config, credentials, timing};
 use crate::{io_error, now_ns, Error};
 use seqbus_config::Config;
 
@@ -106,6 +106,27 @@ impl TcpFront {
     }
 }
 
+/// Sleeps with `idler` on `fds` and the TCP front's, until `until`, the front's idle limit or
+/// the announcer's next announcement, whichever is first.
+pub(crate) fn idle(
+    idler: &mut Idler,
+    fds: &mut Vec<RawFd>,
+    mut until: Instant,
+    front: Option<&TcpFront>,
+    announcer: Option<&crate::discovery::Announcer>,
+) {
+    if let Some(f) = front {
+        fds.extend(f.fds());
+        if let Some(l) = f.idle_limit() {
+            until = until.min(Instant::now() + l);
+        }
+    }
+    if let Some(a) = announcer {
+        until = until.min(a.due());
+    }
+    idler.idle(fds, until);
+}
+
 /// Takes one message of the stream (into a journal): the error stops the caller.
 pub(crate) type Take<'a> = dyn FnMut(u64, &[u8]) -> Result<(), Error> + 'a;
 
@@ -137,7 +158,6 @@ impl Channels {
         next_seq: u64,
         key: &str,
     ) -> Result<Channels, Error> {
-        let t = &cfg.tcp;
         let mut clients = Vec::new();
         for &server in servers {
             let tls = match cfg.tls.as_ref().and_then(|t| t.ca.as_ref()) {
@@ -151,23 +171,11 @@ impl Channels {
                 ),
                 None => None,
             };
-            let mut c = TcpClient::new(
-                tcp::ClientConfig {
-                    server,
-                    username: t.username.clone().unwrap_or_default(),
-                    password: t.password.clone().unwrap_or_default(),
-                    session: cfg.session().as_str().to_string(),
-                    timing: timing(t),
-                    reconnect_min_ns: t.reconnect_ms * 1_000_000,
-                    reconnect_max_ns: t.reconnect_max_ms * 1_000_000,
-                    max_packet: 65_535,
-                    tls,
-                },
-                next_seq,
-            )
-            .map_err(|e| Error::Option {
-                name: "tcp",
-                message: format!("{key} {server}: {e}"),
+            let mut c = TcpClient::new(client_config(cfg, server, tls), next_seq).map_err(|e| {
+                Error::Option {
+                    name: "tcp",
+                    message: format!("{key} {server}: {e}"),
+                }
             })?;
             c.set_log(Box::new(move |line| {
                 eprintln!("seqbus link {server}: {line}")
@@ -436,19 +444,16 @@ pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
         fds.clear();
         fds.extend([upstream.as_raw_fd(), requests.as_raw_fd()]);
         fds.extend(channels.fds());
-        let mut until = Instant::now()
+        let until = Instant::now()
             + Duration::from_nanos(hb.next().saturating_sub(now_ns()))
                 .min(Duration::from_millis(5));
-        if let Some(f) = &front {
-            fds.extend(f.fds());
-            if let Some(l) = f.idle_limit() {
-                until = until.min(Instant::now() + l);
-            }
-        }
-        if let Some(a) = &announcer {
-            until = until.min(a.due());
-        }
-        idler.idle(&fds, until);
+        idle(
+            &mut idler,
+            &mut fds,
+            until,
+            front.as_ref(),
+            announcer.as_ref(),
+        );
     }
     if malformed > 0 {
         eprintln!("seqbus bridge: {malformed} malformed upstream datagrams dropped");

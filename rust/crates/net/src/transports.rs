@@ -42,20 +42,30 @@ pub(crate) fn credentials(t: &TcpConfig) -> Vec<Credential> {
         .collect()
 }
 
+/// What a `[tcp]` client of `server` logs in with (`tls`: the server's certificate checked).
+pub(crate) fn client_config(
+    cfg: &Config,
+    server: SocketAddr,
+    tls: Option<seqbus_transport::tls::ClientTls>,
+) -> tcp::ClientConfig {
+    let t = &cfg.tcp;
+    tcp::ClientConfig {
+        server,
+        username: t.username.clone().unwrap_or_default(),
+        password: t.password.clone().unwrap_or_default(),
+        session: cfg.session().as_str().to_string(),
+        timing: timing(t),
+        reconnect_min_ns: t.reconnect_ms * 1_000_000,
+        reconnect_max_ns: t.reconnect_max_ms * 1_000_000,
+        max_packet: 65_535,
+        tls,
+    }
+}
+
 fn tcp_client(cfg: &Config) -> Result<TcpClient, Error> {
     let t = &cfg.tcp;
     TcpClient::new(
-        tcp::ClientConfig {
-            server: t.connect.unwrap_or(t.listen),
-            username: t.username.clone().unwrap_or_default(),
-            password: t.password.clone().unwrap_or_default(),
-            session: cfg.session().as_str().to_string(),
-            timing: timing(t),
-            reconnect_min_ns: t.reconnect_ms * 1_000_000,
-            reconnect_max_ns: t.reconnect_max_ms * 1_000_000,
-            max_packet: 65_535,
-            tls: None,
-        },
+        client_config(cfg, t.connect.unwrap_or(t.listen), None),
         // At live: a rewinding node fills history from its replayers as over UDP; after a
         // lost connection the client logs in again from its next sequence number.
         0,

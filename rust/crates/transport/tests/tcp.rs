@@ -19,8 +19,13 @@ fn now(t0: Instant) -> u64 {
     t0.elapsed().as_nanos() as u64
 }
 
-fn server(store_next: u64, client_buffer: usize) -> (TcpServer, Arc<Mutex<Vec<String>>>) {
-    let cfg = ServerConfig {
+/// The test server's configuration: session TCPTEST, one login node / s3cret.
+fn server_config(
+    client_buffer: usize,
+    max_clients: usize,
+    tls: Option<seqbus_transport::tls::ServerTls>,
+) -> ServerConfig {
+    ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         session: Session::new("TCPTEST").unwrap(),
         credentials: vec![Credential {
@@ -30,9 +35,13 @@ fn server(store_next: u64, client_buffer: usize) -> (TcpServer, Arc<Mutex<Vec<St
         timing: Timing::default(),
         client_buffer,
         max_packet: 65535,
-        max_clients: 64,
-        tls: None,
-    };
+        max_clients,
+        tls,
+    }
+}
+
+fn server(store_next: u64, client_buffer: usize) -> (TcpServer, Arc<Mutex<Vec<String>>>) {
+    let cfg = server_config(client_buffer, 64, None);
     let mut s = TcpServer::bind(cfg, store_next).unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
     let l2 = log.clone();
@@ -348,19 +357,7 @@ fn over_tls_rewind_live_and_commands_and_an_untrusted_server_is_refused() {
     for s in 1..=5_000 {
         store.push(&msg(s));
     }
-    let cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        session: Session::new("TCPTEST").unwrap(),
-        credentials: vec![Credential {
-            username: "node".into(),
-            password: "s3cret".into(),
-        }],
-        timing: Timing::default(),
-        client_buffer: 4 << 20,
-        max_packet: 65535,
-        max_clients: 8,
-        tls: Some(tls::server_config(&cert, &key).unwrap()),
-    };
+    let cfg = server_config(4 << 20, 8, Some(tls::server_config(&cert, &key).unwrap()));
     let mut srv = TcpServer::bind(cfg, 5_001).unwrap();
     srv.set_log(Box::new(|_| {}));
     let addr = srv.local_addr().unwrap();
