@@ -45,16 +45,16 @@ def test_case(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
         _check(CASES / case / "expected.pyi", stub)
 
 
-def test_every_error_of_a_file_is_reported_at_once() -> None:
-    os.chdir(CASES / "err_duplicates")
+def test_every_error_of_a_file_is_reported_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(CASES / "err_duplicates")
     with pytest.raises(CompileError) as info:
         compile_files(["input.idl"])
     codes = [d.code for d in info.value.diagnostics]
     assert codes.count("E013") == 1 and codes.count("E011") >= 3 and "E012" in codes
 
 
-def test_error_format_is_file_line_col_code() -> None:
-    os.chdir(CASES / "err_unknown_type")
+def test_error_format_is_file_line_col_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(CASES / "err_unknown_type")
     with pytest.raises(CompileError) as info:
         compile_files(["input.idl"])
     first = info.value.render().splitlines()[0]
