@@ -190,7 +190,9 @@ impl Segment {
             return Err(self.problem(
                 offset,
                 sequence,
-                format!("record holds sequence {seq}, not the {sequence} of its place in the index"),
+                format!(
+                    "record holds sequence {seq}, not the {sequence} of its place in the index"
+                ),
             ));
         }
         Ok(Record {

@@ -31,17 +31,37 @@ fn every_vector_decodes_to_its_json_and_encodes_to_its_bytes() {
     for pkg in fs::read_dir(vectors_dir()).expect("schemas/vectors exists") {
         let pkg = pkg.unwrap().path();
         let package = pkg.file_name().unwrap().to_str().unwrap().to_string();
-        let mut files: Vec<_> = fs::read_dir(&pkg).unwrap().map(|e| e.unwrap().path()).collect();
+        let mut files: Vec<_> = fs::read_dir(&pkg)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
         files.sort();
-        for bin_path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "bin")) {
+        for bin_path in files
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "bin"))
+        {
             let bin = fs::read(bin_path).unwrap();
             let json = fs::read_to_string(bin_path.with_extension("json")).unwrap();
             let (name, got_json, again) =
                 check(&package, &bin).unwrap_or_else(|e| panic!("{}: {e}", bin_path.display()));
             let stem = bin_path.file_stem().unwrap().to_str().unwrap();
-            assert!(stem.starts_with(&format!("{name}.")), "{}: decoded as {name}", bin_path.display());
-            assert_eq!(got_json, json.trim_end(), "{}: value differs", bin_path.display());
-            assert_eq!(again, bin, "{}: re-encoded bytes differ", bin_path.display());
+            assert!(
+                stem.starts_with(&format!("{name}.")),
+                "{}: decoded as {name}",
+                bin_path.display()
+            );
+            assert_eq!(
+                got_json,
+                json.trim_end(),
+                "{}: value differs",
+                bin_path.display()
+            );
+            assert_eq!(
+                again,
+                bin,
+                "{}: re-encoded bytes differ",
+                bin_path.display()
+            );
             seen += 1;
         }
     }
@@ -56,7 +76,11 @@ fn every_truncation_of_a_vector_is_an_error_not_a_panic() {
         if p.extension().is_some_and(|e| e == "bin") {
             let bin = fs::read(&p).unwrap();
             for n in 0..bin.len() {
-                assert!(seqbus_codecs::exchange::Message::decode(&bin[..n]).is_err(), "{}[..{n}]", p.display());
+                assert!(
+                    seqbus_codecs::exchange::Message::decode(&bin[..n]).is_err(),
+                    "{}[..{n}]",
+                    p.display()
+                );
             }
             for i in 0..bin.len() {
                 for v in [0u8, 1, 0x7f, 0xff] {
@@ -75,7 +99,10 @@ fn encode_refuses_what_does_not_fit() {
     let t = Trade {
         trade_id: 1,
         symbol: "TOO-LONG-SYMBOL".into(),
-        price: Price { mantissa: 1, exponent: 0 },
+        price: Price {
+            mantissa: 1,
+            exponent: 0,
+        },
         quantity: 1,
         buy_order_id: 1,
         sell_order_id: 2,

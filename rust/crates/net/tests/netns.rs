@@ -87,9 +87,17 @@ fn sequencer_kill9_and_restart_loses_nothing() {
     let mut seq = spawn_sequencer(&path);
     send_all(&mut a, &mut ga, b'a', N / 2, N / 2);
     let all = |r: &[Rec]| app_from(r, b'a').len() >= N as usize;
-    assert!(poll_until(&mut c, &mut gc, Duration::from_secs(60), all), "C got {}", app_from(&gc, b'a').len());
+    assert!(
+        poll_until(&mut c, &mut gc, Duration::from_secs(60), all),
+        "C got {}",
+        app_from(&gc, b'a').len()
+    );
     assert!(poll_until(&mut a, &mut ga, Duration::from_secs(60), all));
-    assert_eq!(app_from(&gc, b'a'), (0..N).collect::<Vec<_>>(), "every command once, in order");
+    assert_eq!(
+        app_from(&gc, b'a'),
+        (0..N).collect::<Vec<_>>(),
+        "every command once, in order"
+    );
     let seqs: Vec<u64> = messages(&gc).iter().map(|r| r.1).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]));
     // what was published before the kill keeps its number; a late joiner rewinding the
@@ -102,8 +110,16 @@ fn sequencer_kill9_and_restart_loses_nothing() {
         assert_eq!(lm.get(s), Some(m), "message {s} renumbered or lost");
     }
     assert_eq!(
-        messages(&gl).iter().map(|r| (r.1, &r.4)).take(N as usize).collect::<Vec<_>>(),
-        messages(&gc).iter().map(|r| (r.1, &r.4)).take(N as usize).collect::<Vec<_>>()
+        messages(&gl)
+            .iter()
+            .map(|r| (r.1, &r.4))
+            .take(N as usize)
+            .collect::<Vec<_>>(),
+        messages(&gc)
+            .iter()
+            .map(|r| (r.1, &r.4))
+            .take(N as usize)
+            .collect::<Vec<_>>()
     );
     let st = c.stats();
     eprintln!("C stats after restart: {st:?}");
@@ -132,7 +148,9 @@ fn five_percent_loss_injected_by_nftables() {
     let path = dir.path().join("bus.toml");
     std::fs::write(&path, config_text(dir.path(), "interval")).unwrap();
     let cfg = Config::from_path(&path).unwrap();
-    assert!(nft("add chain inet t in '{ type filter hook input priority 0; }'"));
+    assert!(nft(
+        "add chain inet t in '{ type filter hook input priority 0; }'"
+    ));
     // 5% loss on the downstream group, upstream commands and replayer traffic alike
     for port in [
         cfg.downstream.group.unwrap().port(),
@@ -149,7 +167,10 @@ fn five_percent_loss_injected_by_nftables() {
         .map(|a| NodeClient::connect(&cfg, NodeOptions::new(a, 1, Start::From(1))).unwrap())
         .collect();
     let mut readers: Vec<NodeClient> = (0..3)
-        .map(|i| NodeClient::connect(&cfg, NodeOptions::new(&format!("R{i}"), 1, Start::From(1))).unwrap())
+        .map(|i| {
+            NodeClient::connect(&cfg, NodeOptions::new(&format!("R{i}"), 1, Start::From(1)))
+                .unwrap()
+        })
         .collect();
     let mut got: Vec<Vec<Rec>> = vec![Vec::new(); 5];
     for (i, c) in senders.iter_mut().chain(readers.iter_mut()).enumerate() {
@@ -187,7 +208,10 @@ fn five_percent_loss_injected_by_nftables() {
     assert_eq!(app_from(&got[2], b'b'), (0..N).collect::<Vec<_>>());
     let st = readers[0].stats();
     eprintln!("reader stats under 5% loss: {st:?}");
-    assert!(st.gaps > 0 && st.retransmits > 0, "loss was injected: {st:?}");
+    assert!(
+        st.gaps > 0 && st.retransmits > 0,
+        "loss was injected: {st:?}"
+    );
     seq.shutdown();
 }
 
@@ -197,12 +221,22 @@ fn start_fails_cleanly_naming_the_problem() {
     // upstream port already taken
     let taken = std::net::UdpSocket::bind(b.cfg.sequencer.upstream).unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let e = seqbus_net::run_sequencer(&b.cfg, stop.clone()).unwrap_err().to_string();
-    assert!(e.starts_with(&format!("sequencer.upstream {}: bind", b.cfg.sequencer.upstream)), "{e}");
+    let e = seqbus_net::run_sequencer(&b.cfg, stop.clone())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(&format!(
+            "sequencer.upstream {}: bind",
+            b.cfg.sequencer.upstream
+        )),
+        "{e}"
+    );
     drop(taken);
     // replayer port taken: nothing else stays bound
     let taken = std::net::UdpSocket::bind(b.cfg.replayer.listen).unwrap();
-    let e = seqbus_net::run_sequencer(&b.cfg, stop.clone()).unwrap_err().to_string();
+    let e = seqbus_net::run_sequencer(&b.cfg, stop.clone())
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("replayer.listen"), "{e}");
     std::net::UdpSocket::bind(b.cfg.sequencer.upstream).expect("upstream released");
     drop(taken);
@@ -212,7 +246,9 @@ fn start_fails_cleanly_naming_the_problem() {
     other_text = other_text.replace("session = \"TEST\"", "session = \"OTHER\"");
     let other_cfg = write_config(b.dir.path(), &other_text);
     seqbus_journal::Journal::open(&other.journal_dir(), *b"TEST      ", 1 << 20).unwrap();
-    let e = seqbus_net::run_sequencer(&other_cfg, stop).unwrap_err().to_string();
+    let e = seqbus_net::run_sequencer(&other_cfg, stop)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("belongs to session \"TEST\""), "{e}");
 }
 
@@ -222,7 +258,13 @@ fn following_replayer_serves_after_failover() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (up, grp, r1, r2, dead) = (free_port(), free_port(), free_port(), free_port(), free_port());
+    let (up, grp, r1, r2, dead) = (
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+    );
     let text = format!(
         "[bus]\nsession = \"FOLLOW\"\n[sequencer]\nupstream = \"127.0.0.1:{up}\"\nclock_tick_ms = 10\nheartbeat_ms = 20\n[downstream]\ntransport = \"udp-multicast\"\ngroup = \"239.21.0.1:{grp}\"\n[replayer]\nlisten = \"127.0.0.1:{r1}\"\n[node]\nreplayers = [\"127.0.0.1:{r1}\"]\nretry_ms = 20\n"
     );
@@ -260,17 +302,25 @@ fn following_replayer_serves_after_failover() {
     std::thread::sleep(Duration::from_millis(200));
     let mut l = NodeClient::connect(&ncfg, NodeOptions::new("L", 1, Start::From(1))).unwrap();
     let mut gl = Vec::new();
-    assert!(poll_until(&mut l, &mut gl, Duration::from_secs(30), all), "L got {}", app_from(&gl, b'a').len());
+    assert!(
+        poll_until(&mut l, &mut gl, Duration::from_secs(30), all),
+        "L got {}",
+        app_from(&gl, b'a').len()
+    );
     let st = l.stats();
     eprintln!("late node after failover: {st:?}");
-    assert!(st.requests >= 5, "the dead replayer was asked first: {st:?}");
+    assert!(
+        st.requests >= 5,
+        "the dead replayer was asked first: {st:?}"
+    );
     let ms: Vec<_> = messages(&gs).iter().map(|r| (r.1, r.4.clone())).collect();
     let ml: Vec<_> = messages(&gl).iter().map(|r| (r.1, r.4.clone())).collect();
     assert_eq!(ml[..N as usize], ms[..N as usize]);
     fstop.store(true, std::sync::atomic::Ordering::SeqCst);
     follower.join().unwrap().unwrap();
     // the follower's journal holds the whole stream
-    let copy = seqbus_journal::Journal::open(&fdir.path().join("copy"), *b"FOLLOW    ", 1 << 20).unwrap();
+    let copy =
+        seqbus_journal::Journal::open(&fdir.path().join("copy"), *b"FOLLOW    ", 1 << 20).unwrap();
     assert!(copy.next_seq() > N as u64);
     seq.shutdown();
 }

@@ -21,11 +21,16 @@ fn skeleton(transport: &str, b: &Bus) {
     let mut a = NodeClient::connect(&b.cfg, opts("A", 0, Start::From(1))).unwrap();
     let mut c = NodeClient::connect(&b.cfg, opts("C", 1, Start::From(1))).unwrap();
     let (mut ga, mut gc) = (Vec::new(), Vec::new());
-    assert!(poll_until(&mut a, &mut ga, Duration::from_secs(5), |r| r.iter().any(|x| x.0 == RECORD_CAUGHT_UP)));
-    assert!(poll_until(&mut c, &mut gc, Duration::from_secs(5), |r| r.iter().any(|x| x.0 == RECORD_CAUGHT_UP)));
+    assert!(poll_until(&mut a, &mut ga, Duration::from_secs(5), |r| r
+        .iter()
+        .any(|x| x.0 == RECORD_CAUGHT_UP)));
+    assert!(poll_until(&mut c, &mut gc, Duration::from_secs(5), |r| r
+        .iter()
+        .any(|x| x.0 == RECORD_CAUGHT_UP)));
     // malformed datagrams to the sequencer and to a node are counted and dropped
     let junk = UdpSocket::bind("127.0.0.1:0").unwrap();
-    junk.send_to(b"not a packet", b.cfg.sequencer.upstream).unwrap();
+    junk.send_to(b"not a packet", b.cfg.sequencer.upstream)
+        .unwrap();
     let node_addr = match transport {
         "udp-unicast" => subs[0],
         _ => b.cfg.downstream.group.unwrap(),
@@ -46,20 +51,37 @@ fn skeleton(transport: &str, b: &Bus) {
     // sends are queued and go out with the next poll or flush
     c.flush().unwrap();
     let done = |r: &[Rec]| messages(r).len() >= 400;
-    assert!(poll_until(&mut a, &mut ga, Duration::from_secs(10), done), "A got {}", messages(&ga).len());
-    assert!(poll_until(&mut c, &mut gc, Duration::from_secs(10), done), "C got {}", messages(&gc).len());
+    assert!(
+        poll_until(&mut a, &mut ga, Duration::from_secs(10), done),
+        "A got {}",
+        messages(&ga).len()
+    );
+    assert!(
+        poll_until(&mut c, &mut gc, Duration::from_secs(10), done),
+        "C got {}",
+        messages(&gc).len()
+    );
     let ma: Vec<_> = messages(&ga).into_iter().cloned().collect();
     let mc: Vec<_> = messages(&gc).into_iter().cloned().collect();
     assert_eq!(ma, mc, "both nodes see the same stream");
     assert!(ma.windows(2).all(|w| w[0].1 < w[1].1));
     // per sender, in send order, each exactly once
-    let from_a: Vec<u64> = ma.iter().filter(|r| r.2.starts_with(b"A\0")).map(|r| r.3).collect();
+    let from_a: Vec<u64> = ma
+        .iter()
+        .filter(|r| r.2.starts_with(b"A\0"))
+        .map(|r| r.3)
+        .collect();
     assert_eq!(from_a, (1..=200).collect::<Vec<_>>());
     assert_eq!(a.stats().malformed, 1);
     // a late joiner rewinds the same stream from the journal through the replayer
     let mut late = NodeClient::connect(&b.cfg, opts("L", 2, Start::From(1))).unwrap();
     let mut gl = Vec::new();
-    assert!(poll_until(&mut late, &mut gl, Duration::from_secs(10), |r| r.iter().any(|x| x.0 == RECORD_CAUGHT_UP)));
+    assert!(poll_until(
+        &mut late,
+        &mut gl,
+        Duration::from_secs(10),
+        |r| r.iter().any(|x| x.0 == RECORD_CAUGHT_UP)
+    ));
     let ml: Vec<_> = messages(&gl).into_iter().cloned().collect();
     assert_eq!(ml[..400], ma[..400]);
     assert!(late.stats().retransmits > 0);
@@ -93,9 +115,16 @@ fn end_of_session_stops_nodes_after_everything_was_delivered() {
     o.listen = Some(cfg.downstream.subscribers[0]);
     let mut a = NodeClient::connect(&cfg, o).unwrap();
     let mut got = Vec::new();
-    assert!(poll_until(&mut a, &mut got, Duration::from_secs(5), |r| r.iter().any(|x| x.0 == RECORD_CAUGHT_UP)));
+    assert!(poll_until(&mut a, &mut got, Duration::from_secs(5), |r| r
+        .iter()
+        .any(|x| x.0 == RECORD_CAUGHT_UP)));
     a.send(&body(b"last words")).unwrap();
-    assert!(poll_until(&mut a, &mut got, Duration::from_secs(5), |r| messages(r).len() == 1));
+    assert!(poll_until(
+        &mut a,
+        &mut got,
+        Duration::from_secs(5),
+        |r| messages(r).len() == 1
+    ));
     seq.shutdown();
     let mut out = Vec::new();
     let end = std::time::Instant::now() + Duration::from_secs(5);

@@ -13,7 +13,11 @@ use seqbus_net::{Config, NodeClient, RECORD_HEADER_LEN, RECORD_MESSAGE};
 
 /// A free UDP port on 127.0.0.1.
 pub fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Runs the calling test inside a private network namespace (where multicast on `lo`
@@ -34,13 +38,28 @@ pub fn in_netns(test: &str) -> bool {
     }
     let exe = std::env::current_exe().unwrap();
     let status = Command::new("unshare")
-        .args(["-n", "--", "sh", "-c", "ip link set lo up && exec \"$0\" \"$@\""])
+        .args([
+            "-n",
+            "--",
+            "sh",
+            "-c",
+            "ip link set lo up && exec \"$0\" \"$@\"",
+        ])
         .arg(exe)
-        .args(["--exact", test, "--nocapture", "--test-threads=1", "--include-ignored"])
+        .args([
+            "--exact",
+            test,
+            "--nocapture",
+            "--test-threads=1",
+            "--include-ignored",
+        ])
         .env("SEQBUS_IN_NETNS", "1")
         .status()
         .unwrap();
-    assert!(status.success(), "{test} failed inside its network namespace");
+    assert!(
+        status.success(),
+        "{test} failed inside its network namespace"
+    );
     false
 }
 
@@ -122,7 +141,13 @@ pub fn parse_records(buf: &[u8]) -> Vec<Rec> {
         let env = &buf[at + 16..at + 48];
         let account: [u8; 8] = env[16..24].try_into().unwrap();
         let cmd = u64::from_le_bytes(env[8..16].try_into().unwrap());
-        out.push((ty, seq, account, cmd, buf[at + RECORD_HEADER_LEN..at + len].to_vec()));
+        out.push((
+            ty,
+            seq,
+            account,
+            cmd,
+            buf[at + RECORD_HEADER_LEN..at + len].to_vec(),
+        ));
         at += len;
     }
     out
