@@ -29,8 +29,15 @@ from typing import Literal
 
 from seqbus import _core
 from seqbus.errors import SeqbusError, TransportError
-from seqbus.node import Node
-from seqbus.runner import POLL_TIMEOUT_S, READY_TIMEOUT_S, Start, _start_arg, stop_on_signals
+from seqbus.node import Node, OnError
+from seqbus.runner import (
+    POLL_TIMEOUT_S,
+    READY_TIMEOUT_S,
+    Start,
+    _start_arg,
+    apply_error_policy,
+    stop_on_signals,
+)
 
 __all__ = ["BusSpec", "CrossConnect", "Merge", "run_cross"]
 
@@ -50,6 +57,12 @@ class BusSpec:
     account: str
     instance: int = 1
     start: Start = "live"
+    #: The node's own unicast address on this bus (``seqbus.run``'s ``listen``).
+    listen: str | None = None
+    #: Overrides the bus configuration's ``on_error`` for this node; ``skip`` adds sequences
+    #: (``seqbus.run``'s, docs/sdk.md "Errors in handlers").
+    on_error: OnError | None = None
+    skip: Sequence[int] = ()
     #: The records received but not yet handed out (time merge), and the bus's watermark.
     _queue: deque[tuple[int, int, int, bytes]] = field(default_factory=deque, repr=False)
     _watermark: int = field(default=0, repr=False)
@@ -78,6 +91,8 @@ class CrossConnect:
         early: list[list[bytes]] = []
         clients = []
         for b in self.buses:
+            # each bus's account reads its error policy as every other instance of it does
+            apply_error_policy(b.node, b.config, b.account, b.on_error, b.skip)
             clients.append(
                 _core.NodeClient(
                     b.config,
@@ -85,6 +100,7 @@ class CrossConnect:
                     b.instance,
                     start=_start_arg(b.start),
                     topics=type(b.node).topics(),
+                    listen=b.listen,
                 )
             )
             early.append([])

@@ -27,6 +27,7 @@ import pytest
 import seqbus
 from seqbus import _core
 from seqbus.cli import EXIT_HANDLER_FAILED
+from seqbus.crossconnect import BusSpec, run_cross
 from seqbus.demo import bus_config, free_udp_port
 from seqbus.errors import SeqbusError
 from seqbus.node import Node
@@ -77,6 +78,25 @@ class Bus:
                 run.error.append(exc)
 
         run.thread = threading.Thread(target=body, name=f"{account}-{instance}", daemon=True)
+        run.thread.start()
+        self.running.append(run)
+        return run
+
+    def start_cross(self, node: Node, account: str, instance: int) -> Running:
+        """``node`` as the only bus of a cross-connect node (``seqbus.run_cross``)."""
+        stop = threading.Event()
+        spec = BusSpec(node, str(self.config), account, instance, start="rewind",
+                       listen=self.listen[len(self.running)])
+        run = Running(node, threading.Thread(target=lambda: None), stop)
+
+        def body() -> None:
+            try:
+                run_cross([spec], stop=stop)
+            except BaseException as exc:  # the test looks at it
+                run.error.append(exc)
+
+        run.thread = threading.Thread(target=body, name=f"cross-{account}-{instance}",
+                                      daemon=True)
         run.thread.start()
         self.running.append(run)
         return run
@@ -212,6 +232,38 @@ def test_skip_policy_twins_and_a_late_joiner_skip_the_same_messages(
     replayed = replay(TwoPoisons(on_error="skip"), str(archive), account="LEDGER")
     assert replayed.stats.skipped_sequences == skipped
     assert replayed.state_hash() == primary.state_hash()
+
+
+def test_a_cross_connect_node_follows_its_accounts_policy(
+    bus_factory: Callable[[str], Bus],
+) -> None:
+    # the configuration says skip: the cross-connect instance skips what the plain one skips
+    bus = bus_factory('[node.accounts.LEDGER]\non_error = "skip"\n')
+    plain, cross = Ledger(), Ledger()
+    runs = [bus.start(plain, "LEDGER", 1), bus.start_cross(cross, "LEDGER", 2)]
+    feeder = feed(bus, AMOUNTS)
+    last = max(feeder.sequences.values())
+    wait_for("both instances to handle every transfer", caught_up([plain, cross], last), runs)
+    for node in (plain, cross):
+        assert node.on_error == "skip"
+        assert node.stats.skipped_sequences == [feeder.sequences[POISON]]
+        assert node.stats.failure is None
+    assert cross.state_hash() == plain.state_hash()
+
+
+def test_a_cross_connect_node_stops_at_a_poison_and_says_so(
+    bus_factory: Callable[[str], Bus],
+) -> None:
+    bus = bus_factory("")
+    cross = Ledger()
+    run = bus.start_cross(cross, "LEDGER", 1)
+    feeder = feed(bus, AMOUNTS)
+    error = stopped_by(run)
+    assert isinstance(error, ValueError) and "breaks the ledger" in str(error)
+    failure = cross.status()["failure"]
+    assert failure is not None
+    assert (failure["sequence"], failure["handler"]) == (feeder.sequences[POISON], "on_ping")
+    assert cross.balance == sum(a for a in AMOUNTS if a < POISON)
 
 
 def test_a_stopped_account_restarted_past_the_poison_goes_on_and_agrees(
