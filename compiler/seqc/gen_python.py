@@ -357,7 +357,7 @@ def environment() -> jinja2.Environment:
 
 #: The ABI of ``seqbus._codec_support`` the generated modules are written for; the runtime's
 #: ``seqbus._codec_support.ABI`` must equal it (each generated module checks at import).
-SUPPORT_ABI = 2
+SUPPORT_ABI = 3
 
 
 def generate(schema: ir.Schema, python_package: str | None = None) -> dict[str, str]:

@@ -116,6 +116,41 @@ cdef Py_ssize_t bytes_size(object v, str where) except -1
 cdef uint8_t* st_bytes(uint8_t* q, uint8_t* end, object v) except NULL
 cdef int changed(str msg) except -1
 
+# -- encoding in one pass, into a buffer that grows ------------------------------------------
+# Encoders write forward from ``start``, asking ``room()`` before each store: the first bytes
+# go to a buffer on the encoder's stack, and a message that outgrows it moves into a bytes
+# object (``obj``, owned) that doubles; ``out_bytes`` hands the result over. A pointer into
+# the buffer is valid only until the next ``room()``: keep offsets from ``start`` across it.
+
+cdef enum:
+    OUT_STACK = 1024  # bytes of the stack buffer encoders start in
+
+cdef struct Out:
+    uint8_t* start
+    uint8_t* cap
+    PyObject* obj
+
+cdef uint8_t* grow(Out* o, uint8_t* q, Py_ssize_t n) except NULL
+
+cdef inline uint8_t* room(Out* o, uint8_t* q, Py_ssize_t n) except NULL:
+    """``q``, or where it moved to, with at least ``n`` bytes writable from it."""
+    if o.cap - q >= n:
+        return q
+    return grow(o, q, n)
+
+cdef inline void out_init(Out* o, uint8_t* stack, Py_ssize_t n) noexcept:
+    o.start = stack
+    o.cap = stack + n
+    o.obj = NULL
+
+cdef bytes out_bytes(Out* o, uint8_t* q)
+cdef void out_free(Out* o) noexcept
+cdef uint8_t* put_string(Out* o, uint8_t* q, object v, str where) except NULL
+cdef uint8_t* put_bytes(Out* o, uint8_t* q, object v, str where) except NULL
+cdef uint8_t* put_empty_group(Out* o, uint8_t* q, uint16_t bl, uint8_t ng, uint8_t nv) except NULL
+cdef uint8_t* put_empty_var(Out* o, uint8_t* q) except NULL
+cdef int put_count(Out* o, Py_ssize_t head, Py_ssize_t count, str where) except -1
+
 # -- walking the tail (groups, then variable-length data) ------------------------------------
 
 cdef int truncated(str msg, str field, Py_ssize_t off, str what) except -1
@@ -188,6 +223,7 @@ cdef int missing(str cls, str field) except -1
 cdef object enum_of(object v, object cls, dict members, str where)
 cdef object flags_of(object v, object cls, dict cache, uint64_t limit, str where)
 cdef object construct(object cls, dict fields)
+cdef object fields_function(void* vectorcall, str name, str doc)
 cdef object value_of(object v, type cls, str where)
 cdef list entries_of(object v, type cls, str where)
 cdef object str_of(object v, str where)

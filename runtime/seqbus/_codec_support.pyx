@@ -15,10 +15,11 @@ from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.buffer cimport PyBuffer_FillInfo
 from cpython.memoryview cimport PyMemoryView_FromObject
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_DecodeASCII, PyUnicode_AsUTF8AndSize
 
 from cpython.object cimport PyObject, PyObject_Call
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 
 cdef extern from "Python.h":
@@ -32,6 +33,27 @@ cdef extern from *:
     }
     """
     void seqbus_set_vectorcall(object cls, void* fn)
+
+cdef extern from "Python.h":
+    int _PyBytes_Resize(PyObject** bytes, Py_ssize_t newsize) except -1
+
+cdef extern from *:
+    """
+    static PyObject *seqbus_steal(PyObject *o) { return o; }
+    """
+    object steal "seqbus_steal" (PyObject* o)  # takes over the reference o holds
+
+cdef extern from *:
+    """
+    static void seqbus_set_call_offset(PyObject *cls, Py_ssize_t offset) {
+        PyTypeObject *t = (PyTypeObject *)cls;
+        t->tp_vectorcall_offset = offset;
+        t->tp_call = PyVectorcall_Call;
+        t->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+        PyType_Modified(t);
+    }
+    """
+    void seqbus_set_call_offset(object cls, Py_ssize_t offset)
 
 cdef extern from *:
     """
@@ -49,7 +71,7 @@ if _sys.byteorder != "little":
     raise ImportError("seqbus codecs need a little-endian host")
 
 #: The codec support ABI: generated modules name the one they were generated for.
-ABI = 2
+ABI = 3
 
 
 cdef int bad_byte(str msg, str field, Py_ssize_t off, str what, uint8_t b) except -1:
@@ -195,6 +217,108 @@ cdef uint8_t* st_bytes(uint8_t* q, uint8_t* end, object v) except NULL:
     if n:
         memcpy(q + 4, &mv[0], n)
     return q + 4 + n
+
+
+# -- encoding in one pass, into a buffer that grows ------------------------------------------
+
+cdef uint8_t* grow(Out* o, uint8_t* q, Py_ssize_t n) except NULL:
+    """Move what is written into a bytes object with room for ``n`` more bytes at ``q``, and
+    a quarter again (doubling at least): returns where ``q`` is now."""
+    cdef Py_ssize_t used = q - o.start
+    cdef Py_ssize_t size = o.cap - o.start
+    cdef Py_ssize_t need = used + n
+    cdef bytes new
+    if n < 0 or need < used:
+        raise OverflowError("message too large")
+    size = max(2 * size, need + need // 4)
+    new = PyBytes_FromStringAndSize(NULL, size)
+    memcpy(PyBytes_AS_STRING(new), o.start, used)
+    Py_INCREF(new)  # o.obj's reference
+    Py_XDECREF(o.obj)
+    o.obj = <PyObject*>new
+    o.start = <uint8_t*>PyBytes_AS_STRING(new)
+    o.cap = o.start + size
+    return o.start + used
+
+
+cdef bytes out_bytes(Out* o, uint8_t* q):
+    """The ``q - start`` bytes written, as bytes (the buffer's own object when it has one)."""
+    cdef Py_ssize_t used = q - o.start
+    cdef PyObject* obj = o.obj
+    if obj == NULL:
+        return PyBytes_FromStringAndSize(<const char*>o.start, used)
+    o.obj = NULL
+    if used != o.cap - o.start:
+        _PyBytes_Resize(&obj, used)  # on failure it released the object and set obj NULL
+    return <bytes>steal(obj)
+
+
+cdef void out_free(Out* o) noexcept:
+    Py_XDECREF(o.obj)
+    o.obj = NULL
+
+
+cdef uint8_t* put_string(Out* o, uint8_t* q, object v, str where) except NULL:
+    cdef Py_ssize_t size
+    cdef const char* s
+    if type(v) is not str:
+        raise TypeError(f"{where}: expected str, got {type(v).__name__}")
+    s = PyUnicode_AsUTF8AndSize(v, &size)
+    if size > U32_MAX:
+        raise ValueError(f"{where}: string longer than 4 GiB")
+    q = room(o, q, 4 + size)
+    st_u32(q, <uint32_t>size)
+    memcpy(q + 4, s, size)
+    return q + 4 + size
+
+
+cdef uint8_t* put_bytes(Out* o, uint8_t* q, object v, str where) except NULL:
+    cdef const uint8_t[::1] mv
+    cdef Py_ssize_t n
+    if type(v) is bytes:
+        n = PyBytes_GET_SIZE(v)
+        if n > U32_MAX:
+            raise ValueError(f"{where}: bytes longer than 4 GiB")
+        q = room(o, q, 4 + n)
+        st_u32(q, <uint32_t>n)
+        memcpy(q + 4, PyBytes_AS_STRING(v), n)
+        return q + 4 + n
+    try:
+        mv = memoryview(v).cast("B")
+    except TypeError:
+        raise TypeError(f"{where}: expected a bytes-like object, got {type(v).__name__}") from None
+    n = mv.shape[0]
+    if n > U32_MAX:
+        raise ValueError(f"{where}: bytes longer than 4 GiB")
+    q = room(o, q, 4 + n)
+    st_u32(q, <uint32_t>n)
+    if n:
+        memcpy(q + 4, &mv[0], n)
+    return q + 4 + n
+
+
+cdef uint8_t* put_empty_group(Out* o, uint8_t* q, uint16_t bl, uint8_t ng, uint8_t nv) except NULL:
+    q = room(o, q, 8)
+    st_u16(q, bl)
+    q[2] = ng
+    q[3] = nv
+    st_u32(q + 4, 0)
+    return q + 8
+
+
+cdef uint8_t* put_empty_var(Out* o, uint8_t* q) except NULL:
+    q = room(o, q, 4)
+    st_u32(q, 0)
+    return q + 4
+
+
+cdef int put_count(Out* o, Py_ssize_t head, Py_ssize_t count, str where) except -1:
+    """Write the entry count of the group whose header is ``head`` bytes past the start (the
+    entries written: a list that changed length while it was encoded stays consistent)."""
+    if count > U32_MAX:
+        raise ValueError(f"{where}: too many entries")
+    st_u32(o.start + head + 4, <uint32_t>count)
+    return 0
 
 
 # -- walking the tail (groups, then variable-length data) ------------------------------------
@@ -550,6 +674,56 @@ cdef object flags_of(object v, object cls, dict cache, uint64_t limit, str where
 cdef object construct(object cls, dict fields):
     """``cls(**fields)`` through the class's vectorcall (Cython would call tp_call)."""
     return PyObject_Call(cls, (), fields)
+
+
+@cython.final
+@cython.no_gc
+cdef class FieldsFunction:
+    """A message class's ``encode_fields``: called with keyword arguments, it hands them to a
+    generated C function as a vector (a vectorcall, like the value classes' constructors:
+    no dict of keywords, no argument parsing of Cython's). A class attribute, not a method:
+    ``Message.encode_fields`` is this object itself, which the interpreter's method cache
+    serves directly (a staticmethod is looked up through its descriptor on every call)."""
+    cdef void* _vectorcall  # the generated function: the type's vectorcall offset points here
+    cdef str _name
+    cdef str _doc
+
+    def __init__(self):
+        raise TypeError("FieldsFunction objects are made by generated codecs")
+
+    @property
+    def __name__(self):
+        return self._name.rpartition(".")[2]
+
+    @property
+    def __qualname__(self):
+        return self._name
+
+    @property
+    def __doc__(self):
+        return self._doc
+
+    def __repr__(self):
+        return f"<function {self._name}>"
+
+
+cdef int _fields_function_calls() except -1:
+    """Point the type's vectorcall offset at ``_vectorcall`` (where Cython laid it out)."""
+    cdef FieldsFunction probe = FieldsFunction.__new__(FieldsFunction)
+    seqbus_set_call_offset(FieldsFunction, <char*>&probe._vectorcall - <char*><PyObject*>probe)
+    return 0
+
+
+_fields_function_calls()
+
+
+cdef object fields_function(void* vectorcall, str name, str doc):
+    """A :class:`FieldsFunction` calling ``vectorcall`` (a vectorcallfunc)."""
+    cdef FieldsFunction f = FieldsFunction.__new__(FieldsFunction)
+    f._vectorcall = vectorcall
+    f._name = name
+    f._doc = doc
+    return f
 
 
 cdef object value_of(object v, type cls, str where):

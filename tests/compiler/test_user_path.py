@@ -169,6 +169,53 @@ def test_encode_fields_writes_what_the_value_path_writes_without_value_objects(
         order_id=1, at=2).encode()
 
 
+def test_encode_outgrowing_the_stack_buffer_writes_the_same_bytes(exchange: ModuleType) -> None:
+    """Encoders write in one pass, starting in a buffer on the stack, and move to a growing
+    bytes object past it: big strings and blobs, and many entries, come out whole and equal
+    on every path (value, fields, encode_into); a buffer too small for encode_into gets
+    nothing written."""
+    x = exchange
+    fills = [x.NewOrderLegsFills(qty=i, price=-i) for i in range(300)]
+    legs = [x.NewOrderLegs(symbol=f"S{i}", ratio=i, side=x.Side.Buy, fills=fills)
+            for i in range(3)]
+    for account, memo in (("a" * 5000, b""), ("é" * 700, bytes(range(256)) * 400)):
+        msg = new_order(x, legs=legs, account=account, memo=memo)
+        data = msg.encode()
+        assert len(data) > 4096
+        view = x.NewOrder.decode(data)
+        assert view == msg and view.wire_size == len(data)
+        assert x.NewOrder.encode_fields(**msg.to_dict()) == data
+        tuples = [(leg.symbol, leg.ratio, leg.side, [(f.qty, f.price) for f in leg.fills])
+                  for leg in legs]
+        assert x.NewOrder.encode_fields(**(msg.to_dict() | {"legs": tuples})) == data
+        buf = bytearray(len(data) + 9)
+        assert msg.encode_into(buf, 9) == len(data) and bytes(buf[9:]) == data
+        small = bytearray(b"\xee" * (len(data) - 1))
+        with pytest.raises(ValueError, match=f"too small .*{len(data)} needed"):
+            msg.encode_into(small)
+        assert small == b"\xee" * (len(data) - 1)
+
+
+def test_encode_fields_is_a_keyword_only_function_of_the_class(exchange: ModuleType) -> None:
+    x = exchange
+    f = x.NewOrder.encode_fields
+    assert f is x.NewOrder.encode_fields and callable(f)
+    assert f.__name__ == "encode_fields" and f.__qualname__ == "NewOrder.encode_fields"
+    assert "no value object built" in (f.__doc__ or "")
+    assert x.OrderAccepted.encode_fields(**{"at": 2, "order_id": 1}) == x.OrderAccepted(
+        order_id=1, at=2).encode()  # keywords in any order
+    with pytest.raises(TypeError, match=r"^OrderAccepted.encode_fields\(\) takes keyword "
+                       r"arguments only \(2 positional given\)$"):
+        x.OrderAccepted.encode_fields(1, 2)
+    with pytest.raises(TypeError, match=r"^OrderAccepted.encode_fields\(\) got an unexpected "
+                       r"keyword argument 'colour'$"):
+        x.OrderAccepted.encode_fields(order_id=1, at=2, colour=3)
+    with pytest.raises(TypeError, match="missing required keyword argument 'at'"):
+        x.OrderAccepted.encode_fields(order_id=1)
+    with pytest.raises(TypeError, match="made by generated codecs"):
+        type(f)()
+
+
 @pytest.mark.parametrize("bad, error, text", [
     ({"legs": [("MSFT", 1)]}, TypeError, "NewOrder.legs() missing required keyword argument 'side'"),
     ({"legs": [("MSFT", 1, 1, [], 9)]}, TypeError, "NewOrder.legs: 5 values for 4 fields"),

@@ -19,7 +19,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 2)
+_require_abi(__name__, 3)
 SCHEMA_ID = 7
 SCHEMA_VERSION = 2
 PACKAGE = "exchange"
@@ -679,25 +679,17 @@ cdef class NewOrderLegsFills:
         group entries and structs."""
         return _s.construct(NewOrderLegsFills, d)
 
-    cdef Py_ssize_t _size(self) except -1:
-        return 12 + self._tail_size()
-
-    cdef uint8_t* _write(self, uint8_t* q, uint8_t* end) except NULL:
-        if end - q < 12:
-            _s.changed("NewOrder")
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, 12)
         self._write_block(q)
-        return self._write_tail(q + 12, end)
+        return self._put_tail(o, q + 12)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_u32(q + 0, self.qty)
         _s.st_i64(q + 4, self.price)
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
         return q
 
     def to_dict(self):
@@ -759,49 +751,31 @@ cdef int _NewOrderLegsFills_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _NewOrderLegsFills_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    return n
-
-
-cdef uint8_t* _NewOrderLegsFills_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _NewOrderLegsFills_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     return q
 
 
-cdef Py_ssize_t _NewOrderLegsFills_entries_size(object v, str where) except -1:
+cdef uint8_t* _NewOrderLegsFills_entries_a(_s.Out* o, uint8_t* q, object v, str where) except NULL:
     cdef PyObject* b[2]
-    cdef Py_ssize_t n = 0
+    cdef Py_ssize_t head, count = 0
     if type(v) is not list and type(v) is not tuple:
         raise TypeError(f"{where}: expected a list or tuple of entries, got {type(v).__name__}")
-    if len(v) > _s.U32_MAX:
-        raise ValueError(f"{where}: too many entries")
-    for e in v:
-        if type(e) is NewOrderLegsFills:
-            n += (<NewOrderLegsFills>e)._size()
-        else:
-            _s.fields_of(e, _NewOrderLegsFills_names, b, where)
-            n += 12 + _NewOrderLegsFills_tail_size_a(b)
-    return n
-
-
-cdef uint8_t* _NewOrderLegsFills_entries_write(uint8_t* q, uint8_t* end, object v, str where) except NULL:
-    cdef PyObject* b[2]
-    if end - q < 8:
-        _s.changed("NewOrder")
+    q = _s.room(o, q, 8)
     _s.st_u16(q, 12)
     q[2] = 0
     q[3] = 0
-    _s.st_u32(q + 4, <uint32_t>len(v))
+    head = q - o.start
     q += 8
     for e in v:
         if type(e) is NewOrderLegsFills:
-            q = (<NewOrderLegsFills>e)._write(q, end)
+            q = (<NewOrderLegsFills>e)._put(o, q)
         else:
             _s.fields_of(e, _NewOrderLegsFills_names, b, where)
-            if end - q < 12:
-                _s.changed("NewOrder")
+            q = _s.room(o, q, 12)
             _NewOrderLegsFills_block_a(q, b)
-            q = _NewOrderLegsFills_tail_a(q + 12, end, b)
+            q = _NewOrderLegsFills_tail_a(o, q + 12, b)
+        count += 1
+    _s.put_count(o, head, count, where)
     return q
 
 
@@ -1215,14 +1189,10 @@ cdef class NewOrderLegs:
         group entries and structs."""
         return _s.construct(NewOrderLegs, d)
 
-    cdef Py_ssize_t _size(self) except -1:
-        return 11 + self._tail_size()
-
-    cdef uint8_t* _write(self, uint8_t* q, uint8_t* end) except NULL:
-        if end - q < 11:
-            _s.changed("NewOrder")
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, 11)
         self._write_block(q)
-        return self._write_tail(q + 11, end)
+        return self._put_tail(o, q + 11)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_char(q + 0, 8, self.symbol, "NewOrder.legs.symbol")
@@ -1230,31 +1200,21 @@ cdef class NewOrderLegs:
         _wr_Side(q + 10, self.side, "NewOrder.legs.side")
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        cdef NewOrderLegsFills fills_e
-        n += 8
-        if len(self.fills) > _s.U32_MAX:
-            raise ValueError("NewOrder.legs.fills: too many entries")
-        for e in self.fills:
-            if type(e) is not NewOrderLegsFills:
-                raise TypeError(f"NewOrder.legs.fills: expected NewOrderLegsFills entries, got {type(e).__name__}")
-            fills_e = <NewOrderLegsFills>e
-            n += fills_e._size()
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
-        if end - q < 8:
-            _s.changed("NewOrder")
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
+        cdef Py_ssize_t head, count
+        q = _s.room(o, q, 8)
         _s.st_u16(q, 12)
         q[2] = 0
         q[3] = 0
-        _s.st_u32(q + 4, <uint32_t>len(self.fills))
+        head = q - o.start
         q += 8
+        count = 0
         for e in self.fills:
             if type(e) is not NewOrderLegsFills:
-                _s.changed("NewOrder")
-            q = (<NewOrderLegsFills>e)._write(q, end)
+                raise TypeError(f"NewOrder.legs.fills: expected NewOrderLegsFills entries, got {type(e).__name__}")
+            q = (<NewOrderLegsFills>e)._put(o, q)
+            count += 1
+        _s.put_count(o, head, count, "NewOrder.legs.fills")
         return q
 
     def to_dict(self):
@@ -1325,62 +1285,35 @@ cdef int _NewOrderLegs_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _NewOrderLegs_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    n += 8
-    if a[3] != NULL:
-        n += _NewOrderLegsFills_entries_size(<object>a[3], "NewOrder.legs.fills")
-    return n
-
-
-cdef uint8_t* _NewOrderLegs_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _NewOrderLegs_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     if a[3] == NULL:
-        if end - q < 8:
-            _s.changed("NewOrder")
-        _s.st_u16(q, 12)
-        q[2] = 0
-        q[3] = 0
-        _s.st_u32(q + 4, 0)
-        q += 8
+        q = _s.put_empty_group(o, q, 12, 0, 0)
     else:
-        q = _NewOrderLegsFills_entries_write(q, end, <object>a[3], "NewOrder.legs.fills")
+        q = _NewOrderLegsFills_entries_a(o, q, <object>a[3], "NewOrder.legs.fills")
     return q
 
 
-cdef Py_ssize_t _NewOrderLegs_entries_size(object v, str where) except -1:
+cdef uint8_t* _NewOrderLegs_entries_a(_s.Out* o, uint8_t* q, object v, str where) except NULL:
     cdef PyObject* b[4]
-    cdef Py_ssize_t n = 0
+    cdef Py_ssize_t head, count = 0
     if type(v) is not list and type(v) is not tuple:
         raise TypeError(f"{where}: expected a list or tuple of entries, got {type(v).__name__}")
-    if len(v) > _s.U32_MAX:
-        raise ValueError(f"{where}: too many entries")
-    for e in v:
-        if type(e) is NewOrderLegs:
-            n += (<NewOrderLegs>e)._size()
-        else:
-            _s.fields_of(e, _NewOrderLegs_names, b, where)
-            n += 11 + _NewOrderLegs_tail_size_a(b)
-    return n
-
-
-cdef uint8_t* _NewOrderLegs_entries_write(uint8_t* q, uint8_t* end, object v, str where) except NULL:
-    cdef PyObject* b[4]
-    if end - q < 8:
-        _s.changed("NewOrder")
+    q = _s.room(o, q, 8)
     _s.st_u16(q, 11)
     q[2] = 1
     q[3] = 0
-    _s.st_u32(q + 4, <uint32_t>len(v))
+    head = q - o.start
     q += 8
     for e in v:
         if type(e) is NewOrderLegs:
-            q = (<NewOrderLegs>e)._write(q, end)
+            q = (<NewOrderLegs>e)._put(o, q)
         else:
             _s.fields_of(e, _NewOrderLegs_names, b, where)
-            if end - q < 11:
-                _s.changed("NewOrder")
+            q = _s.room(o, q, 11)
             _NewOrderLegs_block_a(q, b)
-            q = _NewOrderLegs_tail_a(q + 11, end, b)
+            q = _NewOrderLegs_tail_a(o, q + 11, b)
+        count += 1
+    _s.put_count(o, head, count, where)
     return q
 
 
@@ -2005,47 +1938,41 @@ cdef class NewOrder:
         """A zero-copy :class:`NewOrderView` over ``buf`` at ``offset`` (header included)."""
         return _NewOrderView_wrap(buf, offset, length)
 
-    @staticmethod
-    def encode_fields(*, order_id, client_id, symbol, side, price, quantity, stop_price=None, inst, expire_at=None, legs=(), account="", memo=b""):
-        """The message as bytes, from its fields, with no value object built: the arguments
+    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
+    encode_fields = _s.fields_function(<void*>_NewOrder_encode_fields, "NewOrder.encode_fields", """NewOrder.encode_fields(**fields)
+
+        The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``NewOrder(...).encode()``."""
-        cdef PyObject* _a[12]
-        _a[0] = <PyObject*>order_id
-        _a[1] = <PyObject*>client_id
-        _a[2] = <PyObject*>symbol
-        _a[3] = <PyObject*>side
-        _a[4] = <PyObject*>price
-        _a[5] = <PyObject*>quantity
-        _a[6] = <PyObject*>stop_price
-        _a[7] = <PyObject*>inst
-        _a[8] = <PyObject*>expire_at
-        _a[9] = <PyObject*>legs
-        _a[10] = <PyObject*>account
-        _a[11] = <PyObject*>memo
-        return _NewOrder_encode_a(_a)
+        ints. The same bytes as ``NewOrder(...).encode()``.""")
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 54 + 2 + self._tail_size()
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 54)
-        _s.st_u16(q + 2, 1)
-        _s.st_u16(q + 4, 7)
-        _s.st_u16(q + 6, 2)
-        self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 54] = 1
-        q[_s.HEADER + 54 + 1] = 2
-        self._write_tail(q + _s.HEADER + 54 + 2, q + n)
-        return out
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            return _s.out_bytes(&o, self._put(&o, o.start))
+        finally:
+            _s.out_free(&o)
 
     def encode_into(self, buf, Py_ssize_t offset=0):
-        """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 54 + 2 + self._tail_size()
+        """Write the message into a writable buffer at ``offset``; returns its length (nothing
+        is written when it does not fit)."""
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        cdef Py_ssize_t n
         cdef _s.Cursor c = _s.cursor(buf, offset)
-        cdef uint8_t* q = c.reserve(n, "NewOrder")
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            n = self._put(&o, o.start) - o.start
+            memcpy(c.reserve(n, "NewOrder"), o.start, n)
+            return n
+        finally:
+            _s.out_free(&o)
+
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, _s.HEADER + 54 + 2)
         _s.st_u16(q, 54)
         _s.st_u16(q + 2, 1)
         _s.st_u16(q + 4, 7)
@@ -2053,8 +1980,7 @@ cdef class NewOrder:
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 54] = 1
         q[_s.HEADER + 54 + 1] = 2
-        self._write_tail(q + _s.HEADER + 54 + 2, q + n)
-        return n
+        return self._put_tail(o, q + _s.HEADER + 54 + 2)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_u64(q + 0, self.order_id)
@@ -2076,35 +2002,23 @@ cdef class NewOrder:
             _s.st_u64(q + 46, self.expire_at)
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        cdef NewOrderLegs legs_e
-        n += 8
-        if len(self.legs) > _s.U32_MAX:
-            raise ValueError("NewOrder.legs: too many entries")
-        for e in self.legs:
-            if type(e) is not NewOrderLegs:
-                raise TypeError(f"NewOrder.legs: expected NewOrderLegs entries, got {type(e).__name__}")
-            legs_e = <NewOrderLegs>e
-            n += legs_e._size()
-        n += _s.var_size(self.account, "NewOrder.account")
-        n += _s.bytes_size(self.memo, "NewOrder.memo")
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
-        if end - q < 8:
-            _s.changed("NewOrder")
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
+        cdef Py_ssize_t head, count
+        q = _s.room(o, q, 8)
         _s.st_u16(q, 11)
         q[2] = 1
         q[3] = 0
-        _s.st_u32(q + 4, <uint32_t>len(self.legs))
+        head = q - o.start
         q += 8
+        count = 0
         for e in self.legs:
             if type(e) is not NewOrderLegs:
-                _s.changed("NewOrder")
-            q = (<NewOrderLegs>e)._write(q, end)
-        q = _s.st_string(q, end, self.account)
-        q = _s.st_bytes(q, end, self.memo)
+                raise TypeError(f"NewOrder.legs: expected NewOrderLegs entries, got {type(e).__name__}")
+            q = (<NewOrderLegs>e)._put(o, q)
+            count += 1
+        _s.put_count(o, head, count, "NewOrder.legs")
+        q = _s.put_string(o, q, self.account, "NewOrder.account")
+        q = _s.put_bytes(o, q, self.memo, "NewOrder.memo")
         return q
 
     def to_dict(self):
@@ -2221,57 +2135,46 @@ cdef int _NewOrder_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _NewOrder_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    n += 8
-    if a[9] != NULL:
-        n += _NewOrderLegs_entries_size(<object>a[9], "NewOrder.legs")
-    n += 4 if a[10] == NULL else _s.var_size(<object>a[10], "NewOrder.account")
-    n += 4 if a[11] == NULL else _s.bytes_size(<object>a[11], "NewOrder.memo")
-    return n
-
-
-cdef uint8_t* _NewOrder_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _NewOrder_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     if a[9] == NULL:
-        if end - q < 8:
-            _s.changed("NewOrder")
-        _s.st_u16(q, 11)
-        q[2] = 1
-        q[3] = 0
-        _s.st_u32(q + 4, 0)
-        q += 8
+        q = _s.put_empty_group(o, q, 11, 1, 0)
     else:
-        q = _NewOrderLegs_entries_write(q, end, <object>a[9], "NewOrder.legs")
+        q = _NewOrderLegs_entries_a(o, q, <object>a[9], "NewOrder.legs")
     if a[10] == NULL:
-        if end - q < 4:
-            _s.changed("NewOrder")
-        _s.st_u32(q, 0)
-        q += 4
+        q = _s.put_empty_var(o, q)
     else:
-        q = _s.st_string(q, end, <object>a[10])
+        q = _s.put_string(o, q, <object>a[10], "NewOrder.account")
     if a[11] == NULL:
-        if end - q < 4:
-            _s.changed("NewOrder")
-        _s.st_u32(q, 0)
-        q += 4
+        q = _s.put_empty_var(o, q)
     else:
-        q = _s.st_bytes(q, end, <object>a[11])
+        q = _s.put_bytes(o, q, <object>a[11], "NewOrder.memo")
     return q
 
 
 cdef bytes _NewOrder_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 54 + 2 + _NewOrder_tail_size_a(a)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 54)
-    _s.st_u16(q + 2, 1)
-    _s.st_u16(q + 4, SCHEMA_ID)
-    _s.st_u16(q + 6, SCHEMA_VERSION)
-    _NewOrder_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 54] = 1
-    q[_s.HEADER + 54 + 1] = 2
-    _NewOrder_tail_a(q + _s.HEADER + 54 + 2, q + n, a)
-    return out
+    cdef uint8_t stack[_s.OUT_STACK]
+    cdef _s.Out o
+    cdef uint8_t* q
+    _s.out_init(&o, stack, _s.OUT_STACK)
+    try:
+        q = _s.room(&o, o.start, _s.HEADER + 54 + 2)
+        _s.st_u16(q, 54)
+        _s.st_u16(q + 2, 1)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        _NewOrder_block_a(q + _s.HEADER, a)
+        q[_s.HEADER + 54] = 1
+        q[_s.HEADER + 54 + 1] = 2
+        return _s.out_bytes(&o, _NewOrder_tail_a(&o, q + _s.HEADER + 54 + 2, a))
+    finally:
+        _s.out_free(&o)
+
+
+cdef object _NewOrder_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``NewOrder.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    cdef PyObject* a[12]
+    _s.parse_kwargs(args, nargsf, kwnames, _NewOrder_names, a, "NewOrder.encode_fields")
+    return _NewOrder_encode_a(a)
 
 
 def _send_new_order(node, *, order_id, client_id, symbol, side, price, quantity, stop_price=None, inst, expire_at=None, legs=(), account="", memo=b""):
@@ -2571,37 +2474,41 @@ cdef class OrderAccepted:
         """A zero-copy :class:`OrderAcceptedView` over ``buf`` at ``offset`` (header included)."""
         return _OrderAcceptedView_wrap(buf, offset, length)
 
-    @staticmethod
-    def encode_fields(*, order_id, at):
-        """The message as bytes, from its fields, with no value object built: the arguments
+    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
+    encode_fields = _s.fields_function(<void*>_OrderAccepted_encode_fields, "OrderAccepted.encode_fields", """OrderAccepted.encode_fields(**fields)
+
+        The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``OrderAccepted(...).encode()``."""
-        cdef PyObject* _a[2]
-        _a[0] = <PyObject*>order_id
-        _a[1] = <PyObject*>at
-        return _OrderAccepted_encode_a(_a)
+        ints. The same bytes as ``OrderAccepted(...).encode()``.""")
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 16)
-        _s.st_u16(q + 2, 2)
-        _s.st_u16(q + 4, 7)
-        _s.st_u16(q + 6, 2)
-        self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 16] = 0
-        q[_s.HEADER + 16 + 1] = 0
-        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
-        return out
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            return _s.out_bytes(&o, self._put(&o, o.start))
+        finally:
+            _s.out_free(&o)
 
     def encode_into(self, buf, Py_ssize_t offset=0):
-        """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
+        """Write the message into a writable buffer at ``offset``; returns its length (nothing
+        is written when it does not fit)."""
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        cdef Py_ssize_t n
         cdef _s.Cursor c = _s.cursor(buf, offset)
-        cdef uint8_t* q = c.reserve(n, "OrderAccepted")
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            n = self._put(&o, o.start) - o.start
+            memcpy(c.reserve(n, "OrderAccepted"), o.start, n)
+            return n
+        finally:
+            _s.out_free(&o)
+
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, _s.HEADER + 16 + 2)
         _s.st_u16(q, 16)
         _s.st_u16(q + 2, 2)
         _s.st_u16(q + 4, 7)
@@ -2609,19 +2516,14 @@ cdef class OrderAccepted:
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 16] = 0
         q[_s.HEADER + 16 + 1] = 0
-        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
-        return n
+        return self._put_tail(o, q + _s.HEADER + 16 + 2)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_u64(q + 0, self.order_id)
         _s.st_u64(q + 8, self.at)
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
         return q
 
     def to_dict(self):
@@ -2683,28 +2585,34 @@ cdef int _OrderAccepted_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _OrderAccepted_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    return n
-
-
-cdef uint8_t* _OrderAccepted_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _OrderAccepted_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     return q
 
 
 cdef bytes _OrderAccepted_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 16 + 2 + _OrderAccepted_tail_size_a(a)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 16)
-    _s.st_u16(q + 2, 2)
-    _s.st_u16(q + 4, SCHEMA_ID)
-    _s.st_u16(q + 6, SCHEMA_VERSION)
-    _OrderAccepted_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 16] = 0
-    q[_s.HEADER + 16 + 1] = 0
-    _OrderAccepted_tail_a(q + _s.HEADER + 16 + 2, q + n, a)
-    return out
+    cdef uint8_t stack[_s.OUT_STACK]
+    cdef _s.Out o
+    cdef uint8_t* q
+    _s.out_init(&o, stack, _s.OUT_STACK)
+    try:
+        q = _s.room(&o, o.start, _s.HEADER + 16 + 2)
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 2)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        _OrderAccepted_block_a(q + _s.HEADER, a)
+        q[_s.HEADER + 16] = 0
+        q[_s.HEADER + 16 + 1] = 0
+        return _s.out_bytes(&o, _OrderAccepted_tail_a(&o, q + _s.HEADER + 16 + 2, a))
+    finally:
+        _s.out_free(&o)
+
+
+cdef object _OrderAccepted_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``OrderAccepted.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    cdef PyObject* a[2]
+    _s.parse_kwargs(args, nargsf, kwnames, _OrderAccepted_names, a, "OrderAccepted.encode_fields")
+    return _OrderAccepted_encode_a(a)
 
 
 def _send_order_accepted(node, *, order_id, at):
@@ -3065,39 +2973,41 @@ cdef class OrderRejected:
         """A zero-copy :class:`OrderRejectedView` over ``buf`` at ``offset`` (header included)."""
         return _OrderRejectedView_wrap(buf, offset, length)
 
-    @staticmethod
-    def encode_fields(*, order_id, at, reason, text=""):
-        """The message as bytes, from its fields, with no value object built: the arguments
+    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
+    encode_fields = _s.fields_function(<void*>_OrderRejected_encode_fields, "OrderRejected.encode_fields", """OrderRejected.encode_fields(**fields)
+
+        The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``OrderRejected(...).encode()``."""
-        cdef PyObject* _a[4]
-        _a[0] = <PyObject*>order_id
-        _a[1] = <PyObject*>at
-        _a[2] = <PyObject*>reason
-        _a[3] = <PyObject*>text
-        return _OrderRejected_encode_a(_a)
+        ints. The same bytes as ``OrderRejected(...).encode()``.""")
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 17 + 2 + self._tail_size()
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 17)
-        _s.st_u16(q + 2, 3)
-        _s.st_u16(q + 4, 7)
-        _s.st_u16(q + 6, 2)
-        self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 17] = 0
-        q[_s.HEADER + 17 + 1] = 1
-        self._write_tail(q + _s.HEADER + 17 + 2, q + n)
-        return out
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            return _s.out_bytes(&o, self._put(&o, o.start))
+        finally:
+            _s.out_free(&o)
 
     def encode_into(self, buf, Py_ssize_t offset=0):
-        """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 17 + 2 + self._tail_size()
+        """Write the message into a writable buffer at ``offset``; returns its length (nothing
+        is written when it does not fit)."""
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        cdef Py_ssize_t n
         cdef _s.Cursor c = _s.cursor(buf, offset)
-        cdef uint8_t* q = c.reserve(n, "OrderRejected")
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            n = self._put(&o, o.start) - o.start
+            memcpy(c.reserve(n, "OrderRejected"), o.start, n)
+            return n
+        finally:
+            _s.out_free(&o)
+
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, _s.HEADER + 17 + 2)
         _s.st_u16(q, 17)
         _s.st_u16(q + 2, 3)
         _s.st_u16(q + 4, 7)
@@ -3105,8 +3015,7 @@ cdef class OrderRejected:
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 17] = 0
         q[_s.HEADER + 17 + 1] = 1
-        self._write_tail(q + _s.HEADER + 17 + 2, q + n)
-        return n
+        return self._put_tail(o, q + _s.HEADER + 17 + 2)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_u64(q + 0, self.order_id)
@@ -3114,13 +3023,8 @@ cdef class OrderRejected:
         _wr_RejectReason(q + 16, self.reason, "OrderRejected.reason")
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        n += _s.var_size(self.text, "OrderRejected.text")
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
-        q = _s.st_string(q, end, self.text)
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.put_string(o, q, self.text, "OrderRejected.text")
         return q
 
     def to_dict(self):
@@ -3191,36 +3095,38 @@ cdef int _OrderRejected_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _OrderRejected_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    n += 4 if a[3] == NULL else _s.var_size(<object>a[3], "OrderRejected.text")
-    return n
-
-
-cdef uint8_t* _OrderRejected_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _OrderRejected_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     if a[3] == NULL:
-        if end - q < 4:
-            _s.changed("OrderRejected")
-        _s.st_u32(q, 0)
-        q += 4
+        q = _s.put_empty_var(o, q)
     else:
-        q = _s.st_string(q, end, <object>a[3])
+        q = _s.put_string(o, q, <object>a[3], "OrderRejected.text")
     return q
 
 
 cdef bytes _OrderRejected_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 17 + 2 + _OrderRejected_tail_size_a(a)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 17)
-    _s.st_u16(q + 2, 3)
-    _s.st_u16(q + 4, SCHEMA_ID)
-    _s.st_u16(q + 6, SCHEMA_VERSION)
-    _OrderRejected_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 17] = 0
-    q[_s.HEADER + 17 + 1] = 1
-    _OrderRejected_tail_a(q + _s.HEADER + 17 + 2, q + n, a)
-    return out
+    cdef uint8_t stack[_s.OUT_STACK]
+    cdef _s.Out o
+    cdef uint8_t* q
+    _s.out_init(&o, stack, _s.OUT_STACK)
+    try:
+        q = _s.room(&o, o.start, _s.HEADER + 17 + 2)
+        _s.st_u16(q, 17)
+        _s.st_u16(q + 2, 3)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        _OrderRejected_block_a(q + _s.HEADER, a)
+        q[_s.HEADER + 17] = 0
+        q[_s.HEADER + 17 + 1] = 1
+        return _s.out_bytes(&o, _OrderRejected_tail_a(&o, q + _s.HEADER + 17 + 2, a))
+    finally:
+        _s.out_free(&o)
+
+
+cdef object _OrderRejected_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``OrderRejected.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    cdef PyObject* a[4]
+    _s.parse_kwargs(args, nargsf, kwnames, _OrderRejected_names, a, "OrderRejected.encode_fields")
+    return _OrderRejected_encode_a(a)
 
 
 def _send_order_rejected(node, *, order_id, at, reason, text=""):
@@ -3512,37 +3418,41 @@ cdef class CancelOrder:
         """A zero-copy :class:`CancelOrderView` over ``buf`` at ``offset`` (header included)."""
         return _CancelOrderView_wrap(buf, offset, length)
 
-    @staticmethod
-    def encode_fields(*, order_id, client_id):
-        """The message as bytes, from its fields, with no value object built: the arguments
+    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
+    encode_fields = _s.fields_function(<void*>_CancelOrder_encode_fields, "CancelOrder.encode_fields", """CancelOrder.encode_fields(**fields)
+
+        The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``CancelOrder(...).encode()``."""
-        cdef PyObject* _a[2]
-        _a[0] = <PyObject*>order_id
-        _a[1] = <PyObject*>client_id
-        return _CancelOrder_encode_a(_a)
+        ints. The same bytes as ``CancelOrder(...).encode()``.""")
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 12 + 2 + self._tail_size()
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 12)
-        _s.st_u16(q + 2, 4)
-        _s.st_u16(q + 4, 7)
-        _s.st_u16(q + 6, 2)
-        self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 12] = 0
-        q[_s.HEADER + 12 + 1] = 0
-        self._write_tail(q + _s.HEADER + 12 + 2, q + n)
-        return out
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            return _s.out_bytes(&o, self._put(&o, o.start))
+        finally:
+            _s.out_free(&o)
 
     def encode_into(self, buf, Py_ssize_t offset=0):
-        """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 12 + 2 + self._tail_size()
+        """Write the message into a writable buffer at ``offset``; returns its length (nothing
+        is written when it does not fit)."""
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        cdef Py_ssize_t n
         cdef _s.Cursor c = _s.cursor(buf, offset)
-        cdef uint8_t* q = c.reserve(n, "CancelOrder")
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            n = self._put(&o, o.start) - o.start
+            memcpy(c.reserve(n, "CancelOrder"), o.start, n)
+            return n
+        finally:
+            _s.out_free(&o)
+
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, _s.HEADER + 12 + 2)
         _s.st_u16(q, 12)
         _s.st_u16(q + 2, 4)
         _s.st_u16(q + 4, 7)
@@ -3550,19 +3460,14 @@ cdef class CancelOrder:
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 12] = 0
         q[_s.HEADER + 12 + 1] = 0
-        self._write_tail(q + _s.HEADER + 12 + 2, q + n)
-        return n
+        return self._put_tail(o, q + _s.HEADER + 12 + 2)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_u64(q + 0, self.order_id)
         _s.st_u32(q + 8, self.client_id)
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
         return q
 
     def to_dict(self):
@@ -3624,28 +3529,34 @@ cdef int _CancelOrder_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _CancelOrder_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    return n
-
-
-cdef uint8_t* _CancelOrder_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _CancelOrder_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     return q
 
 
 cdef bytes _CancelOrder_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 12 + 2 + _CancelOrder_tail_size_a(a)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 12)
-    _s.st_u16(q + 2, 4)
-    _s.st_u16(q + 4, SCHEMA_ID)
-    _s.st_u16(q + 6, SCHEMA_VERSION)
-    _CancelOrder_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 12] = 0
-    q[_s.HEADER + 12 + 1] = 0
-    _CancelOrder_tail_a(q + _s.HEADER + 12 + 2, q + n, a)
-    return out
+    cdef uint8_t stack[_s.OUT_STACK]
+    cdef _s.Out o
+    cdef uint8_t* q
+    _s.out_init(&o, stack, _s.OUT_STACK)
+    try:
+        q = _s.room(&o, o.start, _s.HEADER + 12 + 2)
+        _s.st_u16(q, 12)
+        _s.st_u16(q + 2, 4)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        _CancelOrder_block_a(q + _s.HEADER, a)
+        q[_s.HEADER + 12] = 0
+        q[_s.HEADER + 12 + 1] = 0
+        return _s.out_bytes(&o, _CancelOrder_tail_a(&o, q + _s.HEADER + 12 + 2, a))
+    finally:
+        _s.out_free(&o)
+
+
+cdef object _CancelOrder_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``CancelOrder.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    cdef PyObject* a[2]
+    _s.parse_kwargs(args, nargsf, kwnames, _CancelOrder_names, a, "CancelOrder.encode_fields")
+    return _CancelOrder_encode_a(a)
 
 
 def _send_cancel_order(node, *, order_id, client_id):
@@ -3959,38 +3870,41 @@ cdef class OrderCancelled:
         """A zero-copy :class:`OrderCancelledView` over ``buf`` at ``offset`` (header included)."""
         return _OrderCancelledView_wrap(buf, offset, length)
 
-    @staticmethod
-    def encode_fields(*, order_id, at, cancelled_quantity):
-        """The message as bytes, from its fields, with no value object built: the arguments
+    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
+    encode_fields = _s.fields_function(<void*>_OrderCancelled_encode_fields, "OrderCancelled.encode_fields", """OrderCancelled.encode_fields(**fields)
+
+        The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``OrderCancelled(...).encode()``."""
-        cdef PyObject* _a[3]
-        _a[0] = <PyObject*>order_id
-        _a[1] = <PyObject*>at
-        _a[2] = <PyObject*>cancelled_quantity
-        return _OrderCancelled_encode_a(_a)
+        ints. The same bytes as ``OrderCancelled(...).encode()``.""")
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 20 + 2 + self._tail_size()
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 20)
-        _s.st_u16(q + 2, 5)
-        _s.st_u16(q + 4, 7)
-        _s.st_u16(q + 6, 2)
-        self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 20] = 0
-        q[_s.HEADER + 20 + 1] = 0
-        self._write_tail(q + _s.HEADER + 20 + 2, q + n)
-        return out
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            return _s.out_bytes(&o, self._put(&o, o.start))
+        finally:
+            _s.out_free(&o)
 
     def encode_into(self, buf, Py_ssize_t offset=0):
-        """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 20 + 2 + self._tail_size()
+        """Write the message into a writable buffer at ``offset``; returns its length (nothing
+        is written when it does not fit)."""
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        cdef Py_ssize_t n
         cdef _s.Cursor c = _s.cursor(buf, offset)
-        cdef uint8_t* q = c.reserve(n, "OrderCancelled")
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            n = self._put(&o, o.start) - o.start
+            memcpy(c.reserve(n, "OrderCancelled"), o.start, n)
+            return n
+        finally:
+            _s.out_free(&o)
+
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, _s.HEADER + 20 + 2)
         _s.st_u16(q, 20)
         _s.st_u16(q + 2, 5)
         _s.st_u16(q + 4, 7)
@@ -3998,8 +3912,7 @@ cdef class OrderCancelled:
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 20] = 0
         q[_s.HEADER + 20 + 1] = 0
-        self._write_tail(q + _s.HEADER + 20 + 2, q + n)
-        return n
+        return self._put_tail(o, q + _s.HEADER + 20 + 2)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_u64(q + 0, self.order_id)
@@ -4007,11 +3920,7 @@ cdef class OrderCancelled:
         _s.st_u32(q + 16, self.cancelled_quantity)
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
         return q
 
     def to_dict(self):
@@ -4080,28 +3989,34 @@ cdef int _OrderCancelled_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _OrderCancelled_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    return n
-
-
-cdef uint8_t* _OrderCancelled_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _OrderCancelled_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     return q
 
 
 cdef bytes _OrderCancelled_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 20 + 2 + _OrderCancelled_tail_size_a(a)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 20)
-    _s.st_u16(q + 2, 5)
-    _s.st_u16(q + 4, SCHEMA_ID)
-    _s.st_u16(q + 6, SCHEMA_VERSION)
-    _OrderCancelled_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 20] = 0
-    q[_s.HEADER + 20 + 1] = 0
-    _OrderCancelled_tail_a(q + _s.HEADER + 20 + 2, q + n, a)
-    return out
+    cdef uint8_t stack[_s.OUT_STACK]
+    cdef _s.Out o
+    cdef uint8_t* q
+    _s.out_init(&o, stack, _s.OUT_STACK)
+    try:
+        q = _s.room(&o, o.start, _s.HEADER + 20 + 2)
+        _s.st_u16(q, 20)
+        _s.st_u16(q + 2, 5)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        _OrderCancelled_block_a(q + _s.HEADER, a)
+        q[_s.HEADER + 20] = 0
+        q[_s.HEADER + 20 + 1] = 0
+        return _s.out_bytes(&o, _OrderCancelled_tail_a(&o, q + _s.HEADER + 20 + 2, a))
+    finally:
+        _s.out_free(&o)
+
+
+cdef object _OrderCancelled_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``OrderCancelled.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    cdef PyObject* a[3]
+    _s.parse_kwargs(args, nargsf, kwnames, _OrderCancelled_names, a, "OrderCancelled.encode_fields")
+    return _OrderCancelled_encode_a(a)
 
 
 def _send_order_cancelled(node, *, order_id, at, cancelled_quantity):
@@ -4536,43 +4451,41 @@ cdef class Trade:
         """A zero-copy :class:`TradeView` over ``buf`` at ``offset`` (header included)."""
         return _TradeView_wrap(buf, offset, length)
 
-    @staticmethod
-    def encode_fields(*, trade_id, symbol, price, quantity, buy_order_id, sell_order_id, aggressor, at):
-        """The message as bytes, from its fields, with no value object built: the arguments
+    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
+    encode_fields = _s.fields_function(<void*>_Trade_encode_fields, "Trade.encode_fields", """Trade.encode_fields(**fields)
+
+        The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``Trade(...).encode()``."""
-        cdef PyObject* _a[8]
-        _a[0] = <PyObject*>trade_id
-        _a[1] = <PyObject*>symbol
-        _a[2] = <PyObject*>price
-        _a[3] = <PyObject*>quantity
-        _a[4] = <PyObject*>buy_order_id
-        _a[5] = <PyObject*>sell_order_id
-        _a[6] = <PyObject*>aggressor
-        _a[7] = <PyObject*>at
-        return _Trade_encode_a(_a)
+        ints. The same bytes as ``Trade(...).encode()``.""")
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 54 + 2 + self._tail_size()
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 54)
-        _s.st_u16(q + 2, 6)
-        _s.st_u16(q + 4, 7)
-        _s.st_u16(q + 6, 2)
-        self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 54] = 0
-        q[_s.HEADER + 54 + 1] = 0
-        self._write_tail(q + _s.HEADER + 54 + 2, q + n)
-        return out
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            return _s.out_bytes(&o, self._put(&o, o.start))
+        finally:
+            _s.out_free(&o)
 
     def encode_into(self, buf, Py_ssize_t offset=0):
-        """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 54 + 2 + self._tail_size()
+        """Write the message into a writable buffer at ``offset``; returns its length (nothing
+        is written when it does not fit)."""
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        cdef Py_ssize_t n
         cdef _s.Cursor c = _s.cursor(buf, offset)
-        cdef uint8_t* q = c.reserve(n, "Trade")
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            n = self._put(&o, o.start) - o.start
+            memcpy(c.reserve(n, "Trade"), o.start, n)
+            return n
+        finally:
+            _s.out_free(&o)
+
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, _s.HEADER + 54 + 2)
         _s.st_u16(q, 54)
         _s.st_u16(q + 2, 6)
         _s.st_u16(q + 4, 7)
@@ -4580,8 +4493,7 @@ cdef class Trade:
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 54] = 0
         q[_s.HEADER + 54 + 1] = 0
-        self._write_tail(q + _s.HEADER + 54 + 2, q + n)
-        return n
+        return self._put_tail(o, q + _s.HEADER + 54 + 2)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_u64(q + 0, self.trade_id)
@@ -4594,11 +4506,7 @@ cdef class Trade:
         _s.st_u64(q + 46, self.at)
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
         return q
 
     def to_dict(self):
@@ -4702,28 +4610,34 @@ cdef int _Trade_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _Trade_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    return n
-
-
-cdef uint8_t* _Trade_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _Trade_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     return q
 
 
 cdef bytes _Trade_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 54 + 2 + _Trade_tail_size_a(a)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 54)
-    _s.st_u16(q + 2, 6)
-    _s.st_u16(q + 4, SCHEMA_ID)
-    _s.st_u16(q + 6, SCHEMA_VERSION)
-    _Trade_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 54] = 0
-    q[_s.HEADER + 54 + 1] = 0
-    _Trade_tail_a(q + _s.HEADER + 54 + 2, q + n, a)
-    return out
+    cdef uint8_t stack[_s.OUT_STACK]
+    cdef _s.Out o
+    cdef uint8_t* q
+    _s.out_init(&o, stack, _s.OUT_STACK)
+    try:
+        q = _s.room(&o, o.start, _s.HEADER + 54 + 2)
+        _s.st_u16(q, 54)
+        _s.st_u16(q + 2, 6)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        _Trade_block_a(q + _s.HEADER, a)
+        q[_s.HEADER + 54] = 0
+        q[_s.HEADER + 54 + 1] = 0
+        return _s.out_bytes(&o, _Trade_tail_a(&o, q + _s.HEADER + 54 + 2, a))
+    finally:
+        _s.out_free(&o)
+
+
+cdef object _Trade_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``Trade.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    cdef PyObject* a[8]
+    _s.parse_kwargs(args, nargsf, kwnames, _Trade_names, a, "Trade.encode_fields")
+    return _Trade_encode_a(a)
 
 
 def _send_trade(node, *, trade_id, symbol, price, quantity, buy_order_id, sell_order_id, aggressor, at):
@@ -5117,14 +5031,10 @@ cdef class BookUpdateLevels:
         group entries and structs."""
         return _s.construct(BookUpdateLevels, d)
 
-    cdef Py_ssize_t _size(self) except -1:
-        return 22 + self._tail_size()
-
-    cdef uint8_t* _write(self, uint8_t* q, uint8_t* end) except NULL:
-        if end - q < 22:
-            _s.changed("BookUpdate")
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, 22)
         self._write_block(q)
-        return self._write_tail(q + 22, end)
+        return self._put_tail(o, q + 22)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _wr_BookSide(q + 0, self.side, "BookUpdate.levels.side")
@@ -5133,11 +5043,7 @@ cdef class BookUpdateLevels:
         _s.st_u32(q + 18, self.orders)
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
         return q
 
     def to_dict(self):
@@ -5213,49 +5119,31 @@ cdef int _BookUpdateLevels_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _BookUpdateLevels_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    return n
-
-
-cdef uint8_t* _BookUpdateLevels_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _BookUpdateLevels_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     return q
 
 
-cdef Py_ssize_t _BookUpdateLevels_entries_size(object v, str where) except -1:
+cdef uint8_t* _BookUpdateLevels_entries_a(_s.Out* o, uint8_t* q, object v, str where) except NULL:
     cdef PyObject* b[4]
-    cdef Py_ssize_t n = 0
+    cdef Py_ssize_t head, count = 0
     if type(v) is not list and type(v) is not tuple:
         raise TypeError(f"{where}: expected a list or tuple of entries, got {type(v).__name__}")
-    if len(v) > _s.U32_MAX:
-        raise ValueError(f"{where}: too many entries")
-    for e in v:
-        if type(e) is BookUpdateLevels:
-            n += (<BookUpdateLevels>e)._size()
-        else:
-            _s.fields_of(e, _BookUpdateLevels_names, b, where)
-            n += 22 + _BookUpdateLevels_tail_size_a(b)
-    return n
-
-
-cdef uint8_t* _BookUpdateLevels_entries_write(uint8_t* q, uint8_t* end, object v, str where) except NULL:
-    cdef PyObject* b[4]
-    if end - q < 8:
-        _s.changed("BookUpdate")
+    q = _s.room(o, q, 8)
     _s.st_u16(q, 22)
     q[2] = 0
     q[3] = 0
-    _s.st_u32(q + 4, <uint32_t>len(v))
+    head = q - o.start
     q += 8
     for e in v:
         if type(e) is BookUpdateLevels:
-            q = (<BookUpdateLevels>e)._write(q, end)
+            q = (<BookUpdateLevels>e)._put(o, q)
         else:
             _s.fields_of(e, _BookUpdateLevels_names, b, where)
-            if end - q < 22:
-                _s.changed("BookUpdate")
+            q = _s.room(o, q, 22)
             _BookUpdateLevels_block_a(q, b)
-            q = _BookUpdateLevels_tail_a(q + 22, end, b)
+            q = _BookUpdateLevels_tail_a(o, q + 22, b)
+        count += 1
+    _s.put_count(o, head, count, where)
     return q
 
 
@@ -5594,38 +5482,41 @@ cdef class BookUpdate:
         """A zero-copy :class:`BookUpdateView` over ``buf`` at ``offset`` (header included)."""
         return _BookUpdateView_wrap(buf, offset, length)
 
-    @staticmethod
-    def encode_fields(*, symbol, at, levels=()):
-        """The message as bytes, from its fields, with no value object built: the arguments
+    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
+    encode_fields = _s.fields_function(<void*>_BookUpdate_encode_fields, "BookUpdate.encode_fields", """BookUpdate.encode_fields(**fields)
+
+        The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``BookUpdate(...).encode()``."""
-        cdef PyObject* _a[3]
-        _a[0] = <PyObject*>symbol
-        _a[1] = <PyObject*>at
-        _a[2] = <PyObject*>levels
-        return _BookUpdate_encode_a(_a)
+        ints. The same bytes as ``BookUpdate(...).encode()``.""")
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 16)
-        _s.st_u16(q + 2, 7)
-        _s.st_u16(q + 4, 7)
-        _s.st_u16(q + 6, 2)
-        self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 16] = 1
-        q[_s.HEADER + 16 + 1] = 0
-        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
-        return out
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            return _s.out_bytes(&o, self._put(&o, o.start))
+        finally:
+            _s.out_free(&o)
 
     def encode_into(self, buf, Py_ssize_t offset=0):
-        """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
+        """Write the message into a writable buffer at ``offset``; returns its length (nothing
+        is written when it does not fit)."""
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        cdef Py_ssize_t n
         cdef _s.Cursor c = _s.cursor(buf, offset)
-        cdef uint8_t* q = c.reserve(n, "BookUpdate")
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            n = self._put(&o, o.start) - o.start
+            memcpy(c.reserve(n, "BookUpdate"), o.start, n)
+            return n
+        finally:
+            _s.out_free(&o)
+
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, _s.HEADER + 16 + 2)
         _s.st_u16(q, 16)
         _s.st_u16(q + 2, 7)
         _s.st_u16(q + 4, 7)
@@ -5633,39 +5524,28 @@ cdef class BookUpdate:
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 16] = 1
         q[_s.HEADER + 16 + 1] = 0
-        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
-        return n
+        return self._put_tail(o, q + _s.HEADER + 16 + 2)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_char(q + 0, 8, self.symbol, "BookUpdate.symbol")
         _s.st_u64(q + 8, self.at)
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        cdef BookUpdateLevels levels_e
-        n += 8
-        if len(self.levels) > _s.U32_MAX:
-            raise ValueError("BookUpdate.levels: too many entries")
-        for e in self.levels:
-            if type(e) is not BookUpdateLevels:
-                raise TypeError(f"BookUpdate.levels: expected BookUpdateLevels entries, got {type(e).__name__}")
-            levels_e = <BookUpdateLevels>e
-            n += levels_e._size()
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
-        if end - q < 8:
-            _s.changed("BookUpdate")
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
+        cdef Py_ssize_t head, count
+        q = _s.room(o, q, 8)
         _s.st_u16(q, 22)
         q[2] = 0
         q[3] = 0
-        _s.st_u32(q + 4, <uint32_t>len(self.levels))
+        head = q - o.start
         q += 8
+        count = 0
         for e in self.levels:
             if type(e) is not BookUpdateLevels:
-                _s.changed("BookUpdate")
-            q = (<BookUpdateLevels>e)._write(q, end)
+                raise TypeError(f"BookUpdate.levels: expected BookUpdateLevels entries, got {type(e).__name__}")
+            q = (<BookUpdateLevels>e)._put(o, q)
+            count += 1
+        _s.put_count(o, head, count, "BookUpdate.levels")
         return q
 
     def to_dict(self):
@@ -5729,41 +5609,38 @@ cdef int _BookUpdate_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _BookUpdate_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    n += 8
-    if a[2] != NULL:
-        n += _BookUpdateLevels_entries_size(<object>a[2], "BookUpdate.levels")
-    return n
-
-
-cdef uint8_t* _BookUpdate_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _BookUpdate_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     if a[2] == NULL:
-        if end - q < 8:
-            _s.changed("BookUpdate")
-        _s.st_u16(q, 22)
-        q[2] = 0
-        q[3] = 0
-        _s.st_u32(q + 4, 0)
-        q += 8
+        q = _s.put_empty_group(o, q, 22, 0, 0)
     else:
-        q = _BookUpdateLevels_entries_write(q, end, <object>a[2], "BookUpdate.levels")
+        q = _BookUpdateLevels_entries_a(o, q, <object>a[2], "BookUpdate.levels")
     return q
 
 
 cdef bytes _BookUpdate_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 16 + 2 + _BookUpdate_tail_size_a(a)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 16)
-    _s.st_u16(q + 2, 7)
-    _s.st_u16(q + 4, SCHEMA_ID)
-    _s.st_u16(q + 6, SCHEMA_VERSION)
-    _BookUpdate_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 16] = 1
-    q[_s.HEADER + 16 + 1] = 0
-    _BookUpdate_tail_a(q + _s.HEADER + 16 + 2, q + n, a)
-    return out
+    cdef uint8_t stack[_s.OUT_STACK]
+    cdef _s.Out o
+    cdef uint8_t* q
+    _s.out_init(&o, stack, _s.OUT_STACK)
+    try:
+        q = _s.room(&o, o.start, _s.HEADER + 16 + 2)
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 7)
+        _s.st_u16(q + 4, 7)
+        _s.st_u16(q + 6, 2)
+        _BookUpdate_block_a(q + _s.HEADER, a)
+        q[_s.HEADER + 16] = 1
+        q[_s.HEADER + 16 + 1] = 0
+        return _s.out_bytes(&o, _BookUpdate_tail_a(&o, q + _s.HEADER + 16 + 2, a))
+    finally:
+        _s.out_free(&o)
+
+
+cdef object _BookUpdate_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``BookUpdate.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    cdef PyObject* a[3]
+    _s.parse_kwargs(args, nargsf, kwnames, _BookUpdate_names, a, "BookUpdate.encode_fields")
+    return _BookUpdate_encode_a(a)
 
 
 def _send_book_update(node, *, symbol, at, levels=()):

@@ -19,7 +19,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 2)
+_require_abi(__name__, 3)
 SCHEMA_ID = 2
 SCHEMA_VERSION = 1
 PACKAGE = "pingpong"
@@ -319,37 +319,41 @@ cdef class Ping:
         """A zero-copy :class:`PingView` over ``buf`` at ``offset`` (header included)."""
         return _PingView_wrap(buf, offset, length)
 
-    @staticmethod
-    def encode_fields(*, id, sent_at_ns):
-        """The message as bytes, from its fields, with no value object built: the arguments
+    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
+    encode_fields = _s.fields_function(<void*>_Ping_encode_fields, "Ping.encode_fields", """Ping.encode_fields(**fields)
+
+        The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``Ping(...).encode()``."""
-        cdef PyObject* _a[2]
-        _a[0] = <PyObject*>id
-        _a[1] = <PyObject*>sent_at_ns
-        return _Ping_encode_a(_a)
+        ints. The same bytes as ``Ping(...).encode()``.""")
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 16)
-        _s.st_u16(q + 2, 1)
-        _s.st_u16(q + 4, 2)
-        _s.st_u16(q + 6, 1)
-        self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 16] = 0
-        q[_s.HEADER + 16 + 1] = 0
-        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
-        return out
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            return _s.out_bytes(&o, self._put(&o, o.start))
+        finally:
+            _s.out_free(&o)
 
     def encode_into(self, buf, Py_ssize_t offset=0):
-        """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
+        """Write the message into a writable buffer at ``offset``; returns its length (nothing
+        is written when it does not fit)."""
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        cdef Py_ssize_t n
         cdef _s.Cursor c = _s.cursor(buf, offset)
-        cdef uint8_t* q = c.reserve(n, "Ping")
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            n = self._put(&o, o.start) - o.start
+            memcpy(c.reserve(n, "Ping"), o.start, n)
+            return n
+        finally:
+            _s.out_free(&o)
+
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, _s.HEADER + 16 + 2)
         _s.st_u16(q, 16)
         _s.st_u16(q + 2, 1)
         _s.st_u16(q + 4, 2)
@@ -357,19 +361,14 @@ cdef class Ping:
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 16] = 0
         q[_s.HEADER + 16 + 1] = 0
-        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
-        return n
+        return self._put_tail(o, q + _s.HEADER + 16 + 2)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_u64(q + 0, self.id)
         _s.st_u64(q + 8, self.sent_at_ns)
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
         return q
 
     def to_dict(self):
@@ -431,28 +430,34 @@ cdef int _Ping_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _Ping_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    return n
-
-
-cdef uint8_t* _Ping_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _Ping_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     return q
 
 
 cdef bytes _Ping_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 16 + 2 + _Ping_tail_size_a(a)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 16)
-    _s.st_u16(q + 2, 1)
-    _s.st_u16(q + 4, SCHEMA_ID)
-    _s.st_u16(q + 6, SCHEMA_VERSION)
-    _Ping_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 16] = 0
-    q[_s.HEADER + 16 + 1] = 0
-    _Ping_tail_a(q + _s.HEADER + 16 + 2, q + n, a)
-    return out
+    cdef uint8_t stack[_s.OUT_STACK]
+    cdef _s.Out o
+    cdef uint8_t* q
+    _s.out_init(&o, stack, _s.OUT_STACK)
+    try:
+        q = _s.room(&o, o.start, _s.HEADER + 16 + 2)
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 1)
+        _s.st_u16(q + 4, 2)
+        _s.st_u16(q + 6, 1)
+        _Ping_block_a(q + _s.HEADER, a)
+        q[_s.HEADER + 16] = 0
+        q[_s.HEADER + 16 + 1] = 0
+        return _s.out_bytes(&o, _Ping_tail_a(&o, q + _s.HEADER + 16 + 2, a))
+    finally:
+        _s.out_free(&o)
+
+
+cdef object _Ping_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``Ping.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    cdef PyObject* a[2]
+    _s.parse_kwargs(args, nargsf, kwnames, _Ping_names, a, "Ping.encode_fields")
+    return _Ping_encode_a(a)
 
 
 def _send_ping(node, *, id, sent_at_ns):
@@ -742,37 +747,41 @@ cdef class Pong:
         """A zero-copy :class:`PongView` over ``buf`` at ``offset`` (header included)."""
         return _PongView_wrap(buf, offset, length)
 
-    @staticmethod
-    def encode_fields(*, id, ping_sent_at_ns):
-        """The message as bytes, from its fields, with no value object built: the arguments
+    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
+    encode_fields = _s.fields_function(<void*>_Pong_encode_fields, "Pong.encode_fields", """Pong.encode_fields(**fields)
+
+        The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``Pong(...).encode()``."""
-        cdef PyObject* _a[2]
-        _a[0] = <PyObject*>id
-        _a[1] = <PyObject*>ping_sent_at_ns
-        return _Pong_encode_a(_a)
+        ints. The same bytes as ``Pong(...).encode()``.""")
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 16)
-        _s.st_u16(q + 2, 2)
-        _s.st_u16(q + 4, 2)
-        _s.st_u16(q + 6, 1)
-        self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 16] = 0
-        q[_s.HEADER + 16 + 1] = 0
-        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
-        return out
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            return _s.out_bytes(&o, self._put(&o, o.start))
+        finally:
+            _s.out_free(&o)
 
     def encode_into(self, buf, Py_ssize_t offset=0):
-        """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
+        """Write the message into a writable buffer at ``offset``; returns its length (nothing
+        is written when it does not fit)."""
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        cdef Py_ssize_t n
         cdef _s.Cursor c = _s.cursor(buf, offset)
-        cdef uint8_t* q = c.reserve(n, "Pong")
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            n = self._put(&o, o.start) - o.start
+            memcpy(c.reserve(n, "Pong"), o.start, n)
+            return n
+        finally:
+            _s.out_free(&o)
+
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, _s.HEADER + 16 + 2)
         _s.st_u16(q, 16)
         _s.st_u16(q + 2, 2)
         _s.st_u16(q + 4, 2)
@@ -780,19 +789,14 @@ cdef class Pong:
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 16] = 0
         q[_s.HEADER + 16 + 1] = 0
-        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
-        return n
+        return self._put_tail(o, q + _s.HEADER + 16 + 2)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_u64(q + 0, self.id)
         _s.st_u64(q + 8, self.ping_sent_at_ns)
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
         return q
 
     def to_dict(self):
@@ -854,28 +858,34 @@ cdef int _Pong_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _Pong_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    return n
-
-
-cdef uint8_t* _Pong_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _Pong_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     return q
 
 
 cdef bytes _Pong_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 16 + 2 + _Pong_tail_size_a(a)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 16)
-    _s.st_u16(q + 2, 2)
-    _s.st_u16(q + 4, SCHEMA_ID)
-    _s.st_u16(q + 6, SCHEMA_VERSION)
-    _Pong_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 16] = 0
-    q[_s.HEADER + 16 + 1] = 0
-    _Pong_tail_a(q + _s.HEADER + 16 + 2, q + n, a)
-    return out
+    cdef uint8_t stack[_s.OUT_STACK]
+    cdef _s.Out o
+    cdef uint8_t* q
+    _s.out_init(&o, stack, _s.OUT_STACK)
+    try:
+        q = _s.room(&o, o.start, _s.HEADER + 16 + 2)
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 2)
+        _s.st_u16(q + 4, 2)
+        _s.st_u16(q + 6, 1)
+        _Pong_block_a(q + _s.HEADER, a)
+        q[_s.HEADER + 16] = 0
+        q[_s.HEADER + 16 + 1] = 0
+        return _s.out_bytes(&o, _Pong_tail_a(&o, q + _s.HEADER + 16 + 2, a))
+    finally:
+        _s.out_free(&o)
+
+
+cdef object _Pong_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``Pong.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    cdef PyObject* a[2]
+    _s.parse_kwargs(args, nargsf, kwnames, _Pong_names, a, "Pong.encode_fields")
+    return _Pong_encode_a(a)
 
 
 def _send_pong(node, *, id, ping_sent_at_ns):

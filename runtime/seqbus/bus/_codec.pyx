@@ -21,7 +21,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 2)
+_require_abi(__name__, 3)
 SCHEMA_ID = 1
 SCHEMA_VERSION = 2
 PACKAGE = "bus"
@@ -614,35 +614,41 @@ cdef class ClockTick:
         """A zero-copy :class:`ClockTickView` over ``buf`` at ``offset`` (header included)."""
         return _ClockTickView_wrap(buf, offset, length)
 
-    @staticmethod
-    def encode_fields():
-        """The message as bytes, from its fields, with no value object built: the arguments
+    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
+    encode_fields = _s.fields_function(<void*>_ClockTick_encode_fields, "ClockTick.encode_fields", """ClockTick.encode_fields(**fields)
+
+        The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``ClockTick(...).encode()``."""
-        cdef PyObject* _a[1]
-        return _ClockTick_encode_a(_a)
+        ints. The same bytes as ``ClockTick(...).encode()``.""")
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 0 + 2 + self._tail_size()
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 0)
-        _s.st_u16(q + 2, 1)
-        _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 2)
-        self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 0] = 0
-        q[_s.HEADER + 0 + 1] = 0
-        self._write_tail(q + _s.HEADER + 0 + 2, q + n)
-        return out
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            return _s.out_bytes(&o, self._put(&o, o.start))
+        finally:
+            _s.out_free(&o)
 
     def encode_into(self, buf, Py_ssize_t offset=0):
-        """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 0 + 2 + self._tail_size()
+        """Write the message into a writable buffer at ``offset``; returns its length (nothing
+        is written when it does not fit)."""
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        cdef Py_ssize_t n
         cdef _s.Cursor c = _s.cursor(buf, offset)
-        cdef uint8_t* q = c.reserve(n, "ClockTick")
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            n = self._put(&o, o.start) - o.start
+            memcpy(c.reserve(n, "ClockTick"), o.start, n)
+            return n
+        finally:
+            _s.out_free(&o)
+
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, _s.HEADER + 0 + 2)
         _s.st_u16(q, 0)
         _s.st_u16(q + 2, 1)
         _s.st_u16(q + 4, 1)
@@ -650,17 +656,12 @@ cdef class ClockTick:
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 0] = 0
         q[_s.HEADER + 0 + 1] = 0
-        self._write_tail(q + _s.HEADER + 0 + 2, q + n)
-        return n
+        return self._put_tail(o, q + _s.HEADER + 0 + 2)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
         return q
 
     def to_dict(self):
@@ -708,28 +709,34 @@ cdef int _ClockTick_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _ClockTick_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    return n
-
-
-cdef uint8_t* _ClockTick_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _ClockTick_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     return q
 
 
 cdef bytes _ClockTick_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 0 + 2 + _ClockTick_tail_size_a(a)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 0)
-    _s.st_u16(q + 2, 1)
-    _s.st_u16(q + 4, SCHEMA_ID)
-    _s.st_u16(q + 6, SCHEMA_VERSION)
-    _ClockTick_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 0] = 0
-    q[_s.HEADER + 0 + 1] = 0
-    _ClockTick_tail_a(q + _s.HEADER + 0 + 2, q + n, a)
-    return out
+    cdef uint8_t stack[_s.OUT_STACK]
+    cdef _s.Out o
+    cdef uint8_t* q
+    _s.out_init(&o, stack, _s.OUT_STACK)
+    try:
+        q = _s.room(&o, o.start, _s.HEADER + 0 + 2)
+        _s.st_u16(q, 0)
+        _s.st_u16(q + 2, 1)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 2)
+        _ClockTick_block_a(q + _s.HEADER, a)
+        q[_s.HEADER + 0] = 0
+        q[_s.HEADER + 0 + 1] = 0
+        return _s.out_bytes(&o, _ClockTick_tail_a(&o, q + _s.HEADER + 0 + 2, a))
+    finally:
+        _s.out_free(&o)
+
+
+cdef object _ClockTick_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``ClockTick.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    cdef PyObject* a[1]
+    _s.parse_kwargs(args, nargsf, kwnames, _ClockTick_names, a, "ClockTick.encode_fields")
+    return _ClockTick_encode_a(a)
 
 
 def _send_clock_tick(node):
@@ -993,36 +1000,41 @@ cdef class SessionStart:
         """A zero-copy :class:`SessionStartView` over ``buf`` at ``offset`` (header included)."""
         return _SessionStartView_wrap(buf, offset, length)
 
-    @staticmethod
-    def encode_fields(*, session):
-        """The message as bytes, from its fields, with no value object built: the arguments
+    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
+    encode_fields = _s.fields_function(<void*>_SessionStart_encode_fields, "SessionStart.encode_fields", """SessionStart.encode_fields(**fields)
+
+        The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``SessionStart(...).encode()``."""
-        cdef PyObject* _a[1]
-        _a[0] = <PyObject*>session
-        return _SessionStart_encode_a(_a)
+        ints. The same bytes as ``SessionStart(...).encode()``.""")
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 10 + 2 + self._tail_size()
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 10)
-        _s.st_u16(q + 2, 2)
-        _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 2)
-        self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 10] = 0
-        q[_s.HEADER + 10 + 1] = 0
-        self._write_tail(q + _s.HEADER + 10 + 2, q + n)
-        return out
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            return _s.out_bytes(&o, self._put(&o, o.start))
+        finally:
+            _s.out_free(&o)
 
     def encode_into(self, buf, Py_ssize_t offset=0):
-        """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 10 + 2 + self._tail_size()
+        """Write the message into a writable buffer at ``offset``; returns its length (nothing
+        is written when it does not fit)."""
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        cdef Py_ssize_t n
         cdef _s.Cursor c = _s.cursor(buf, offset)
-        cdef uint8_t* q = c.reserve(n, "SessionStart")
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            n = self._put(&o, o.start) - o.start
+            memcpy(c.reserve(n, "SessionStart"), o.start, n)
+            return n
+        finally:
+            _s.out_free(&o)
+
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, _s.HEADER + 10 + 2)
         _s.st_u16(q, 10)
         _s.st_u16(q + 2, 2)
         _s.st_u16(q + 4, 1)
@@ -1030,18 +1042,13 @@ cdef class SessionStart:
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 10] = 0
         q[_s.HEADER + 10 + 1] = 0
-        self._write_tail(q + _s.HEADER + 10 + 2, q + n)
-        return n
+        return self._put_tail(o, q + _s.HEADER + 10 + 2)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_char(q + 0, 10, self.session, "SessionStart.session")
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
         return q
 
     def to_dict(self):
@@ -1096,28 +1103,34 @@ cdef int _SessionStart_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _SessionStart_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    return n
-
-
-cdef uint8_t* _SessionStart_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _SessionStart_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     return q
 
 
 cdef bytes _SessionStart_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 10 + 2 + _SessionStart_tail_size_a(a)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 10)
-    _s.st_u16(q + 2, 2)
-    _s.st_u16(q + 4, SCHEMA_ID)
-    _s.st_u16(q + 6, SCHEMA_VERSION)
-    _SessionStart_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 10] = 0
-    q[_s.HEADER + 10 + 1] = 0
-    _SessionStart_tail_a(q + _s.HEADER + 10 + 2, q + n, a)
-    return out
+    cdef uint8_t stack[_s.OUT_STACK]
+    cdef _s.Out o
+    cdef uint8_t* q
+    _s.out_init(&o, stack, _s.OUT_STACK)
+    try:
+        q = _s.room(&o, o.start, _s.HEADER + 10 + 2)
+        _s.st_u16(q, 10)
+        _s.st_u16(q + 2, 2)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 2)
+        _SessionStart_block_a(q + _s.HEADER, a)
+        q[_s.HEADER + 10] = 0
+        q[_s.HEADER + 10 + 1] = 0
+        return _s.out_bytes(&o, _SessionStart_tail_a(&o, q + _s.HEADER + 10 + 2, a))
+    finally:
+        _s.out_free(&o)
+
+
+cdef object _SessionStart_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``SessionStart.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    cdef PyObject* a[1]
+    _s.parse_kwargs(args, nargsf, kwnames, _SessionStart_names, a, "SessionStart.encode_fields")
+    return _SessionStart_encode_a(a)
 
 
 def _send_session_start(node, *, session):
@@ -1484,40 +1497,41 @@ cdef class SenderState:
         """A zero-copy :class:`SenderStateView` over ``buf`` at ``offset`` (header included)."""
         return _SenderStateView_wrap(buf, offset, length)
 
-    @staticmethod
-    def encode_fields(*, next_command_seq, account, instance, term, leader):
-        """The message as bytes, from its fields, with no value object built: the arguments
+    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
+    encode_fields = _s.fields_function(<void*>_SenderState_encode_fields, "SenderState.encode_fields", """SenderState.encode_fields(**fields)
+
+        The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``SenderState(...).encode()``."""
-        cdef PyObject* _a[5]
-        _a[0] = <PyObject*>next_command_seq
-        _a[1] = <PyObject*>account
-        _a[2] = <PyObject*>instance
-        _a[3] = <PyObject*>term
-        _a[4] = <PyObject*>leader
-        return _SenderState_encode_a(_a)
+        ints. The same bytes as ``SenderState(...).encode()``.""")
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 28 + 2 + self._tail_size()
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 28)
-        _s.st_u16(q + 2, 3)
-        _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 2)
-        self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 28] = 0
-        q[_s.HEADER + 28 + 1] = 0
-        self._write_tail(q + _s.HEADER + 28 + 2, q + n)
-        return out
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            return _s.out_bytes(&o, self._put(&o, o.start))
+        finally:
+            _s.out_free(&o)
 
     def encode_into(self, buf, Py_ssize_t offset=0):
-        """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 28 + 2 + self._tail_size()
+        """Write the message into a writable buffer at ``offset``; returns its length (nothing
+        is written when it does not fit)."""
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        cdef Py_ssize_t n
         cdef _s.Cursor c = _s.cursor(buf, offset)
-        cdef uint8_t* q = c.reserve(n, "SenderState")
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            n = self._put(&o, o.start) - o.start
+            memcpy(c.reserve(n, "SenderState"), o.start, n)
+            return n
+        finally:
+            _s.out_free(&o)
+
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, _s.HEADER + 28 + 2)
         _s.st_u16(q, 28)
         _s.st_u16(q + 2, 3)
         _s.st_u16(q + 4, 1)
@@ -1525,8 +1539,7 @@ cdef class SenderState:
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 28] = 0
         q[_s.HEADER + 28 + 1] = 0
-        self._write_tail(q + _s.HEADER + 28 + 2, q + n)
-        return n
+        return self._put_tail(o, q + _s.HEADER + 28 + 2)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_u64(q + 0, self.next_command_seq)
@@ -1536,11 +1549,7 @@ cdef class SenderState:
         _s.st_u16(q + 26, self.leader)
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
         return q
 
     def to_dict(self):
@@ -1623,28 +1632,34 @@ cdef int _SenderState_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _SenderState_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    return n
-
-
-cdef uint8_t* _SenderState_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _SenderState_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     return q
 
 
 cdef bytes _SenderState_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 28 + 2 + _SenderState_tail_size_a(a)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 28)
-    _s.st_u16(q + 2, 3)
-    _s.st_u16(q + 4, SCHEMA_ID)
-    _s.st_u16(q + 6, SCHEMA_VERSION)
-    _SenderState_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 28] = 0
-    q[_s.HEADER + 28 + 1] = 0
-    _SenderState_tail_a(q + _s.HEADER + 28 + 2, q + n, a)
-    return out
+    cdef uint8_t stack[_s.OUT_STACK]
+    cdef _s.Out o
+    cdef uint8_t* q
+    _s.out_init(&o, stack, _s.OUT_STACK)
+    try:
+        q = _s.room(&o, o.start, _s.HEADER + 28 + 2)
+        _s.st_u16(q, 28)
+        _s.st_u16(q + 2, 3)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 2)
+        _SenderState_block_a(q + _s.HEADER, a)
+        q[_s.HEADER + 28] = 0
+        q[_s.HEADER + 28 + 1] = 0
+        return _s.out_bytes(&o, _SenderState_tail_a(&o, q + _s.HEADER + 28 + 2, a))
+    finally:
+        _s.out_free(&o)
+
+
+cdef object _SenderState_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``SenderState.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    cdef PyObject* a[5]
+    _s.parse_kwargs(args, nargsf, kwnames, _SenderState_names, a, "SenderState.encode_fields")
+    return _SenderState_encode_a(a)
 
 
 def _send_sender_state(node, *, next_command_seq, account, instance, term, leader):
@@ -1978,25 +1993,16 @@ cdef class AdminCommandArgs:
         group entries and structs."""
         return _s.construct(AdminCommandArgs, d)
 
-    cdef Py_ssize_t _size(self) except -1:
-        return 0 + self._tail_size()
-
-    cdef uint8_t* _write(self, uint8_t* q, uint8_t* end) except NULL:
-        if end - q < 0:
-            _s.changed("AdminCommand")
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, 0)
         self._write_block(q)
-        return self._write_tail(q + 0, end)
+        return self._put_tail(o, q + 0)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        n += _s.var_size(self.value, "AdminCommand.args.value")
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
-        q = _s.st_string(q, end, self.value)
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.put_string(o, q, self.value, "AdminCommand.args.value")
         return q
 
     def to_dict(self):
@@ -2046,57 +2052,35 @@ cdef int _AdminCommandArgs_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _AdminCommandArgs_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    n += 4 if a[0] == NULL else _s.var_size(<object>a[0], "AdminCommand.args.value")
-    return n
-
-
-cdef uint8_t* _AdminCommandArgs_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _AdminCommandArgs_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     if a[0] == NULL:
-        if end - q < 4:
-            _s.changed("AdminCommand")
-        _s.st_u32(q, 0)
-        q += 4
+        q = _s.put_empty_var(o, q)
     else:
-        q = _s.st_string(q, end, <object>a[0])
+        q = _s.put_string(o, q, <object>a[0], "AdminCommand.args.value")
     return q
 
 
-cdef Py_ssize_t _AdminCommandArgs_entries_size(object v, str where) except -1:
+cdef uint8_t* _AdminCommandArgs_entries_a(_s.Out* o, uint8_t* q, object v, str where) except NULL:
     cdef PyObject* b[1]
-    cdef Py_ssize_t n = 0
+    cdef Py_ssize_t head, count = 0
     if type(v) is not list and type(v) is not tuple:
         raise TypeError(f"{where}: expected a list or tuple of entries, got {type(v).__name__}")
-    if len(v) > _s.U32_MAX:
-        raise ValueError(f"{where}: too many entries")
-    for e in v:
-        if type(e) is AdminCommandArgs:
-            n += (<AdminCommandArgs>e)._size()
-        else:
-            _s.fields_of(e, _AdminCommandArgs_names, b, where)
-            n += 0 + _AdminCommandArgs_tail_size_a(b)
-    return n
-
-
-cdef uint8_t* _AdminCommandArgs_entries_write(uint8_t* q, uint8_t* end, object v, str where) except NULL:
-    cdef PyObject* b[1]
-    if end - q < 8:
-        _s.changed("AdminCommand")
+    q = _s.room(o, q, 8)
     _s.st_u16(q, 0)
     q[2] = 0
     q[3] = 1
-    _s.st_u32(q + 4, <uint32_t>len(v))
+    head = q - o.start
     q += 8
     for e in v:
         if type(e) is AdminCommandArgs:
-            q = (<AdminCommandArgs>e)._write(q, end)
+            q = (<AdminCommandArgs>e)._put(o, q)
         else:
             _s.fields_of(e, _AdminCommandArgs_names, b, where)
-            if end - q < 0:
-                _s.changed("AdminCommand")
+            q = _s.room(o, q, 0)
             _AdminCommandArgs_block_a(q, b)
-            q = _AdminCommandArgs_tail_a(q + 0, end, b)
+            q = _AdminCommandArgs_tail_a(o, q + 0, b)
+        count += 1
+    _s.put_count(o, head, count, where)
     return q
 
 
@@ -2492,39 +2476,41 @@ cdef class AdminCommand:
         """A zero-copy :class:`AdminCommandView` over ``buf`` at ``offset`` (header included)."""
         return _AdminCommandView_wrap(buf, offset, length)
 
-    @staticmethod
-    def encode_fields(*, target, request_id, name="", args=()):
-        """The message as bytes, from its fields, with no value object built: the arguments
+    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
+    encode_fields = _s.fields_function(<void*>_AdminCommand_encode_fields, "AdminCommand.encode_fields", """AdminCommand.encode_fields(**fields)
+
+        The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``AdminCommand(...).encode()``."""
-        cdef PyObject* _a[4]
-        _a[0] = <PyObject*>target
-        _a[1] = <PyObject*>request_id
-        _a[2] = <PyObject*>name
-        _a[3] = <PyObject*>args
-        return _AdminCommand_encode_a(_a)
+        ints. The same bytes as ``AdminCommand(...).encode()``.""")
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 16)
-        _s.st_u16(q + 2, 4)
-        _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 2)
-        self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 16] = 1
-        q[_s.HEADER + 16 + 1] = 1
-        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
-        return out
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            return _s.out_bytes(&o, self._put(&o, o.start))
+        finally:
+            _s.out_free(&o)
 
     def encode_into(self, buf, Py_ssize_t offset=0):
-        """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 16 + 2 + self._tail_size()
+        """Write the message into a writable buffer at ``offset``; returns its length (nothing
+        is written when it does not fit)."""
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        cdef Py_ssize_t n
         cdef _s.Cursor c = _s.cursor(buf, offset)
-        cdef uint8_t* q = c.reserve(n, "AdminCommand")
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            n = self._put(&o, o.start) - o.start
+            memcpy(c.reserve(n, "AdminCommand"), o.start, n)
+            return n
+        finally:
+            _s.out_free(&o)
+
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, _s.HEADER + 16 + 2)
         _s.st_u16(q, 16)
         _s.st_u16(q + 2, 4)
         _s.st_u16(q + 4, 1)
@@ -2532,41 +2518,29 @@ cdef class AdminCommand:
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 16] = 1
         q[_s.HEADER + 16 + 1] = 1
-        self._write_tail(q + _s.HEADER + 16 + 2, q + n)
-        return n
+        return self._put_tail(o, q + _s.HEADER + 16 + 2)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_char(q + 0, 8, self.target, "AdminCommand.target")
         _s.st_u64(q + 8, self.request_id)
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        cdef AdminCommandArgs args_e
-        n += 8
-        if len(self.args) > _s.U32_MAX:
-            raise ValueError("AdminCommand.args: too many entries")
-        for e in self.args:
-            if type(e) is not AdminCommandArgs:
-                raise TypeError(f"AdminCommand.args: expected AdminCommandArgs entries, got {type(e).__name__}")
-            args_e = <AdminCommandArgs>e
-            n += args_e._size()
-        n += _s.var_size(self.name, "AdminCommand.name")
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
-        if end - q < 8:
-            _s.changed("AdminCommand")
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
+        cdef Py_ssize_t head, count
+        q = _s.room(o, q, 8)
         _s.st_u16(q, 0)
         q[2] = 0
         q[3] = 1
-        _s.st_u32(q + 4, <uint32_t>len(self.args))
+        head = q - o.start
         q += 8
+        count = 0
         for e in self.args:
             if type(e) is not AdminCommandArgs:
-                _s.changed("AdminCommand")
-            q = (<AdminCommandArgs>e)._write(q, end)
-        q = _s.st_string(q, end, self.name)
+                raise TypeError(f"AdminCommand.args: expected AdminCommandArgs entries, got {type(e).__name__}")
+            q = (<AdminCommandArgs>e)._put(o, q)
+            count += 1
+        _s.put_count(o, head, count, "AdminCommand.args")
+        q = _s.put_string(o, q, self.name, "AdminCommand.name")
         return q
 
     def to_dict(self):
@@ -2632,49 +2606,42 @@ cdef int _AdminCommand_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _AdminCommand_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    n += 8
-    if a[3] != NULL:
-        n += _AdminCommandArgs_entries_size(<object>a[3], "AdminCommand.args")
-    n += 4 if a[2] == NULL else _s.var_size(<object>a[2], "AdminCommand.name")
-    return n
-
-
-cdef uint8_t* _AdminCommand_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _AdminCommand_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     if a[3] == NULL:
-        if end - q < 8:
-            _s.changed("AdminCommand")
-        _s.st_u16(q, 0)
-        q[2] = 0
-        q[3] = 1
-        _s.st_u32(q + 4, 0)
-        q += 8
+        q = _s.put_empty_group(o, q, 0, 0, 1)
     else:
-        q = _AdminCommandArgs_entries_write(q, end, <object>a[3], "AdminCommand.args")
+        q = _AdminCommandArgs_entries_a(o, q, <object>a[3], "AdminCommand.args")
     if a[2] == NULL:
-        if end - q < 4:
-            _s.changed("AdminCommand")
-        _s.st_u32(q, 0)
-        q += 4
+        q = _s.put_empty_var(o, q)
     else:
-        q = _s.st_string(q, end, <object>a[2])
+        q = _s.put_string(o, q, <object>a[2], "AdminCommand.name")
     return q
 
 
 cdef bytes _AdminCommand_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 16 + 2 + _AdminCommand_tail_size_a(a)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 16)
-    _s.st_u16(q + 2, 4)
-    _s.st_u16(q + 4, SCHEMA_ID)
-    _s.st_u16(q + 6, SCHEMA_VERSION)
-    _AdminCommand_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 16] = 1
-    q[_s.HEADER + 16 + 1] = 1
-    _AdminCommand_tail_a(q + _s.HEADER + 16 + 2, q + n, a)
-    return out
+    cdef uint8_t stack[_s.OUT_STACK]
+    cdef _s.Out o
+    cdef uint8_t* q
+    _s.out_init(&o, stack, _s.OUT_STACK)
+    try:
+        q = _s.room(&o, o.start, _s.HEADER + 16 + 2)
+        _s.st_u16(q, 16)
+        _s.st_u16(q + 2, 4)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 2)
+        _AdminCommand_block_a(q + _s.HEADER, a)
+        q[_s.HEADER + 16] = 1
+        q[_s.HEADER + 16 + 1] = 1
+        return _s.out_bytes(&o, _AdminCommand_tail_a(&o, q + _s.HEADER + 16 + 2, a))
+    finally:
+        _s.out_free(&o)
+
+
+cdef object _AdminCommand_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``AdminCommand.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    cdef PyObject* a[4]
+    _s.parse_kwargs(args, nargsf, kwnames, _AdminCommand_names, a, "AdminCommand.encode_fields")
+    return _AdminCommand_encode_a(a)
 
 
 def _send_admin_command(node, *, target, request_id, name="", args=()):
@@ -3110,41 +3077,41 @@ cdef class AdminReply:
         """A zero-copy :class:`AdminReplyView` over ``buf`` at ``offset`` (header included)."""
         return _AdminReplyView_wrap(buf, offset, length)
 
-    @staticmethod
-    def encode_fields(*, command_sequence, request_id, requester, status, name="", text=""):
-        """The message as bytes, from its fields, with no value object built: the arguments
+    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
+    encode_fields = _s.fields_function(<void*>_AdminReply_encode_fields, "AdminReply.encode_fields", """AdminReply.encode_fields(**fields)
+
+        The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``AdminReply(...).encode()``."""
-        cdef PyObject* _a[6]
-        _a[0] = <PyObject*>command_sequence
-        _a[1] = <PyObject*>request_id
-        _a[2] = <PyObject*>requester
-        _a[3] = <PyObject*>status
-        _a[4] = <PyObject*>name
-        _a[5] = <PyObject*>text
-        return _AdminReply_encode_a(_a)
+        ints. The same bytes as ``AdminReply(...).encode()``.""")
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 25 + 2 + self._tail_size()
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 25)
-        _s.st_u16(q + 2, 5)
-        _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 2)
-        self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 25] = 0
-        q[_s.HEADER + 25 + 1] = 2
-        self._write_tail(q + _s.HEADER + 25 + 2, q + n)
-        return out
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            return _s.out_bytes(&o, self._put(&o, o.start))
+        finally:
+            _s.out_free(&o)
 
     def encode_into(self, buf, Py_ssize_t offset=0):
-        """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 25 + 2 + self._tail_size()
+        """Write the message into a writable buffer at ``offset``; returns its length (nothing
+        is written when it does not fit)."""
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        cdef Py_ssize_t n
         cdef _s.Cursor c = _s.cursor(buf, offset)
-        cdef uint8_t* q = c.reserve(n, "AdminReply")
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            n = self._put(&o, o.start) - o.start
+            memcpy(c.reserve(n, "AdminReply"), o.start, n)
+            return n
+        finally:
+            _s.out_free(&o)
+
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, _s.HEADER + 25 + 2)
         _s.st_u16(q, 25)
         _s.st_u16(q + 2, 5)
         _s.st_u16(q + 4, 1)
@@ -3152,8 +3119,7 @@ cdef class AdminReply:
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 25] = 0
         q[_s.HEADER + 25 + 1] = 2
-        self._write_tail(q + _s.HEADER + 25 + 2, q + n)
-        return n
+        return self._put_tail(o, q + _s.HEADER + 25 + 2)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_u64(q + 0, self.command_sequence)
@@ -3162,15 +3128,9 @@ cdef class AdminReply:
         _wr_AdminStatus(q + 24, self.status, "AdminReply.status")
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        n += _s.var_size(self.name, "AdminReply.name")
-        n += _s.var_size(self.text, "AdminReply.text")
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
-        q = _s.st_string(q, end, self.name)
-        q = _s.st_string(q, end, self.text)
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.put_string(o, q, self.name, "AdminReply.name")
+        q = _s.put_string(o, q, self.text, "AdminReply.text")
         return q
 
     def to_dict(self):
@@ -3250,44 +3210,42 @@ cdef int _AdminReply_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _AdminReply_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    n += 4 if a[4] == NULL else _s.var_size(<object>a[4], "AdminReply.name")
-    n += 4 if a[5] == NULL else _s.var_size(<object>a[5], "AdminReply.text")
-    return n
-
-
-cdef uint8_t* _AdminReply_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _AdminReply_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     if a[4] == NULL:
-        if end - q < 4:
-            _s.changed("AdminReply")
-        _s.st_u32(q, 0)
-        q += 4
+        q = _s.put_empty_var(o, q)
     else:
-        q = _s.st_string(q, end, <object>a[4])
+        q = _s.put_string(o, q, <object>a[4], "AdminReply.name")
     if a[5] == NULL:
-        if end - q < 4:
-            _s.changed("AdminReply")
-        _s.st_u32(q, 0)
-        q += 4
+        q = _s.put_empty_var(o, q)
     else:
-        q = _s.st_string(q, end, <object>a[5])
+        q = _s.put_string(o, q, <object>a[5], "AdminReply.text")
     return q
 
 
 cdef bytes _AdminReply_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 25 + 2 + _AdminReply_tail_size_a(a)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 25)
-    _s.st_u16(q + 2, 5)
-    _s.st_u16(q + 4, SCHEMA_ID)
-    _s.st_u16(q + 6, SCHEMA_VERSION)
-    _AdminReply_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 25] = 0
-    q[_s.HEADER + 25 + 1] = 2
-    _AdminReply_tail_a(q + _s.HEADER + 25 + 2, q + n, a)
-    return out
+    cdef uint8_t stack[_s.OUT_STACK]
+    cdef _s.Out o
+    cdef uint8_t* q
+    _s.out_init(&o, stack, _s.OUT_STACK)
+    try:
+        q = _s.room(&o, o.start, _s.HEADER + 25 + 2)
+        _s.st_u16(q, 25)
+        _s.st_u16(q + 2, 5)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 2)
+        _AdminReply_block_a(q + _s.HEADER, a)
+        q[_s.HEADER + 25] = 0
+        q[_s.HEADER + 25 + 1] = 2
+        return _s.out_bytes(&o, _AdminReply_tail_a(&o, q + _s.HEADER + 25 + 2, a))
+    finally:
+        _s.out_free(&o)
+
+
+cdef object _AdminReply_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``AdminReply.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    cdef PyObject* a[6]
+    _s.parse_kwargs(args, nargsf, kwnames, _AdminReply_names, a, "AdminReply.encode_fields")
+    return _AdminReply_encode_a(a)
 
 
 def _send_admin_reply(node, *, command_sequence, request_id, requester, status, name="", text=""):
@@ -3611,38 +3569,41 @@ cdef class Epoch:
         """A zero-copy :class:`EpochView` over ``buf`` at ``offset`` (header included)."""
         return _EpochView_wrap(buf, offset, length)
 
-    @staticmethod
-    def encode_fields(*, term, leader, previous_leader):
-        """The message as bytes, from its fields, with no value object built: the arguments
+    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
+    encode_fields = _s.fields_function(<void*>_Epoch_encode_fields, "Epoch.encode_fields", """Epoch.encode_fields(**fields)
+
+        The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``Epoch(...).encode()``."""
-        cdef PyObject* _a[3]
-        _a[0] = <PyObject*>term
-        _a[1] = <PyObject*>leader
-        _a[2] = <PyObject*>previous_leader
-        return _Epoch_encode_a(_a)
+        ints. The same bytes as ``Epoch(...).encode()``.""")
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
-        cdef Py_ssize_t n = _s.HEADER + 12 + 2 + self._tail_size()
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-        cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-        _s.st_u16(q, 12)
-        _s.st_u16(q + 2, 6)
-        _s.st_u16(q + 4, 1)
-        _s.st_u16(q + 6, 2)
-        self._write_block(q + _s.HEADER)
-        q[_s.HEADER + 12] = 0
-        q[_s.HEADER + 12 + 1] = 0
-        self._write_tail(q + _s.HEADER + 12 + 2, q + n)
-        return out
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            return _s.out_bytes(&o, self._put(&o, o.start))
+        finally:
+            _s.out_free(&o)
 
     def encode_into(self, buf, Py_ssize_t offset=0):
-        """Write the message into a writable buffer at ``offset``; returns its length."""
-        cdef Py_ssize_t n = _s.HEADER + 12 + 2 + self._tail_size()
+        """Write the message into a writable buffer at ``offset``; returns its length (nothing
+        is written when it does not fit)."""
+        cdef uint8_t stack[_s.OUT_STACK]
+        cdef _s.Out o
+        cdef Py_ssize_t n
         cdef _s.Cursor c = _s.cursor(buf, offset)
-        cdef uint8_t* q = c.reserve(n, "Epoch")
+        _s.out_init(&o, stack, _s.OUT_STACK)
+        try:
+            n = self._put(&o, o.start) - o.start
+            memcpy(c.reserve(n, "Epoch"), o.start, n)
+            return n
+        finally:
+            _s.out_free(&o)
+
+    cdef uint8_t* _put(self, _s.Out* o, uint8_t* q) except NULL:
+        q = _s.room(o, q, _s.HEADER + 12 + 2)
         _s.st_u16(q, 12)
         _s.st_u16(q + 2, 6)
         _s.st_u16(q + 4, 1)
@@ -3650,8 +3611,7 @@ cdef class Epoch:
         self._write_block(q + _s.HEADER)
         q[_s.HEADER + 12] = 0
         q[_s.HEADER + 12 + 1] = 0
-        self._write_tail(q + _s.HEADER + 12 + 2, q + n)
-        return n
+        return self._put_tail(o, q + _s.HEADER + 12 + 2)
 
     cdef int _write_block(self, uint8_t* q) except -1:
         _s.st_u64(q + 0, self.term)
@@ -3659,11 +3619,7 @@ cdef class Epoch:
         _s.st_u16(q + 10, self.previous_leader)
         return 0
 
-    cdef Py_ssize_t _tail_size(self) except -1:
-        cdef Py_ssize_t n = 0
-        return n
-
-    cdef uint8_t* _write_tail(self, uint8_t* q, uint8_t* end) except NULL:
+    cdef uint8_t* _put_tail(self, _s.Out* o, uint8_t* q) except NULL:
         return q
 
     def to_dict(self):
@@ -3732,28 +3688,34 @@ cdef int _Epoch_block_a(uint8_t* q, PyObject** a) except -1:
     return 0
 
 
-cdef Py_ssize_t _Epoch_tail_size_a(PyObject** a) except -1:
-    cdef Py_ssize_t n = 0
-    return n
-
-
-cdef uint8_t* _Epoch_tail_a(uint8_t* q, uint8_t* end, PyObject** a) except NULL:
+cdef uint8_t* _Epoch_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except NULL:
     return q
 
 
 cdef bytes _Epoch_encode_a(PyObject** a):
-    cdef Py_ssize_t n = _s.HEADER + 12 + 2 + _Epoch_tail_size_a(a)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef uint8_t* q = <uint8_t*>PyBytes_AS_STRING(out)
-    _s.st_u16(q, 12)
-    _s.st_u16(q + 2, 6)
-    _s.st_u16(q + 4, SCHEMA_ID)
-    _s.st_u16(q + 6, SCHEMA_VERSION)
-    _Epoch_block_a(q + _s.HEADER, a)
-    q[_s.HEADER + 12] = 0
-    q[_s.HEADER + 12 + 1] = 0
-    _Epoch_tail_a(q + _s.HEADER + 12 + 2, q + n, a)
-    return out
+    cdef uint8_t stack[_s.OUT_STACK]
+    cdef _s.Out o
+    cdef uint8_t* q
+    _s.out_init(&o, stack, _s.OUT_STACK)
+    try:
+        q = _s.room(&o, o.start, _s.HEADER + 12 + 2)
+        _s.st_u16(q, 12)
+        _s.st_u16(q + 2, 6)
+        _s.st_u16(q + 4, 1)
+        _s.st_u16(q + 6, 2)
+        _Epoch_block_a(q + _s.HEADER, a)
+        q[_s.HEADER + 12] = 0
+        q[_s.HEADER + 12 + 1] = 0
+        return _s.out_bytes(&o, _Epoch_tail_a(&o, q + _s.HEADER + 12 + 2, a))
+    finally:
+        _s.out_free(&o)
+
+
+cdef object _Epoch_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``Epoch.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    cdef PyObject* a[3]
+    _s.parse_kwargs(args, nargsf, kwnames, _Epoch_names, a, "Epoch.encode_fields")
+    return _Epoch_encode_a(a)
 
 
 def _send_epoch(node, *, term, leader, previous_leader):
