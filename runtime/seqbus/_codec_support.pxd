@@ -5,8 +5,20 @@
 # cython: language_level=3
 cimport cython
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 from cpython.object cimport PyObject
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+    void* PyUnicode_DATA(object o)
+
+cdef extern from *:
+    """
+    #define seqbus_tuple_items(t) (((PyTupleObject *)(t))->ob_item)
+    """
+    # the item array of a tuple (borrowed: valid while the tuple is held)
+    PyObject** tuple_items "seqbus_tuple_items" (object t)
 
 cdef enum:
     HEADER = 8
@@ -107,7 +119,16 @@ cdef inline int present(const uint8_t* q, str msg, str field, Py_ssize_t off) ex
 # -- fixed and variable-length text and bytes -------------------------------------------------
 
 cdef str ld_char(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off)
-cdef int st_char(uint8_t* q, Py_ssize_t n, object v, str where) except -1
+cdef int st_char_checked(uint8_t* q, Py_ssize_t n, object v, str where) except -1
+
+cdef inline int st_char(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
+    """Write a ``char[n]`` field: an ASCII str of at most ``n`` characters, NUL padded (the
+    common case inline; anything else to ``st_char_checked``, which refuses it by name)."""
+    if type(v) is not str or not PyUnicode_IS_ASCII(v) or PyUnicode_GET_LENGTH(v) > n:
+        return st_char_checked(q, n, v, where)
+    memset(q, 0, n)
+    memcpy(q, PyUnicode_DATA(v), PyUnicode_GET_LENGTH(v))
+    return 0
 cdef int st_byte(uint8_t* q, Py_ssize_t n, object v, str where) except -1
 cdef str ld_string(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off)
 cdef Py_ssize_t var_size(object v, str where) except -1

@@ -23,7 +23,6 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 
 cdef extern from "Python.h":
-    bint PyUnicode_IS_ASCII(object o)
     Py_ssize_t PyVectorcall_NARGS(size_t nargsf)
 
 cdef extern from *:
@@ -87,7 +86,7 @@ cdef str ld_char(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t 
         raise DecodeError(msg, field, off + exc.start, "char field holds a non-ASCII byte") from None
 
 
-cdef int st_char(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
+cdef int st_char_checked(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
     cdef Py_ssize_t size
     cdef const char* s
     if type(v) is not str:

@@ -9,6 +9,7 @@ from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.object cimport PyObject, PyObject_GenericGetAttr
 from cpython.pycapsule cimport PyCapsule_New
+from cpython.tuple cimport PyTuple_GET_SIZE
 # the codec support every generated module shares (runtime/seqbus/_codec_support.pxd)
 from seqbus cimport _codec_support as _s
 
@@ -325,10 +326,14 @@ _s.set_vectorcall(Price, <void*>_Price_new)
 
 cdef int _Price_write_any(uint8_t* q, object v, str where) except -1:
     """Write a Price given as a value, a tuple of its fields or a dict."""
-    cdef PyObject* a[2]
+    cdef PyObject* b[2]
+    cdef PyObject** a = b
     if type(v) is Price:
         return _wr_Price(q, v, where)
-    _s.fields_of(v, _Price_names, a, where)
+    if type(v) is tuple and PyTuple_GET_SIZE(v) == 2:
+        a = _s.tuple_items(v)  # every field given: read them where the tuple holds them
+    else:
+        _s.fields_of(v, _Price_names, b, where)
     if a[0] == NULL:
         _s.missing("Price", "mantissa")
     _s.st_i64(q + 0, <object>a[0])
@@ -757,6 +762,7 @@ cdef uint8_t* _NewOrderLegsFills_tail_a(_s.Out* o, uint8_t* q, PyObject** a) exc
 
 cdef uint8_t* _NewOrderLegsFills_entries_a(_s.Out* o, uint8_t* q, object v, str where) except NULL:
     cdef PyObject* b[2]
+    cdef PyObject** a
     cdef Py_ssize_t head, count = 0
     if type(v) is not list and type(v) is not tuple:
         raise TypeError(f"{where}: expected a list or tuple of entries, got {type(v).__name__}")
@@ -770,10 +776,14 @@ cdef uint8_t* _NewOrderLegsFills_entries_a(_s.Out* o, uint8_t* q, object v, str 
         if type(e) is NewOrderLegsFills:
             q = (<NewOrderLegsFills>e)._put(o, q)
         else:
-            _s.fields_of(e, _NewOrderLegsFills_names, b, where)
+            if type(e) is tuple and PyTuple_GET_SIZE(e) == 2:
+                a = _s.tuple_items(e)  # every field given: read them where the tuple holds them
+            else:
+                _s.fields_of(e, _NewOrderLegsFills_names, b, where)
+                a = b
             q = _s.room(o, q, 12)
-            _NewOrderLegsFills_block_a(q, b)
-            q = _NewOrderLegsFills_tail_a(o, q + 12, b)
+            _NewOrderLegsFills_block_a(q, a)
+            q = _NewOrderLegsFills_tail_a(o, q + 12, a)
         count += 1
     _s.put_count(o, head, count, where)
     return q
@@ -1295,6 +1305,7 @@ cdef uint8_t* _NewOrderLegs_tail_a(_s.Out* o, uint8_t* q, PyObject** a) except N
 
 cdef uint8_t* _NewOrderLegs_entries_a(_s.Out* o, uint8_t* q, object v, str where) except NULL:
     cdef PyObject* b[4]
+    cdef PyObject** a
     cdef Py_ssize_t head, count = 0
     if type(v) is not list and type(v) is not tuple:
         raise TypeError(f"{where}: expected a list or tuple of entries, got {type(v).__name__}")
@@ -1308,10 +1319,14 @@ cdef uint8_t* _NewOrderLegs_entries_a(_s.Out* o, uint8_t* q, object v, str where
         if type(e) is NewOrderLegs:
             q = (<NewOrderLegs>e)._put(o, q)
         else:
-            _s.fields_of(e, _NewOrderLegs_names, b, where)
+            if type(e) is tuple and PyTuple_GET_SIZE(e) == 4:
+                a = _s.tuple_items(e)  # every field given: read them where the tuple holds them
+            else:
+                _s.fields_of(e, _NewOrderLegs_names, b, where)
+                a = b
             q = _s.room(o, q, 11)
-            _NewOrderLegs_block_a(q, b)
-            q = _NewOrderLegs_tail_a(o, q + 11, b)
+            _NewOrderLegs_block_a(q, a)
+            q = _NewOrderLegs_tail_a(o, q + 11, a)
         count += 1
     _s.put_count(o, head, count, where)
     return q
@@ -5125,6 +5140,7 @@ cdef uint8_t* _BookUpdateLevels_tail_a(_s.Out* o, uint8_t* q, PyObject** a) exce
 
 cdef uint8_t* _BookUpdateLevels_entries_a(_s.Out* o, uint8_t* q, object v, str where) except NULL:
     cdef PyObject* b[4]
+    cdef PyObject** a
     cdef Py_ssize_t head, count = 0
     if type(v) is not list and type(v) is not tuple:
         raise TypeError(f"{where}: expected a list or tuple of entries, got {type(v).__name__}")
@@ -5138,10 +5154,14 @@ cdef uint8_t* _BookUpdateLevels_entries_a(_s.Out* o, uint8_t* q, object v, str w
         if type(e) is BookUpdateLevels:
             q = (<BookUpdateLevels>e)._put(o, q)
         else:
-            _s.fields_of(e, _BookUpdateLevels_names, b, where)
+            if type(e) is tuple and PyTuple_GET_SIZE(e) == 4:
+                a = _s.tuple_items(e)  # every field given: read them where the tuple holds them
+            else:
+                _s.fields_of(e, _BookUpdateLevels_names, b, where)
+                a = b
             q = _s.room(o, q, 22)
-            _BookUpdateLevels_block_a(q, b)
-            q = _BookUpdateLevels_tail_a(o, q + 22, b)
+            _BookUpdateLevels_block_a(q, a)
+            q = _BookUpdateLevels_tail_a(o, q + 22, a)
         count += 1
     _s.put_count(o, head, count, where)
     return q

@@ -11,6 +11,7 @@ from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.object cimport PyObject, PyObject_GenericGetAttr
 from cpython.pycapsule cimport PyCapsule_New
+from cpython.tuple cimport PyTuple_GET_SIZE
 # the codec support every generated module shares (runtime/seqbus/_codec_support.pxd)
 from seqbus cimport _codec_support as _s
 
@@ -327,10 +328,14 @@ _s.set_vectorcall(Envelope, <void*>_Envelope_new)
 
 cdef int _Envelope_write_any(uint8_t* q, object v, str where) except -1:
     """Write a Envelope given as a value, a tuple of its fields or a dict."""
-    cdef PyObject* a[7]
+    cdef PyObject* b[7]
+    cdef PyObject** a = b
     if type(v) is Envelope:
         return _wr_Envelope(q, v, where)
-    _s.fields_of(v, _Envelope_names, a, where)
+    if type(v) is tuple and PyTuple_GET_SIZE(v) == 7:
+        a = _s.tuple_items(v)  # every field given: read them where the tuple holds them
+    else:
+        _s.fields_of(v, _Envelope_names, b, where)
     if a[0] == NULL:
         _s.missing("Envelope", "timestamp_ns")
     _s.st_u64(q + 0, <object>a[0])
@@ -2062,6 +2067,7 @@ cdef uint8_t* _AdminCommandArgs_tail_a(_s.Out* o, uint8_t* q, PyObject** a) exce
 
 cdef uint8_t* _AdminCommandArgs_entries_a(_s.Out* o, uint8_t* q, object v, str where) except NULL:
     cdef PyObject* b[1]
+    cdef PyObject** a
     cdef Py_ssize_t head, count = 0
     if type(v) is not list and type(v) is not tuple:
         raise TypeError(f"{where}: expected a list or tuple of entries, got {type(v).__name__}")
@@ -2075,10 +2081,14 @@ cdef uint8_t* _AdminCommandArgs_entries_a(_s.Out* o, uint8_t* q, object v, str w
         if type(e) is AdminCommandArgs:
             q = (<AdminCommandArgs>e)._put(o, q)
         else:
-            _s.fields_of(e, _AdminCommandArgs_names, b, where)
+            if type(e) is tuple and PyTuple_GET_SIZE(e) == 1:
+                a = _s.tuple_items(e)  # every field given: read them where the tuple holds them
+            else:
+                _s.fields_of(e, _AdminCommandArgs_names, b, where)
+                a = b
             q = _s.room(o, q, 0)
-            _AdminCommandArgs_block_a(q, b)
-            q = _AdminCommandArgs_tail_a(o, q + 0, b)
+            _AdminCommandArgs_block_a(q, a)
+            q = _AdminCommandArgs_tail_a(o, q + 0, a)
         count += 1
     _s.put_count(o, head, count, where)
     return q
