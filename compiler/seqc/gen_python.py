@@ -355,9 +355,13 @@ def environment() -> jinja2.Environment:
     return env
 
 
+#: Methods of message views their getattro answers itself, before the fields (bound as a
+#: ``seqbus._codec_support.BoundMethod``): the hot calls on a view → the cdef method behind.
+VIEW_FAST_METHODS = {"to_value": "_value", "to_dict": "_dict"}
+
 #: The ABI of ``seqbus._codec_support`` the generated modules are written for; the runtime's
 #: ``seqbus._codec_support.ABI`` must equal it (each generated module checks at import).
-SUPPORT_ABI = 3
+SUPPORT_ABI = 4
 
 
 def generate(schema: ir.Schema, python_package: str | None = None) -> dict[str, str]:
@@ -374,7 +378,9 @@ def generate(schema: ir.Schema, python_package: str | None = None) -> dict[str, 
     ctx = {"schema": schema, "pkg": pkg, "all_blocks": _all_blocks(schema),
            "support_abi": SUPPORT_ABI, "structs": {st.name: st for st in schema.structs},
            "view_field_names": sorted({f.name for b, _ in _all_blocks(schema) for f in b.fields}
-                                       | {f.name for st in schema.structs for f in st.fields})}
+                                       | {f.name for st in schema.structs for f in st.fields}
+                                       | (set(VIEW_FAST_METHODS) if schema.messages else set())),
+           "view_fast_methods": VIEW_FAST_METHODS}
     out = {}
     for name, template in (
         ("_codec.pyx", "python/codec.pyx.j2"),

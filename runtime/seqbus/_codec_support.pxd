@@ -7,8 +7,11 @@ cimport cython
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy, memset
 from cpython.object cimport PyObject
+from cpython.list cimport PyList_GET_SIZE, PyList_SET_ITEM, PyList_Append
+from cpython.ref cimport Py_INCREF
 
 cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     bint PyUnicode_IS_ASCII(object o)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
     void* PyUnicode_DATA(object o)
@@ -118,7 +121,21 @@ cdef inline int present(const uint8_t* q, str msg, str field, Py_ssize_t off) ex
 
 # -- fixed and variable-length text and bytes -------------------------------------------------
 
-cdef str ld_char(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off)
+cdef str ld_char_checked(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off)
+
+cdef inline str ld_char(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off):
+    """A ``char[n]`` field: its ASCII text without the NUL or space padding (inline; a byte
+    past ASCII goes to ``ld_char_checked``, which raises the DecodeError naming it)."""
+    cdef Py_ssize_t i
+    cdef object s
+    while n > 0 and (q[n - 1] == 0 or q[n - 1] == 32):
+        n -= 1
+    for i in range(n):
+        if q[i] >= 128:
+            return ld_char_checked(q, n, msg, field, off)
+    s = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_DATA(s), q, n)
+    return <str>s
 cdef int st_char_checked(uint8_t* q, Py_ssize_t n, object v, str where) except -1
 
 cdef inline int st_char(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
@@ -244,10 +261,23 @@ cdef int missing(str cls, str field) except -1
 cdef object enum_of(object v, object cls, dict members, str where)
 cdef object flags_of(object v, object cls, dict cache, uint64_t limit, str where)
 cdef object construct(object cls, dict fields)
-cdef object fields_function(void* vectorcall, str name, str doc)
+cdef object class_function(void* vectorcall, str name, str doc)
+ctypedef object (*method_fn)(object)
+cdef object bound_method(object self, method_fn fn, const char* name)
+cdef object view_args(PyObject** args, size_t nargsf, PyObject* kwnames, Py_ssize_t* offset,
+                      Py_ssize_t* length, str name)
 cdef object value_of(object v, type cls, str where)
 cdef list entries_of(object v, type cls, str where)
 cdef object str_of(object v, str where)
+cdef list entry_list(Py_ssize_t count, Py_ssize_t room, Py_ssize_t entry_min)
+
+cdef inline int list_put(list out, Py_ssize_t i, object e) except -1:
+    """Entry ``i`` of a list from ``entry_list``: into its slot, or appended past them."""
+    if i < PyList_GET_SIZE(out):
+        Py_INCREF(e)
+        PyList_SET_ITEM(out, i, e)
+        return 0
+    return PyList_Append(out, e)
 
 # -- group sequences of views: the generated ...Group classes subclass Group ----------------
 

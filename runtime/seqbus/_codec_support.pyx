@@ -20,6 +20,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_DecodeASCII, PyUnic
 
 from cpython.object cimport PyObject, PyObject_Call
 from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.list cimport PyList_New
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 
 cdef extern from "Python.h":
@@ -70,16 +71,14 @@ if _sys.byteorder != "little":
     raise ImportError("seqbus codecs need a little-endian host")
 
 #: The codec support ABI: generated modules name the one they were generated for.
-ABI = 3
+ABI = 4
 
 
 cdef int bad_byte(str msg, str field, Py_ssize_t off, str what, uint8_t b) except -1:
     raise DecodeError(msg, field, off, f"{what} byte is {b}, not 0 or 1")
 
 
-cdef str ld_char(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off):
-    while n > 0 and (q[n - 1] == 0 or q[n - 1] == 32):
-        n -= 1
+cdef str ld_char_checked(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off):
     try:
         return PyUnicode_DecodeASCII(<const char*>q, n, NULL)
     except UnicodeDecodeError as exc:
@@ -554,13 +553,14 @@ cdef int set_vectorcall(type cls, void* fn) except -1:
 
 
 cdef int set_getattro(type cls, void* fn) except -1:
-    """Make attribute reads on ``cls`` (a group entry view or a struct) call ``fn`` first: it
-    answers its fields by comparing the interned name with each field's, and hands anything
-    else to ``PyObject_GenericGetAttr``. A field's getset descriptor behind the generic lookup
-    costs a type lookup and a descriptor call per read (CPython 3.11 specializes ``LOAD_ATTR``
-    for slots and instance dicts only). The price: a method call on such a class makes a bound
-    method (``LOAD_METHOD`` is only fast with the generic lookup), so message views and message
-    values, whose ``to_value()`` and ``encode()`` are the hot calls, keep the generic one."""
+    """Make attribute reads on ``cls`` (a view or a struct) call ``fn`` first: it answers its
+    fields by comparing the interned name with each field's, and hands anything else to
+    ``PyObject_GenericGetAttr``. A field's getset descriptor behind the generic lookup costs
+    a type lookup and a descriptor call per read (CPython 3.11 specializes ``LOAD_ATTR`` for
+    slots and instance dicts only). The price: a method call on such a class makes a bound
+    method (``LOAD_METHOD`` is only fast with the generic lookup), so message values, whose
+    ``encode()`` is the hot call, keep the generic one, and message views answer their hot
+    methods (``to_value``, ``to_dict``) themselves with a :class:`BoundMethod`."""
     seqbus_set_getattro(cls, fn)
     return 0
 
@@ -677,18 +677,19 @@ cdef object construct(object cls, dict fields):
 
 @cython.final
 @cython.no_gc
-cdef class FieldsFunction:
-    """A message class's ``encode_fields``: called with keyword arguments, it hands them to a
-    generated C function as a vector (a vectorcall, like the value classes' constructors:
-    no dict of keywords, no argument parsing of Cython's). A class attribute, not a method:
-    ``Message.encode_fields`` is this object itself, which the interpreter's method cache
-    serves directly (a staticmethod is looked up through its descriptor on every call)."""
+cdef class ClassFunction:
+    """A function of a generated message class (``encode_fields``, ``decode``): a vectorcall
+    object that hands its arguments to a generated C function as they come (like the value
+    classes' constructors: no dict of keywords, no argument parsing of Cython's). A class
+    attribute, not a method: ``Message.encode_fields`` is this object itself, which the
+    interpreter's method cache serves directly (a staticmethod is looked up through its
+    descriptor on every call)."""
     cdef void* _vectorcall  # the generated function: the type's vectorcall offset points here
     cdef str _name
     cdef str _doc
 
     def __init__(self):
-        raise TypeError("FieldsFunction objects are made by generated codecs")
+        raise TypeError("ClassFunction objects are made by generated codecs")
 
     @property
     def __name__(self):
@@ -706,23 +707,111 @@ cdef class FieldsFunction:
         return f"<function {self._name}>"
 
 
-cdef int _fields_function_calls() except -1:
-    """Point the type's vectorcall offset at ``_vectorcall`` (where Cython laid it out)."""
-    cdef FieldsFunction probe = FieldsFunction.__new__(FieldsFunction)
-    seqbus_set_call_offset(FieldsFunction, <char*>&probe._vectorcall - <char*><PyObject*>probe)
-    return 0
 
 
-_fields_function_calls()
-
-
-cdef object fields_function(void* vectorcall, str name, str doc):
-    """A :class:`FieldsFunction` calling ``vectorcall`` (a vectorcallfunc)."""
-    cdef FieldsFunction f = FieldsFunction.__new__(FieldsFunction)
+cdef object class_function(void* vectorcall, str name, str doc):
+    """A :class:`ClassFunction` calling ``vectorcall`` (a vectorcallfunc)."""
+    cdef ClassFunction f = ClassFunction.__new__(ClassFunction)
     f._vectorcall = vectorcall
     f._name = name
     f._doc = doc
     return f
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(8)
+cdef class BoundMethod:
+    """A method of a message view, bound: what ``view.to_value`` gives. Message views answer
+    field names through a getattro of their own, which costs the interpreter its method cache
+    for them (``LOAD_METHOD`` then asks getattro, and a method descriptor would make a new
+    bound builtin each call, tracked by the collector); their hot methods come back as this
+    instead: a vectorcall object from a free list, calling a C function of the view."""
+    cdef void* _vectorcall  # _call_bound: the type's vectorcall offset points here
+    cdef object _self
+    cdef method_fn _fn
+    cdef const char* _name  # the method's name (a literal of the generated module)
+
+    def __init__(self):
+        raise TypeError("BoundMethod objects are made by message views")
+
+    @property
+    def __self__(self):
+        return self._self
+
+    @property
+    def __name__(self):
+        return self._name.decode()
+
+    @property
+    def __qualname__(self):
+        return f"{type(self._self).__name__}.{self.__name__}"
+
+    @property
+    def __doc__(self):
+        return getattr(type(self._self), self.__name__).__doc__
+
+    def __repr__(self):
+        return f"<bound method {self.__qualname__} of {type(self._self).__name__} object>"
+
+
+cdef object _call_bound(object b, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef BoundMethod m = <BoundMethod>b
+    if PyVectorcall_NARGS(nargsf) or (kwnames != NULL and PyTuple_GET_SIZE(<object>kwnames)):
+        raise TypeError(f"{type(m._self).__name__}.{m._name.decode()}() takes no arguments")
+    return m._fn(m._self)
+
+
+cdef object bound_method(object self, method_fn fn, const char* name):
+    """``fn`` bound to ``self`` (``name``: the method's, a string literal)."""
+    cdef BoundMethod m = BoundMethod.__new__(BoundMethod)
+    m._vectorcall = <void*>_call_bound
+    m._self = self
+    m._fn = fn
+    m._name = name
+    return m
+
+
+cdef int _vectorcall_offsets() except -1:
+    """Point each vectorcall type's offset at its ``_vectorcall`` (where Cython laid it out)."""
+    cdef ClassFunction f = ClassFunction.__new__(ClassFunction)
+    cdef BoundMethod m = BoundMethod.__new__(BoundMethod)
+    seqbus_set_call_offset(ClassFunction, <char*>&f._vectorcall - <char*><PyObject*>f)
+    seqbus_set_call_offset(BoundMethod, <char*>&m._vectorcall - <char*><PyObject*>m)
+    return 0
+
+
+_vectorcall_offsets()
+
+
+cdef object view_args(PyObject** args, size_t nargsf, PyObject* kwnames, Py_ssize_t* offset,
+                      Py_ssize_t* length, str name):
+    """The arguments of ``decode(buf, offset=0, length=-1)``: returns ``buf`` and sets
+    ``offset`` and ``length`` when given."""
+    cdef Py_ssize_t nargs = PyVectorcall_NARGS(nargsf)
+    cdef Py_ssize_t nk = 0 if kwnames == NULL else PyTuple_GET_SIZE(<object>kwnames)
+    cdef PyObject* a[3]
+    cdef Py_ssize_t i
+    if nargs > 3:
+        raise TypeError(f"{name}() takes at most 3 arguments ({nargs} given)")
+    a[0] = a[1] = a[2] = NULL
+    for i in range(nargs):
+        a[i] = args[i]
+    for i in range(nk):
+        key = <object>PyTuple_GET_ITEM(<object>kwnames, i)
+        k = 0 if key == "buf" else 1 if key == "offset" else 2 if key == "length" else -1
+        if k < 0:
+            raise TypeError(f"{name}() got an unexpected keyword argument {key!r}")
+        if a[k] != NULL:
+            raise TypeError(f"{name}() got multiple values for argument {key!r}")
+        a[k] = args[nargs + i]
+    if a[0] == NULL:
+        raise TypeError(f"{name}() missing required argument 'buf'")
+    if a[1] != NULL:
+        offset[0] = <object>a[1]
+    if a[2] != NULL:
+        length[0] = <object>a[2]
+    return <object>a[0]
 
 
 cdef object value_of(object v, type cls, str where):
@@ -760,6 +849,16 @@ cdef list entries_of(object v, type cls, str where):
         out.append(value_of(e, cls, f"{where}[{i}]"))
         i += 1
     return out
+
+
+cdef list entry_list(Py_ssize_t count, Py_ssize_t room, Py_ssize_t entry_min):
+    """The list a decoded group's ``count`` entries go in: made with a slot for each when
+    ``room`` bytes can hold that many entries of at least ``entry_min`` bytes (a corrupt count
+    then fails on the entry past the end, as an empty list filled by appending would, instead
+    of allocating for billions of entries); ``list_put`` fills it."""
+    if entry_min == 0 or count <= room // entry_min:
+        return PyList_New(count)
+    return []
 
 
 cdef object str_of(object v, str where):

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from seqbus.errors import DecodeError
 from tests.compiler.test_codec import new_order
 
 
@@ -58,6 +59,73 @@ def test_entry_views_and_structs_answer_fields_and_keep_methods(exchange: Module
     assert price.mantissa == 7 and getattr(price, "".join(["mant", "issa"])) == 7
     with pytest.raises(AttributeError, match="no attribute 'colour'"):
         price.colour  # noqa: B018
+
+
+def test_message_views_answer_fields_and_bind_their_hot_methods(exchange: ModuleType) -> None:
+    """Message views read fields through a getattro of their own too (issue 13's full read);
+    it binds to_value and to_dict itself (a BoundMethod from a free list), and everything
+    else goes the generic way."""
+    x = exchange
+    msg = new_order(x)
+    view = x.NewOrder.decode(msg.encode())
+    assert view.order_id == 2**64 - 1 and getattr(view, "".join(["order", "_id"])) == 2**64 - 1
+    assert view.to_value() == msg and view.to_dict() == msg.to_dict()
+    bound = view.to_value
+    assert bound.__self__ is view and bound.__name__ == "to_value"
+    assert bound.__qualname__ == "NewOrderView.to_value" and "full decode" in (bound.__doc__ or "")
+    assert "bound method NewOrderView.to_value" in repr(bound)
+    del view
+    assert bound() == msg  # the bound method keeps its view (and the view its buffer)
+    view = x.NewOrder.decode(msg.encode())
+    assert getattr(view, "".join(["to_", "dict"]))() == msg.to_dict()  # the generic lookup
+    assert type(view).to_value(view) == msg and view.wire_size == len(msg.encode())
+    with pytest.raises(TypeError, match=r"^NewOrderView.to_value\(\) takes no arguments$"):
+        view.to_value(1)
+    with pytest.raises(TypeError, match="takes no arguments"):
+        view.to_dict(deep=True)
+    with pytest.raises(AttributeError, match="no attribute 'colour'"):
+        view.colour  # noqa: B018
+    with pytest.raises(AttributeError):
+        view.order_id = 5  # views stay read-only
+    with pytest.raises(TypeError, match="made by message views"):
+        type(bound)()
+
+
+def test_decode_takes_its_arguments_by_position_or_keyword(exchange: ModuleType) -> None:
+    x = exchange
+    data = b"xx" + x.OrderAccepted(order_id=1, at=2).encode() + b"yy"
+    n = len(data) - 4
+    for view in (x.OrderAccepted.decode(data, 2, n), x.OrderAccepted.decode(data, offset=2, length=n),
+                 x.OrderAccepted.decode(buf=data, length=n, offset=2),
+                 x.OrderAccepted.decode(data[2:-2]), x.OrderAccepted.decode(data, 2)):
+        assert (view.order_id, view.at) == (1, 2)
+    assert x.OrderAccepted.decode.__name__ == "decode" and "zero-copy" in (
+        x.OrderAccepted.decode.__doc__ or "")
+    for args, kwargs, text in [
+        ((), {}, r"OrderAccepted.decode\(\) missing required argument 'buf'"),
+        ((data, 2, n, 4), {}, r"OrderAccepted.decode\(\) takes at most 3 arguments \(4 given\)"),
+        ((data,), {"colour": 1}, "unexpected keyword argument 'colour'"),
+        ((data, 2), {"offset": 2}, "multiple values for argument 'offset'"),
+        ((data, "2"), {}, "integer"),
+    ]:
+        with pytest.raises(TypeError, match=text):
+            x.OrderAccepted.decode(*args, **kwargs)
+    with pytest.raises(DecodeError):
+        x.OrderAccepted.decode(data, 3, n)
+
+
+def test_a_corrupt_entry_count_is_a_decode_error_not_an_allocation(exchange: ModuleType) -> None:
+    """The full decode makes each group's list with a slot per entry when the bytes left can
+    hold that many; a count they cannot hold fails on the entries, naming the group, as it
+    did before the lists were made whole."""
+    x = exchange
+    data = bytearray(new_order(x).encode())
+    at = 8 + 54 + 2  # the legs group header
+    assert data[at + 4] == 2
+    data[at + 4:at + 8] = (2**32 - 1).to_bytes(4, "little")
+    for read in (lambda v: v.to_value(), lambda v: v.to_dict()):
+        with pytest.raises(DecodeError, match="NewOrder.legs"):
+            read(x.NewOrder.decode(bytes(data)))
 
 
 def test_views_are_not_tracked_by_the_garbage_collector(exchange: ModuleType) -> None:

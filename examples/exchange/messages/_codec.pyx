@@ -20,7 +20,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 3)
+_require_abi(__name__, 4)
 SCHEMA_ID = 7
 SCHEMA_VERSION = 2
 PACKAGE = "exchange"
@@ -55,6 +55,8 @@ cdef object _n_side = _intern("side")
 cdef object _n_stop_price = _intern("stop_price")
 cdef object _n_symbol = _intern("symbol")
 cdef object _n_text = _intern("text")
+cdef object _n_to_dict = _intern("to_dict")
+cdef object _n_to_value = _intern("to_value")
 cdef object _n_trade_id = _intern("trade_id")
 
 
@@ -502,8 +504,8 @@ cdef class NewOrderLegsFillsView:
 
 
 cdef object _NewOrderLegsFillsView_getattro(object self, object name):
-    """``view.field``: the field named by this interned name, or the generic lookup (methods,
-    the properties above, names built at run time)."""
+    """``view.field``: the field named by this interned name, or the generic lookup (methods, the
+    properties above, names built at run time)."""
     if name is _n_qty:
         return (<NewOrderLegsFillsView>self)._get_qty()
     if name is _n_price:
@@ -812,9 +814,9 @@ cdef object _NewOrderLegs_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, 
     v_side = _rd_Side(q, "NewOrder", "legs.side", base + at + 10)
     if ng > 0:
         pos = _s.group_header(p, n, pos, 12, "NewOrder", "legs.fills", base, &g_bl, &g_ng, &g_nv, &g_count)
-        g_out = []
+        g_out = _s.entry_list(g_count, n - pos, g_bl + 8 * g_ng + 4 * g_nv)
         for g_i in range(g_count):
-            g_out.append(_NewOrderLegsFills_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+            _s.list_put(g_out, g_i, _NewOrderLegsFills_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
         v_fills = g_out
     else:
         v_fills = []
@@ -850,9 +852,9 @@ cdef object _NewOrderLegs_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base,
     r.side = _rd_Side(q, "NewOrder", "legs.side", base + at + 10)
     if ng > 0:
         pos = _s.group_header(p, n, pos, 12, "NewOrder", "legs.fills", base, &g_bl, &g_ng, &g_nv, &g_count)
-        g_out = []
+        g_out = _s.entry_list(g_count, n - pos, g_bl + 8 * g_ng + 4 * g_nv)
         for g_i in range(g_count):
-            g_out.append(_NewOrderLegsFills_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+            _s.list_put(g_out, g_i, _NewOrderLegsFills_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
         v_fills = g_out
     else:
         v_fills = []
@@ -979,8 +981,8 @@ cdef class NewOrderLegsView:
 
 
 cdef object _NewOrderLegsView_getattro(object self, object name):
-    """``view.field``: the field named by this interned name, or the generic lookup (methods,
-    the properties above, names built at run time)."""
+    """``view.field``: the field named by this interned name, or the generic lookup (methods, the
+    properties above, names built at run time)."""
     if name is _n_symbol:
         return (<NewOrderLegsView>self)._get_symbol()
     if name is _n_ratio:
@@ -1371,9 +1373,9 @@ cdef object _NewOrder_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_s
         v_expire_at = None
     if ng > 0:
         pos = _s.group_header(p, n, pos, 11, "NewOrder", "legs", base, &g_bl, &g_ng, &g_nv, &g_count)
-        g_out = []
+        g_out = _s.entry_list(g_count, n - pos, g_bl + 8 * g_ng + 4 * g_nv)
         for g_i in range(g_count):
-            g_out.append(_NewOrderLegs_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+            _s.list_put(g_out, g_i, _NewOrderLegs_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
         v_legs = g_out
     else:
         v_legs = []
@@ -1445,9 +1447,9 @@ cdef object _NewOrder_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py_
         r.expire_at = None
     if ng > 0:
         pos = _s.group_header(p, n, pos, 11, "NewOrder", "legs", base, &g_bl, &g_ng, &g_nv, &g_count)
-        g_out = []
+        g_out = _s.entry_list(g_count, n - pos, g_bl + 8 * g_ng + 4 * g_nv)
         for g_i in range(g_count):
-            g_out.append(_NewOrderLegs_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+            _s.list_put(g_out, g_i, _NewOrderLegs_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
         v_legs = g_out
     else:
         v_legs = []
@@ -1727,6 +1729,52 @@ cdef class NewOrderView:
         return _repr("NewOrderView", self.to_dict())
 
 
+cdef object _NewOrderView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, a hot method bound
+    (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
+    properties above, names built at run time)."""
+    if name is _n_to_value:
+        return _s.bound_method(self, _NewOrderView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _NewOrderView_to_dict, "to_dict")
+    if name is _n_order_id:
+        return (<NewOrderView>self)._get_order_id()
+    if name is _n_client_id:
+        return (<NewOrderView>self)._get_client_id()
+    if name is _n_symbol:
+        return (<NewOrderView>self)._get_symbol()
+    if name is _n_side:
+        return (<NewOrderView>self)._get_side()
+    if name is _n_price:
+        return (<NewOrderView>self)._get_price()
+    if name is _n_quantity:
+        return (<NewOrderView>self)._get_quantity()
+    if name is _n_stop_price:
+        return (<NewOrderView>self)._get_stop_price()
+    if name is _n_inst:
+        return (<NewOrderView>self)._get_inst()
+    if name is _n_expire_at:
+        return (<NewOrderView>self)._get_expire_at()
+    if name is _n_legs:
+        return (<NewOrderView>self)._get_legs()
+    if name is _n_account:
+        return (<NewOrderView>self)._get_account()
+    if name is _n_memo:
+        return (<NewOrderView>self)._get_memo()
+    return PyObject_GenericGetAttr(self, name)
+
+
+cdef object _NewOrderView_to_value(object self):
+    return (<NewOrderView>self)._value()
+
+
+cdef object _NewOrderView_to_dict(object self):
+    return (<NewOrderView>self)._dict()
+
+
+_s.set_getattro(NewOrderView, <void*>_NewOrderView_getattro)
+
+
 cdef int _NewOrderView_init(NewOrderView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
@@ -1748,6 +1796,13 @@ cdef NewOrderView _NewOrderView_wrap(object buf, Py_ssize_t offset, Py_ssize_t l
     cdef NewOrderView v = NewOrderView.__new__(NewOrderView)
     _NewOrderView_init(v, buf, offset, length)
     return v
+
+
+cdef object _NewOrder_decode(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``NewOrder.decode(buf, offset=0, length=-1)`` (the vectorcall of its ClassFunction)."""
+    cdef Py_ssize_t offset = 0, length = -1
+    buf = _s.view_args(args, nargsf, kwnames, &offset, &length, "NewOrder.decode")
+    return _NewOrderView_wrap(buf, offset, length)
 
 
 @cython.final
@@ -1948,13 +2003,12 @@ cdef class NewOrder:
         group entries and structs."""
         return _s.construct(NewOrder, d)
 
-    @staticmethod
-    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """A zero-copy :class:`NewOrderView` over ``buf`` at ``offset`` (header included)."""
-        return _NewOrderView_wrap(buf, offset, length)
+    # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
+    decode = _s.class_function(<void*>_NewOrder_decode, "NewOrder.decode", """NewOrder.decode(buf, offset=0, length=-1)
 
-    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
-    encode_fields = _s.fields_function(<void*>_NewOrder_encode_fields, "NewOrder.encode_fields", """NewOrder.encode_fields(**fields)
+        A zero-copy :class:`NewOrderView` over ``buf`` at ``offset`` (header included).""")
+
+    encode_fields = _s.class_function(<void*>_NewOrder_encode_fields, "NewOrder.encode_fields", """NewOrder.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
@@ -2186,7 +2240,7 @@ cdef bytes _NewOrder_encode_a(PyObject** a):
 
 
 cdef object _NewOrder_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
-    """``NewOrder.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    """``NewOrder.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
     cdef PyObject* a[12]
     _s.parse_kwargs(args, nargsf, kwnames, _NewOrder_names, a, "NewOrder.encode_fields")
     return _NewOrder_encode_a(a)
@@ -2368,6 +2422,32 @@ cdef class OrderAcceptedView:
         return _repr("OrderAcceptedView", self.to_dict())
 
 
+cdef object _OrderAcceptedView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, a hot method bound
+    (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
+    properties above, names built at run time)."""
+    if name is _n_to_value:
+        return _s.bound_method(self, _OrderAcceptedView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _OrderAcceptedView_to_dict, "to_dict")
+    if name is _n_order_id:
+        return (<OrderAcceptedView>self)._get_order_id()
+    if name is _n_at:
+        return (<OrderAcceptedView>self)._get_at()
+    return PyObject_GenericGetAttr(self, name)
+
+
+cdef object _OrderAcceptedView_to_value(object self):
+    return (<OrderAcceptedView>self)._value()
+
+
+cdef object _OrderAcceptedView_to_dict(object self):
+    return (<OrderAcceptedView>self)._dict()
+
+
+_s.set_getattro(OrderAcceptedView, <void*>_OrderAcceptedView_getattro)
+
+
 cdef int _OrderAcceptedView_init(OrderAcceptedView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
@@ -2389,6 +2469,13 @@ cdef OrderAcceptedView _OrderAcceptedView_wrap(object buf, Py_ssize_t offset, Py
     cdef OrderAcceptedView v = OrderAcceptedView.__new__(OrderAcceptedView)
     _OrderAcceptedView_init(v, buf, offset, length)
     return v
+
+
+cdef object _OrderAccepted_decode(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``OrderAccepted.decode(buf, offset=0, length=-1)`` (the vectorcall of its ClassFunction)."""
+    cdef Py_ssize_t offset = 0, length = -1
+    buf = _s.view_args(args, nargsf, kwnames, &offset, &length, "OrderAccepted.decode")
+    return _OrderAcceptedView_wrap(buf, offset, length)
 
 
 @cython.final
@@ -2484,13 +2571,12 @@ cdef class OrderAccepted:
         group entries and structs."""
         return _s.construct(OrderAccepted, d)
 
-    @staticmethod
-    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """A zero-copy :class:`OrderAcceptedView` over ``buf`` at ``offset`` (header included)."""
-        return _OrderAcceptedView_wrap(buf, offset, length)
+    # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
+    decode = _s.class_function(<void*>_OrderAccepted_decode, "OrderAccepted.decode", """OrderAccepted.decode(buf, offset=0, length=-1)
 
-    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
-    encode_fields = _s.fields_function(<void*>_OrderAccepted_encode_fields, "OrderAccepted.encode_fields", """OrderAccepted.encode_fields(**fields)
+        A zero-copy :class:`OrderAcceptedView` over ``buf`` at ``offset`` (header included).""")
+
+    encode_fields = _s.class_function(<void*>_OrderAccepted_encode_fields, "OrderAccepted.encode_fields", """OrderAccepted.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
@@ -2624,7 +2710,7 @@ cdef bytes _OrderAccepted_encode_a(PyObject** a):
 
 
 cdef object _OrderAccepted_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
-    """``OrderAccepted.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    """``OrderAccepted.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
     cdef PyObject* a[2]
     _s.parse_kwargs(args, nargsf, kwnames, _OrderAccepted_names, a, "OrderAccepted.encode_fields")
     return _OrderAccepted_encode_a(a)
@@ -2848,6 +2934,36 @@ cdef class OrderRejectedView:
         return _repr("OrderRejectedView", self.to_dict())
 
 
+cdef object _OrderRejectedView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, a hot method bound
+    (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
+    properties above, names built at run time)."""
+    if name is _n_to_value:
+        return _s.bound_method(self, _OrderRejectedView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _OrderRejectedView_to_dict, "to_dict")
+    if name is _n_order_id:
+        return (<OrderRejectedView>self)._get_order_id()
+    if name is _n_at:
+        return (<OrderRejectedView>self)._get_at()
+    if name is _n_reason:
+        return (<OrderRejectedView>self)._get_reason()
+    if name is _n_text:
+        return (<OrderRejectedView>self)._get_text()
+    return PyObject_GenericGetAttr(self, name)
+
+
+cdef object _OrderRejectedView_to_value(object self):
+    return (<OrderRejectedView>self)._value()
+
+
+cdef object _OrderRejectedView_to_dict(object self):
+    return (<OrderRejectedView>self)._dict()
+
+
+_s.set_getattro(OrderRejectedView, <void*>_OrderRejectedView_getattro)
+
+
 cdef int _OrderRejectedView_init(OrderRejectedView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
@@ -2869,6 +2985,13 @@ cdef OrderRejectedView _OrderRejectedView_wrap(object buf, Py_ssize_t offset, Py
     cdef OrderRejectedView v = OrderRejectedView.__new__(OrderRejectedView)
     _OrderRejectedView_init(v, buf, offset, length)
     return v
+
+
+cdef object _OrderRejected_decode(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``OrderRejected.decode(buf, offset=0, length=-1)`` (the vectorcall of its ClassFunction)."""
+    cdef Py_ssize_t offset = 0, length = -1
+    buf = _s.view_args(args, nargsf, kwnames, &offset, &length, "OrderRejected.decode")
+    return _OrderRejectedView_wrap(buf, offset, length)
 
 
 @cython.final
@@ -2983,13 +3106,12 @@ cdef class OrderRejected:
         group entries and structs."""
         return _s.construct(OrderRejected, d)
 
-    @staticmethod
-    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """A zero-copy :class:`OrderRejectedView` over ``buf`` at ``offset`` (header included)."""
-        return _OrderRejectedView_wrap(buf, offset, length)
+    # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
+    decode = _s.class_function(<void*>_OrderRejected_decode, "OrderRejected.decode", """OrderRejected.decode(buf, offset=0, length=-1)
 
-    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
-    encode_fields = _s.fields_function(<void*>_OrderRejected_encode_fields, "OrderRejected.encode_fields", """OrderRejected.encode_fields(**fields)
+        A zero-copy :class:`OrderRejectedView` over ``buf`` at ``offset`` (header included).""")
+
+    encode_fields = _s.class_function(<void*>_OrderRejected_encode_fields, "OrderRejected.encode_fields", """OrderRejected.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
@@ -3138,7 +3260,7 @@ cdef bytes _OrderRejected_encode_a(PyObject** a):
 
 
 cdef object _OrderRejected_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
-    """``OrderRejected.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    """``OrderRejected.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
     cdef PyObject* a[4]
     _s.parse_kwargs(args, nargsf, kwnames, _OrderRejected_names, a, "OrderRejected.encode_fields")
     return _OrderRejected_encode_a(a)
@@ -3312,6 +3434,32 @@ cdef class CancelOrderView:
         return _repr("CancelOrderView", self.to_dict())
 
 
+cdef object _CancelOrderView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, a hot method bound
+    (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
+    properties above, names built at run time)."""
+    if name is _n_to_value:
+        return _s.bound_method(self, _CancelOrderView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _CancelOrderView_to_dict, "to_dict")
+    if name is _n_order_id:
+        return (<CancelOrderView>self)._get_order_id()
+    if name is _n_client_id:
+        return (<CancelOrderView>self)._get_client_id()
+    return PyObject_GenericGetAttr(self, name)
+
+
+cdef object _CancelOrderView_to_value(object self):
+    return (<CancelOrderView>self)._value()
+
+
+cdef object _CancelOrderView_to_dict(object self):
+    return (<CancelOrderView>self)._dict()
+
+
+_s.set_getattro(CancelOrderView, <void*>_CancelOrderView_getattro)
+
+
 cdef int _CancelOrderView_init(CancelOrderView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
@@ -3333,6 +3481,13 @@ cdef CancelOrderView _CancelOrderView_wrap(object buf, Py_ssize_t offset, Py_ssi
     cdef CancelOrderView v = CancelOrderView.__new__(CancelOrderView)
     _CancelOrderView_init(v, buf, offset, length)
     return v
+
+
+cdef object _CancelOrder_decode(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``CancelOrder.decode(buf, offset=0, length=-1)`` (the vectorcall of its ClassFunction)."""
+    cdef Py_ssize_t offset = 0, length = -1
+    buf = _s.view_args(args, nargsf, kwnames, &offset, &length, "CancelOrder.decode")
+    return _CancelOrderView_wrap(buf, offset, length)
 
 
 @cython.final
@@ -3428,13 +3583,12 @@ cdef class CancelOrder:
         group entries and structs."""
         return _s.construct(CancelOrder, d)
 
-    @staticmethod
-    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """A zero-copy :class:`CancelOrderView` over ``buf`` at ``offset`` (header included)."""
-        return _CancelOrderView_wrap(buf, offset, length)
+    # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
+    decode = _s.class_function(<void*>_CancelOrder_decode, "CancelOrder.decode", """CancelOrder.decode(buf, offset=0, length=-1)
 
-    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
-    encode_fields = _s.fields_function(<void*>_CancelOrder_encode_fields, "CancelOrder.encode_fields", """CancelOrder.encode_fields(**fields)
+        A zero-copy :class:`CancelOrderView` over ``buf`` at ``offset`` (header included).""")
+
+    encode_fields = _s.class_function(<void*>_CancelOrder_encode_fields, "CancelOrder.encode_fields", """CancelOrder.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
@@ -3568,7 +3722,7 @@ cdef bytes _CancelOrder_encode_a(PyObject** a):
 
 
 cdef object _CancelOrder_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
-    """``CancelOrder.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    """``CancelOrder.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
     cdef PyObject* a[2]
     _s.parse_kwargs(args, nargsf, kwnames, _CancelOrder_names, a, "CancelOrder.encode_fields")
     return _CancelOrder_encode_a(a)
@@ -3757,6 +3911,34 @@ cdef class OrderCancelledView:
         return _repr("OrderCancelledView", self.to_dict())
 
 
+cdef object _OrderCancelledView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, a hot method bound
+    (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
+    properties above, names built at run time)."""
+    if name is _n_to_value:
+        return _s.bound_method(self, _OrderCancelledView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _OrderCancelledView_to_dict, "to_dict")
+    if name is _n_order_id:
+        return (<OrderCancelledView>self)._get_order_id()
+    if name is _n_at:
+        return (<OrderCancelledView>self)._get_at()
+    if name is _n_cancelled_quantity:
+        return (<OrderCancelledView>self)._get_cancelled_quantity()
+    return PyObject_GenericGetAttr(self, name)
+
+
+cdef object _OrderCancelledView_to_value(object self):
+    return (<OrderCancelledView>self)._value()
+
+
+cdef object _OrderCancelledView_to_dict(object self):
+    return (<OrderCancelledView>self)._dict()
+
+
+_s.set_getattro(OrderCancelledView, <void*>_OrderCancelledView_getattro)
+
+
 cdef int _OrderCancelledView_init(OrderCancelledView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
@@ -3778,6 +3960,13 @@ cdef OrderCancelledView _OrderCancelledView_wrap(object buf, Py_ssize_t offset, 
     cdef OrderCancelledView v = OrderCancelledView.__new__(OrderCancelledView)
     _OrderCancelledView_init(v, buf, offset, length)
     return v
+
+
+cdef object _OrderCancelled_decode(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``OrderCancelled.decode(buf, offset=0, length=-1)`` (the vectorcall of its ClassFunction)."""
+    cdef Py_ssize_t offset = 0, length = -1
+    buf = _s.view_args(args, nargsf, kwnames, &offset, &length, "OrderCancelled.decode")
+    return _OrderCancelledView_wrap(buf, offset, length)
 
 
 @cython.final
@@ -3880,13 +4069,12 @@ cdef class OrderCancelled:
         group entries and structs."""
         return _s.construct(OrderCancelled, d)
 
-    @staticmethod
-    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """A zero-copy :class:`OrderCancelledView` over ``buf`` at ``offset`` (header included)."""
-        return _OrderCancelledView_wrap(buf, offset, length)
+    # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
+    decode = _s.class_function(<void*>_OrderCancelled_decode, "OrderCancelled.decode", """OrderCancelled.decode(buf, offset=0, length=-1)
 
-    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
-    encode_fields = _s.fields_function(<void*>_OrderCancelled_encode_fields, "OrderCancelled.encode_fields", """OrderCancelled.encode_fields(**fields)
+        A zero-copy :class:`OrderCancelledView` over ``buf`` at ``offset`` (header included).""")
+
+    encode_fields = _s.class_function(<void*>_OrderCancelled_encode_fields, "OrderCancelled.encode_fields", """OrderCancelled.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
@@ -4028,7 +4216,7 @@ cdef bytes _OrderCancelled_encode_a(PyObject** a):
 
 
 cdef object _OrderCancelled_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
-    """``OrderCancelled.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    """``OrderCancelled.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
     cdef PyObject* a[3]
     _s.parse_kwargs(args, nargsf, kwnames, _OrderCancelled_names, a, "OrderCancelled.encode_fields")
     return _OrderCancelled_encode_a(a)
@@ -4303,6 +4491,44 @@ cdef class TradeView:
         return _repr("TradeView", self.to_dict())
 
 
+cdef object _TradeView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, a hot method bound
+    (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
+    properties above, names built at run time)."""
+    if name is _n_to_value:
+        return _s.bound_method(self, _TradeView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _TradeView_to_dict, "to_dict")
+    if name is _n_trade_id:
+        return (<TradeView>self)._get_trade_id()
+    if name is _n_symbol:
+        return (<TradeView>self)._get_symbol()
+    if name is _n_price:
+        return (<TradeView>self)._get_price()
+    if name is _n_quantity:
+        return (<TradeView>self)._get_quantity()
+    if name is _n_buy_order_id:
+        return (<TradeView>self)._get_buy_order_id()
+    if name is _n_sell_order_id:
+        return (<TradeView>self)._get_sell_order_id()
+    if name is _n_aggressor:
+        return (<TradeView>self)._get_aggressor()
+    if name is _n_at:
+        return (<TradeView>self)._get_at()
+    return PyObject_GenericGetAttr(self, name)
+
+
+cdef object _TradeView_to_value(object self):
+    return (<TradeView>self)._value()
+
+
+cdef object _TradeView_to_dict(object self):
+    return (<TradeView>self)._dict()
+
+
+_s.set_getattro(TradeView, <void*>_TradeView_getattro)
+
+
 cdef int _TradeView_init(TradeView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
@@ -4324,6 +4550,13 @@ cdef TradeView _TradeView_wrap(object buf, Py_ssize_t offset, Py_ssize_t length)
     cdef TradeView v = TradeView.__new__(TradeView)
     _TradeView_init(v, buf, offset, length)
     return v
+
+
+cdef object _Trade_decode(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``Trade.decode(buf, offset=0, length=-1)`` (the vectorcall of its ClassFunction)."""
+    cdef Py_ssize_t offset = 0, length = -1
+    buf = _s.view_args(args, nargsf, kwnames, &offset, &length, "Trade.decode")
+    return _TradeView_wrap(buf, offset, length)
 
 
 @cython.final
@@ -4461,13 +4694,12 @@ cdef class Trade:
         group entries and structs."""
         return _s.construct(Trade, d)
 
-    @staticmethod
-    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """A zero-copy :class:`TradeView` over ``buf`` at ``offset`` (header included)."""
-        return _TradeView_wrap(buf, offset, length)
+    # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
+    decode = _s.class_function(<void*>_Trade_decode, "Trade.decode", """Trade.decode(buf, offset=0, length=-1)
 
-    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
-    encode_fields = _s.fields_function(<void*>_Trade_encode_fields, "Trade.encode_fields", """Trade.encode_fields(**fields)
+        A zero-copy :class:`TradeView` over ``buf`` at ``offset`` (header included).""")
+
+    encode_fields = _s.class_function(<void*>_Trade_encode_fields, "Trade.encode_fields", """Trade.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
@@ -4649,7 +4881,7 @@ cdef bytes _Trade_encode_a(PyObject** a):
 
 
 cdef object _Trade_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
-    """``Trade.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    """``Trade.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
     cdef PyObject* a[8]
     _s.parse_kwargs(args, nargsf, kwnames, _Trade_names, a, "Trade.encode_fields")
     return _Trade_encode_a(a)
@@ -4844,8 +5076,8 @@ cdef class BookUpdateLevelsView:
 
 
 cdef object _BookUpdateLevelsView_getattro(object self, object name):
-    """``view.field``: the field named by this interned name, or the generic lookup (methods,
-    the properties above, names built at run time)."""
+    """``view.field``: the field named by this interned name, or the generic lookup (methods, the
+    properties above, names built at run time)."""
     if name is _n_side:
         return (<BookUpdateLevelsView>self)._get_side()
     if name is _n_price:
@@ -5186,9 +5418,9 @@ cdef object _BookUpdate_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, Py
     v_at = _s.ld_u64(q)
     if ng > 0:
         pos = _s.group_header(p, n, pos, 22, "BookUpdate", "levels", base, &g_bl, &g_ng, &g_nv, &g_count)
-        g_out = []
+        g_out = _s.entry_list(g_count, n - pos, g_bl + 8 * g_ng + 4 * g_nv)
         for g_i in range(g_count):
-            g_out.append(_BookUpdateLevels_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+            _s.list_put(g_out, g_i, _BookUpdateLevels_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
         v_levels = g_out
     else:
         v_levels = []
@@ -5219,9 +5451,9 @@ cdef object _BookUpdate_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, P
     r.at = _s.ld_u64(q)
     if ng > 0:
         pos = _s.group_header(p, n, pos, 22, "BookUpdate", "levels", base, &g_bl, &g_ng, &g_nv, &g_count)
-        g_out = []
+        g_out = _s.entry_list(g_count, n - pos, g_bl + 8 * g_ng + 4 * g_nv)
         for g_i in range(g_count):
-            g_out.append(_BookUpdateLevels_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+            _s.list_put(g_out, g_i, _BookUpdateLevels_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
         v_levels = g_out
     else:
         v_levels = []
@@ -5357,6 +5589,34 @@ cdef class BookUpdateView:
         return _repr("BookUpdateView", self.to_dict())
 
 
+cdef object _BookUpdateView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, a hot method bound
+    (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
+    properties above, names built at run time)."""
+    if name is _n_to_value:
+        return _s.bound_method(self, _BookUpdateView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _BookUpdateView_to_dict, "to_dict")
+    if name is _n_symbol:
+        return (<BookUpdateView>self)._get_symbol()
+    if name is _n_at:
+        return (<BookUpdateView>self)._get_at()
+    if name is _n_levels:
+        return (<BookUpdateView>self)._get_levels()
+    return PyObject_GenericGetAttr(self, name)
+
+
+cdef object _BookUpdateView_to_value(object self):
+    return (<BookUpdateView>self)._value()
+
+
+cdef object _BookUpdateView_to_dict(object self):
+    return (<BookUpdateView>self)._dict()
+
+
+_s.set_getattro(BookUpdateView, <void*>_BookUpdateView_getattro)
+
+
 cdef int _BookUpdateView_init(BookUpdateView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
@@ -5378,6 +5638,13 @@ cdef BookUpdateView _BookUpdateView_wrap(object buf, Py_ssize_t offset, Py_ssize
     cdef BookUpdateView v = BookUpdateView.__new__(BookUpdateView)
     _BookUpdateView_init(v, buf, offset, length)
     return v
+
+
+cdef object _BookUpdate_decode(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``BookUpdate.decode(buf, offset=0, length=-1)`` (the vectorcall of its ClassFunction)."""
+    cdef Py_ssize_t offset = 0, length = -1
+    buf = _s.view_args(args, nargsf, kwnames, &offset, &length, "BookUpdate.decode")
+    return _BookUpdateView_wrap(buf, offset, length)
 
 
 @cython.final
@@ -5497,13 +5764,12 @@ cdef class BookUpdate:
         group entries and structs."""
         return _s.construct(BookUpdate, d)
 
-    @staticmethod
-    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """A zero-copy :class:`BookUpdateView` over ``buf`` at ``offset`` (header included)."""
-        return _BookUpdateView_wrap(buf, offset, length)
+    # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
+    decode = _s.class_function(<void*>_BookUpdate_decode, "BookUpdate.decode", """BookUpdate.decode(buf, offset=0, length=-1)
 
-    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
-    encode_fields = _s.fields_function(<void*>_BookUpdate_encode_fields, "BookUpdate.encode_fields", """BookUpdate.encode_fields(**fields)
+        A zero-copy :class:`BookUpdateView` over ``buf`` at ``offset`` (header included).""")
+
+    encode_fields = _s.class_function(<void*>_BookUpdate_encode_fields, "BookUpdate.encode_fields", """BookUpdate.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
@@ -5657,7 +5923,7 @@ cdef bytes _BookUpdate_encode_a(PyObject** a):
 
 
 cdef object _BookUpdate_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
-    """``BookUpdate.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    """``BookUpdate.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
     cdef PyObject* a[3]
     _s.parse_kwargs(args, nargsf, kwnames, _BookUpdate_names, a, "BookUpdate.encode_fields")
     return _BookUpdate_encode_a(a)

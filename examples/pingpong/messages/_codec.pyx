@@ -20,7 +20,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 3)
+_require_abi(__name__, 4)
 SCHEMA_ID = 2
 SCHEMA_VERSION = 1
 PACKAGE = "pingpong"
@@ -32,6 +32,8 @@ cdef uint8_t _ZERO[65536]  # what absent fixed fields read as (fields newer than
 cdef object _n_id = _intern("id")
 cdef object _n_ping_sent_at_ns = _intern("ping_sent_at_ns")
 cdef object _n_sent_at_ns = _intern("sent_at_ns")
+cdef object _n_to_dict = _intern("to_dict")
+cdef object _n_to_value = _intern("to_value")
 
 
 # -- enums and flags --------------------------------------------------------------------------
@@ -199,6 +201,32 @@ cdef class PingView:
         return _repr("PingView", self.to_dict())
 
 
+cdef object _PingView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, a hot method bound
+    (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
+    properties above, names built at run time)."""
+    if name is _n_to_value:
+        return _s.bound_method(self, _PingView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _PingView_to_dict, "to_dict")
+    if name is _n_id:
+        return (<PingView>self)._get_id()
+    if name is _n_sent_at_ns:
+        return (<PingView>self)._get_sent_at_ns()
+    return PyObject_GenericGetAttr(self, name)
+
+
+cdef object _PingView_to_value(object self):
+    return (<PingView>self)._value()
+
+
+cdef object _PingView_to_dict(object self):
+    return (<PingView>self)._dict()
+
+
+_s.set_getattro(PingView, <void*>_PingView_getattro)
+
+
 cdef int _PingView_init(PingView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
@@ -220,6 +248,13 @@ cdef PingView _PingView_wrap(object buf, Py_ssize_t offset, Py_ssize_t length):
     cdef PingView v = PingView.__new__(PingView)
     _PingView_init(v, buf, offset, length)
     return v
+
+
+cdef object _Ping_decode(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``Ping.decode(buf, offset=0, length=-1)`` (the vectorcall of its ClassFunction)."""
+    cdef Py_ssize_t offset = 0, length = -1
+    buf = _s.view_args(args, nargsf, kwnames, &offset, &length, "Ping.decode")
+    return _PingView_wrap(buf, offset, length)
 
 
 @cython.final
@@ -315,13 +350,12 @@ cdef class Ping:
         group entries and structs."""
         return _s.construct(Ping, d)
 
-    @staticmethod
-    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """A zero-copy :class:`PingView` over ``buf`` at ``offset`` (header included)."""
-        return _PingView_wrap(buf, offset, length)
+    # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
+    decode = _s.class_function(<void*>_Ping_decode, "Ping.decode", """Ping.decode(buf, offset=0, length=-1)
 
-    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
-    encode_fields = _s.fields_function(<void*>_Ping_encode_fields, "Ping.encode_fields", """Ping.encode_fields(**fields)
+        A zero-copy :class:`PingView` over ``buf`` at ``offset`` (header included).""")
+
+    encode_fields = _s.class_function(<void*>_Ping_encode_fields, "Ping.encode_fields", """Ping.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
@@ -455,7 +489,7 @@ cdef bytes _Ping_encode_a(PyObject** a):
 
 
 cdef object _Ping_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
-    """``Ping.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    """``Ping.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
     cdef PyObject* a[2]
     _s.parse_kwargs(args, nargsf, kwnames, _Ping_names, a, "Ping.encode_fields")
     return _Ping_encode_a(a)
@@ -627,6 +661,32 @@ cdef class PongView:
         return _repr("PongView", self.to_dict())
 
 
+cdef object _PongView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, a hot method bound
+    (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
+    properties above, names built at run time)."""
+    if name is _n_to_value:
+        return _s.bound_method(self, _PongView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _PongView_to_dict, "to_dict")
+    if name is _n_id:
+        return (<PongView>self)._get_id()
+    if name is _n_ping_sent_at_ns:
+        return (<PongView>self)._get_ping_sent_at_ns()
+    return PyObject_GenericGetAttr(self, name)
+
+
+cdef object _PongView_to_value(object self):
+    return (<PongView>self)._value()
+
+
+cdef object _PongView_to_dict(object self):
+    return (<PongView>self)._dict()
+
+
+_s.set_getattro(PongView, <void*>_PongView_getattro)
+
+
 cdef int _PongView_init(PongView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
@@ -648,6 +708,13 @@ cdef PongView _PongView_wrap(object buf, Py_ssize_t offset, Py_ssize_t length):
     cdef PongView v = PongView.__new__(PongView)
     _PongView_init(v, buf, offset, length)
     return v
+
+
+cdef object _Pong_decode(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``Pong.decode(buf, offset=0, length=-1)`` (the vectorcall of its ClassFunction)."""
+    cdef Py_ssize_t offset = 0, length = -1
+    buf = _s.view_args(args, nargsf, kwnames, &offset, &length, "Pong.decode")
+    return _PongView_wrap(buf, offset, length)
 
 
 @cython.final
@@ -743,13 +810,12 @@ cdef class Pong:
         group entries and structs."""
         return _s.construct(Pong, d)
 
-    @staticmethod
-    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """A zero-copy :class:`PongView` over ``buf`` at ``offset`` (header included)."""
-        return _PongView_wrap(buf, offset, length)
+    # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
+    decode = _s.class_function(<void*>_Pong_decode, "Pong.decode", """Pong.decode(buf, offset=0, length=-1)
 
-    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
-    encode_fields = _s.fields_function(<void*>_Pong_encode_fields, "Pong.encode_fields", """Pong.encode_fields(**fields)
+        A zero-copy :class:`PongView` over ``buf`` at ``offset`` (header included).""")
+
+    encode_fields = _s.class_function(<void*>_Pong_encode_fields, "Pong.encode_fields", """Pong.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
@@ -883,7 +949,7 @@ cdef bytes _Pong_encode_a(PyObject** a):
 
 
 cdef object _Pong_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
-    """``Pong.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    """``Pong.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
     cdef PyObject* a[2]
     _s.parse_kwargs(args, nargsf, kwnames, _Pong_names, a, "Pong.encode_fields")
     return _Pong_encode_a(a)

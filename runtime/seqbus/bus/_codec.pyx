@@ -22,7 +22,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 3)
+_require_abi(__name__, 4)
 SCHEMA_ID = 1
 SCHEMA_VERSION = 2
 PACKAGE = "bus"
@@ -51,6 +51,8 @@ cdef object _n_target = _intern("target")
 cdef object _n_term = _intern("term")
 cdef object _n_text = _intern("text")
 cdef object _n_timestamp_ns = _intern("timestamp_ns")
+cdef object _n_to_dict = _intern("to_dict")
+cdef object _n_to_value = _intern("to_value")
 cdef object _n_value = _intern("value")
 
 
@@ -512,6 +514,28 @@ cdef class ClockTickView:
         return _repr("ClockTickView", self.to_dict())
 
 
+cdef object _ClockTickView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, a hot method bound
+    (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
+    properties above, names built at run time)."""
+    if name is _n_to_value:
+        return _s.bound_method(self, _ClockTickView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _ClockTickView_to_dict, "to_dict")
+    return PyObject_GenericGetAttr(self, name)
+
+
+cdef object _ClockTickView_to_value(object self):
+    return (<ClockTickView>self)._value()
+
+
+cdef object _ClockTickView_to_dict(object self):
+    return (<ClockTickView>self)._dict()
+
+
+_s.set_getattro(ClockTickView, <void*>_ClockTickView_getattro)
+
+
 cdef int _ClockTickView_init(ClockTickView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
@@ -533,6 +557,13 @@ cdef ClockTickView _ClockTickView_wrap(object buf, Py_ssize_t offset, Py_ssize_t
     cdef ClockTickView v = ClockTickView.__new__(ClockTickView)
     _ClockTickView_init(v, buf, offset, length)
     return v
+
+
+cdef object _ClockTick_decode(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``ClockTick.decode(buf, offset=0, length=-1)`` (the vectorcall of its ClassFunction)."""
+    cdef Py_ssize_t offset = 0, length = -1
+    buf = _s.view_args(args, nargsf, kwnames, &offset, &length, "ClockTick.decode")
+    return _ClockTickView_wrap(buf, offset, length)
 
 
 @cython.final
@@ -614,13 +645,12 @@ cdef class ClockTick:
         group entries and structs."""
         return _s.construct(ClockTick, d)
 
-    @staticmethod
-    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """A zero-copy :class:`ClockTickView` over ``buf`` at ``offset`` (header included)."""
-        return _ClockTickView_wrap(buf, offset, length)
+    # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
+    decode = _s.class_function(<void*>_ClockTick_decode, "ClockTick.decode", """ClockTick.decode(buf, offset=0, length=-1)
 
-    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
-    encode_fields = _s.fields_function(<void*>_ClockTick_encode_fields, "ClockTick.encode_fields", """ClockTick.encode_fields(**fields)
+        A zero-copy :class:`ClockTickView` over ``buf`` at ``offset`` (header included).""")
+
+    encode_fields = _s.class_function(<void*>_ClockTick_encode_fields, "ClockTick.encode_fields", """ClockTick.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
@@ -738,7 +768,7 @@ cdef bytes _ClockTick_encode_a(PyObject** a):
 
 
 cdef object _ClockTick_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
-    """``ClockTick.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    """``ClockTick.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
     cdef PyObject* a[1]
     _s.parse_kwargs(args, nargsf, kwnames, _ClockTick_names, a, "ClockTick.encode_fields")
     return _ClockTick_encode_a(a)
@@ -891,6 +921,30 @@ cdef class SessionStartView:
         return _repr("SessionStartView", self.to_dict())
 
 
+cdef object _SessionStartView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, a hot method bound
+    (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
+    properties above, names built at run time)."""
+    if name is _n_to_value:
+        return _s.bound_method(self, _SessionStartView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _SessionStartView_to_dict, "to_dict")
+    if name is _n_session:
+        return (<SessionStartView>self)._get_session()
+    return PyObject_GenericGetAttr(self, name)
+
+
+cdef object _SessionStartView_to_value(object self):
+    return (<SessionStartView>self)._value()
+
+
+cdef object _SessionStartView_to_dict(object self):
+    return (<SessionStartView>self)._dict()
+
+
+_s.set_getattro(SessionStartView, <void*>_SessionStartView_getattro)
+
+
 cdef int _SessionStartView_init(SessionStartView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
@@ -912,6 +966,13 @@ cdef SessionStartView _SessionStartView_wrap(object buf, Py_ssize_t offset, Py_s
     cdef SessionStartView v = SessionStartView.__new__(SessionStartView)
     _SessionStartView_init(v, buf, offset, length)
     return v
+
+
+cdef object _SessionStart_decode(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``SessionStart.decode(buf, offset=0, length=-1)`` (the vectorcall of its ClassFunction)."""
+    cdef Py_ssize_t offset = 0, length = -1
+    buf = _s.view_args(args, nargsf, kwnames, &offset, &length, "SessionStart.decode")
+    return _SessionStartView_wrap(buf, offset, length)
 
 
 @cython.final
@@ -1000,13 +1061,12 @@ cdef class SessionStart:
         group entries and structs."""
         return _s.construct(SessionStart, d)
 
-    @staticmethod
-    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """A zero-copy :class:`SessionStartView` over ``buf`` at ``offset`` (header included)."""
-        return _SessionStartView_wrap(buf, offset, length)
+    # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
+    decode = _s.class_function(<void*>_SessionStart_decode, "SessionStart.decode", """SessionStart.decode(buf, offset=0, length=-1)
 
-    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
-    encode_fields = _s.fields_function(<void*>_SessionStart_encode_fields, "SessionStart.encode_fields", """SessionStart.encode_fields(**fields)
+        A zero-copy :class:`SessionStartView` over ``buf`` at ``offset`` (header included).""")
+
+    encode_fields = _s.class_function(<void*>_SessionStart_encode_fields, "SessionStart.encode_fields", """SessionStart.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
@@ -1132,7 +1192,7 @@ cdef bytes _SessionStart_encode_a(PyObject** a):
 
 
 cdef object _SessionStart_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
-    """``SessionStart.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    """``SessionStart.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
     cdef PyObject* a[1]
     _s.parse_kwargs(args, nargsf, kwnames, _SessionStart_names, a, "SessionStart.encode_fields")
     return _SessionStart_encode_a(a)
@@ -1357,6 +1417,38 @@ cdef class SenderStateView:
         return _repr("SenderStateView", self.to_dict())
 
 
+cdef object _SenderStateView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, a hot method bound
+    (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
+    properties above, names built at run time)."""
+    if name is _n_to_value:
+        return _s.bound_method(self, _SenderStateView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _SenderStateView_to_dict, "to_dict")
+    if name is _n_next_command_seq:
+        return (<SenderStateView>self)._get_next_command_seq()
+    if name is _n_account:
+        return (<SenderStateView>self)._get_account()
+    if name is _n_instance:
+        return (<SenderStateView>self)._get_instance()
+    if name is _n_term:
+        return (<SenderStateView>self)._get_term()
+    if name is _n_leader:
+        return (<SenderStateView>self)._get_leader()
+    return PyObject_GenericGetAttr(self, name)
+
+
+cdef object _SenderStateView_to_value(object self):
+    return (<SenderStateView>self)._value()
+
+
+cdef object _SenderStateView_to_dict(object self):
+    return (<SenderStateView>self)._dict()
+
+
+_s.set_getattro(SenderStateView, <void*>_SenderStateView_getattro)
+
+
 cdef int _SenderStateView_init(SenderStateView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
@@ -1378,6 +1470,13 @@ cdef SenderStateView _SenderStateView_wrap(object buf, Py_ssize_t offset, Py_ssi
     cdef SenderStateView v = SenderStateView.__new__(SenderStateView)
     _SenderStateView_init(v, buf, offset, length)
     return v
+
+
+cdef object _SenderState_decode(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``SenderState.decode(buf, offset=0, length=-1)`` (the vectorcall of its ClassFunction)."""
+    cdef Py_ssize_t offset = 0, length = -1
+    buf = _s.view_args(args, nargsf, kwnames, &offset, &length, "SenderState.decode")
+    return _SenderStateView_wrap(buf, offset, length)
 
 
 @cython.final
@@ -1497,13 +1596,12 @@ cdef class SenderState:
         group entries and structs."""
         return _s.construct(SenderState, d)
 
-    @staticmethod
-    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """A zero-copy :class:`SenderStateView` over ``buf`` at ``offset`` (header included)."""
-        return _SenderStateView_wrap(buf, offset, length)
+    # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
+    decode = _s.class_function(<void*>_SenderState_decode, "SenderState.decode", """SenderState.decode(buf, offset=0, length=-1)
 
-    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
-    encode_fields = _s.fields_function(<void*>_SenderState_encode_fields, "SenderState.encode_fields", """SenderState.encode_fields(**fields)
+        A zero-copy :class:`SenderStateView` over ``buf`` at ``offset`` (header included).""")
+
+    encode_fields = _s.class_function(<void*>_SenderState_encode_fields, "SenderState.encode_fields", """SenderState.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
@@ -1661,7 +1759,7 @@ cdef bytes _SenderState_encode_a(PyObject** a):
 
 
 cdef object _SenderState_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
-    """``SenderState.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    """``SenderState.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
     cdef PyObject* a[5]
     _s.parse_kwargs(args, nargsf, kwnames, _SenderState_names, a, "SenderState.encode_fields")
     return _SenderState_encode_a(a)
@@ -1820,8 +1918,8 @@ cdef class AdminCommandArgsView:
 
 
 cdef object _AdminCommandArgsView_getattro(object self, object name):
-    """``view.field``: the field named by this interned name, or the generic lookup (methods,
-    the properties above, names built at run time)."""
+    """``view.field``: the field named by this interned name, or the generic lookup (methods, the
+    properties above, names built at run time)."""
     if name is _n_value:
         return (<AdminCommandArgsView>self)._get_value()
     return PyObject_GenericGetAttr(self, name)
@@ -2113,9 +2211,9 @@ cdef object _AdminCommand_dict(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, 
     v_request_id = _s.ld_u64(q)
     if ng > 0:
         pos = _s.group_header(p, n, pos, 0, "AdminCommand", "args", base, &g_bl, &g_ng, &g_nv, &g_count)
-        g_out = []
+        g_out = _s.entry_list(g_count, n - pos, g_bl + 8 * g_ng + 4 * g_nv)
         for g_i in range(g_count):
-            g_out.append(_AdminCommandArgs_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+            _s.list_put(g_out, g_i, _AdminCommandArgs_dict(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
         v_args = g_out
     else:
         v_args = []
@@ -2153,9 +2251,9 @@ cdef object _AdminCommand_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base,
     r.request_id = _s.ld_u64(q)
     if ng > 0:
         pos = _s.group_header(p, n, pos, 0, "AdminCommand", "args", base, &g_bl, &g_ng, &g_nv, &g_count)
-        g_out = []
+        g_out = _s.entry_list(g_count, n - pos, g_bl + 8 * g_ng + 4 * g_nv)
         for g_i in range(g_count):
-            g_out.append(_AdminCommandArgs_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
+            _s.list_put(g_out, g_i, _AdminCommandArgs_value(p, n, base, pos, g_bl, g_ng, g_nv, pos + g_bl, &pos))
         v_args = g_out
     else:
         v_args = []
@@ -2324,6 +2422,36 @@ cdef class AdminCommandView:
         return _repr("AdminCommandView", self.to_dict())
 
 
+cdef object _AdminCommandView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, a hot method bound
+    (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
+    properties above, names built at run time)."""
+    if name is _n_to_value:
+        return _s.bound_method(self, _AdminCommandView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _AdminCommandView_to_dict, "to_dict")
+    if name is _n_target:
+        return (<AdminCommandView>self)._get_target()
+    if name is _n_request_id:
+        return (<AdminCommandView>self)._get_request_id()
+    if name is _n_name:
+        return (<AdminCommandView>self)._get_name()
+    if name is _n_args:
+        return (<AdminCommandView>self)._get_args()
+    return PyObject_GenericGetAttr(self, name)
+
+
+cdef object _AdminCommandView_to_value(object self):
+    return (<AdminCommandView>self)._value()
+
+
+cdef object _AdminCommandView_to_dict(object self):
+    return (<AdminCommandView>self)._dict()
+
+
+_s.set_getattro(AdminCommandView, <void*>_AdminCommandView_getattro)
+
+
 cdef int _AdminCommandView_init(AdminCommandView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
@@ -2345,6 +2473,13 @@ cdef AdminCommandView _AdminCommandView_wrap(object buf, Py_ssize_t offset, Py_s
     cdef AdminCommandView v = AdminCommandView.__new__(AdminCommandView)
     _AdminCommandView_init(v, buf, offset, length)
     return v
+
+
+cdef object _AdminCommand_decode(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``AdminCommand.decode(buf, offset=0, length=-1)`` (the vectorcall of its ClassFunction)."""
+    cdef Py_ssize_t offset = 0, length = -1
+    buf = _s.view_args(args, nargsf, kwnames, &offset, &length, "AdminCommand.decode")
+    return _AdminCommandView_wrap(buf, offset, length)
 
 
 @cython.final
@@ -2481,13 +2616,12 @@ cdef class AdminCommand:
         group entries and structs."""
         return _s.construct(AdminCommand, d)
 
-    @staticmethod
-    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """A zero-copy :class:`AdminCommandView` over ``buf`` at ``offset`` (header included)."""
-        return _AdminCommandView_wrap(buf, offset, length)
+    # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
+    decode = _s.class_function(<void*>_AdminCommand_decode, "AdminCommand.decode", """AdminCommand.decode(buf, offset=0, length=-1)
 
-    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
-    encode_fields = _s.fields_function(<void*>_AdminCommand_encode_fields, "AdminCommand.encode_fields", """AdminCommand.encode_fields(**fields)
+        A zero-copy :class:`AdminCommandView` over ``buf`` at ``offset`` (header included).""")
+
+    encode_fields = _s.class_function(<void*>_AdminCommand_encode_fields, "AdminCommand.encode_fields", """AdminCommand.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
@@ -2648,7 +2782,7 @@ cdef bytes _AdminCommand_encode_a(PyObject** a):
 
 
 cdef object _AdminCommand_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
-    """``AdminCommand.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    """``AdminCommand.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
     cdef PyObject* a[4]
     _s.parse_kwargs(args, nargsf, kwnames, _AdminCommand_names, a, "AdminCommand.encode_fields")
     return _AdminCommand_encode_a(a)
@@ -2927,6 +3061,40 @@ cdef class AdminReplyView:
         return _repr("AdminReplyView", self.to_dict())
 
 
+cdef object _AdminReplyView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, a hot method bound
+    (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
+    properties above, names built at run time)."""
+    if name is _n_to_value:
+        return _s.bound_method(self, _AdminReplyView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _AdminReplyView_to_dict, "to_dict")
+    if name is _n_command_sequence:
+        return (<AdminReplyView>self)._get_command_sequence()
+    if name is _n_request_id:
+        return (<AdminReplyView>self)._get_request_id()
+    if name is _n_requester:
+        return (<AdminReplyView>self)._get_requester()
+    if name is _n_status:
+        return (<AdminReplyView>self)._get_status()
+    if name is _n_name:
+        return (<AdminReplyView>self)._get_name()
+    if name is _n_text:
+        return (<AdminReplyView>self)._get_text()
+    return PyObject_GenericGetAttr(self, name)
+
+
+cdef object _AdminReplyView_to_value(object self):
+    return (<AdminReplyView>self)._value()
+
+
+cdef object _AdminReplyView_to_dict(object self):
+    return (<AdminReplyView>self)._dict()
+
+
+_s.set_getattro(AdminReplyView, <void*>_AdminReplyView_getattro)
+
+
 cdef int _AdminReplyView_init(AdminReplyView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
@@ -2948,6 +3116,13 @@ cdef AdminReplyView _AdminReplyView_wrap(object buf, Py_ssize_t offset, Py_ssize
     cdef AdminReplyView v = AdminReplyView.__new__(AdminReplyView)
     _AdminReplyView_init(v, buf, offset, length)
     return v
+
+
+cdef object _AdminReply_decode(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``AdminReply.decode(buf, offset=0, length=-1)`` (the vectorcall of its ClassFunction)."""
+    cdef Py_ssize_t offset = 0, length = -1
+    buf = _s.view_args(args, nargsf, kwnames, &offset, &length, "AdminReply.decode")
+    return _AdminReplyView_wrap(buf, offset, length)
 
 
 @cython.final
@@ -3082,13 +3257,12 @@ cdef class AdminReply:
         group entries and structs."""
         return _s.construct(AdminReply, d)
 
-    @staticmethod
-    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """A zero-copy :class:`AdminReplyView` over ``buf`` at ``offset`` (header included)."""
-        return _AdminReplyView_wrap(buf, offset, length)
+    # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
+    decode = _s.class_function(<void*>_AdminReply_decode, "AdminReply.decode", """AdminReply.decode(buf, offset=0, length=-1)
 
-    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
-    encode_fields = _s.fields_function(<void*>_AdminReply_encode_fields, "AdminReply.encode_fields", """AdminReply.encode_fields(**fields)
+        A zero-copy :class:`AdminReplyView` over ``buf`` at ``offset`` (header included).""")
+
+    encode_fields = _s.class_function(<void*>_AdminReply_encode_fields, "AdminReply.encode_fields", """AdminReply.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
@@ -3252,7 +3426,7 @@ cdef bytes _AdminReply_encode_a(PyObject** a):
 
 
 cdef object _AdminReply_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
-    """``AdminReply.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    """``AdminReply.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
     cdef PyObject* a[6]
     _s.parse_kwargs(args, nargsf, kwnames, _AdminReply_names, a, "AdminReply.encode_fields")
     return _AdminReply_encode_a(a)
@@ -3448,6 +3622,34 @@ cdef class EpochView:
         return _repr("EpochView", self.to_dict())
 
 
+cdef object _EpochView_getattro(object self, object name):
+    """``view.field``: the field named by this interned name, a hot method bound
+    (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
+    properties above, names built at run time)."""
+    if name is _n_to_value:
+        return _s.bound_method(self, _EpochView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _EpochView_to_dict, "to_dict")
+    if name is _n_term:
+        return (<EpochView>self)._get_term()
+    if name is _n_leader:
+        return (<EpochView>self)._get_leader()
+    if name is _n_previous_leader:
+        return (<EpochView>self)._get_previous_leader()
+    return PyObject_GenericGetAttr(self, name)
+
+
+cdef object _EpochView_to_value(object self):
+    return (<EpochView>self)._value()
+
+
+cdef object _EpochView_to_dict(object self):
+    return (<EpochView>self)._dict()
+
+
+_s.set_getattro(EpochView, <void*>_EpochView_getattro)
+
+
 cdef int _EpochView_init(EpochView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
@@ -3469,6 +3671,13 @@ cdef EpochView _EpochView_wrap(object buf, Py_ssize_t offset, Py_ssize_t length)
     cdef EpochView v = EpochView.__new__(EpochView)
     _EpochView_init(v, buf, offset, length)
     return v
+
+
+cdef object _Epoch_decode(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    """``Epoch.decode(buf, offset=0, length=-1)`` (the vectorcall of its ClassFunction)."""
+    cdef Py_ssize_t offset = 0, length = -1
+    buf = _s.view_args(args, nargsf, kwnames, &offset, &length, "Epoch.decode")
+    return _EpochView_wrap(buf, offset, length)
 
 
 @cython.final
@@ -3574,13 +3783,12 @@ cdef class Epoch:
         group entries and structs."""
         return _s.construct(Epoch, d)
 
-    @staticmethod
-    def decode(buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """A zero-copy :class:`EpochView` over ``buf`` at ``offset`` (header included)."""
-        return _EpochView_wrap(buf, offset, length)
+    # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
+    decode = _s.class_function(<void*>_Epoch_decode, "Epoch.decode", """Epoch.decode(buf, offset=0, length=-1)
 
-    # a vectorcall object, not a staticmethod: see seqbus._codec_support.FieldsFunction
-    encode_fields = _s.fields_function(<void*>_Epoch_encode_fields, "Epoch.encode_fields", """Epoch.encode_fields(**fields)
+        A zero-copy :class:`EpochView` over ``buf`` at ``offset`` (header included).""")
+
+    encode_fields = _s.class_function(<void*>_Epoch_encode_fields, "Epoch.encode_fields", """Epoch.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
@@ -3722,7 +3930,7 @@ cdef bytes _Epoch_encode_a(PyObject** a):
 
 
 cdef object _Epoch_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
-    """``Epoch.encode_fields(**fields)`` (the vectorcall of its FieldsFunction)."""
+    """``Epoch.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
     cdef PyObject* a[3]
     _s.parse_kwargs(args, nargsf, kwnames, _Epoch_names, a, "Epoch.encode_fields")
     return _Epoch_encode_a(a)
