@@ -84,7 +84,14 @@ fn main() {
     }
     if args.iter().any(|a| a == "--rtt-only") {
         let raw = raw_ping_pong(samples);
+        let mc = raw_multicast_ping_pong(samples);
         let bus = bus_round_trip(samples);
+        println!(
+            "rtt p50 raw with a multicast return leg {:.1} ({:.2}x raw), p99 {:.1} µs",
+            mc.0,
+            mc.0 / raw.0,
+            mc.1
+        );
         println!(
             "rtt p50 raw {:.1} bus {:.1} ({:.2}x), p99 raw {:.1} bus {:.1} ({:.2}x) µs",
             raw.0,
@@ -99,7 +106,14 @@ fn main() {
     println!("| benchmark | raw UDP floor (same run) | seqbus | ratio | target |");
     println!("|---|---|---|---|---|");
     let raw = raw_ping_pong(samples);
+    let mc = raw_multicast_ping_pong(samples);
     let bus = bus_round_trip(samples);
+    println!(
+        "| round trip p50, raw floor with a multicast return leg | {:.1} µs | {:.1} µs | {:.2}× | — |",
+        raw.0,
+        mc.0,
+        mc.0 / raw.0
+    );
     println!(
         "| round trip p50 | {:.1} µs | {:.1} µs | {:.2}× | ≤ 1.3× |",
         raw.0,
@@ -136,6 +150,47 @@ fn main() {
 pub(crate) fn percentile(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[((v.len() as f64 - 1.0) * p) as usize]
+}
+
+/// p50/p99 round trip of a 64-byte UDP ping-pong between two spinning threads whose return
+/// leg is multicast (the bus's own shape: unicast up, multicast down), µs.
+pub(crate) fn raw_multicast_ping_pong(samples: usize) -> (f64, f64) {
+    let group = SocketAddrV4::new(Ipv4Addr::new(239, 30, 0, 9), port());
+    let iface = Ipv4Addr::LOCALHOST;
+    let a = udp::multicast_receiver(group, iface, 1 << 20).unwrap();
+    let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+    b.set_nonblocking(true).unwrap();
+    let ba = b.local_addr().unwrap();
+    let down = udp::multicast_sender(iface, 1).unwrap();
+    // connected to the group, as the sequencer's publisher is
+    down.connect(&SocketAddr::V4(group).into()).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let echo = thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while !s2.load(Ordering::Relaxed) {
+            if let Ok(n) = b.recv(&mut buf) {
+                down.send(&buf[..n]).unwrap();
+            }
+        }
+    });
+    let mut buf = [0u8; 2048];
+    let msg = [7u8; 64];
+    let mut rtts = Vec::with_capacity(samples);
+    let ba: SockAddr = ba.into();
+    for i in 0..samples + 1000 {
+        let t = Instant::now();
+        a.send_to(&msg, &ba).unwrap();
+        while udp::try_recv(&a, &mut buf).unwrap().is_none() {
+            std::hint::spin_loop();
+        }
+        if i >= 1000 {
+            rtts.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    echo.join().unwrap();
+    (percentile(&mut rtts, 0.5), percentile(&mut rtts, 0.99))
 }
 
 /// p50/p99 round trip of a 64-byte UDP ping-pong between two spinning threads, µs.

@@ -210,11 +210,15 @@ impl NodeClient {
 
     /// Sends whatever the protocol has due: queued commands, retries, hellos, gap requests.
     pub fn flush(&mut self) -> Result<(), Error> {
+        self.flush_at(now_ns())
+    }
+
+    /// [`NodeClient::flush`] at `now` (a clock read the caller just made).
+    fn flush_at(&mut self, now: u64) -> Result<(), Error> {
         let mut err = None;
         let (req, reps) = (&self.req, &self.replayers);
         let feed = &mut self.feed;
         let upbox = &mut self.upbox;
-        let now = now_ns();
         // in a cluster: the leader the stream names, every member when none is known or the
         // protocol asks for all
         let leader = self.node.leader();
@@ -366,15 +370,18 @@ impl NodeClient {
                 // can time out in the flush below
                 self.read_one()?;
             }
-            if self.node.resend_due(now_ns()) {
+            let mut now = now_ns();
+            if self.node.resend_due(now) {
                 // this thread was away for a whole retransmission timeout: the stream that
                 // arrived meanwhile may confirm the commands; read and deliver it before the
                 // flush below decides they were lost and sends them all again
                 while !self.node.has_deliverable() && self.read_one()? {}
                 n += self.node.deliver(out, max_records - n)?;
+                now = now_ns();
             }
-            self.flush()?;
-            n += self.node.deliver(out, max_records - n)?;
+            self.flush_at(now)?;
+            let delivered = self.node.deliver(out, max_records - n)?;
+            n += delivered;
             if n >= max_records {
                 return Ok(n);
             }
@@ -387,7 +394,11 @@ impl NodeClient {
                 continue;
             }
             if n > 0 || Instant::now() >= deadline {
-                self.flush()?;
+                if delivered > 0 {
+                    // what delivering found (a gap to ask for) goes out before the caller
+                    // handles the batch; otherwise nothing changed since the flush above
+                    self.flush()?;
+                }
                 return Ok(n);
             }
             let mut until = deadline;

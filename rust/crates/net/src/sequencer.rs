@@ -438,12 +438,16 @@ fn sequence(
             }
         }
         // Commands that came over TCP or the in-process queue; TCP logins and rewinds.
-        got += down.poll(now_ns(), log, &mut |d| {
+        let mut now = now_ns();
+        let served = down.poll(now, log, &mut |d| {
             member.handle_upstream(now_ns(), d);
             // a reliable transport loses no command: no NAK to send
             let _ = member.take_nak();
         });
-        let now = now_ns();
+        if served > 0 {
+            now = now_ns();
+        }
+        got += served;
         if let Some(b) = board {
             if let Some(target) = b.take_switchover() {
                 let answer = member.switchover(now, target);
@@ -483,7 +487,8 @@ fn sequence(
             board.update_member(member, now, &takeover);
         }
         if got == 0 {
-            let wake = member.next_timeout().saturating_sub(now_ns());
+            // (`now` is this turn's: an idle turn did next to nothing since)
+            let wake = member.next_timeout().saturating_sub(now);
             let wake = Duration::from_nanos(wake).min(Duration::from_millis(50));
             let wake = down.idle_limit().map_or(wake, |l| wake.min(l));
             let more = down.fds();

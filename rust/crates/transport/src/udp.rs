@@ -172,10 +172,24 @@ impl Outbox {
     /// Sends every datagram to `dest` with as few `sendmmsg` calls as possible, then clears.
     /// A full socket buffer is waited out; other errors are returned.
     pub fn send_to(&mut self, s: &Socket, dest: &SockAddr) -> io::Result<()> {
+        self.send_via(s, Some(dest))
+    }
+
+    /// [`Outbox::send_to`] on a connected socket, to its peer: the kernel uses the route the
+    /// socket keeps, where each `sendto` looks one up (and, for multicast, allocates it anew).
+    pub fn send_connected(&mut self, s: &Socket) -> io::Result<()> {
+        self.send_via(s, None)
+    }
+
+    fn send_via(&mut self, s: &Socket, dest: Option<&SockAddr>) -> io::Result<()> {
         if self.ends.len() == 1 {
-            // one datagram (the latency case): a plain sendto, no header arrays to build
+            // one datagram (the latency case): a plain send, no header arrays to build
             loop {
-                match s.send_to(&self.buf, dest) {
+                let sent = match dest {
+                    Some(dest) => s.send_to(&self.buf, dest),
+                    None => s.send(&self.buf),
+                };
+                match sent {
                     Ok(_) => break,
                     Err(e) => match e.kind() {
                         io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => {
@@ -206,8 +220,10 @@ impl Outbox {
             .map(|v| {
                 // SAFETY: an all-zero mmsghdr is a valid empty header.
                 let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                h.msg_hdr.msg_name = dest.as_ptr() as *mut libc::c_void;
-                h.msg_hdr.msg_namelen = dest.len();
+                if let Some(dest) = dest {
+                    h.msg_hdr.msg_name = dest.as_ptr() as *mut libc::c_void;
+                    h.msg_hdr.msg_namelen = dest.len();
+                }
                 h.msg_hdr.msg_iov = v as *mut libc::iovec;
                 h.msg_hdr.msg_iovlen = 1;
                 h
@@ -330,7 +346,10 @@ impl RecvBatch {
     /// Receives what is waiting (at most one slot each) without blocking; returns how many
     /// datagrams the batch now holds (0: none was waiting). Replaces what it held.
     pub fn recv(&mut self, s: &Socket) -> io::Result<usize> {
-        for h in &mut self.msgs {
+        // only the headers this call can fill are made ready (a spinning reader calls this
+        // again and again on an empty socket)
+        let ready = if self.batching { self.msgs.len() } else { 1 };
+        for h in &mut self.msgs[..ready] {
             h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as _;
             h.msg_hdr.msg_flags = 0;
         }
@@ -347,12 +366,28 @@ impl RecvBatch {
                 )
             }
         } else {
-            // SAFETY: msgs[0] is a valid header pointing at live buffers of the batch.
+            // One datagram: `recvfrom`, which the kernel serves without copying in and
+            // checking a message header as `recvmsg` does (the cost of every empty look of
+            // a spinning reader). MSG_TRUNC makes it return a longer datagram's real length.
+            let h = &mut self.msgs[0];
+            // SAFETY: the slot and the address storage are live buffers of the batch, of the
+            // lengths given.
             let len = unsafe {
-                libc::recvmsg(s.as_raw_fd(), &mut self.msgs[0].msg_hdr, libc::MSG_DONTWAIT)
+                libc::recvfrom(
+                    s.as_raw_fd(),
+                    self.buf.as_mut_ptr() as *mut libc::c_void,
+                    self.slot_len,
+                    libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                    h.msg_hdr.msg_name as *mut libc::sockaddr,
+                    &mut h.msg_hdr.msg_namelen,
+                )
             };
             if len >= 0 {
-                self.msgs[0].msg_len = len as libc::c_uint;
+                let len = len as usize;
+                if len > self.slot_len {
+                    h.msg_hdr.msg_flags = libc::MSG_TRUNC;
+                }
+                h.msg_len = len.min(self.slot_len) as libc::c_uint;
                 1
             } else {
                 -1
@@ -488,6 +523,8 @@ pub fn send_all_patiently(
 pub struct UdpPublisher {
     socket: Socket,
     dests: Vec<SockAddr>,
+    /// The socket is connected to its one destination (the group).
+    connected: bool,
 }
 
 impl UdpPublisher {
@@ -500,9 +537,15 @@ impl UdpPublisher {
         from: Option<SocketAddrV4>,
     ) -> io::Result<UdpPublisher> {
         let socket = multicast_sender_at(from.unwrap_or(SocketAddrV4::new(iface, 0)), iface, ttl)?;
+        // connected to the group: every packet takes the route the socket holds, where an
+        // unconnected sendto to a multicast address allocates and frees a route per packet
+        // (measured: docs/benchmarks.md, "Rust core"); the socket sends only
+        let group: SockAddr = SocketAddr::V4(group).into();
+        socket.connect(&group)?;
         Ok(UdpPublisher {
             socket,
-            dests: vec![SocketAddr::V4(group).into()],
+            dests: vec![group],
+            connected: true,
         })
     }
 
@@ -514,12 +557,16 @@ impl UdpPublisher {
         Ok(UdpPublisher {
             socket,
             dests: subscribers.iter().map(|&a| a.into()).collect(),
+            connected: false,
         })
     }
 }
 
 impl Publisher for UdpPublisher {
     fn publish(&mut self, _now_ns: u64, packets: &mut Outbox) -> io::Result<()> {
+        if self.connected {
+            return packets.send_connected(&self.socket);
+        }
         packets.send_to_all(&self.socket, &self.dests)
     }
 }
@@ -587,5 +634,75 @@ impl Feed for UdpFeed {
 
     fn fd(&self) -> Option<RawFd> {
         Some(self.socket.as_raw_fd())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (Socket, Socket, SockAddr) {
+        let rx = bind("127.0.0.1:0".parse().unwrap(), 1 << 20).unwrap();
+        let tx = bind("127.0.0.1:0".parse().unwrap(), 1 << 20).unwrap();
+        let to = rx.local_addr().unwrap();
+        (rx, tx, to)
+    }
+
+    /// Whether one datagram comes by `recvfrom` or several by `recvmmsg`, each is whole, from
+    /// its sender, and one longer than its slot is dropped and counted.
+    #[test]
+    fn recv_batch_reads_single_and_back_to_back_datagrams_and_counts_truncated() {
+        let (rx, tx, to) = pair();
+        let from = tx.local_addr().unwrap();
+        let mut b = RecvBatch::new(4, 16);
+        assert_eq!(b.recv(&rx).unwrap(), 0);
+        tx.send_to(b"one", &to).unwrap();
+        assert_eq!(b.recv(&rx).unwrap(), 1);
+        assert_eq!(b.get(0), Some(&b"one"[..]));
+        assert_eq!(b.from(0).as_socket(), from.as_socket());
+        // a datagram longer than the slot, alone
+        tx.send_to(&[9u8; 40], &to).unwrap();
+        assert_eq!(b.recv(&rx).unwrap(), 1);
+        assert_eq!(b.get(0), None);
+        assert_eq!(b.truncated, 1);
+        // back to back: the batch switches to recvmmsg (it was busy last time)
+        for d in [&b"a"[..], &[7u8; 17][..], &b"bc"[..]] {
+            tx.send_to(d, &to).unwrap();
+        }
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            let n = b.recv(&rx).unwrap();
+            for i in 0..n {
+                seen.push(b.get(i).map(<[u8]>::to_vec));
+                assert_eq!(b.from(i).as_socket(), from.as_socket());
+            }
+        }
+        assert_eq!(seen, vec![Some(b"a".to_vec()), None, Some(b"bc".to_vec())]);
+        assert_eq!(b.truncated, 2);
+    }
+
+    /// An outbox sends through a connected socket to its peer, one datagram or several.
+    #[test]
+    fn connected_outbox_sends_one_and_many() {
+        let (rx, tx, to) = pair();
+        tx.connect(&to).unwrap();
+        let mut out = Outbox::default();
+        out.push(b"x");
+        out.send_connected(&tx).unwrap();
+        out.push(b"y");
+        out.push(b"zz");
+        out.send_connected(&tx).unwrap();
+        assert!(out.is_empty());
+        let mut b = RecvBatch::new(4, 16);
+        let mut seen = Vec::new();
+        for _ in 0..100 {
+            let n = b.recv(&rx).unwrap();
+            seen.extend((0..n).map(|i| b.get(i).unwrap().to_vec()));
+            if seen.len() == 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(seen, vec![b"x".to_vec(), b"y".to_vec(), b"zz".to_vec()]);
     }
 }
