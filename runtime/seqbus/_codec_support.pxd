@@ -8,7 +8,8 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t,
 from libc.string cimport memcpy, memset
 from cpython.object cimport PyObject
 from cpython.list cimport PyList_GET_SIZE, PyList_SET_ITEM, PyList_Append
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_GET_SIZE, PyBytes_AS_STRING
 
 cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
@@ -181,13 +182,53 @@ cdef inline void out_init(Out* o, uint8_t* stack, Py_ssize_t n) noexcept:
     o.cap = stack + n
     o.obj = NULL
 
-cdef bytes out_bytes(Out* o, uint8_t* q)
-cdef void out_free(Out* o) noexcept
-cdef uint8_t* put_string(Out* o, uint8_t* q, object v, str where) except NULL
-cdef uint8_t* put_bytes(Out* o, uint8_t* q, object v, str where) except NULL
+cdef bytes out_moved(Out* o, uint8_t* q)
+
+cdef inline bytes out_bytes(Out* o, uint8_t* q):
+    """The ``q - start`` bytes written, as bytes (the buffer's own object when it moved)."""
+    if o.obj == NULL:
+        return PyBytes_FromStringAndSize(<const char*>o.start, q - o.start)
+    return out_moved(o, q)
+
+cdef inline void out_free(Out* o) noexcept:
+    if o.obj != NULL:
+        Py_XDECREF(o.obj)
+        o.obj = NULL
+cdef uint8_t* put_string_checked(Out* o, uint8_t* q, object v, str where) except NULL
+cdef uint8_t* put_bytes_checked(Out* o, uint8_t* q, object v, str where) except NULL
+
+cdef inline uint8_t* put_string(Out* o, uint8_t* q, object v, str where) except NULL:
+    """A ``string`` field: u32 length and UTF-8 (an ASCII str inline, the rest checked)."""
+    cdef Py_ssize_t n
+    if type(v) is not str or not PyUnicode_IS_ASCII(v) or PyUnicode_GET_LENGTH(v) > U32_MAX:
+        return put_string_checked(o, q, v, where)
+    n = PyUnicode_GET_LENGTH(v)
+    q = room(o, q, 4 + n)
+    st_u32(q, <uint32_t>n)
+    memcpy(q + 4, PyUnicode_DATA(v), n)
+    return q + 4 + n
+
+cdef inline uint8_t* put_bytes(Out* o, uint8_t* q, object v, str where) except NULL:
+    """A ``bytes`` field: u32 length and the bytes (a bytes object inline, the rest checked)."""
+    cdef Py_ssize_t n
+    if type(v) is not bytes or PyBytes_GET_SIZE(v) > U32_MAX:
+        return put_bytes_checked(o, q, v, where)
+    n = PyBytes_GET_SIZE(v)
+    q = room(o, q, 4 + n)
+    st_u32(q, <uint32_t>n)
+    memcpy(q + 4, PyBytes_AS_STRING(v), n)
+    return q + 4 + n
 cdef uint8_t* put_empty_group(Out* o, uint8_t* q, uint16_t bl, uint8_t ng, uint8_t nv) except NULL
 cdef uint8_t* put_empty_var(Out* o, uint8_t* q) except NULL
-cdef int put_count(Out* o, Py_ssize_t head, Py_ssize_t count, str where) except -1
+cdef int too_many(str where) except -1
+
+cdef inline int put_count(Out* o, Py_ssize_t head, Py_ssize_t count, str where) except -1:
+    """Write the entry count of the group whose header is ``head`` bytes past the start (the
+    entries written: a list that changed length while it was encoded stays consistent)."""
+    if count > U32_MAX:
+        return too_many(where)
+    st_u32(o.start + head + 4, <uint32_t>count)
+    return 0
 
 # -- walking the tail (groups, then variable-length data) ------------------------------------
 

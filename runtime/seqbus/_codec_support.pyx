@@ -239,24 +239,17 @@ cdef uint8_t* grow(Out* o, uint8_t* q, Py_ssize_t n) except NULL:
     return o.start + used
 
 
-cdef bytes out_bytes(Out* o, uint8_t* q):
-    """The ``q - start`` bytes written, as bytes (the buffer's own object when it has one)."""
+cdef bytes out_moved(Out* o, uint8_t* q):
+    """``out_bytes`` of a buffer that moved into a bytes object: that object, cut to size."""
     cdef Py_ssize_t used = q - o.start
     cdef PyObject* obj = o.obj
-    if obj == NULL:
-        return PyBytes_FromStringAndSize(<const char*>o.start, used)
     o.obj = NULL
     if used != o.cap - o.start:
         _PyBytes_Resize(&obj, used)  # on failure it released the object and set obj NULL
     return <bytes>steal(obj)
 
 
-cdef void out_free(Out* o) noexcept:
-    Py_XDECREF(o.obj)
-    o.obj = NULL
-
-
-cdef uint8_t* put_string(Out* o, uint8_t* q, object v, str where) except NULL:
+cdef uint8_t* put_string_checked(Out* o, uint8_t* q, object v, str where) except NULL:
     cdef Py_ssize_t size
     cdef const char* s
     if type(v) is not str:
@@ -270,7 +263,7 @@ cdef uint8_t* put_string(Out* o, uint8_t* q, object v, str where) except NULL:
     return q + 4 + size
 
 
-cdef uint8_t* put_bytes(Out* o, uint8_t* q, object v, str where) except NULL:
+cdef uint8_t* put_bytes_checked(Out* o, uint8_t* q, object v, str where) except NULL:
     cdef const uint8_t[::1] mv
     cdef Py_ssize_t n
     if type(v) is bytes:
@@ -310,13 +303,8 @@ cdef uint8_t* put_empty_var(Out* o, uint8_t* q) except NULL:
     return q + 4
 
 
-cdef int put_count(Out* o, Py_ssize_t head, Py_ssize_t count, str where) except -1:
-    """Write the entry count of the group whose header is ``head`` bytes past the start (the
-    entries written: a list that changed length while it was encoded stays consistent)."""
-    if count > U32_MAX:
-        raise ValueError(f"{where}: too many entries")
-    st_u32(o.start + head + 4, <uint32_t>count)
-    return 0
+cdef int too_many(str where) except -1:
+    raise ValueError(f"{where}: too many entries")
 
 
 # -- walking the tail (groups, then variable-length data) ------------------------------------
