@@ -299,17 +299,48 @@ cdef int parse_kwargs(PyObject** args, size_t nargsf, PyObject* kwnames, tuple n
                       PyObject** out, str cls) except -1
 cdef int fields_of(object entry, tuple names, PyObject** out, str where) except -1
 cdef int missing(str cls, str field) except -1
-cdef object enum_of(object v, object cls, dict members, str where)
-cdef object flags_of(object v, object cls, dict cache, uint64_t limit, str where)
+cdef object enum_of_checked(object v, object cls, dict members, str where)
+cdef object flags_of_checked(object v, object cls, dict cache, uint64_t limit, str where)
 cdef object construct(object cls, dict fields)
 cdef object class_function(void* vectorcall, str name, str doc)
 ctypedef object (*method_fn)(object)
 cdef object bound_method(object self, method_fn fn, const char* name)
 cdef object view_args(PyObject** args, size_t nargsf, PyObject* kwnames, Py_ssize_t* offset,
                       Py_ssize_t* length, str name)
-cdef object value_of(object v, type cls, str where)
-cdef list entries_of(object v, type cls, str where)
-cdef object str_of(object v, str where)
+cdef object value_of_checked(object v, type cls, str where)
+cdef list entries_of_checked(object v, type cls, str where)
+cdef object str_of_checked(object v, str where)
+
+# What constructors store, the common case inline (a member, a value, a str, a list of
+# entries, as they are); anything else to the ``_checked`` function, which converts or refuses.
+
+cdef inline object enum_of(object v, object cls, dict members, str where):
+    if type(v) is cls:
+        return v
+    return enum_of_checked(v, cls, members, where)
+
+cdef inline object flags_of(object v, object cls, dict cache, uint64_t limit, str where):
+    if type(v) is cls:
+        return v
+    return flags_of_checked(v, cls, cache, limit, where)
+
+cdef inline object value_of(object v, type cls, str where):
+    if type(v) is cls:
+        return v
+    return value_of_checked(v, cls, where)
+
+cdef inline list entries_of(object v, type cls, str where):
+    if type(v) is list:
+        for e in <list>v:
+            if type(e) is not cls:
+                return entries_of_checked(v, cls, where)
+        return <list>v
+    return entries_of_checked(v, cls, where)
+
+cdef inline object str_of(object v, str where):
+    if type(v) is str:
+        return v
+    return str_of_checked(v, where)
 cdef list entry_list(Py_ssize_t count, Py_ssize_t room, Py_ssize_t entry_min)
 
 cdef inline int list_put(list out, Py_ssize_t i, object e) except -1:

@@ -627,7 +627,7 @@ cdef int missing(str cls, str field) except -1:
     raise TypeError(f"{cls}() missing required keyword argument {field!r}")
 
 
-cdef object enum_of(object v, object cls, dict members, str where):
+cdef object enum_of_checked(object v, object cls, dict members, str where):
     """``v`` as a member of enum ``cls``: a member, or an int that is the value of one (looked
     up, never constructed)."""
     if type(v) is cls:
@@ -640,7 +640,7 @@ cdef object enum_of(object v, object cls, dict members, str where):
     raise TypeError(f"{where}: expected {cls.__name__}, got {type(v).__name__}")
 
 
-cdef object flags_of(object v, object cls, dict cache, uint64_t limit, str where):
+cdef object flags_of_checked(object v, object cls, dict cache, uint64_t limit, str where):
     """``v`` as a value of flags ``cls``: a value, or an int (one IntFlag per distinct int,
     made once and cached)."""
     if type(v) is cls:
@@ -802,7 +802,7 @@ cdef object view_args(PyObject** args, size_t nargsf, PyObject* kwnames, Py_ssiz
     return <object>a[0]
 
 
-cdef object value_of(object v, type cls, str where):
+cdef object value_of_checked(object v, type cls, str where):
     """``v`` as a ``cls`` value: one, or a dict of its fields (converted here)."""
     if type(v) is cls:
         return v
@@ -814,17 +814,12 @@ cdef object value_of(object v, type cls, str where):
     raise TypeError(f"{where}: expected {cls.__name__} or dict, got {type(v).__name__}")
 
 
-cdef list entries_of(object v, type cls, str where):
-    """``v`` as the list of a group: a list of ``cls`` entries is kept as it is; other
-    iterables are copied, converting dicts, and anything else is refused naming the index."""
+cdef list entries_of_checked(object v, type cls, str where):
+    """``v`` as the list of a group, when it is not a list of ``cls`` entries (``entries_of``
+    keeps those as they are): iterables are copied, converting dicts, and anything else is
+    refused naming the index."""
     cdef list out
     cdef Py_ssize_t i = 0
-    if type(v) is list:
-        for e in <list>v:
-            if type(e) is not cls:
-                break
-        else:
-            return <list>v
     if type(v) is str or type(v) is bytes or type(v) is dict:
         raise TypeError(f"{where}: expected a list of {cls.__name__}, got {type(v).__name__}")
     try:
@@ -849,7 +844,7 @@ cdef list entry_list(Py_ssize_t count, Py_ssize_t room, Py_ssize_t entry_min):
     return []
 
 
-cdef object str_of(object v, str where):
+cdef object str_of_checked(object v, str where):
     if type(v) is not str:
         raise TypeError(f"{where}: expected str, got {type(v).__name__}")
     return v
