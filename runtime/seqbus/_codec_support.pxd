@@ -9,9 +9,11 @@ from libc.string cimport memcpy, memset
 from cpython.object cimport PyObject
 from cpython.list cimport PyList_GET_SIZE, PyList_SET_ITEM, PyList_Append
 from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_GET_SIZE, PyBytes_AS_STRING
 
 cdef extern from "Python.h":
+    Py_ssize_t PyVectorcall_NARGS(size_t nargsf)
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     bint PyUnicode_IS_ASCII(object o)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
@@ -297,6 +299,22 @@ cdef int set_vectorcall(type cls, void* fn) except -1
 cdef int set_getattro(type cls, void* fn) except -1
 cdef int parse_kwargs(PyObject** args, size_t nargsf, PyObject* kwnames, tuple names,
                       PyObject** out, str cls) except -1
+
+cdef inline PyObject** keywords(PyObject** args, size_t nargsf, PyObject* kwnames, tuple names,
+                                PyObject** out, str cls) except NULL:
+    """The arguments of a vectorcall by field (NULL where not given): ``args`` itself when
+    every field comes as a keyword in declaration order (the names interned: one pointer
+    compare each), else ``out``, filled by ``parse_kwargs``."""
+    cdef Py_ssize_t i, n = PyTuple_GET_SIZE(names)
+    if (PyVectorcall_NARGS(nargsf) == 0 and kwnames != NULL
+            and PyTuple_GET_SIZE(<object>kwnames) == n):
+        for i in range(n):
+            if PyTuple_GET_ITEM(<object>kwnames, i) != PyTuple_GET_ITEM(names, i):
+                break
+        else:
+            return args
+    parse_kwargs(args, nargsf, kwnames, names, out, cls)
+    return out
 cdef int fields_of(object entry, tuple names, PyObject** out, str where) except -1
 cdef int missing(str cls, str field) except -1
 cdef object enum_of_checked(object v, object cls, dict members, str where)

@@ -23,9 +23,6 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.list cimport PyList_New
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 
-cdef extern from "Python.h":
-    Py_ssize_t PyVectorcall_NARGS(size_t nargsf)
-
 cdef extern from *:
     """
     static void seqbus_set_vectorcall(PyObject *cls, void *fn) {

@@ -314,10 +314,9 @@ cdef int _Price_fill(Price r, PyObject** a) except -1:
 
 
 cdef object _Price_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[2]
-    cdef Price r
-    _s.parse_kwargs(args, nargsf, kwnames, _Price_names, a, "Price")
-    r = Price.__new__(Price)
+    cdef PyObject* b[2]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _Price_names, b, "Price")
+    cdef Price r = Price.__new__(Price)
     _Price_fill(r, a)
     return r
 
@@ -736,10 +735,9 @@ cdef int _NewOrderLegsFills_fill(NewOrderLegsFills r, PyObject** a) except -1:
 
 
 cdef object _NewOrderLegsFills_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[2]
-    cdef NewOrderLegsFills r
-    _s.parse_kwargs(args, nargsf, kwnames, _NewOrderLegsFills_names, a, "NewOrderLegsFills")
-    r = NewOrderLegsFills.__new__(NewOrderLegsFills)
+    cdef PyObject* b[2]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _NewOrderLegsFills_names, b, "NewOrderLegsFills")
+    cdef NewOrderLegsFills r = NewOrderLegsFills.__new__(NewOrderLegsFills)
     _NewOrderLegsFills_fill(r, a)
     return r
 
@@ -1272,10 +1270,9 @@ cdef int _NewOrderLegs_fill(NewOrderLegs r, PyObject** a) except -1:
 
 
 cdef object _NewOrderLegs_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[4]
-    cdef NewOrderLegs r
-    _s.parse_kwargs(args, nargsf, kwnames, _NewOrderLegs_names, a, "NewOrderLegs")
-    r = NewOrderLegs.__new__(NewOrderLegs)
+    cdef PyObject* b[4]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _NewOrderLegs_names, b, "NewOrderLegs")
+    cdef NewOrderLegs r = NewOrderLegs.__new__(NewOrderLegs)
     _NewOrderLegs_fill(r, a)
     return r
 
@@ -2157,10 +2154,9 @@ cdef int _NewOrder_fill(NewOrder r, PyObject** a) except -1:
 
 
 cdef object _NewOrder_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[12]
-    cdef NewOrder r
-    _s.parse_kwargs(args, nargsf, kwnames, _NewOrder_names, a, "NewOrder")
-    r = NewOrder.__new__(NewOrder)
+    cdef PyObject* b[12]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _NewOrder_names, b, "NewOrder")
+    cdef NewOrder r = NewOrder.__new__(NewOrder)
     _NewOrder_fill(r, a)
     return r
 
@@ -2241,9 +2237,8 @@ cdef bytes _NewOrder_encode_a(PyObject** a):
 
 cdef object _NewOrder_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
     """``NewOrder.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
-    cdef PyObject* a[12]
-    _s.parse_kwargs(args, nargsf, kwnames, _NewOrder_names, a, "NewOrder.encode_fields")
-    return _NewOrder_encode_a(a)
+    cdef PyObject* b[12]
+    return _NewOrder_encode_a(_s.keywords(args, nargsf, kwnames, _NewOrder_names, b, "NewOrder.encode_fields"))
 
 
 def _send_new_order(node, *, order_id, client_id, symbol, side, price, quantity, stop_price=None, inst, expire_at=None, legs=(), account="", memo=b""):
@@ -2664,10 +2659,9 @@ cdef int _OrderAccepted_fill(OrderAccepted r, PyObject** a) except -1:
 
 
 cdef object _OrderAccepted_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[2]
-    cdef OrderAccepted r
-    _s.parse_kwargs(args, nargsf, kwnames, _OrderAccepted_names, a, "OrderAccepted")
-    r = OrderAccepted.__new__(OrderAccepted)
+    cdef PyObject* b[2]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _OrderAccepted_names, b, "OrderAccepted")
+    cdef OrderAccepted r = OrderAccepted.__new__(OrderAccepted)
     _OrderAccepted_fill(r, a)
     return r
 
@@ -2711,9 +2705,8 @@ cdef bytes _OrderAccepted_encode_a(PyObject** a):
 
 cdef object _OrderAccepted_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
     """``OrderAccepted.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
-    cdef PyObject* a[2]
-    _s.parse_kwargs(args, nargsf, kwnames, _OrderAccepted_names, a, "OrderAccepted.encode_fields")
-    return _OrderAccepted_encode_a(a)
+    cdef PyObject* b[2]
+    return _OrderAccepted_encode_a(_s.keywords(args, nargsf, kwnames, _OrderAccepted_names, b, "OrderAccepted.encode_fields"))
 
 
 def _send_order_accepted(node, *, order_id, at):
@@ -3207,10 +3200,9 @@ cdef int _OrderRejected_fill(OrderRejected r, PyObject** a) except -1:
 
 
 cdef object _OrderRejected_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[4]
-    cdef OrderRejected r
-    _s.parse_kwargs(args, nargsf, kwnames, _OrderRejected_names, a, "OrderRejected")
-    r = OrderRejected.__new__(OrderRejected)
+    cdef PyObject* b[4]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _OrderRejected_names, b, "OrderRejected")
+    cdef OrderRejected r = OrderRejected.__new__(OrderRejected)
     _OrderRejected_fill(r, a)
     return r
 
@@ -3261,9 +3253,8 @@ cdef bytes _OrderRejected_encode_a(PyObject** a):
 
 cdef object _OrderRejected_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
     """``OrderRejected.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
-    cdef PyObject* a[4]
-    _s.parse_kwargs(args, nargsf, kwnames, _OrderRejected_names, a, "OrderRejected.encode_fields")
-    return _OrderRejected_encode_a(a)
+    cdef PyObject* b[4]
+    return _OrderRejected_encode_a(_s.keywords(args, nargsf, kwnames, _OrderRejected_names, b, "OrderRejected.encode_fields"))
 
 
 def _send_order_rejected(node, *, order_id, at, reason, text=""):
@@ -3676,10 +3667,9 @@ cdef int _CancelOrder_fill(CancelOrder r, PyObject** a) except -1:
 
 
 cdef object _CancelOrder_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[2]
-    cdef CancelOrder r
-    _s.parse_kwargs(args, nargsf, kwnames, _CancelOrder_names, a, "CancelOrder")
-    r = CancelOrder.__new__(CancelOrder)
+    cdef PyObject* b[2]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _CancelOrder_names, b, "CancelOrder")
+    cdef CancelOrder r = CancelOrder.__new__(CancelOrder)
     _CancelOrder_fill(r, a)
     return r
 
@@ -3723,9 +3713,8 @@ cdef bytes _CancelOrder_encode_a(PyObject** a):
 
 cdef object _CancelOrder_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
     """``CancelOrder.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
-    cdef PyObject* a[2]
-    _s.parse_kwargs(args, nargsf, kwnames, _CancelOrder_names, a, "CancelOrder.encode_fields")
-    return _CancelOrder_encode_a(a)
+    cdef PyObject* b[2]
+    return _CancelOrder_encode_a(_s.keywords(args, nargsf, kwnames, _CancelOrder_names, b, "CancelOrder.encode_fields"))
 
 
 def _send_cancel_order(node, *, order_id, client_id):
@@ -4167,10 +4156,9 @@ cdef int _OrderCancelled_fill(OrderCancelled r, PyObject** a) except -1:
 
 
 cdef object _OrderCancelled_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[3]
-    cdef OrderCancelled r
-    _s.parse_kwargs(args, nargsf, kwnames, _OrderCancelled_names, a, "OrderCancelled")
-    r = OrderCancelled.__new__(OrderCancelled)
+    cdef PyObject* b[3]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _OrderCancelled_names, b, "OrderCancelled")
+    cdef OrderCancelled r = OrderCancelled.__new__(OrderCancelled)
     _OrderCancelled_fill(r, a)
     return r
 
@@ -4217,9 +4205,8 @@ cdef bytes _OrderCancelled_encode_a(PyObject** a):
 
 cdef object _OrderCancelled_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
     """``OrderCancelled.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
-    cdef PyObject* a[3]
-    _s.parse_kwargs(args, nargsf, kwnames, _OrderCancelled_names, a, "OrderCancelled.encode_fields")
-    return _OrderCancelled_encode_a(a)
+    cdef PyObject* b[3]
+    return _OrderCancelled_encode_a(_s.keywords(args, nargsf, kwnames, _OrderCancelled_names, b, "OrderCancelled.encode_fields"))
 
 
 def _send_order_cancelled(node, *, order_id, at, cancelled_quantity):
@@ -4817,10 +4804,9 @@ cdef int _Trade_fill(Trade r, PyObject** a) except -1:
 
 
 cdef object _Trade_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[8]
-    cdef Trade r
-    _s.parse_kwargs(args, nargsf, kwnames, _Trade_names, a, "Trade")
-    r = Trade.__new__(Trade)
+    cdef PyObject* b[8]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _Trade_names, b, "Trade")
+    cdef Trade r = Trade.__new__(Trade)
     _Trade_fill(r, a)
     return r
 
@@ -4882,9 +4868,8 @@ cdef bytes _Trade_encode_a(PyObject** a):
 
 cdef object _Trade_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
     """``Trade.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
-    cdef PyObject* a[8]
-    _s.parse_kwargs(args, nargsf, kwnames, _Trade_names, a, "Trade.encode_fields")
-    return _Trade_encode_a(a)
+    cdef PyObject* b[8]
+    return _Trade_encode_a(_s.keywords(args, nargsf, kwnames, _Trade_names, b, "Trade.encode_fields"))
 
 
 def _send_trade(node, *, trade_id, symbol, price, quantity, buy_order_id, sell_order_id, aggressor, at):
@@ -5338,10 +5323,9 @@ cdef int _BookUpdateLevels_fill(BookUpdateLevels r, PyObject** a) except -1:
 
 
 cdef object _BookUpdateLevels_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[4]
-    cdef BookUpdateLevels r
-    _s.parse_kwargs(args, nargsf, kwnames, _BookUpdateLevels_names, a, "BookUpdateLevels")
-    r = BookUpdateLevels.__new__(BookUpdateLevels)
+    cdef PyObject* b[4]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _BookUpdateLevels_names, b, "BookUpdateLevels")
+    cdef BookUpdateLevels r = BookUpdateLevels.__new__(BookUpdateLevels)
     _BookUpdateLevels_fill(r, a)
     return r
 
@@ -5873,10 +5857,9 @@ cdef int _BookUpdate_fill(BookUpdate r, PyObject** a) except -1:
 
 
 cdef object _BookUpdate_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[3]
-    cdef BookUpdate r
-    _s.parse_kwargs(args, nargsf, kwnames, _BookUpdate_names, a, "BookUpdate")
-    r = BookUpdate.__new__(BookUpdate)
+    cdef PyObject* b[3]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _BookUpdate_names, b, "BookUpdate")
+    cdef BookUpdate r = BookUpdate.__new__(BookUpdate)
     _BookUpdate_fill(r, a)
     return r
 
@@ -5924,9 +5907,8 @@ cdef bytes _BookUpdate_encode_a(PyObject** a):
 
 cdef object _BookUpdate_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
     """``BookUpdate.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
-    cdef PyObject* a[3]
-    _s.parse_kwargs(args, nargsf, kwnames, _BookUpdate_names, a, "BookUpdate.encode_fields")
-    return _BookUpdate_encode_a(a)
+    cdef PyObject* b[3]
+    return _BookUpdate_encode_a(_s.keywords(args, nargsf, kwnames, _BookUpdate_names, b, "BookUpdate.encode_fields"))
 
 
 def _send_book_update(node, *, symbol, at, levels=()):

@@ -443,10 +443,9 @@ cdef int _Ping_fill(Ping r, PyObject** a) except -1:
 
 
 cdef object _Ping_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[2]
-    cdef Ping r
-    _s.parse_kwargs(args, nargsf, kwnames, _Ping_names, a, "Ping")
-    r = Ping.__new__(Ping)
+    cdef PyObject* b[2]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _Ping_names, b, "Ping")
+    cdef Ping r = Ping.__new__(Ping)
     _Ping_fill(r, a)
     return r
 
@@ -490,9 +489,8 @@ cdef bytes _Ping_encode_a(PyObject** a):
 
 cdef object _Ping_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
     """``Ping.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
-    cdef PyObject* a[2]
-    _s.parse_kwargs(args, nargsf, kwnames, _Ping_names, a, "Ping.encode_fields")
-    return _Ping_encode_a(a)
+    cdef PyObject* b[2]
+    return _Ping_encode_a(_s.keywords(args, nargsf, kwnames, _Ping_names, b, "Ping.encode_fields"))
 
 
 def _send_ping(node, *, id, sent_at_ns):
@@ -903,10 +901,9 @@ cdef int _Pong_fill(Pong r, PyObject** a) except -1:
 
 
 cdef object _Pong_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[2]
-    cdef Pong r
-    _s.parse_kwargs(args, nargsf, kwnames, _Pong_names, a, "Pong")
-    r = Pong.__new__(Pong)
+    cdef PyObject* b[2]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _Pong_names, b, "Pong")
+    cdef Pong r = Pong.__new__(Pong)
     _Pong_fill(r, a)
     return r
 
@@ -950,9 +947,8 @@ cdef bytes _Pong_encode_a(PyObject** a):
 
 cdef object _Pong_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
     """``Pong.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
-    cdef PyObject* a[2]
-    _s.parse_kwargs(args, nargsf, kwnames, _Pong_names, a, "Pong.encode_fields")
-    return _Pong_encode_a(a)
+    cdef PyObject* b[2]
+    return _Pong_encode_a(_s.keywords(args, nargsf, kwnames, _Pong_names, b, "Pong.encode_fields"))
 
 
 def _send_pong(node, *, id, ping_sent_at_ns):

@@ -316,10 +316,9 @@ cdef int _Envelope_fill(Envelope r, PyObject** a) except -1:
 
 
 cdef object _Envelope_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[7]
-    cdef Envelope r
-    _s.parse_kwargs(args, nargsf, kwnames, _Envelope_names, a, "Envelope")
-    r = Envelope.__new__(Envelope)
+    cdef PyObject* b[7]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _Envelope_names, b, "Envelope")
+    cdef Envelope r = Envelope.__new__(Envelope)
     _Envelope_fill(r, a)
     return r
 
@@ -728,10 +727,9 @@ cdef int _ClockTick_fill(ClockTick r, PyObject** a) except -1:
 
 
 cdef object _ClockTick_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[1]
-    cdef ClockTick r
-    _s.parse_kwargs(args, nargsf, kwnames, _ClockTick_names, a, "ClockTick")
-    r = ClockTick.__new__(ClockTick)
+    cdef PyObject* b[1]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _ClockTick_names, b, "ClockTick")
+    cdef ClockTick r = ClockTick.__new__(ClockTick)
     _ClockTick_fill(r, a)
     return r
 
@@ -769,9 +767,8 @@ cdef bytes _ClockTick_encode_a(PyObject** a):
 
 cdef object _ClockTick_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
     """``ClockTick.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
-    cdef PyObject* a[1]
-    _s.parse_kwargs(args, nargsf, kwnames, _ClockTick_names, a, "ClockTick.encode_fields")
-    return _ClockTick_encode_a(a)
+    cdef PyObject* b[1]
+    return _ClockTick_encode_a(_s.keywords(args, nargsf, kwnames, _ClockTick_names, b, "ClockTick.encode_fields"))
 
 
 def _send_clock_tick(node):
@@ -1149,10 +1146,9 @@ cdef int _SessionStart_fill(SessionStart r, PyObject** a) except -1:
 
 
 cdef object _SessionStart_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[1]
-    cdef SessionStart r
-    _s.parse_kwargs(args, nargsf, kwnames, _SessionStart_names, a, "SessionStart")
-    r = SessionStart.__new__(SessionStart)
+    cdef PyObject* b[1]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _SessionStart_names, b, "SessionStart")
+    cdef SessionStart r = SessionStart.__new__(SessionStart)
     _SessionStart_fill(r, a)
     return r
 
@@ -1193,9 +1189,8 @@ cdef bytes _SessionStart_encode_a(PyObject** a):
 
 cdef object _SessionStart_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
     """``SessionStart.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
-    cdef PyObject* a[1]
-    _s.parse_kwargs(args, nargsf, kwnames, _SessionStart_names, a, "SessionStart.encode_fields")
-    return _SessionStart_encode_a(a)
+    cdef PyObject* b[1]
+    return _SessionStart_encode_a(_s.keywords(args, nargsf, kwnames, _SessionStart_names, b, "SessionStart.encode_fields"))
 
 
 def _send_session_start(node, *, session):
@@ -1704,10 +1699,9 @@ cdef int _SenderState_fill(SenderState r, PyObject** a) except -1:
 
 
 cdef object _SenderState_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[5]
-    cdef SenderState r
-    _s.parse_kwargs(args, nargsf, kwnames, _SenderState_names, a, "SenderState")
-    r = SenderState.__new__(SenderState)
+    cdef PyObject* b[5]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _SenderState_names, b, "SenderState")
+    cdef SenderState r = SenderState.__new__(SenderState)
     _SenderState_fill(r, a)
     return r
 
@@ -1760,9 +1754,8 @@ cdef bytes _SenderState_encode_a(PyObject** a):
 
 cdef object _SenderState_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
     """``SenderState.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
-    cdef PyObject* a[5]
-    _s.parse_kwargs(args, nargsf, kwnames, _SenderState_names, a, "SenderState.encode_fields")
-    return _SenderState_encode_a(a)
+    cdef PyObject* b[5]
+    return _SenderState_encode_a(_s.keywords(args, nargsf, kwnames, _SenderState_names, b, "SenderState.encode_fields"))
 
 
 def _send_sender_state(node, *, next_command_seq, account, instance, term, leader):
@@ -2139,10 +2132,9 @@ cdef int _AdminCommandArgs_fill(AdminCommandArgs r, PyObject** a) except -1:
 
 
 cdef object _AdminCommandArgs_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[1]
-    cdef AdminCommandArgs r
-    _s.parse_kwargs(args, nargsf, kwnames, _AdminCommandArgs_names, a, "AdminCommandArgs")
-    r = AdminCommandArgs.__new__(AdminCommandArgs)
+    cdef PyObject* b[1]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _AdminCommandArgs_names, b, "AdminCommandArgs")
+    cdef AdminCommandArgs r = AdminCommandArgs.__new__(AdminCommandArgs)
     _AdminCommandArgs_fill(r, a)
     return r
 
@@ -2728,10 +2720,9 @@ cdef int _AdminCommand_fill(AdminCommand r, PyObject** a) except -1:
 
 
 cdef object _AdminCommand_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[4]
-    cdef AdminCommand r
-    _s.parse_kwargs(args, nargsf, kwnames, _AdminCommand_names, a, "AdminCommand")
-    r = AdminCommand.__new__(AdminCommand)
+    cdef PyObject* b[4]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _AdminCommand_names, b, "AdminCommand")
+    cdef AdminCommand r = AdminCommand.__new__(AdminCommand)
     _AdminCommand_fill(r, a)
     return r
 
@@ -2783,9 +2774,8 @@ cdef bytes _AdminCommand_encode_a(PyObject** a):
 
 cdef object _AdminCommand_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
     """``AdminCommand.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
-    cdef PyObject* a[4]
-    _s.parse_kwargs(args, nargsf, kwnames, _AdminCommand_names, a, "AdminCommand.encode_fields")
-    return _AdminCommand_encode_a(a)
+    cdef PyObject* b[4]
+    return _AdminCommand_encode_a(_s.keywords(args, nargsf, kwnames, _AdminCommand_names, b, "AdminCommand.encode_fields"))
 
 
 def _send_admin_command(node, *, target, request_id, name="", args=()):
@@ -3366,10 +3356,9 @@ cdef int _AdminReply_fill(AdminReply r, PyObject** a) except -1:
 
 
 cdef object _AdminReply_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[6]
-    cdef AdminReply r
-    _s.parse_kwargs(args, nargsf, kwnames, _AdminReply_names, a, "AdminReply")
-    r = AdminReply.__new__(AdminReply)
+    cdef PyObject* b[6]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _AdminReply_names, b, "AdminReply")
+    cdef AdminReply r = AdminReply.__new__(AdminReply)
     _AdminReply_fill(r, a)
     return r
 
@@ -3427,9 +3416,8 @@ cdef bytes _AdminReply_encode_a(PyObject** a):
 
 cdef object _AdminReply_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
     """``AdminReply.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
-    cdef PyObject* a[6]
-    _s.parse_kwargs(args, nargsf, kwnames, _AdminReply_names, a, "AdminReply.encode_fields")
-    return _AdminReply_encode_a(a)
+    cdef PyObject* b[6]
+    return _AdminReply_encode_a(_s.keywords(args, nargsf, kwnames, _AdminReply_names, b, "AdminReply.encode_fields"))
 
 
 def _send_admin_reply(node, *, command_sequence, request_id, requester, status, name="", text=""):
@@ -3881,10 +3869,9 @@ cdef int _Epoch_fill(Epoch r, PyObject** a) except -1:
 
 
 cdef object _Epoch_new(object cls, PyObject** args, size_t nargsf, PyObject* kwnames):
-    cdef PyObject* a[3]
-    cdef Epoch r
-    _s.parse_kwargs(args, nargsf, kwnames, _Epoch_names, a, "Epoch")
-    r = Epoch.__new__(Epoch)
+    cdef PyObject* b[3]
+    cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _Epoch_names, b, "Epoch")
+    cdef Epoch r = Epoch.__new__(Epoch)
     _Epoch_fill(r, a)
     return r
 
@@ -3931,9 +3918,8 @@ cdef bytes _Epoch_encode_a(PyObject** a):
 
 cdef object _Epoch_encode_fields(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
     """``Epoch.encode_fields(**fields)`` (the vectorcall of its ClassFunction)."""
-    cdef PyObject* a[3]
-    _s.parse_kwargs(args, nargsf, kwnames, _Epoch_names, a, "Epoch.encode_fields")
-    return _Epoch_encode_a(a)
+    cdef PyObject* b[3]
+    return _Epoch_encode_a(_s.keywords(args, nargsf, kwnames, _Epoch_names, b, "Epoch.encode_fields"))
 
 
 def _send_epoch(node, *, term, leader, previous_leader):
