@@ -228,7 +228,8 @@ def field_doc(f: ir.Field) -> str:
     if f.kind == "bytes":
         extra += "; a zero-copy read-only memoryview into the buffer"
     if f.kind == "group":
-        extra += "; iterate it (one reused entry view) or index it"
+        extra += ("; iterate or index it (an entry view of its own each; ``iter_reused()``"
+                  " moves one view instead)")
     return f"{head}\n\n{extra}."
 
 
@@ -238,7 +239,8 @@ def view_doc(blk: ir.Block, m: ir.Message) -> str:
         return (f"{head}\n\nZero-copy view of a {m.name} message: wraps bytes, bytearray, "
                 "memoryview or mmap and reads a field only when asked. Truncated or corrupt "
                 "input raises seqbus.errors.DecodeError.")
-    return f"One entry of group ``{blk.path}`` (a flyweight reused while iterating)."
+    return (f"One entry of group ``{blk.path}``: a zero-copy view that stays valid (one view is "
+            "moved from entry to entry only by the group's ``iter_reused()``).")
 
 
 def builder_doc(blk: ir.Block, m: ir.Message) -> str:

@@ -254,7 +254,6 @@ cdef Py_ssize_t window(Py_ssize_t size, Py_ssize_t offset, Py_ssize_t length,
                        str msg) except -1
 cdef Py_ssize_t check_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, uint16_t schema,
                              uint16_t template, Py_ssize_t min_block, str msg) except -1
-cdef object var_bytes(object obj, Py_ssize_t start, Py_ssize_t n)
 cdef object span(object owner, const uint8_t* p, Py_ssize_t n)
 
 

@@ -117,14 +117,6 @@ cdef int st_byte(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
     return 0
 
 
-cdef object var_bytes(object obj, Py_ssize_t start, Py_ssize_t n):
-    """A zero-copy read-only memoryview of ``n`` bytes at ``start`` of ``obj``."""
-    mv = memoryview(obj)
-    if mv.ndim != 1 or mv.itemsize != 1:
-        mv = mv.cast("B")
-    return mv[start:start + n].toreadonly()
-
-
 @cython.final
 @cython.freelist(8)
 @cython.no_gc  # refers only to a view (no cycle through it), like the views themselves

@@ -419,7 +419,7 @@ cdef object _NewOrderLegsFills_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t 
 @cython.freelist(16)
 @cython.no_gc
 cdef class NewOrderLegsFillsView:
-    """One entry of group ``NewOrder.legs.fills`` (a flyweight reused while iterating)."""
+    """One entry of group ``NewOrder.legs.fills``: a zero-copy view that stays valid (one view is moved from entry to entry only by the group's ``iter_reused()``)."""
     cdef object _obj
     cdef object _keep
     cdef const uint8_t* _p
@@ -868,7 +868,7 @@ cdef object _NewOrderLegs_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t base,
 @cython.freelist(16)
 @cython.no_gc
 cdef class NewOrderLegsView:
-    """One entry of group ``NewOrder.legs`` (a flyweight reused while iterating)."""
+    """One entry of group ``NewOrder.legs``: a zero-copy view that stays valid (one view is moved from entry to entry only by the group's ``iter_reused()``)."""
     cdef object _obj
     cdef object _keep
     cdef const uint8_t* _p
@@ -922,7 +922,7 @@ cdef class NewOrderLegsView:
     def fills(self):
         """Fills.
 
-        ``group``; iterate it (one reused entry view) or index it.
+        ``group``; iterate or index it (an entry view of its own each; ``iter_reused()`` moves one view instead).
         """
         return self._get_fills()
 
@@ -1600,7 +1600,7 @@ cdef class NewOrderView:
     def legs(self):
         """Legs.
 
-        ``group``; iterate it (one reused entry view) or index it.
+        ``group``; iterate or index it (an entry view of its own each; ``iter_reused()`` moves one view instead).
         """
         return self._get_legs()
 
@@ -4953,7 +4953,7 @@ cdef object _BookUpdateLevels_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t b
 @cython.freelist(16)
 @cython.no_gc
 cdef class BookUpdateLevelsView:
-    """One entry of group ``BookUpdate.levels`` (a flyweight reused while iterating)."""
+    """One entry of group ``BookUpdate.levels``: a zero-copy view that stays valid (one view is moved from entry to entry only by the group's ``iter_reused()``)."""
     cdef object _obj
     cdef object _keep
     cdef const uint8_t* _p
@@ -5521,7 +5521,7 @@ cdef class BookUpdateView:
     def levels(self):
         """Levels.
 
-        ``group``; iterate it (one reused entry view) or index it.
+        ``group``; iterate or index it (an entry view of its own each; ``iter_reused()`` moves one view instead).
         """
         return self._get_levels()
 

@@ -1830,7 +1830,7 @@ cdef object _AdminCommandArgs_value(const uint8_t* p, Py_ssize_t n, Py_ssize_t b
 @cython.freelist(16)
 @cython.no_gc
 cdef class AdminCommandArgsView:
-    """One entry of group ``AdminCommand.args`` (a flyweight reused while iterating)."""
+    """One entry of group ``AdminCommand.args``: a zero-copy view that stays valid (one view is moved from entry to entry only by the group's ``iter_reused()``)."""
     cdef object _obj
     cdef object _keep
     cdef const uint8_t* _p
@@ -2349,7 +2349,7 @@ cdef class AdminCommandView:
     def args(self):
         """Args.
 
-        ``group``; iterate it (one reused entry view) or index it.
+        ``group``; iterate or index it (an entry view of its own each; ``iter_reused()`` moves one view instead).
         """
         return self._get_args()
 
