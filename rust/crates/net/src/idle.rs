@@ -170,7 +170,10 @@ mod tests {
         ] {
             assert_eq!(s.parse::<IdleStrategy>().unwrap(), v);
         }
-        assert!("nap".parse::<IdleStrategy>().unwrap_err().contains("hybrid"));
+        assert!("nap"
+            .parse::<IdleStrategy>()
+            .unwrap_err()
+            .contains("hybrid"));
     }
 
     #[test]
@@ -180,7 +183,11 @@ mod tests {
         std::thread::sleep(HYBRID_SPIN);
         let t = Instant::now();
         i.idle(&[], t + Duration::from_millis(30));
-        assert!(t.elapsed() >= Duration::from_millis(29), "{:?}", t.elapsed());
+        assert!(
+            t.elapsed() >= Duration::from_millis(29),
+            "{:?}",
+            t.elapsed()
+        );
         assert!(i.slept);
     }
 
