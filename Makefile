@@ -53,8 +53,9 @@ fmt: venv ## format Rust and Python
 	cd rust && $(CARGO) fmt --all
 	$(VENV)/bin/ruff format runtime compiler tests benchmarks
 
-lint: venv ## ruff, clippy -D warnings, mypy --strict
+lint: venv ## ruff, rustfmt --check, clippy -D warnings, mypy --strict
 	$(VENV)/bin/ruff check runtime compiler tests benchmarks examples
+	cd rust && $(CARGO) fmt --all -- --check
 	cd rust && $(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(MAKE) typecheck
 
