@@ -842,6 +842,7 @@ cdef object str_of_checked(object v, str where):
 # -- group sequences of views -------------------------------------------------------------
 
 @cython.no_gc
+@cython.freelist(16)  # also serves the generated subclasses, which add no fields
 cdef class Group:
     """The entries of a group in a view: ``len()``, indexing (an entry view of its own),
     iteration (entry views of their own, which stay valid) and ``iter_reused()``."""

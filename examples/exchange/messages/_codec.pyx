@@ -516,9 +516,8 @@ _s.set_getattro(NewOrderLegsFillsView, <void*>_NewOrderLegsFillsView_getattro)
 
 
 @cython.final
-@cython.freelist(16)
 @cython.no_gc
-cdef class NewOrderLegsFillsGroup(_s.Group):
+cdef class NewOrderLegsFillsGroup(_s.Group):  # allocated from _s.Group's free list
     """The entries of group ``NewOrder.legs.fills``: ``len()``, indexing and iteration, each giving
     entry views of their own (:class:`NewOrderLegsFillsView`) that stay valid; ``iter_reused()`` moves one
     view from entry to entry instead (no allocation per entry: read before the next step).
@@ -996,9 +995,8 @@ _s.set_getattro(NewOrderLegsView, <void*>_NewOrderLegsView_getattro)
 
 
 @cython.final
-@cython.freelist(16)
 @cython.no_gc
-cdef class NewOrderLegsGroup(_s.Group):
+cdef class NewOrderLegsGroup(_s.Group):  # allocated from _s.Group's free list
     """The entries of group ``NewOrder.legs``: ``len()``, indexing and iteration, each giving
     entry views of their own (:class:`NewOrderLegsView`) that stay valid; ``iter_reused()`` moves one
     view from entry to entry instead (no allocation per entry: read before the next step).
@@ -5078,9 +5076,8 @@ _s.set_getattro(BookUpdateLevelsView, <void*>_BookUpdateLevelsView_getattro)
 
 
 @cython.final
-@cython.freelist(16)
 @cython.no_gc
-cdef class BookUpdateLevelsGroup(_s.Group):
+cdef class BookUpdateLevelsGroup(_s.Group):  # allocated from _s.Group's free list
     """The entries of group ``BookUpdate.levels``: ``len()``, indexing and iteration, each giving
     entry views of their own (:class:`BookUpdateLevelsView`) that stay valid; ``iter_reused()`` moves one
     view from entry to entry instead (no allocation per entry: read before the next step).

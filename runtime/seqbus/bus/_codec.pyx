@@ -1922,9 +1922,8 @@ _s.set_getattro(AdminCommandArgsView, <void*>_AdminCommandArgsView_getattro)
 
 
 @cython.final
-@cython.freelist(16)
 @cython.no_gc
-cdef class AdminCommandArgsGroup(_s.Group):
+cdef class AdminCommandArgsGroup(_s.Group):  # allocated from _s.Group's free list
     """The entries of group ``AdminCommand.args``: ``len()``, indexing and iteration, each giving
     entry views of their own (:class:`AdminCommandArgsView`) that stay valid; ``iter_reused()`` moves one
     view from entry to entry instead (no allocation per entry: read before the next step).
