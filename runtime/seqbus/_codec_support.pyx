@@ -68,7 +68,7 @@ if _sys.byteorder != "little":
     raise ImportError("seqbus codecs need a little-endian host")
 
 #: The codec support ABI: generated modules name the one they were generated for.
-ABI = 4
+ABI = 5
 
 
 cdef int bad_byte(str msg, str field, Py_ssize_t off, str what, uint8_t b) except -1:
