@@ -160,37 +160,23 @@ pub(crate) fn raw_multicast_ping_pong(samples: usize) -> (f64, f64) {
     let a = udp::multicast_receiver(group, iface, 1 << 20).unwrap();
     let b = UdpSocket::bind("127.0.0.1:0").unwrap();
     b.set_nonblocking(true).unwrap();
-    let ba = b.local_addr().unwrap();
+    let ba: SockAddr = b.local_addr().unwrap().into();
     let down = udp::multicast_sender(iface, 1).unwrap();
     // connected to the group, as the sequencer's publisher is
     down.connect(&SocketAddr::V4(group).into()).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    let echo = thread::spawn(move || {
-        let mut buf = [0u8; 2048];
-        while !s2.load(Ordering::Relaxed) {
-            if let Ok(n) = b.recv(&mut buf) {
-                down.send(&buf[..n]).unwrap();
+    echo_ping_pong(
+        samples,
+        b,
+        move |d| {
+            down.send(d).unwrap();
+        },
+        |msg, buf| {
+            a.send_to(msg, &ba).unwrap();
+            while udp::try_recv(&a, buf).unwrap().is_none() {
+                std::hint::spin_loop();
             }
-        }
-    });
-    let mut buf = [0u8; 2048];
-    let msg = [7u8; 64];
-    let mut rtts = Vec::with_capacity(samples);
-    let ba: SockAddr = ba.into();
-    for i in 0..samples + 1000 {
-        let t = Instant::now();
-        a.send_to(&msg, &ba).unwrap();
-        while udp::try_recv(&a, &mut buf).unwrap().is_none() {
-            std::hint::spin_loop();
-        }
-        if i >= 1000 {
-            rtts.push(t.elapsed().as_secs_f64() * 1e6);
-        }
-    }
-    stop.store(true, Ordering::Relaxed);
-    echo.join().unwrap();
-    (percentile(&mut rtts, 0.5), percentile(&mut rtts, 0.99))
+        },
+    )
 }
 
 /// p50/p99 round trip of a 64-byte UDP ping-pong between two spinning threads, µs.
@@ -215,13 +201,37 @@ fn ping_pong(samples: usize, blocking: bool) -> (f64, f64) {
         b.set_nonblocking(true).unwrap();
     }
     let (aa, ba) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+    let reply = b.try_clone().unwrap();
+    echo_ping_pong(
+        samples,
+        b,
+        move |d| {
+            reply.send_to(d, aa).unwrap();
+        },
+        |msg, buf| {
+            a.send_to(msg, ba).unwrap();
+            while a.recv(buf).is_err() {
+                std::hint::spin_loop();
+            }
+        },
+    )
+}
+
+/// p50/p99 of `samples` round trips (after 1,000 unmeasured), µs: `ping` sends 64 bytes and
+/// waits for the answer, while a thread hands each datagram `b` receives to `answer`.
+fn echo_ping_pong(
+    samples: usize,
+    b: UdpSocket,
+    mut answer: impl FnMut(&[u8]) + Send + 'static,
+    mut ping: impl FnMut(&[u8], &mut [u8]),
+) -> (f64, f64) {
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
     let echo = thread::spawn(move || {
         let mut buf = [0u8; 2048];
         while !s2.load(Ordering::Relaxed) {
             if let Ok(n) = b.recv(&mut buf) {
-                b.send_to(&buf[..n], aa).unwrap();
+                answer(&buf[..n]);
             }
         }
     });
@@ -230,10 +240,7 @@ fn ping_pong(samples: usize, blocking: bool) -> (f64, f64) {
     let mut rtts = Vec::with_capacity(samples);
     for i in 0..samples + 1000 {
         let t = Instant::now();
-        a.send_to(&msg, ba).unwrap();
-        while a.recv(&mut buf).is_err() {
-            std::hint::spin_loop();
-        }
+        ping(&msg, &mut buf);
         if i >= 1000 {
             rtts.push(t.elapsed().as_secs_f64() * 1e6);
         }
