@@ -8,8 +8,12 @@ pub use seqbus_config::IdleStrategy;
 const SPINS_BEFORE_YIELD: u32 = 2_000;
 /// The longest `hybrid` spins after the last work before it sleeps.
 pub const HYBRID_SPIN: Duration = Duration::from_micros(50);
-/// The shortest spin `hybrid` keeps (so it notices when spinning pays again).
+/// The shortest spin `hybrid` keeps; a window halved below it is none: `hybrid` then sleeps at
+/// once, as `block` does, and spins this long only in one stretch of every
+/// [`HYBRID_PROBE_EVERY`] (so it notices when spinning pays again).
 const HYBRID_SPIN_MIN: Duration = Duration::from_micros(2);
+/// With no spin window left, one stretch without work in this many spins (a probe).
+const HYBRID_PROBE_EVERY: u32 = 8;
 /// How long `busy-spin` goes without work before it sleeps until a socket is readable.
 pub const BUSY_SPIN_LIMIT: Duration = Duration::from_millis(2);
 /// How long `spin-yield` spins and yields without work before it sleeps.
@@ -25,6 +29,10 @@ pub struct Idler {
     /// `hybrid`: the spin window now, and whether this stretch went to sleep.
     spin: Duration,
     slept: bool,
+    /// `hybrid`: how long this stretch spins (the window, or a probe's when it is none), and
+    /// the stretches begun while the window was none.
+    window: Duration,
+    stretches: u32,
 }
 
 impl Idler {
@@ -35,6 +43,8 @@ impl Idler {
             idle_since: None,
             spin: Idler::max_spin(strategy),
             slept: false,
+            window: Idler::max_spin(strategy),
+            stretches: 0,
         }
     }
 
@@ -58,9 +68,17 @@ impl Idler {
         // process held); one that found work paid: halve, or double back
         if self.strategy != IdleStrategy::Block && self.idle_since.is_some() {
             self.spin = if self.slept {
-                (self.spin / 2).max(HYBRID_SPIN_MIN)
+                let half = self.spin / 2;
+                match self.strategy {
+                    // spinning does not pay here (more busy processes than cores): sleep at
+                    // once, as `block` does, but for a probe now and then
+                    IdleStrategy::Hybrid if half < HYBRID_SPIN_MIN => Duration::ZERO,
+                    _ => half.max(HYBRID_SPIN_MIN),
+                }
             } else {
-                (self.spin * 2).min(Idler::max_spin(self.strategy))
+                (self.spin * 2)
+                    .max(HYBRID_SPIN_MIN)
+                    .min(Idler::max_spin(self.strategy))
             };
         }
         self.spins = 0;
@@ -103,7 +121,20 @@ impl Idler {
                 }
             }
             IdleStrategy::Hybrid => {
-                if self.idle_for() >= self.spin {
+                if self.idle_since.is_none() {
+                    // a new stretch without work: how long it spins
+                    self.window = if self.spin.is_zero() {
+                        self.stretches = self.stretches.wrapping_add(1);
+                        if self.stretches.is_multiple_of(HYBRID_PROBE_EVERY) {
+                            HYBRID_SPIN_MIN
+                        } else {
+                            Duration::ZERO
+                        }
+                    } else {
+                        self.spin
+                    };
+                }
+                if self.idle_for() >= self.window {
                     self.slept = true;
                     block(fds, until);
                 } else {
@@ -203,12 +234,52 @@ mod tests {
         assert_eq!(i.spin_window(), HYBRID_SPIN / 2);
         stretch(&mut i, false);
         assert_eq!(i.spin_window(), HYBRID_SPIN);
+        for _ in 0..4 {
+            stretch(&mut i, true);
+        }
+        assert_eq!(i.spin_window(), HYBRID_SPIN / 16);
+        // work found without any idle call in between changes nothing
+        i.reset();
+        assert_eq!(i.spin_window(), HYBRID_SPIN / 16);
+        // halved below the shortest spin: none, as `block`
         for _ in 0..20 {
             stretch(&mut i, true);
         }
+        assert_eq!(i.spin_window(), Duration::ZERO);
+        // a probe that found work spins again
+        stretch(&mut i, false);
         assert_eq!(i.spin_window(), HYBRID_SPIN_MIN);
-        // work found without any idle call in between changes nothing
-        i.reset();
+        stretch(&mut i, false);
+        assert_eq!(i.spin_window(), 2 * HYBRID_SPIN_MIN);
+    }
+
+    #[test]
+    fn hybrid_without_a_window_sleeps_at_once_but_probes_one_stretch_in_eight() {
+        let mut i = Idler::new(IdleStrategy::Hybrid);
+        i.spin = Duration::ZERO;
+        let mut spun = 0;
+        for _ in 0..(4 * HYBRID_PROBE_EVERY) {
+            // a stretch: its first idle call with a deadline already past returns at once
+            i.idle(&[], Instant::now());
+            if i.window > Duration::ZERO {
+                spun += 1;
+                assert_eq!(i.window, HYBRID_SPIN_MIN);
+            }
+            i.slept = true; // as if it ended in a sleep
+            i.reset();
+            assert_eq!(i.spin_window(), Duration::ZERO);
+        }
+        assert_eq!(spun, 4);
+    }
+
+    #[test]
+    fn busy_spin_keeps_its_shortest_window() {
+        let mut i = Idler::new(IdleStrategy::BusySpin);
+        for _ in 0..40 {
+            i.idle_since = Some(Instant::now());
+            i.slept = true;
+            i.reset();
+        }
         assert_eq!(i.spin_window(), HYBRID_SPIN_MIN);
     }
 }
