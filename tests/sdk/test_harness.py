@@ -229,3 +229,28 @@ def test_timers_fire_on_clock_ticks_while_the_stream_is_idle() -> None:
     bus.run(until=lambda: not late.is_rewinding and late.sequence() >= engine.sequence(),
             for_ns=1_000_000_000)
     assert late.timer_points[: len(engine.timer_points)] == engine.timer_points
+
+
+def test_a_simulated_bus_made_on_one_thread_runs_and_is_dropped_on_another() -> None:
+    """The simulated bus is an ordinary object: a fixture may build it on one thread and the
+    test use it and drop it on another (before, the class was bound to its thread: using it
+    elsewhere failed and dropping it elsewhere warned)."""
+    import gc
+    import threading
+    import warnings
+
+    from seqbus import _core
+
+    made: list[_core.SimBus] = []
+    maker = threading.Thread(target=lambda: made.append(_core.SimBus(seed=3)))
+    maker.start()
+    maker.join(10)
+    sim = made.pop()
+    start = sim.now_ns
+    moved = sim.advance(start + 1_000_000)  # virtual time moves on this thread
+    assert start < moved <= start + 1_000_000
+    assert sim.now_ns == moved
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        del sim
+        gc.collect()

@@ -16,7 +16,7 @@ use crate::client::start_of;
 use crate::errors::{send_error, seqbus_error};
 
 /// Sequencers, replayers and any number of nodes over a simulated network.
-#[pyclass(module = "seqbus._core", unsendable)]
+#[pyclass(module = "seqbus._core")]
 pub struct SimBus {
     bus: Bus,
     window: usize,

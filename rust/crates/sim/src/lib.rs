@@ -173,7 +173,7 @@ pub enum Link {
 }
 
 /// Decides which datagrams the network loses, on top of [`Faults`]: true drops it.
-pub type DropFilter = Box<dyn FnMut(Link, &[u8]) -> bool>;
+pub type DropFilter = Box<dyn FnMut(Link, &[u8]) -> bool + Send + Sync>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum To {

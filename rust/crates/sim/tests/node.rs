@@ -424,18 +424,18 @@ fn delivered(recs: &[Rec]) -> Vec<(u64, Vec<u8>)> {
 /// abandoned chain). Returns the bus, S's abandoned sequences, the sequences of the second
 /// body's fragments, and R (a node that saw everything live).
 fn sender_dies_between_fragments(then_whole: bool) -> (Net, Vec<u64>, Vec<u64>, usize) {
-    use std::cell::Cell;
-    use std::rc::Rc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
     let mut net = Net::new();
     let s = net.add("S", Start::From(1), |o| o.window = 32);
     let r = net.add("R", Start::From(1), |_| {});
     net.all(5);
     let first = big(1, 5 * 1400);
     // S's upstream datagrams carrying its commands 4 and later are lost until it dies
-    let cut = Rc::new(Cell::new(true));
+    let cut = Arc::new(AtomicBool::new(true));
     let c = cut.clone();
     net.bus.set_drop(Some(Box::new(move |link, data| {
-        c.get()
+        c.load(Ordering::Relaxed)
             && link == seqbus_sim::Link::Upstream { node: s }
             && seqbus_wire::UpstreamPacket::parse(data)
                 .is_ok_and(|p| p.commands().any(|c| c.command_seq > 3))
@@ -443,7 +443,7 @@ fn sender_dies_between_fragments(then_whole: bool) -> (Net, Vec<u64>, Vec<u64>, 
     assert_eq!(net.node(s).send(&first).unwrap(), 5, "5 fragments");
     net.all(10);
     net.bus.remove_node(s);
-    cut.set(false);
+    cut.store(false, Ordering::Relaxed);
     let stream = net.stream();
     let of_s = |stream: &[(u64, Vec<u8>)], flags: &[u8]| -> Vec<u64> {
         stream
@@ -597,8 +597,8 @@ fn an_archive_of_the_stream_agrees_with_the_nodes() {
 
 #[test]
 fn a_hot_hot_twin_dying_between_fragments_loses_nothing() {
-    use std::cell::Cell;
-    use std::rc::Rc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
     let mut net = Net::new();
     let e1 = net.add("E", Start::From(1), |o| o.window = 32);
     let e2 = net.add("E", Start::From(1), |o| {
@@ -608,7 +608,7 @@ fn a_hot_hot_twin_dying_between_fragments_loses_nothing() {
     let r = net.add("R", Start::From(1), |_| {});
     net.all(5);
     // E#1's commands after its third never leave it; E#2's are lost until E#1 has died
-    let e1_alive = Rc::new(Cell::new(true));
+    let e1_alive = Arc::new(AtomicBool::new(true));
     let alive = e1_alive.clone();
     net.bus.set_drop(Some(Box::new(move |link, data| {
         let commands = |d: &[u8]| {
@@ -619,7 +619,9 @@ fn a_hot_hot_twin_dying_between_fragments_loses_nothing() {
                 seqbus_wire::UpstreamPacket::parse(data)
                     .is_ok_and(|p| p.commands().any(|c| c.command_seq > 3))
             }
-            seqbus_sim::Link::Upstream { node } if node == e2 => alive.get() && commands(data),
+            seqbus_sim::Link::Upstream { node } if node == e2 => {
+                alive.load(Ordering::Relaxed) && commands(data)
+            }
             _ => false,
         }
     })));
@@ -636,7 +638,7 @@ fn a_hot_hot_twin_dying_between_fragments_loses_nothing() {
     };
     assert_eq!(seen(&net), [(1, 5), (1, 1), (1, 1)], "3 fragments from E#1");
     net.bus.remove_node(e1);
-    e1_alive.set(false);
+    e1_alive.store(false, Ordering::Relaxed);
     // E#2 resends what the stream has not shown; then both bodies go on from it alone
     net.all(40);
     let second = big(2, 4 * 1400);

@@ -5,8 +5,8 @@
 //! (also when the replayer asked first lost the same packet) while the fixed timers (command retry 50 ms, heartbeat 1 s, request timeout 10 ms) are far
 //! longer.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use seqbus_core::delivery::{Record, RECORD_MESSAGE};
 use seqbus_core::{Node, NodeParams, SequencerStats, Start};
@@ -35,13 +35,13 @@ fn to(link: Link) -> To {
 }
 
 /// Which datagrams are lost: true loses it.
-type Lose = Box<dyn FnMut(To, &[u8]) -> bool>;
+type Lose = Box<dyn FnMut(To, &[u8]) -> bool + Send + Sync>;
 
 /// One sequencer, its replayer and one node on the simulated bus, every datagram delayed by
 /// `DELAY`; the test's filter decides which are lost.
 struct Net {
     bus: Bus,
-    lose: Rc<RefCell<Lose>>,
+    lose: Arc<Mutex<Lose>>,
     out: Vec<u8>,
     /// (sequence, virtual time) of every message record the node handed out.
     handed: Vec<(u64, u64)>,
@@ -79,9 +79,11 @@ impl Net {
             })
         };
         bus.add_node_with(params);
-        let lose = Rc::new(RefCell::new(keep()));
+        let lose = Arc::new(Mutex::new(keep()));
         let l = lose.clone();
-        bus.set_drop(Some(Box::new(move |link, d| (l.borrow_mut())(to(link), d))));
+        bus.set_drop(Some(Box::new(move |link, d| {
+            (l.lock().unwrap())(to(link), d)
+        })));
         Net {
             bus,
             lose,
@@ -92,7 +94,7 @@ impl Net {
 
     /// From now on, `lose` picks the datagrams the network loses.
     fn losing(&mut self, lose: Lose) {
-        *self.lose.borrow_mut() = lose;
+        *self.lose.lock().unwrap() = lose;
     }
 
     fn node(&mut self) -> &mut Node {
@@ -265,7 +267,7 @@ fn a_lost_replay_answer_is_asked_for_again_after_a_learned_timeout() {
 /// Loses the first live packet of messages to the node and every packet of messages to the
 /// following replayer (live or answers to its own requests) while `starve` says so: the
 /// follower holds nothing from the node's gap on until it is let through.
-fn lose_to_node_and_follower(starve: Rc<RefCell<bool>>) -> Lose {
+fn lose_to_node_and_follower(starve: Arc<AtomicBool>) -> Lose {
     let mut lost_live = false;
     Box::new(move |to: To, d: &[u8]| {
         if !MoldPacket::parse(d).is_ok_and(|p| p.message_count() > 0) {
@@ -276,7 +278,7 @@ fn lose_to_node_and_follower(starve: Rc<RefCell<bool>>) -> Lose {
                 lost_live = true;
                 true
             }
-            To::Other => *starve.borrow(),
+            To::Other => starve.load(Ordering::Relaxed),
             _ => false,
         }
     })
@@ -289,7 +291,7 @@ fn a_replayer_that_lost_the_same_packet_sends_the_node_to_the_next_one() {
     // on, and the node asks the sequencer's replayer at once
     let mut net = Net::with_replayers(Start::Live, true, None);
     warm_up(&mut net);
-    let starve = Rc::new(RefCell::new(true));
+    let starve = Arc::new(AtomicBool::new(true));
     net.losing(lose_to_node_and_follower(starve.clone()));
     let before = net.handed.len();
     let (asked, gaps) = (net.node().stats().requests, net.node().stats().gaps);
@@ -300,7 +302,7 @@ fn a_replayer_that_lost_the_same_packet_sends_the_node_to_the_next_one() {
     assert!(took <= 250_000 + 6 * RTT, "recovered in {took} ns, {st:?}");
     assert!(st.requests - asked <= 3, "{st:?}");
     assert_eq!(st.gaps, gaps + 1, "one gap, asked twice: {st:?}");
-    *starve.borrow_mut() = false;
+    starve.store(false, Ordering::Relaxed);
 }
 
 #[test]
@@ -309,7 +311,7 @@ fn a_node_whose_only_replayer_is_behind_waits_before_asking_again() {
     // again after a learned timeout each time it says it is behind, not once per round trip
     let mut net = Net::with_replayers(Start::Live, true, Some(1));
     warm_up(&mut net);
-    let starve = Rc::new(RefCell::new(true));
+    let starve = Arc::new(AtomicBool::new(true));
     net.losing(lose_to_node_and_follower(starve.clone()));
     let before = net.handed.len();
     let asked = net.node().stats().requests;
@@ -325,7 +327,7 @@ fn a_node_whose_only_replayer_is_behind_waits_before_asking_again() {
         (1..20).contains(&during),
         "{during} requests while behind: {st:?}"
     );
-    *starve.borrow_mut() = false;
+    starve.store(false, Ordering::Relaxed);
     let took = net.run_until(50_000_000, &|n| n.handed.len() > before);
     assert!(
         took <= 10_000_000,
