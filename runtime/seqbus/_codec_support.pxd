@@ -151,11 +151,6 @@ cdef inline int st_char(uint8_t* q, Py_ssize_t n, object v, str where) except -1
     return 0
 cdef int st_byte(uint8_t* q, Py_ssize_t n, object v, str where) except -1
 cdef str ld_string(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_t off)
-cdef Py_ssize_t var_size(object v, str where) except -1
-cdef uint8_t* st_string(uint8_t* q, uint8_t* end, object v) except NULL
-cdef Py_ssize_t bytes_size(object v, str where) except -1
-cdef uint8_t* st_bytes(uint8_t* q, uint8_t* end, object v) except NULL
-cdef int changed(str msg) except -1
 
 # -- encoding in one pass, into a buffer that grows ------------------------------------------
 # Encoders write forward from ``start``, asking ``room()`` before each store: the first bytes
@@ -273,6 +268,7 @@ cdef class Cursor:
 cdef Cursor cursor(object buf, Py_ssize_t offset)
 cdef uint8_t* empty_group(Cursor c, uint16_t bl, uint8_t ng, uint8_t nv, str where) except NULL
 cdef int empty_var(Cursor c, str where) except -1
+cdef int var_into(Cursor c, object v, bint string, str where) except -1
 
 
 # What every builder has: the shared cursor, where its block starts, which group or

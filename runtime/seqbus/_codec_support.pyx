@@ -68,7 +68,7 @@ if _sys.byteorder != "little":
     raise ImportError("seqbus codecs need a little-endian host")
 
 #: The codec support ABI: generated modules name the one they were generated for.
-ABI = 5
+ABI = 6
 
 
 cdef int bad_byte(str msg, str field, Py_ssize_t off, str what, uint8_t b) except -1:
@@ -148,62 +148,6 @@ cdef str ld_string(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_ssize_
         return PyUnicode_DecodeUTF8(<const char*>q, n, NULL)
     except UnicodeDecodeError as exc:
         raise DecodeError(msg, field, off + exc.start, "string is not valid UTF-8") from None
-
-
-cdef Py_ssize_t var_size(object v, str where) except -1:
-    cdef Py_ssize_t size
-    if type(v) is str:
-        PyUnicode_AsUTF8AndSize(v, &size)
-        return 4 + size
-    raise TypeError(f"{where}: expected str, got {type(v).__name__}")
-
-
-cdef int changed(str msg) except -1:
-    raise RuntimeError(f"{msg}: a value changed while it was being encoded")
-
-
-cdef uint8_t* st_string(uint8_t* q, uint8_t* end, object v) except NULL:
-    cdef Py_ssize_t size
-    cdef const char* s
-    if type(v) is not str:
-        raise TypeError(f"expected str, got {type(v).__name__}")
-    s = PyUnicode_AsUTF8AndSize(v, &size)
-    if size > U32_MAX:
-        raise ValueError("string longer than 4 GiB")
-    if end - q < 4 + size:
-        changed("string")
-    st_u32(q, <uint32_t>size)
-    memcpy(q + 4, s, size)
-    return q + 4 + size
-
-
-cdef Py_ssize_t bytes_size(object v, str where) except -1:
-    if type(v) is bytes or type(v) is bytearray:
-        return 4 + len(v)
-    try:
-        return 4 + memoryview(v).nbytes
-    except TypeError:
-        raise TypeError(f"{where}: expected a bytes-like object, got {type(v).__name__}") from None
-
-
-cdef uint8_t* st_bytes(uint8_t* q, uint8_t* end, object v) except NULL:
-    cdef const uint8_t[::1] mv
-    cdef Py_ssize_t n
-    if type(v) is bytes:
-        n = PyBytes_GET_SIZE(v)
-        if end - q < 4 + n:
-            changed("bytes")
-        st_u32(q, <uint32_t>n)
-        memcpy(q + 4, PyBytes_AS_STRING(v), n)
-        return q + 4 + n
-    mv = memoryview(v).cast("B")
-    n = mv.shape[0]
-    if end - q < 4 + n:
-        changed("bytes")
-    st_u32(q, <uint32_t>n)
-    if n:
-        memcpy(q + 4, &mv[0], n)
-    return q + 4 + n
 
 
 # -- encoding in one pass, into a buffer that grows ------------------------------------------
@@ -481,6 +425,25 @@ cdef uint8_t* empty_group(Cursor c, uint16_t bl, uint8_t ng, uint8_t nv, str whe
 cdef int empty_var(Cursor c, str where) except -1:
     st_u32(c.reserve(4, where), 0)
     return 0
+
+
+cdef int var_into(Cursor c, object v, bint string, str where) except -1:
+    """A builder's ``string`` (``string``) or ``bytes`` field: encoded as every encoder does
+    (``put_string``/``put_bytes``, which check and refuse by name), then copied into the
+    cursor's next bytes (nothing is reserved when the value is refused)."""
+    cdef uint8_t stack[OUT_STACK]
+    cdef Out o
+    cdef Py_ssize_t n
+    out_init(&o, stack, OUT_STACK)
+    try:
+        if string:
+            n = put_string(&o, o.start, v, where) - o.start
+        else:
+            n = put_bytes(&o, o.start, v, where) - o.start
+        memcpy(c.reserve(n, where), o.start, n)
+        return 0
+    finally:
+        out_free(&o)
 
 
 cdef class Writer:

@@ -20,7 +20,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 5)
+_require_abi(__name__, 6)
 SCHEMA_ID = 7
 SCHEMA_VERSION = 2
 PACKAGE = "exchange"
@@ -1929,22 +1929,14 @@ cdef class NewOrderBuilder(_s.Writer):
 
     property account:
         def __set__(self, value):
-            cdef Py_ssize_t size
-            cdef uint8_t* q
             self._enter(1, "account")
-            size = _s.var_size(value, "NewOrder.account")
-            q = self._c.reserve(size, "NewOrder.account")
-            _s.st_string(q, q + size, value)
+            _s.var_into(self._c, value, True, "NewOrder.account")
             self._stage = 2
 
     property memo:
         def __set__(self, value):
-            cdef Py_ssize_t size
-            cdef uint8_t* q
             self._enter(2, "memo")
-            size = _s.bytes_size(value, "NewOrder.memo")
-            q = self._c.reserve(size, "NewOrder.memo")
-            _s.st_bytes(q, q + size, value)
+            _s.var_into(self._c, value, False, "NewOrder.memo")
             self._stage = 3
 
 
@@ -3054,12 +3046,8 @@ cdef class OrderRejectedBuilder(_s.Writer):
 
     property text:
         def __set__(self, value):
-            cdef Py_ssize_t size
-            cdef uint8_t* q
             self._enter(0, "text")
-            size = _s.var_size(value, "OrderRejected.text")
-            q = self._c.reserve(size, "OrderRejected.text")
-            _s.st_string(q, q + size, value)
+            _s.var_into(self._c, value, True, "OrderRejected.text")
             self._stage = 1
 
 

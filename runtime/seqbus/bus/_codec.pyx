@@ -22,7 +22,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 5)
+_require_abi(__name__, 6)
 SCHEMA_ID = 1
 SCHEMA_VERSION = 2
 PACKAGE = "bus"
@@ -2057,13 +2057,9 @@ cdef class AdminCommandArgsBuilder(_s.Writer):
 
     property value:
         def __set__(self, value):
-            cdef Py_ssize_t size
-            cdef uint8_t* q
             self._need_entry()
             self._enter(0, "value")
-            size = _s.var_size(value, "AdminCommand.args.value")
-            q = self._c.reserve(size, "AdminCommand.args.value")
-            _s.st_string(q, q + size, value)
+            _s.var_into(self._c, value, True, "AdminCommand.args.value")
             self._stage = 1
 
 
@@ -2540,12 +2536,8 @@ cdef class AdminCommandBuilder(_s.Writer):
 
     property name:
         def __set__(self, value):
-            cdef Py_ssize_t size
-            cdef uint8_t* q
             self._enter(1, "name")
-            size = _s.var_size(value, "AdminCommand.name")
-            q = self._c.reserve(size, "AdminCommand.name")
-            _s.st_string(q, q + size, value)
+            _s.var_into(self._c, value, True, "AdminCommand.name")
             self._stage = 2
 
     def args(self, Py_ssize_t count):
@@ -3188,22 +3180,14 @@ cdef class AdminReplyBuilder(_s.Writer):
 
     property name:
         def __set__(self, value):
-            cdef Py_ssize_t size
-            cdef uint8_t* q
             self._enter(0, "name")
-            size = _s.var_size(value, "AdminReply.name")
-            q = self._c.reserve(size, "AdminReply.name")
-            _s.st_string(q, q + size, value)
+            _s.var_into(self._c, value, True, "AdminReply.name")
             self._stage = 1
 
     property text:
         def __set__(self, value):
-            cdef Py_ssize_t size
-            cdef uint8_t* q
             self._enter(1, "text")
-            size = _s.var_size(value, "AdminReply.text")
-            q = self._c.reserve(size, "AdminReply.text")
-            _s.st_string(q, q + size, value)
+            _s.var_into(self._c, value, True, "AdminReply.text")
             self._stage = 2
 
 
