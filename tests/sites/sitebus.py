@@ -35,6 +35,11 @@ class Site:
     #: The sequencer's idle clock (0: none, so that the stream ends with the last command).
     clock_tick_ms: int = 20
 
+    @property
+    def group_address(self) -> str:
+        """The address of the site's multicast group."""
+        return f"239.8.{1 if self.name == 'a' else 2}.1"
+
     def base(
         self,
         *,
@@ -65,7 +70,7 @@ clock_tick_ms = {self.clock_tick_ms}
 
 [downstream]
 transport = "udp-multicast"
-group = "239.8.{1 if self.name == "a" else 2}.1:{self.group}"
+group = "{self.group_address}:{self.group}"
 interface = "{self.iface}"
 
 [replayer]

@@ -42,9 +42,9 @@ def test_the_exchange_across_two_sites_with_loss_failover_and_a_lost_link(
     tmp_path: Path, processes: Processes
 ) -> None:
     with two_sites() as link:
-        link.loss(link_pct=1, site_b_udp_pct=2)
         a = Site(tmp_path, "a", ip=A_IP)
         b = Site(tmp_path, "b")
+        link.loss(link_pct=1, site_b_udp_pct=2, site_b_group=b.group_address)
         bus_a = a.bus()
         t1a, _, t1a_tcp = a.follower("t1a")
         t1b, _, t1b_tcp = a.follower("t1b")

@@ -32,14 +32,18 @@ class Link:
         """The command prefix that runs a process at site B."""
         return ["ip", "netns", "exec", self.ns]
 
-    def loss(self, link_pct: int, site_b_udp_pct: int) -> None:
+    def loss(self, link_pct: int, site_b_udp_pct: int, site_b_group: str, every: int = 40) -> None:
         """Drops ``link_pct`` % of the link's packets each way, and ``site_b_udp_pct`` % of
-        the UDP datagrams site B's processes receive (its multicast, commands, gap fills)."""
+        the UDP datagrams site B's processes receive (its multicast, commands, gap fills), at
+        random; and, so that a run has loss to fill at site B however few datagrams its
+        batching makes, one in ``every`` of the datagrams sent to ``site_b_group`` (site B's
+        multicast address) that the random rule let through."""
         rules = f"""
 table inet sitesloss {{
   chain in {{ type filter hook input priority 0;
     iifname "{self.b_dev}" numgen random mod 100 < {link_pct} drop
     iifname "lo" meta l4proto udp numgen random mod 100 < {site_b_udp_pct} drop
+    iifname "lo" ip daddr {site_b_group} meta l4proto udp numgen inc mod {every} == {every - 1} drop
   }}
   chain out {{ type filter hook output priority 0;
     oifname "{self.b_dev}" numgen random mod 100 < {link_pct} drop
