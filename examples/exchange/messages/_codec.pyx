@@ -9,6 +9,7 @@ from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.object cimport PyObject, PyObject_GenericGetAttr
 from cpython.pycapsule cimport PyCapsule_New
+from cpython.ref cimport Py_REFCNT
 from cpython.tuple cimport PyTuple_GET_SIZE
 # the codec support every generated module shares (runtime/seqbus/_codec_support.pxd)
 from seqbus cimport _codec_support as _s
@@ -5908,29 +5909,225 @@ def _send_book_update(node, *, symbol, at, levels=()):
 
 
 
+# The dispatch lends handlers views: one view per message type, used again for the next message
+# of its type when nothing but this module holds it (the handler kept no reference to it, to
+# its groups or to its bytes fields), so that nobody can see it change. A view the handler kept
+# stays as it is, and the next message gets a new one. Between messages a lent view holds no
+# buffer: a batch is not kept alive by the view that read it.
+cdef NewOrderView _NewOrderView_lent = None
+cdef OrderAcceptedView _OrderAcceptedView_lent = None
+cdef OrderRejectedView _OrderRejectedView_lent = None
+cdef CancelOrderView _CancelOrderView_lent = None
+cdef OrderCancelledView _OrderCancelledView_lent = None
+cdef TradeView _TradeView_lent = None
+cdef BookUpdateView _BookUpdateView_lent = None
+
+
+cdef NewOrderView _NewOrderView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
+    global _NewOrderView_lent
+    cdef NewOrderView v = _NewOrderView_lent
+    if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
+        v = NewOrderView.__new__(NewOrderView)
+        _NewOrderView_lent = v
+    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v._held = False
+        PyBuffer_Release(&v._pybuf)
+    _NewOrderView_init(v, buf, offset, length)
+    return v
+
+
+cdef inline void _NewOrderView_return(NewOrderView v):
+    # the dispatch's reference and the module's, and the module's is still to this one (a
+    # handler that dispatched again may have had a new one lent): the handler kept none
+    if v is _NewOrderView_lent and Py_REFCNT(v) == 2:
+        if v._held:
+            v._held = False
+            PyBuffer_Release(&v._pybuf)
+        v._obj = None
+
+
+cdef OrderAcceptedView _OrderAcceptedView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
+    global _OrderAcceptedView_lent
+    cdef OrderAcceptedView v = _OrderAcceptedView_lent
+    if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
+        v = OrderAcceptedView.__new__(OrderAcceptedView)
+        _OrderAcceptedView_lent = v
+    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v._held = False
+        PyBuffer_Release(&v._pybuf)
+    _OrderAcceptedView_init(v, buf, offset, length)
+    return v
+
+
+cdef inline void _OrderAcceptedView_return(OrderAcceptedView v):
+    # the dispatch's reference and the module's, and the module's is still to this one (a
+    # handler that dispatched again may have had a new one lent): the handler kept none
+    if v is _OrderAcceptedView_lent and Py_REFCNT(v) == 2:
+        if v._held:
+            v._held = False
+            PyBuffer_Release(&v._pybuf)
+        v._obj = None
+
+
+cdef OrderRejectedView _OrderRejectedView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
+    global _OrderRejectedView_lent
+    cdef OrderRejectedView v = _OrderRejectedView_lent
+    if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
+        v = OrderRejectedView.__new__(OrderRejectedView)
+        _OrderRejectedView_lent = v
+    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v._held = False
+        PyBuffer_Release(&v._pybuf)
+    _OrderRejectedView_init(v, buf, offset, length)
+    return v
+
+
+cdef inline void _OrderRejectedView_return(OrderRejectedView v):
+    # the dispatch's reference and the module's, and the module's is still to this one (a
+    # handler that dispatched again may have had a new one lent): the handler kept none
+    if v is _OrderRejectedView_lent and Py_REFCNT(v) == 2:
+        if v._held:
+            v._held = False
+            PyBuffer_Release(&v._pybuf)
+        v._obj = None
+
+
+cdef CancelOrderView _CancelOrderView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
+    global _CancelOrderView_lent
+    cdef CancelOrderView v = _CancelOrderView_lent
+    if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
+        v = CancelOrderView.__new__(CancelOrderView)
+        _CancelOrderView_lent = v
+    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v._held = False
+        PyBuffer_Release(&v._pybuf)
+    _CancelOrderView_init(v, buf, offset, length)
+    return v
+
+
+cdef inline void _CancelOrderView_return(CancelOrderView v):
+    # the dispatch's reference and the module's, and the module's is still to this one (a
+    # handler that dispatched again may have had a new one lent): the handler kept none
+    if v is _CancelOrderView_lent and Py_REFCNT(v) == 2:
+        if v._held:
+            v._held = False
+            PyBuffer_Release(&v._pybuf)
+        v._obj = None
+
+
+cdef OrderCancelledView _OrderCancelledView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
+    global _OrderCancelledView_lent
+    cdef OrderCancelledView v = _OrderCancelledView_lent
+    if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
+        v = OrderCancelledView.__new__(OrderCancelledView)
+        _OrderCancelledView_lent = v
+    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v._held = False
+        PyBuffer_Release(&v._pybuf)
+    _OrderCancelledView_init(v, buf, offset, length)
+    return v
+
+
+cdef inline void _OrderCancelledView_return(OrderCancelledView v):
+    # the dispatch's reference and the module's, and the module's is still to this one (a
+    # handler that dispatched again may have had a new one lent): the handler kept none
+    if v is _OrderCancelledView_lent and Py_REFCNT(v) == 2:
+        if v._held:
+            v._held = False
+            PyBuffer_Release(&v._pybuf)
+        v._obj = None
+
+
+cdef TradeView _TradeView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
+    global _TradeView_lent
+    cdef TradeView v = _TradeView_lent
+    if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
+        v = TradeView.__new__(TradeView)
+        _TradeView_lent = v
+    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v._held = False
+        PyBuffer_Release(&v._pybuf)
+    _TradeView_init(v, buf, offset, length)
+    return v
+
+
+cdef inline void _TradeView_return(TradeView v):
+    # the dispatch's reference and the module's, and the module's is still to this one (a
+    # handler that dispatched again may have had a new one lent): the handler kept none
+    if v is _TradeView_lent and Py_REFCNT(v) == 2:
+        if v._held:
+            v._held = False
+            PyBuffer_Release(&v._pybuf)
+        v._obj = None
+
+
+cdef BookUpdateView _BookUpdateView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
+    global _BookUpdateView_lent
+    cdef BookUpdateView v = _BookUpdateView_lent
+    if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
+        v = BookUpdateView.__new__(BookUpdateView)
+        _BookUpdateView_lent = v
+    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v._held = False
+        PyBuffer_Release(&v._pybuf)
+    _BookUpdateView_init(v, buf, offset, length)
+    return v
+
+
+cdef inline void _BookUpdateView_return(BookUpdateView v):
+    # the dispatch's reference and the module's, and the module's is still to this one (a
+    # handler that dispatched again may have had a new one lent): the handler kept none
+    if v is _BookUpdateView_lent and Py_REFCNT(v) == 2:
+        if v._held:
+            v._held = False
+            PyBuffer_Release(&v._pybuf)
+        v._obj = None
+
+
 cdef int _seqbus_dispatch_c(object node, int template_id, object buf, Py_ssize_t offset,
                             Py_ssize_t length, bint mine) except -1:
     """Wrap a body in its view and call the node's handler; 0 for an unknown template id."""
+    cdef NewOrderView v1
+    cdef OrderAcceptedView v2
+    cdef OrderRejectedView v3
+    cdef CancelOrderView v4
+    cdef OrderCancelledView v5
+    cdef TradeView v6
+    cdef BookUpdateView v7
     if template_id == 1:
-        node.on_new_order(_NewOrderView_wrap(buf, offset, length), mine)
+        v1 = _NewOrderView_lend(buf, offset, length)
+        node.on_new_order(v1, mine)
+        _NewOrderView_return(v1)
         return 1
     elif template_id == 2:
-        node.on_order_accepted(_OrderAcceptedView_wrap(buf, offset, length), mine)
+        v2 = _OrderAcceptedView_lend(buf, offset, length)
+        node.on_order_accepted(v2, mine)
+        _OrderAcceptedView_return(v2)
         return 1
     elif template_id == 3:
-        node.on_order_rejected(_OrderRejectedView_wrap(buf, offset, length), mine)
+        v3 = _OrderRejectedView_lend(buf, offset, length)
+        node.on_order_rejected(v3, mine)
+        _OrderRejectedView_return(v3)
         return 1
     elif template_id == 4:
-        node.on_cancel_order(_CancelOrderView_wrap(buf, offset, length), mine)
+        v4 = _CancelOrderView_lend(buf, offset, length)
+        node.on_cancel_order(v4, mine)
+        _CancelOrderView_return(v4)
         return 1
     elif template_id == 5:
-        node.on_order_cancelled(_OrderCancelledView_wrap(buf, offset, length), mine)
+        v5 = _OrderCancelledView_lend(buf, offset, length)
+        node.on_order_cancelled(v5, mine)
+        _OrderCancelledView_return(v5)
         return 1
     elif template_id == 6:
-        node.on_trade(_TradeView_wrap(buf, offset, length), mine)
+        v6 = _TradeView_lend(buf, offset, length)
+        node.on_trade(v6, mine)
+        _TradeView_return(v6)
         return 1
     elif template_id == 7:
-        node.on_book_update(_BookUpdateView_wrap(buf, offset, length), mine)
+        v7 = _BookUpdateView_lend(buf, offset, length)
+        node.on_book_update(v7, mine)
+        _BookUpdateView_return(v7)
         return 1
     return 0
 

@@ -9,6 +9,7 @@ from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.object cimport PyObject, PyObject_GenericGetAttr
 from cpython.pycapsule cimport PyCapsule_New
+from cpython.ref cimport Py_REFCNT
 from cpython.tuple cimport PyTuple_GET_SIZE
 # the codec support every generated module shares (runtime/seqbus/_codec_support.pxd)
 from seqbus cimport _codec_support as _s
@@ -962,14 +963,75 @@ def _send_pong(node, *, id, ping_sent_at_ns):
 
 
 
+# The dispatch lends handlers views: one view per message type, used again for the next message
+# of its type when nothing but this module holds it (the handler kept no reference to it, to
+# its groups or to its bytes fields), so that nobody can see it change. A view the handler kept
+# stays as it is, and the next message gets a new one. Between messages a lent view holds no
+# buffer: a batch is not kept alive by the view that read it.
+cdef PingView _PingView_lent = None
+cdef PongView _PongView_lent = None
+
+
+cdef PingView _PingView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
+    global _PingView_lent
+    cdef PingView v = _PingView_lent
+    if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
+        v = PingView.__new__(PingView)
+        _PingView_lent = v
+    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v._held = False
+        PyBuffer_Release(&v._pybuf)
+    _PingView_init(v, buf, offset, length)
+    return v
+
+
+cdef inline void _PingView_return(PingView v):
+    # the dispatch's reference and the module's, and the module's is still to this one (a
+    # handler that dispatched again may have had a new one lent): the handler kept none
+    if v is _PingView_lent and Py_REFCNT(v) == 2:
+        if v._held:
+            v._held = False
+            PyBuffer_Release(&v._pybuf)
+        v._obj = None
+
+
+cdef PongView _PongView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
+    global _PongView_lent
+    cdef PongView v = _PongView_lent
+    if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
+        v = PongView.__new__(PongView)
+        _PongView_lent = v
+    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v._held = False
+        PyBuffer_Release(&v._pybuf)
+    _PongView_init(v, buf, offset, length)
+    return v
+
+
+cdef inline void _PongView_return(PongView v):
+    # the dispatch's reference and the module's, and the module's is still to this one (a
+    # handler that dispatched again may have had a new one lent): the handler kept none
+    if v is _PongView_lent and Py_REFCNT(v) == 2:
+        if v._held:
+            v._held = False
+            PyBuffer_Release(&v._pybuf)
+        v._obj = None
+
+
 cdef int _seqbus_dispatch_c(object node, int template_id, object buf, Py_ssize_t offset,
                             Py_ssize_t length, bint mine) except -1:
     """Wrap a body in its view and call the node's handler; 0 for an unknown template id."""
+    cdef PingView v1
+    cdef PongView v2
     if template_id == 1:
-        node.on_ping(_PingView_wrap(buf, offset, length), mine)
+        v1 = _PingView_lend(buf, offset, length)
+        node.on_ping(v1, mine)
+        _PingView_return(v1)
         return 1
     elif template_id == 2:
-        node.on_pong(_PongView_wrap(buf, offset, length), mine)
+        v2 = _PongView_lend(buf, offset, length)
+        node.on_pong(v2, mine)
+        _PongView_return(v2)
         return 1
     return 0
 

@@ -11,6 +11,7 @@ from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.object cimport PyObject, PyObject_GenericGetAttr
 from cpython.pycapsule cimport PyCapsule_New
+from cpython.ref cimport Py_REFCNT
 from cpython.tuple cimport PyTuple_GET_SIZE
 # the codec support every generated module shares (runtime/seqbus/_codec_support.pxd)
 from seqbus cimport _codec_support as _s
@@ -3917,26 +3918,195 @@ def _send_epoch(node, *, term, leader, previous_leader):
 
 
 
+# The dispatch lends handlers views: one view per message type, used again for the next message
+# of its type when nothing but this module holds it (the handler kept no reference to it, to
+# its groups or to its bytes fields), so that nobody can see it change. A view the handler kept
+# stays as it is, and the next message gets a new one. Between messages a lent view holds no
+# buffer: a batch is not kept alive by the view that read it.
+cdef ClockTickView _ClockTickView_lent = None
+cdef SessionStartView _SessionStartView_lent = None
+cdef SenderStateView _SenderStateView_lent = None
+cdef AdminCommandView _AdminCommandView_lent = None
+cdef AdminReplyView _AdminReplyView_lent = None
+cdef EpochView _EpochView_lent = None
+
+
+cdef ClockTickView _ClockTickView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
+    global _ClockTickView_lent
+    cdef ClockTickView v = _ClockTickView_lent
+    if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
+        v = ClockTickView.__new__(ClockTickView)
+        _ClockTickView_lent = v
+    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v._held = False
+        PyBuffer_Release(&v._pybuf)
+    _ClockTickView_init(v, buf, offset, length)
+    return v
+
+
+cdef inline void _ClockTickView_return(ClockTickView v):
+    # the dispatch's reference and the module's, and the module's is still to this one (a
+    # handler that dispatched again may have had a new one lent): the handler kept none
+    if v is _ClockTickView_lent and Py_REFCNT(v) == 2:
+        if v._held:
+            v._held = False
+            PyBuffer_Release(&v._pybuf)
+        v._obj = None
+
+
+cdef SessionStartView _SessionStartView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
+    global _SessionStartView_lent
+    cdef SessionStartView v = _SessionStartView_lent
+    if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
+        v = SessionStartView.__new__(SessionStartView)
+        _SessionStartView_lent = v
+    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v._held = False
+        PyBuffer_Release(&v._pybuf)
+    _SessionStartView_init(v, buf, offset, length)
+    return v
+
+
+cdef inline void _SessionStartView_return(SessionStartView v):
+    # the dispatch's reference and the module's, and the module's is still to this one (a
+    # handler that dispatched again may have had a new one lent): the handler kept none
+    if v is _SessionStartView_lent and Py_REFCNT(v) == 2:
+        if v._held:
+            v._held = False
+            PyBuffer_Release(&v._pybuf)
+        v._obj = None
+
+
+cdef SenderStateView _SenderStateView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
+    global _SenderStateView_lent
+    cdef SenderStateView v = _SenderStateView_lent
+    if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
+        v = SenderStateView.__new__(SenderStateView)
+        _SenderStateView_lent = v
+    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v._held = False
+        PyBuffer_Release(&v._pybuf)
+    _SenderStateView_init(v, buf, offset, length)
+    return v
+
+
+cdef inline void _SenderStateView_return(SenderStateView v):
+    # the dispatch's reference and the module's, and the module's is still to this one (a
+    # handler that dispatched again may have had a new one lent): the handler kept none
+    if v is _SenderStateView_lent and Py_REFCNT(v) == 2:
+        if v._held:
+            v._held = False
+            PyBuffer_Release(&v._pybuf)
+        v._obj = None
+
+
+cdef AdminCommandView _AdminCommandView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
+    global _AdminCommandView_lent
+    cdef AdminCommandView v = _AdminCommandView_lent
+    if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
+        v = AdminCommandView.__new__(AdminCommandView)
+        _AdminCommandView_lent = v
+    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v._held = False
+        PyBuffer_Release(&v._pybuf)
+    _AdminCommandView_init(v, buf, offset, length)
+    return v
+
+
+cdef inline void _AdminCommandView_return(AdminCommandView v):
+    # the dispatch's reference and the module's, and the module's is still to this one (a
+    # handler that dispatched again may have had a new one lent): the handler kept none
+    if v is _AdminCommandView_lent and Py_REFCNT(v) == 2:
+        if v._held:
+            v._held = False
+            PyBuffer_Release(&v._pybuf)
+        v._obj = None
+
+
+cdef AdminReplyView _AdminReplyView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
+    global _AdminReplyView_lent
+    cdef AdminReplyView v = _AdminReplyView_lent
+    if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
+        v = AdminReplyView.__new__(AdminReplyView)
+        _AdminReplyView_lent = v
+    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v._held = False
+        PyBuffer_Release(&v._pybuf)
+    _AdminReplyView_init(v, buf, offset, length)
+    return v
+
+
+cdef inline void _AdminReplyView_return(AdminReplyView v):
+    # the dispatch's reference and the module's, and the module's is still to this one (a
+    # handler that dispatched again may have had a new one lent): the handler kept none
+    if v is _AdminReplyView_lent and Py_REFCNT(v) == 2:
+        if v._held:
+            v._held = False
+            PyBuffer_Release(&v._pybuf)
+        v._obj = None
+
+
+cdef EpochView _EpochView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
+    global _EpochView_lent
+    cdef EpochView v = _EpochView_lent
+    if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
+        v = EpochView.__new__(EpochView)
+        _EpochView_lent = v
+    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v._held = False
+        PyBuffer_Release(&v._pybuf)
+    _EpochView_init(v, buf, offset, length)
+    return v
+
+
+cdef inline void _EpochView_return(EpochView v):
+    # the dispatch's reference and the module's, and the module's is still to this one (a
+    # handler that dispatched again may have had a new one lent): the handler kept none
+    if v is _EpochView_lent and Py_REFCNT(v) == 2:
+        if v._held:
+            v._held = False
+            PyBuffer_Release(&v._pybuf)
+        v._obj = None
+
+
 cdef int _seqbus_dispatch_c(object node, int template_id, object buf, Py_ssize_t offset,
                             Py_ssize_t length, bint mine) except -1:
     """Wrap a body in its view and call the node's handler; 0 for an unknown template id."""
+    cdef ClockTickView v1
+    cdef SessionStartView v2
+    cdef SenderStateView v3
+    cdef AdminCommandView v4
+    cdef AdminReplyView v5
+    cdef EpochView v6
     if template_id == 1:
-        node.on_clock_tick(_ClockTickView_wrap(buf, offset, length), mine)
+        v1 = _ClockTickView_lend(buf, offset, length)
+        node.on_clock_tick(v1, mine)
+        _ClockTickView_return(v1)
         return 1
     elif template_id == 2:
-        node.on_session_start(_SessionStartView_wrap(buf, offset, length), mine)
+        v2 = _SessionStartView_lend(buf, offset, length)
+        node.on_session_start(v2, mine)
+        _SessionStartView_return(v2)
         return 1
     elif template_id == 3:
-        node.on_sender_state(_SenderStateView_wrap(buf, offset, length), mine)
+        v3 = _SenderStateView_lend(buf, offset, length)
+        node.on_sender_state(v3, mine)
+        _SenderStateView_return(v3)
         return 1
     elif template_id == 4:
-        node.on_admin_command(_AdminCommandView_wrap(buf, offset, length), mine)
+        v4 = _AdminCommandView_lend(buf, offset, length)
+        node.on_admin_command(v4, mine)
+        _AdminCommandView_return(v4)
         return 1
     elif template_id == 5:
-        node.on_admin_reply(_AdminReplyView_wrap(buf, offset, length), mine)
+        v5 = _AdminReplyView_lend(buf, offset, length)
+        node.on_admin_reply(v5, mine)
+        _AdminReplyView_return(v5)
         return 1
     elif template_id == 6:
-        node.on_epoch(_EpochView_wrap(buf, offset, length), mine)
+        v6 = _EpochView_lend(buf, offset, length)
+        node.on_epoch(v6, mine)
+        _EpochView_return(v6)
         return 1
     return 0
 
