@@ -249,6 +249,19 @@ cdef Py_ssize_t window(Py_ssize_t size, Py_ssize_t offset, Py_ssize_t length,
                        str msg) except -1
 cdef Py_ssize_t check_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, uint16_t schema,
                              uint16_t template, Py_ssize_t min_block, str msg) except -1
+
+
+cdef inline Py_ssize_t header_block(const uint8_t* p, Py_ssize_t n, uint16_t schema,
+                                    uint16_t template, Py_ssize_t min_block) noexcept nogil:
+    """The block length of a message header ``check_header`` accepts, else -1 (inline: the
+    views' common case; ``check_header`` then raises what is wrong)."""
+    cdef uint16_t bl
+    if n < HEADER:
+        return -1
+    bl = ld_u16(p)
+    if ld_u16(p + 2) != template or ld_u16(p + 4) != schema or bl < min_block or n - HEADER - 2 < bl:
+        return -1
+    return bl
 cdef object span(object owner, const uint8_t* p, Py_ssize_t n)
 
 

@@ -6,7 +6,7 @@ cimport cython
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBuffer_Release
-from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.object cimport PyObject, PyObject_GenericGetAttr
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_REFCNT
@@ -1774,13 +1774,23 @@ _s.set_getattro(NewOrderView, <void*>_NewOrderView_getattro)
 cdef int _NewOrderView_init(NewOrderView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    if type(buf) is bytes:  # a batch: the common case inline
+        v._held = False
+        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _s.window(size, offset, length, "NewOrder")
+    if 0 <= length and 0 <= offset <= size - length:
+        v._n = length
+    else:
+        v._n = _s.window(size, offset, length, "NewOrder")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 1, 45, "NewOrder")
+    v._bl = _s.header_block(v._p, v._n, 7, 1, 45)
+    if v._bl < 0:
+        v._bl = _s.check_header(v._p, v._n, offset, 7, 1, 45, "NewOrder")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -2437,13 +2447,23 @@ _s.set_getattro(OrderAcceptedView, <void*>_OrderAcceptedView_getattro)
 cdef int _OrderAcceptedView_init(OrderAcceptedView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    if type(buf) is bytes:  # a batch: the common case inline
+        v._held = False
+        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _s.window(size, offset, length, "OrderAccepted")
+    if 0 <= length and 0 <= offset <= size - length:
+        v._n = length
+    else:
+        v._n = _s.window(size, offset, length, "OrderAccepted")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 2, 16, "OrderAccepted")
+    v._bl = _s.header_block(v._p, v._n, 7, 2, 16)
+    if v._bl < 0:
+        v._bl = _s.check_header(v._p, v._n, offset, 7, 2, 16, "OrderAccepted")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -2951,13 +2971,23 @@ _s.set_getattro(OrderRejectedView, <void*>_OrderRejectedView_getattro)
 cdef int _OrderRejectedView_init(OrderRejectedView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    if type(buf) is bytes:  # a batch: the common case inline
+        v._held = False
+        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _s.window(size, offset, length, "OrderRejected")
+    if 0 <= length and 0 <= offset <= size - length:
+        v._n = length
+    else:
+        v._n = _s.window(size, offset, length, "OrderRejected")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 3, 17, "OrderRejected")
+    v._bl = _s.header_block(v._p, v._n, 7, 3, 17)
+    if v._bl < 0:
+        v._bl = _s.check_header(v._p, v._n, offset, 7, 3, 17, "OrderRejected")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -3441,13 +3471,23 @@ _s.set_getattro(CancelOrderView, <void*>_CancelOrderView_getattro)
 cdef int _CancelOrderView_init(CancelOrderView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    if type(buf) is bytes:  # a batch: the common case inline
+        v._held = False
+        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _s.window(size, offset, length, "CancelOrder")
+    if 0 <= length and 0 <= offset <= size - length:
+        v._n = length
+    else:
+        v._n = _s.window(size, offset, length, "CancelOrder")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 4, 12, "CancelOrder")
+    v._bl = _s.header_block(v._p, v._n, 7, 4, 12)
+    if v._bl < 0:
+        v._bl = _s.check_header(v._p, v._n, offset, 7, 4, 12, "CancelOrder")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -3918,13 +3958,23 @@ _s.set_getattro(OrderCancelledView, <void*>_OrderCancelledView_getattro)
 cdef int _OrderCancelledView_init(OrderCancelledView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    if type(buf) is bytes:  # a batch: the common case inline
+        v._held = False
+        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _s.window(size, offset, length, "OrderCancelled")
+    if 0 <= length and 0 <= offset <= size - length:
+        v._n = length
+    else:
+        v._n = _s.window(size, offset, length, "OrderCancelled")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 5, 20, "OrderCancelled")
+    v._bl = _s.header_block(v._p, v._n, 7, 5, 20)
+    if v._bl < 0:
+        v._bl = _s.check_header(v._p, v._n, offset, 7, 5, 20, "OrderCancelled")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -4506,13 +4556,23 @@ _s.set_getattro(TradeView, <void*>_TradeView_getattro)
 cdef int _TradeView_init(TradeView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    if type(buf) is bytes:  # a batch: the common case inline
+        v._held = False
+        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _s.window(size, offset, length, "Trade")
+    if 0 <= length and 0 <= offset <= size - length:
+        v._n = length
+    else:
+        v._n = _s.window(size, offset, length, "Trade")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 6, 54, "Trade")
+    v._bl = _s.header_block(v._p, v._n, 7, 6, 54)
+    if v._bl < 0:
+        v._bl = _s.check_header(v._p, v._n, offset, 7, 6, 54, "Trade")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -5590,13 +5650,23 @@ _s.set_getattro(BookUpdateView, <void*>_BookUpdateView_getattro)
 cdef int _BookUpdateView_init(BookUpdateView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    if type(buf) is bytes:  # a batch: the common case inline
+        v._held = False
+        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _s.window(size, offset, length, "BookUpdate")
+    if 0 <= length and 0 <= offset <= size - length:
+        v._n = length
+    else:
+        v._n = _s.window(size, offset, length, "BookUpdate")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 7, 16, "BookUpdate")
+    v._bl = _s.header_block(v._p, v._n, 7, 7, 16)
+    if v._bl < 0:
+        v._bl = _s.check_header(v._p, v._n, offset, 7, 7, 16, "BookUpdate")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2

@@ -6,7 +6,7 @@ cimport cython
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBuffer_Release
-from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.object cimport PyObject, PyObject_GenericGetAttr
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_REFCNT
@@ -231,13 +231,23 @@ _s.set_getattro(PingView, <void*>_PingView_getattro)
 cdef int _PingView_init(PingView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    if type(buf) is bytes:  # a batch: the common case inline
+        v._held = False
+        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _s.window(size, offset, length, "Ping")
+    if 0 <= length and 0 <= offset <= size - length:
+        v._n = length
+    else:
+        v._n = _s.window(size, offset, length, "Ping")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 1, 16, "Ping")
+    v._bl = _s.header_block(v._p, v._n, 2, 1, 16)
+    if v._bl < 0:
+        v._bl = _s.check_header(v._p, v._n, offset, 2, 1, 16, "Ping")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -689,13 +699,23 @@ _s.set_getattro(PongView, <void*>_PongView_getattro)
 cdef int _PongView_init(PongView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    if type(buf) is bytes:  # a batch: the common case inline
+        v._held = False
+        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _s.window(size, offset, length, "Pong")
+    if 0 <= length and 0 <= offset <= size - length:
+        v._n = length
+    else:
+        v._n = _s.window(size, offset, length, "Pong")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 2, 16, "Pong")
+    v._bl = _s.header_block(v._p, v._n, 2, 2, 16)
+    if v._bl < 0:
+        v._bl = _s.check_header(v._p, v._n, offset, 2, 2, 16, "Pong")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2

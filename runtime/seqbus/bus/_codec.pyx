@@ -8,7 +8,7 @@ cimport cython
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBuffer_Release
-from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.object cimport PyObject, PyObject_GenericGetAttr
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_REFCNT
@@ -539,13 +539,23 @@ _s.set_getattro(ClockTickView, <void*>_ClockTickView_getattro)
 cdef int _ClockTickView_init(ClockTickView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    if type(buf) is bytes:  # a batch: the common case inline
+        v._held = False
+        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _s.window(size, offset, length, "ClockTick")
+    if 0 <= length and 0 <= offset <= size - length:
+        v._n = length
+    else:
+        v._n = _s.window(size, offset, length, "ClockTick")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 1, 0, "ClockTick")
+    v._bl = _s.header_block(v._p, v._n, 1, 1, 0)
+    if v._bl < 0:
+        v._bl = _s.check_header(v._p, v._n, offset, 1, 1, 0, "ClockTick")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -946,13 +956,23 @@ _s.set_getattro(SessionStartView, <void*>_SessionStartView_getattro)
 cdef int _SessionStartView_init(SessionStartView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    if type(buf) is bytes:  # a batch: the common case inline
+        v._held = False
+        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _s.window(size, offset, length, "SessionStart")
+    if 0 <= length and 0 <= offset <= size - length:
+        v._n = length
+    else:
+        v._n = _s.window(size, offset, length, "SessionStart")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 2, 10, "SessionStart")
+    v._bl = _s.header_block(v._p, v._n, 1, 2, 10)
+    if v._bl < 0:
+        v._bl = _s.check_header(v._p, v._n, offset, 1, 2, 10, "SessionStart")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -1448,13 +1468,23 @@ _s.set_getattro(SenderStateView, <void*>_SenderStateView_getattro)
 cdef int _SenderStateView_init(SenderStateView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    if type(buf) is bytes:  # a batch: the common case inline
+        v._held = False
+        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _s.window(size, offset, length, "SenderState")
+    if 0 <= length and 0 <= offset <= size - length:
+        v._n = length
+    else:
+        v._n = _s.window(size, offset, length, "SenderState")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 3, 18, "SenderState")
+    v._bl = _s.header_block(v._p, v._n, 1, 3, 18)
+    if v._bl < 0:
+        v._bl = _s.check_header(v._p, v._n, offset, 1, 3, 18, "SenderState")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -2443,13 +2473,23 @@ _s.set_getattro(AdminCommandView, <void*>_AdminCommandView_getattro)
 cdef int _AdminCommandView_init(AdminCommandView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    if type(buf) is bytes:  # a batch: the common case inline
+        v._held = False
+        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _s.window(size, offset, length, "AdminCommand")
+    if 0 <= length and 0 <= offset <= size - length:
+        v._n = length
+    else:
+        v._n = _s.window(size, offset, length, "AdminCommand")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 4, 16, "AdminCommand")
+    v._bl = _s.header_block(v._p, v._n, 1, 4, 16)
+    if v._bl < 0:
+        v._bl = _s.check_header(v._p, v._n, offset, 1, 4, 16, "AdminCommand")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -3080,13 +3120,23 @@ _s.set_getattro(AdminReplyView, <void*>_AdminReplyView_getattro)
 cdef int _AdminReplyView_init(AdminReplyView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    if type(buf) is bytes:  # a batch: the common case inline
+        v._held = False
+        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _s.window(size, offset, length, "AdminReply")
+    if 0 <= length and 0 <= offset <= size - length:
+        v._n = length
+    else:
+        v._n = _s.window(size, offset, length, "AdminReply")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 5, 25, "AdminReply")
+    v._bl = _s.header_block(v._p, v._n, 1, 5, 25)
+    if v._bl < 0:
+        v._bl = _s.check_header(v._p, v._n, offset, 1, 5, 25, "AdminReply")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -3625,13 +3675,23 @@ _s.set_getattro(EpochView, <void*>_EpochView_getattro)
 cdef int _EpochView_init(EpochView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    if type(buf) is bytes:  # a batch: the common case inline
+        v._held = False
+        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    v._n = _s.window(size, offset, length, "Epoch")
+    if 0 <= length and 0 <= offset <= size - length:
+        v._n = length
+    else:
+        v._n = _s.window(size, offset, length, "Epoch")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.check_header(v._p, v._n, offset, SCHEMA_ID, 6, 12, "Epoch")
+    v._bl = _s.header_block(v._p, v._n, 1, 6, 12)
+    if v._bl < 0:
+        v._bl = _s.check_header(v._p, v._n, offset, 1, 6, 12, "Epoch")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
