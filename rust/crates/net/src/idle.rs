@@ -9,11 +9,14 @@ const SPINS_BEFORE_YIELD: u32 = 2_000;
 /// The longest `hybrid` spins after the last work before it sleeps.
 pub const HYBRID_SPIN: Duration = Duration::from_micros(50);
 /// The shortest spin `hybrid` keeps; a window halved below it is none: `hybrid` then sleeps at
-/// once, as `block` does, and spins this long only in one stretch of every
-/// [`HYBRID_PROBE_EVERY`] (so it notices when spinning pays again).
+/// once, as `block` does, but for a probe now and then (so it notices when spinning pays
+/// again).
 const HYBRID_SPIN_MIN: Duration = Duration::from_micros(2);
-/// With no spin window left, one stretch without work in this many spins (a probe).
+/// With no spin window left, one stretch without work in this many spins the longest window
+/// (a probe); each probe that finds nothing doubles the stretches to the next, up to
+/// [`HYBRID_PROBE_MAX_EVERY`], and one that finds work sizes the window from the wait it saw.
 const HYBRID_PROBE_EVERY: u32 = 8;
+const HYBRID_PROBE_MAX_EVERY: u32 = 1024;
 /// How long `busy-spin` goes without work before it sleeps until a socket is readable.
 pub const BUSY_SPIN_LIMIT: Duration = Duration::from_millis(2);
 /// How long `spin-yield` spins and yields without work before it sleeps.
@@ -29,10 +32,11 @@ pub struct Idler {
     /// `hybrid`: the spin window now, and whether this stretch went to sleep.
     spin: Duration,
     slept: bool,
-    /// `hybrid`: how long this stretch spins (the window, or a probe's when it is none), and
-    /// the stretches begun while the window was none.
+    /// `hybrid`: how long this stretch spins (the window, or a probe's when it is none), the
+    /// stretches begun while the window was none, and how many of them to the next probe.
     window: Duration,
     stretches: u32,
+    probe_every: u32,
 }
 
 impl Idler {
@@ -45,6 +49,7 @@ impl Idler {
             slept: false,
             window: Idler::max_spin(strategy),
             stretches: 0,
+            probe_every: HYBRID_PROBE_EVERY,
         }
     }
 
@@ -66,7 +71,20 @@ impl Idler {
     pub fn reset(&mut self) {
         // a spin that ended in a sleep was wasted (what it waited for needed a core this
         // process held); one that found work paid: halve, or double back
-        if self.strategy != IdleStrategy::Block && self.idle_since.is_some() {
+        if self.strategy == IdleStrategy::Hybrid && self.spin.is_zero() {
+            if let Some(since) = self.idle_since {
+                if !self.window.is_zero() {
+                    // a probe: its spin found work after waiting `waited`, a window twice
+                    // that long spins again; one that slept makes probes rarer
+                    if self.slept {
+                        self.probe_every = (self.probe_every * 2).min(HYBRID_PROBE_MAX_EVERY);
+                    } else {
+                        self.probe_every = HYBRID_PROBE_EVERY;
+                        self.spin = (since.elapsed() * 2).clamp(HYBRID_SPIN_MIN, HYBRID_SPIN);
+                    }
+                }
+            }
+        } else if self.strategy != IdleStrategy::Block && self.idle_since.is_some() {
             self.spin = if self.slept {
                 let half = self.spin / 2;
                 match self.strategy {
@@ -125,8 +143,9 @@ impl Idler {
                     // a new stretch without work: how long it spins
                     self.window = if self.spin.is_zero() {
                         self.stretches = self.stretches.wrapping_add(1);
-                        if self.stretches.is_multiple_of(HYBRID_PROBE_EVERY) {
-                            HYBRID_SPIN_MIN
+                        if self.stretches >= self.probe_every {
+                            self.stretches = 0;
+                            HYBRID_SPIN
                         } else {
                             Duration::ZERO
                         }
@@ -254,22 +273,57 @@ mod tests {
     }
 
     #[test]
-    fn hybrid_without_a_window_sleeps_at_once_but_probes_one_stretch_in_eight() {
+    fn hybrid_without_a_window_sleeps_at_once_and_probes_ever_more_rarely() {
         let mut i = Idler::new(IdleStrategy::Hybrid);
         i.spin = Duration::ZERO;
-        let mut spun = 0;
-        for _ in 0..(4 * HYBRID_PROBE_EVERY) {
+        let mut probes = Vec::new();
+        for n in 1..=3000u32 {
             // a stretch: its first idle call with a deadline already past returns at once
             i.idle(&[], Instant::now());
             if i.window > Duration::ZERO {
-                spun += 1;
-                assert_eq!(i.window, HYBRID_SPIN_MIN);
+                assert_eq!(i.window, HYBRID_SPIN);
+                probes.push(n);
             }
-            i.slept = true; // as if it ended in a sleep
+            i.slept = true; // as if it ended in a sleep: the probe found nothing
             i.reset();
             assert_eq!(i.spin_window(), Duration::ZERO);
         }
-        assert_eq!(spun, 4);
+        // every failed probe doubles the stretches to the next, up to 1024
+        assert_eq!(probes, [8, 24, 56, 120, 248, 504, 1016, 2040]);
+    }
+
+    #[test]
+    fn a_probe_that_finds_work_sizes_the_window_from_its_wait() {
+        let mut i = Idler::new(IdleStrategy::Hybrid);
+        i.spin = Duration::ZERO;
+        i.probe_every = 64;
+        i.stretches = 63;
+        i.idle(&[], Instant::now()); // the 64th stretch: a probe
+        assert_eq!(i.window, HYBRID_SPIN);
+        i.idle_since = Some(Instant::now() - Duration::from_micros(10)); // work after 10 us
+        i.slept = false;
+        i.reset();
+        let w = i.spin_window();
+        assert!(w >= Duration::from_micros(20) && w <= HYBRID_SPIN, "{w:?}");
+        assert_eq!(i.probe_every, HYBRID_PROBE_EVERY);
+        // found after 40 us: twice that is more than the longest window
+        i.spin = Duration::ZERO;
+        i.stretches = HYBRID_PROBE_EVERY - 1;
+        i.idle(&[], Instant::now());
+        i.idle_since = Some(Instant::now() - Duration::from_micros(40));
+        i.slept = false;
+        i.reset();
+        assert_eq!(i.spin_window(), HYBRID_SPIN);
+        // a stretch with no window that is not a probe changes nothing
+        i.spin = Duration::ZERO;
+        i.idle(&[], Instant::now());
+        assert_eq!(i.window, Duration::ZERO);
+        i.slept = true;
+        i.reset();
+        assert_eq!(
+            (i.spin_window(), i.probe_every),
+            (Duration::ZERO, HYBRID_PROBE_EVERY)
+        );
     }
 
     #[test]
