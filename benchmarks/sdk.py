@@ -332,6 +332,28 @@ def sdk_ingest_rate(count: int, batch_records: int = 4096, *, empty: bool = Fals
     return batches * batch_records / elapsed
 
 
+def idle_strategies(pairs: int, trips: int) -> dict[str, Any]:
+    """The Python ping-pong's p50 per idle strategy (every process of the bus on it):
+    ``hybrid`` and ``block`` in alternating pairs, so that the load of the moment weighs on
+    both alike (issue 12: ``hybrid`` below ``block``), then ``spin-yield`` and ``busy-spin``
+    once each (each must finish)."""
+    hybrid: list[float] = []
+    block: list[float] = []
+    for _ in range(pairs):
+        hybrid.append(statistics.median(bus_round_trip_ns("python", trips, "hybrid")) / 1000)
+        block.append(statistics.median(bus_round_trip_ns("python", trips, "block")) / 1000)
+    out: dict[str, Any] = {
+        "pairs": pairs,
+        "hybrid_p50_us_median": round(statistics.median(hybrid), 1),
+        "block_p50_us_median": round(statistics.median(block), 1),
+        "hybrid_below_block_pairs": sum(h < b for h, b in zip(hybrid, block, strict=True)),
+    }
+    for idle in ("spin-yield", "busy-spin"):
+        out[f"{idle}_p50_us"] = round(statistics.median(bus_round_trip_ns("python", trips, idle))
+                                      / 1000, 1)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sdk")
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
@@ -387,6 +409,8 @@ def main() -> int:
             "pyzmq_dealer_router_p50_us": round(zmq_p50, 1),
             "pyzmq_over_python": round(zmq_p50 / python["p50"], 2),
         }
+        results["idle_strategies"] = idle_strategies(4 if args.quick else 8,
+                                                     2_000 if args.quick else 3_000)
     results["load_average_at_end"] = round(os.getloadavg()[0], 2)
     if args.json:
         print(json.dumps(results))
