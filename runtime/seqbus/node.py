@@ -61,8 +61,12 @@ Dispatch = Callable[[Any, int, Buffer, int, int, bool], bool]
 #: What a node does when a handler raises: "stop" (fail-stop, the default) or "skip".
 OnError = Literal["stop", "skip"]
 _ON_ERROR = ("stop", "skip")
-#: ``skip_from`` of ``walk_batch`` when no sequence is to be skipped.
-_NO_SKIP = 2**64 - 1
+#: ``skip_from`` of ``walk_batch`` when no sequence is to be skipped: past any sequence a
+#: stream reaches, and a machine-word int (2**64 - 1 took a slow conversion on every walk).
+_NO_SKIP = 2**63 - 1
+_walk = _core.walk_batch
+_STOP_END, _STOP_TIMER, _STOP_SKIP = _core.STOP_END, _core.STOP_TIMER, _core.STOP_SKIP
+_STOP_ERROR, _STOP_UNKNOWN = _core.STOP_ERROR, _core.STOP_UNKNOWN
 
 
 class Client(Protocol):
@@ -466,57 +470,78 @@ class Node:
         (timers due, rewound, time advanced, an unknown message) comes back one by one.
         """
         data = batch if type(batch) is bytes else bytes(batch)
-        end = len(data)
-        offset = 0
-        records = 0
-        walk = _core.walk_batch
         skips = self._skips
-        while offset < end:
+        offset, stop, records, error = _walk(
+            data,
+            0,
+            self,
+            self._dispatchers,
+            self._account_key,
+            self._clock,
+            skips[self._skip_at] if skips and self._skip_at < len(skips) else _NO_SKIP,
+        )
+        stats = self.stats
+        stats.messages += records
+        if stop != _STOP_END:  # a record for this side: the rest of the batch from it
+            records += self._handle_from(data, offset, stop, error)
+        stats.batches += 1
+        if self._outbox:
+            self.flush_outbox()
+        return records
+
+    def _handle_from(self, data: bytes, offset: int, stop: int, error: object) -> int:
+        """The rest of a batch whose walk stopped at ``offset`` for ``stop`` (not the end):
+        handle that record here, walk on, and so on to the end; returns the records handled
+        (the messages it counts in ``stats.messages``)."""
+        end = len(data)
+        records = 0
+        skips = self._skips
+        while True:
+            if stop == _STOP_END:
+                return records
+            if stop == _STOP_TIMER:
+                self._fire_timers()
+            else:
+                length, kind, seq = RECORD_HEADER.unpack_from(data, offset)[:3]
+                if stop == _STOP_SKIP:
+                    # the clock stands at message #seq, at or past the next sequence to skip
+                    self._skip_at = bisect.bisect_left(skips, seq)
+                    if self._skip_at == len(skips) or skips[self._skip_at] != seq:
+                        length = 0  # not one to skip: walk on from it
+                    else:
+                        self._skip_at += 1
+                        self._skipped(seq)
+                elif stop == _STOP_ERROR:
+                    assert isinstance(error, BaseException)
+                    self._handler_raised(error, data, offset, seq)
+                if length:
+                    records += 1
+                    offset += length
+                    if stop in (_STOP_SKIP, _STOP_ERROR):
+                        self.stats.messages += 1
+                    elif stop == _STOP_UNKNOWN:
+                        _block, template_id, schema_id, _version = MESSAGE_HEADER.unpack_from(
+                            data, offset - length + RECORD_HEADER.size
+                        )
+                        self.stats.messages += 1
+                        self._unknown(schema_id, template_id, seq)
+                    elif kind == RECORD_TIME:
+                        pass  # the clock stands at it; timers due before it have fired
+                    elif kind == RECORD_REWOUND:
+                        self._rewinding = False
+                        self.on_rewound()
+                    else:
+                        raise DecodeError(
+                            "Record", "record_type", offset - length + 4, f"unknown type {kind}"
+                        )
+            if offset >= end:
+                return records
             skip_from = skips[self._skip_at] if skips and self._skip_at < len(skips) else _NO_SKIP
-            offset, stop, dispatched, error = walk(
+            offset, stop, dispatched, error = _walk(
                 data, offset, self, self._dispatchers, self._account_key, self._clock, skip_from
             )
             records += dispatched
             self.stats.messages += dispatched
-            if stop == _core.STOP_END:
-                break
-            if stop == _core.STOP_TIMER:
-                self._fire_timers()
-                continue
-            length, kind, seq = RECORD_HEADER.unpack_from(data, offset)[:3]
-            if stop == _core.STOP_SKIP:
-                # the clock stands at message #seq, at or past the next sequence to skip
-                self._skip_at = bisect.bisect_left(skips, seq)
-                if self._skip_at == len(skips) or skips[self._skip_at] != seq:
-                    continue  # not one to skip: walk on from it
-                self._skip_at += 1
-                self._skipped(seq)
-            elif stop == _core.STOP_ERROR:
-                assert isinstance(error, BaseException)
-                self._handler_raised(error, data, offset, seq)
-            records += 1
-            offset += length
-            if stop in (_core.STOP_SKIP, _core.STOP_ERROR):
-                self.stats.messages += 1
-            elif stop == _core.STOP_UNKNOWN:
-                _block, template_id, schema_id, _version = MESSAGE_HEADER.unpack_from(
-                    data, offset - length + RECORD_HEADER.size
-                )
-                self.stats.messages += 1
-                self._unknown(schema_id, template_id, seq)
-            elif kind == RECORD_TIME:
-                pass  # the clock stands at it; timers due before it have fired
-            elif kind == RECORD_REWOUND:
-                self._rewinding = False
-                self.on_rewound()
-            else:
-                raise DecodeError(
-                    "Record", "record_type", offset - length + 4, f"unknown type {kind}"
-                )
-        self.stats.batches += 1
-        if self._outbox:
-            self.flush_outbox()
-        return records
 
     # -- internals -------------------------------------------------------------------------
 
