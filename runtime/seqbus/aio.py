@@ -242,7 +242,11 @@ class Connection(Generic[N]):
         if self._closed.is_set() or self.node.posted or self._senders:
             return
         try:
-            drained = self._client.queued() == 0 and self._client.stats()["in_flight"] == 0
+            # in flight first: the client's thread queues the batch that confirmed a command
+            # before it lets the client go, so once none is in flight the last batch is queued
+            # (or was handled); read the other way round, a batch queued between the two reads
+            # would be left unhandled
+            drained = self._client.stats()["in_flight"] == 0 and self._client.queued() == 0
         except Exception as exc:
             self._finish(exc)
             return

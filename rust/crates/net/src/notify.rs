@@ -351,9 +351,9 @@ fn run(s: &Shared, max_records: usize) {
         s.ready.store(now.ready, Ordering::SeqCst);
         s.rewinding.store(client.is_rewinding(), Ordering::SeqCst);
         let until = client.wait_plan(&mut fds, POLL_WAIT);
-        drop(client);
         let n = match polled {
             Err(e) => {
+                drop(client);
                 let mut h = s.handoff();
                 h.error = Some(e);
                 h.ended = true;
@@ -369,9 +369,13 @@ fn run(s: &Shared, max_records: usize) {
         };
         seen = Some(now);
         if n > 0 || news {
+            // handed over before the client is let go: whoever reads the client's state next
+            // (its commands in flight, through `with_client`) finds the batch that confirmed
+            // them already queued, so "nothing in flight and nothing queued" means handled
             let batch = (n > 0).then(|| std::mem::take(&mut out));
             s.signal(&mut s.handoff(), batch);
         }
+        drop(client);
         if n > 0 || s.waker.take() {
             idler.reset();
             continue;
