@@ -13,17 +13,7 @@ from examples.exchange.messages import ExchangeNode, NewOrderView
 from examples.pingpong.messages import Ping, PingpongNode, PingView
 from examples.pingpong.messages import _codec as pingpong_codec
 from seqbus.batch import RECORD_MESSAGE, pack_record
-
-
-class NullClient:
-    def poll(self, max_records: int, timeout: float) -> bytes:
-        return b""
-
-    def send(self, body: Any) -> int:
-        return 0
-
-    def is_rewinding(self) -> bool:
-        return False
+from tests.sdk.test_dispatch_capsule import NullClient
 
 
 def batch_of(bodies: list[bytes], first: int = 1) -> bytes:
