@@ -1729,10 +1729,6 @@ cdef object _NewOrderView_getattro(object self, object name):
     """``view.field``: the field named by this interned name, a hot method bound
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
-    if name is _n_to_value:
-        return _s.bound_method(self, _NewOrderView_to_value, "to_value")
-    if name is _n_to_dict:
-        return _s.bound_method(self, _NewOrderView_to_dict, "to_dict")
     if name is _n_order_id:
         return (<NewOrderView>self)._get_order_id()
     if name is _n_client_id:
@@ -1757,6 +1753,10 @@ cdef object _NewOrderView_getattro(object self, object name):
         return (<NewOrderView>self)._get_account()
     if name is _n_memo:
         return (<NewOrderView>self)._get_memo()
+    if name is _n_to_value:
+        return _s.bound_method(self, _NewOrderView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _NewOrderView_to_dict, "to_dict")
     return PyObject_GenericGetAttr(self, name)
 
 
@@ -2422,14 +2422,14 @@ cdef object _OrderAcceptedView_getattro(object self, object name):
     """``view.field``: the field named by this interned name, a hot method bound
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
-    if name is _n_to_value:
-        return _s.bound_method(self, _OrderAcceptedView_to_value, "to_value")
-    if name is _n_to_dict:
-        return _s.bound_method(self, _OrderAcceptedView_to_dict, "to_dict")
     if name is _n_order_id:
         return (<OrderAcceptedView>self)._get_order_id()
     if name is _n_at:
         return (<OrderAcceptedView>self)._get_at()
+    if name is _n_to_value:
+        return _s.bound_method(self, _OrderAcceptedView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _OrderAcceptedView_to_dict, "to_dict")
     return PyObject_GenericGetAttr(self, name)
 
 
@@ -2942,10 +2942,6 @@ cdef object _OrderRejectedView_getattro(object self, object name):
     """``view.field``: the field named by this interned name, a hot method bound
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
-    if name is _n_to_value:
-        return _s.bound_method(self, _OrderRejectedView_to_value, "to_value")
-    if name is _n_to_dict:
-        return _s.bound_method(self, _OrderRejectedView_to_dict, "to_dict")
     if name is _n_order_id:
         return (<OrderRejectedView>self)._get_order_id()
     if name is _n_at:
@@ -2954,6 +2950,10 @@ cdef object _OrderRejectedView_getattro(object self, object name):
         return (<OrderRejectedView>self)._get_reason()
     if name is _n_text:
         return (<OrderRejectedView>self)._get_text()
+    if name is _n_to_value:
+        return _s.bound_method(self, _OrderRejectedView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _OrderRejectedView_to_dict, "to_dict")
     return PyObject_GenericGetAttr(self, name)
 
 
@@ -3446,14 +3446,14 @@ cdef object _CancelOrderView_getattro(object self, object name):
     """``view.field``: the field named by this interned name, a hot method bound
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
-    if name is _n_to_value:
-        return _s.bound_method(self, _CancelOrderView_to_value, "to_value")
-    if name is _n_to_dict:
-        return _s.bound_method(self, _CancelOrderView_to_dict, "to_dict")
     if name is _n_order_id:
         return (<CancelOrderView>self)._get_order_id()
     if name is _n_client_id:
         return (<CancelOrderView>self)._get_client_id()
+    if name is _n_to_value:
+        return _s.bound_method(self, _CancelOrderView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _CancelOrderView_to_dict, "to_dict")
     return PyObject_GenericGetAttr(self, name)
 
 
@@ -3931,16 +3931,16 @@ cdef object _OrderCancelledView_getattro(object self, object name):
     """``view.field``: the field named by this interned name, a hot method bound
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
-    if name is _n_to_value:
-        return _s.bound_method(self, _OrderCancelledView_to_value, "to_value")
-    if name is _n_to_dict:
-        return _s.bound_method(self, _OrderCancelledView_to_dict, "to_dict")
     if name is _n_order_id:
         return (<OrderCancelledView>self)._get_order_id()
     if name is _n_at:
         return (<OrderCancelledView>self)._get_at()
     if name is _n_cancelled_quantity:
         return (<OrderCancelledView>self)._get_cancelled_quantity()
+    if name is _n_to_value:
+        return _s.bound_method(self, _OrderCancelledView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _OrderCancelledView_to_dict, "to_dict")
     return PyObject_GenericGetAttr(self, name)
 
 
@@ -4519,10 +4519,6 @@ cdef object _TradeView_getattro(object self, object name):
     """``view.field``: the field named by this interned name, a hot method bound
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
-    if name is _n_to_value:
-        return _s.bound_method(self, _TradeView_to_value, "to_value")
-    if name is _n_to_dict:
-        return _s.bound_method(self, _TradeView_to_dict, "to_dict")
     if name is _n_trade_id:
         return (<TradeView>self)._get_trade_id()
     if name is _n_symbol:
@@ -4539,6 +4535,10 @@ cdef object _TradeView_getattro(object self, object name):
         return (<TradeView>self)._get_aggressor()
     if name is _n_at:
         return (<TradeView>self)._get_at()
+    if name is _n_to_value:
+        return _s.bound_method(self, _TradeView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _TradeView_to_dict, "to_dict")
     return PyObject_GenericGetAttr(self, name)
 
 
@@ -5623,16 +5623,16 @@ cdef object _BookUpdateView_getattro(object self, object name):
     """``view.field``: the field named by this interned name, a hot method bound
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
-    if name is _n_to_value:
-        return _s.bound_method(self, _BookUpdateView_to_value, "to_value")
-    if name is _n_to_dict:
-        return _s.bound_method(self, _BookUpdateView_to_dict, "to_dict")
     if name is _n_symbol:
         return (<BookUpdateView>self)._get_symbol()
     if name is _n_at:
         return (<BookUpdateView>self)._get_at()
     if name is _n_levels:
         return (<BookUpdateView>self)._get_levels()
+    if name is _n_to_value:
+        return _s.bound_method(self, _BookUpdateView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _BookUpdateView_to_dict, "to_dict")
     return PyObject_GenericGetAttr(self, name)
 
 

@@ -206,14 +206,14 @@ cdef object _PingView_getattro(object self, object name):
     """``view.field``: the field named by this interned name, a hot method bound
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
-    if name is _n_to_value:
-        return _s.bound_method(self, _PingView_to_value, "to_value")
-    if name is _n_to_dict:
-        return _s.bound_method(self, _PingView_to_dict, "to_dict")
     if name is _n_id:
         return (<PingView>self)._get_id()
     if name is _n_sent_at_ns:
         return (<PingView>self)._get_sent_at_ns()
+    if name is _n_to_value:
+        return _s.bound_method(self, _PingView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _PingView_to_dict, "to_dict")
     return PyObject_GenericGetAttr(self, name)
 
 
@@ -674,14 +674,14 @@ cdef object _PongView_getattro(object self, object name):
     """``view.field``: the field named by this interned name, a hot method bound
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
-    if name is _n_to_value:
-        return _s.bound_method(self, _PongView_to_value, "to_value")
-    if name is _n_to_dict:
-        return _s.bound_method(self, _PongView_to_dict, "to_dict")
     if name is _n_id:
         return (<PongView>self)._get_id()
     if name is _n_ping_sent_at_ns:
         return (<PongView>self)._get_ping_sent_at_ns()
+    if name is _n_to_value:
+        return _s.bound_method(self, _PongView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _PongView_to_dict, "to_dict")
     return PyObject_GenericGetAttr(self, name)
 
 

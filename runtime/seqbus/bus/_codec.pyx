@@ -933,12 +933,12 @@ cdef object _SessionStartView_getattro(object self, object name):
     """``view.field``: the field named by this interned name, a hot method bound
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
+    if name is _n_session:
+        return (<SessionStartView>self)._get_session()
     if name is _n_to_value:
         return _s.bound_method(self, _SessionStartView_to_value, "to_value")
     if name is _n_to_dict:
         return _s.bound_method(self, _SessionStartView_to_dict, "to_dict")
-    if name is _n_session:
-        return (<SessionStartView>self)._get_session()
     return PyObject_GenericGetAttr(self, name)
 
 
@@ -1437,10 +1437,6 @@ cdef object _SenderStateView_getattro(object self, object name):
     """``view.field``: the field named by this interned name, a hot method bound
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
-    if name is _n_to_value:
-        return _s.bound_method(self, _SenderStateView_to_value, "to_value")
-    if name is _n_to_dict:
-        return _s.bound_method(self, _SenderStateView_to_dict, "to_dict")
     if name is _n_next_command_seq:
         return (<SenderStateView>self)._get_next_command_seq()
     if name is _n_account:
@@ -1451,6 +1447,10 @@ cdef object _SenderStateView_getattro(object self, object name):
         return (<SenderStateView>self)._get_term()
     if name is _n_leader:
         return (<SenderStateView>self)._get_leader()
+    if name is _n_to_value:
+        return _s.bound_method(self, _SenderStateView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _SenderStateView_to_dict, "to_dict")
     return PyObject_GenericGetAttr(self, name)
 
 
@@ -2444,10 +2444,6 @@ cdef object _AdminCommandView_getattro(object self, object name):
     """``view.field``: the field named by this interned name, a hot method bound
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
-    if name is _n_to_value:
-        return _s.bound_method(self, _AdminCommandView_to_value, "to_value")
-    if name is _n_to_dict:
-        return _s.bound_method(self, _AdminCommandView_to_dict, "to_dict")
     if name is _n_target:
         return (<AdminCommandView>self)._get_target()
     if name is _n_request_id:
@@ -2456,6 +2452,10 @@ cdef object _AdminCommandView_getattro(object self, object name):
         return (<AdminCommandView>self)._get_name()
     if name is _n_args:
         return (<AdminCommandView>self)._get_args()
+    if name is _n_to_value:
+        return _s.bound_method(self, _AdminCommandView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _AdminCommandView_to_dict, "to_dict")
     return PyObject_GenericGetAttr(self, name)
 
 
@@ -3087,10 +3087,6 @@ cdef object _AdminReplyView_getattro(object self, object name):
     """``view.field``: the field named by this interned name, a hot method bound
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
-    if name is _n_to_value:
-        return _s.bound_method(self, _AdminReplyView_to_value, "to_value")
-    if name is _n_to_dict:
-        return _s.bound_method(self, _AdminReplyView_to_dict, "to_dict")
     if name is _n_command_sequence:
         return (<AdminReplyView>self)._get_command_sequence()
     if name is _n_request_id:
@@ -3103,6 +3099,10 @@ cdef object _AdminReplyView_getattro(object self, object name):
         return (<AdminReplyView>self)._get_name()
     if name is _n_text:
         return (<AdminReplyView>self)._get_text()
+    if name is _n_to_value:
+        return _s.bound_method(self, _AdminReplyView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _AdminReplyView_to_dict, "to_dict")
     return PyObject_GenericGetAttr(self, name)
 
 
@@ -3648,16 +3648,16 @@ cdef object _EpochView_getattro(object self, object name):
     """``view.field``: the field named by this interned name, a hot method bound
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
-    if name is _n_to_value:
-        return _s.bound_method(self, _EpochView_to_value, "to_value")
-    if name is _n_to_dict:
-        return _s.bound_method(self, _EpochView_to_dict, "to_dict")
     if name is _n_term:
         return (<EpochView>self)._get_term()
     if name is _n_leader:
         return (<EpochView>self)._get_leader()
     if name is _n_previous_leader:
         return (<EpochView>self)._get_previous_leader()
+    if name is _n_to_value:
+        return _s.bound_method(self, _EpochView_to_value, "to_value")
+    if name is _n_to_dict:
+        return _s.bound_method(self, _EpochView_to_dict, "to_dict")
     return PyObject_GenericGetAttr(self, name)
 
 
