@@ -243,25 +243,45 @@ cdef Py_ssize_t scan_tail(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, int ng
 
 # -- buffers --------------------------------------------------------------------------------
 
-cdef int open_buffer(object obj, Py_buffer* pybuf, bint writable, const uint8_t** ptr,
-                     Py_ssize_t* size) except -1
-cdef Py_ssize_t window(Py_ssize_t size, Py_ssize_t offset, Py_ssize_t length,
-                       str msg) except -1
-cdef Py_ssize_t check_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, uint16_t schema,
-                             uint16_t template, Py_ssize_t min_block, str msg) except -1
+# The common cases inline (a bytes batch, a window inside it, a header as expected); the rest,
+# and every error, out of line.
+cdef int get_buffer(object obj, Py_buffer* pybuf, bint writable, const uint8_t** ptr,
+                    Py_ssize_t* size) except -1
+cdef Py_ssize_t window_checked(Py_ssize_t size, Py_ssize_t offset, Py_ssize_t length,
+                               str msg) except -1
+cdef Py_ssize_t header_checked(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, uint16_t schema,
+                               uint16_t template, Py_ssize_t min_block, str msg) except -1
 
 
-cdef inline Py_ssize_t header_block(const uint8_t* p, Py_ssize_t n, uint16_t schema,
-                                    uint16_t template, Py_ssize_t min_block) noexcept nogil:
-    """The block length of a message header ``check_header`` accepts, else -1 (inline: the
-    views' common case; ``check_header`` then raises what is wrong)."""
+cdef inline int open_buffer(object obj, Py_buffer* pybuf, bint writable, const uint8_t** ptr,
+                            Py_ssize_t* size) except -1:
+    """Point at the bytes of ``obj``; returns 1 if ``pybuf`` must be released."""
+    if type(obj) is bytes and not writable:
+        ptr[0] = <const uint8_t*>PyBytes_AS_STRING(obj)
+        size[0] = PyBytes_GET_SIZE(obj)
+        return 0
+    return get_buffer(obj, pybuf, writable, ptr, size)
+
+
+cdef inline Py_ssize_t window(Py_ssize_t size, Py_ssize_t offset, Py_ssize_t length,
+                              str msg) except -1:
+    """The number of bytes a view at ``offset`` may read (``length`` < 0: to the end)."""
+    if 0 <= length and 0 <= offset <= size - length:
+        return length
+    return window_checked(size, offset, length, msg)
+
+
+cdef inline Py_ssize_t check_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t base,
+                                    uint16_t schema, uint16_t template, Py_ssize_t min_block,
+                                    str msg) except -1:
+    """The block length of the message header at ``p``; DecodeError for a wrong one."""
     cdef uint16_t bl
-    if n < HEADER:
-        return -1
-    bl = ld_u16(p)
-    if ld_u16(p + 2) != template or ld_u16(p + 4) != schema or bl < min_block or n - HEADER - 2 < bl:
-        return -1
-    return bl
+    if n >= HEADER:
+        bl = ld_u16(p)
+        if (ld_u16(p + 2) == template and ld_u16(p + 4) == schema and bl >= min_block
+                and n - HEADER - 2 >= bl):
+            return bl
+    return header_checked(p, n, base, schema, template, min_block, msg)
 cdef object span(object owner, const uint8_t* p, Py_ssize_t n)
 
 

@@ -68,7 +68,7 @@ if _sys.byteorder != "little":
     raise ImportError("seqbus codecs need a little-endian host")
 
 #: The codec support ABI: generated modules name the one they were generated for.
-ABI = 6
+ABI = 7
 
 
 cdef int bad_byte(str msg, str field, Py_ssize_t off, str what, uint8_t b) except -1:
@@ -337,21 +337,18 @@ cdef Py_ssize_t scan_tail(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, int ng
 
 # -- buffers --------------------------------------------------------------------------------
 
-cdef int open_buffer(object obj, Py_buffer* pybuf, bint writable, const uint8_t** ptr,
-                     Py_ssize_t* size) except -1:
-    """Point at the bytes of ``obj``; returns 1 if ``pybuf`` must be released."""
-    if type(obj) is bytes and not writable:
-        ptr[0] = <const uint8_t*>PyBytes_AS_STRING(obj)
-        size[0] = PyBytes_GET_SIZE(obj)
-        return 0
+cdef int get_buffer(object obj, Py_buffer* pybuf, bint writable, const uint8_t** ptr,
+                    Py_ssize_t* size) except -1:
+    """``open_buffer`` for anything but a bytes read: the buffer protocol (returns 1)."""
     PyObject_GetBuffer(obj, pybuf, PyBUF_WRITABLE if writable else PyBUF_SIMPLE)
     ptr[0] = <const uint8_t*>pybuf.buf
     size[0] = pybuf.len
     return 1
 
 
-cdef Py_ssize_t window(Py_ssize_t size, Py_ssize_t offset, Py_ssize_t length, str msg) except -1:
-    """The number of bytes a view at ``offset`` may read (``length`` < 0: to the end)."""
+cdef Py_ssize_t window_checked(Py_ssize_t size, Py_ssize_t offset, Py_ssize_t length,
+                               str msg) except -1:
+    """``window`` when ``length`` < 0 or the window is not inside the buffer (which raises)."""
     if offset < 0 or offset > size:
         raise DecodeError(msg, "", offset, f"offset outside a buffer of {size} bytes")
     if length < 0:
@@ -361,8 +358,9 @@ cdef Py_ssize_t window(Py_ssize_t size, Py_ssize_t offset, Py_ssize_t length, st
     return length
 
 
-cdef Py_ssize_t check_header(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, uint16_t schema,
-                             uint16_t template, Py_ssize_t min_block, str msg) except -1:
+cdef Py_ssize_t header_checked(const uint8_t* p, Py_ssize_t n, Py_ssize_t base, uint16_t schema,
+                               uint16_t template, Py_ssize_t min_block, str msg) except -1:
+    """``check_header`` for a header it did not accept inline: says what is wrong."""
     cdef uint16_t bl, tid, sid
     if n < HEADER:
         truncated(msg, "header", base, "message header")

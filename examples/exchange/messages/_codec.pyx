@@ -6,7 +6,7 @@ cimport cython
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBuffer_Release
-from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.object cimport PyObject, PyObject_GenericGetAttr
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_REFCNT
@@ -21,7 +21,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 6)
+_require_abi(__name__, 7)
 SCHEMA_ID = 7
 SCHEMA_VERSION = 2
 PACKAGE = "exchange"
@@ -1774,23 +1774,13 @@ _s.set_getattro(NewOrderView, <void*>_NewOrderView_getattro)
 cdef int _NewOrderView_init(NewOrderView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    if type(buf) is bytes:  # a batch: the common case inline
-        v._held = False
-        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
-        size = PyBytes_GET_SIZE(buf)
-    else:
-        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    if 0 <= length and 0 <= offset <= size - length:
-        v._n = length
-    else:
-        v._n = _s.window(size, offset, length, "NewOrder")
+    v._n = _s.window(size, offset, length, "NewOrder")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.header_block(v._p, v._n, 7, 1, 45)
-    if v._bl < 0:
-        v._bl = _s.check_header(v._p, v._n, offset, 7, 1, 45, "NewOrder")
+    v._bl = _s.check_header(v._p, v._n, offset, 7, 1, 45, "NewOrder")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -2447,23 +2437,13 @@ _s.set_getattro(OrderAcceptedView, <void*>_OrderAcceptedView_getattro)
 cdef int _OrderAcceptedView_init(OrderAcceptedView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    if type(buf) is bytes:  # a batch: the common case inline
-        v._held = False
-        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
-        size = PyBytes_GET_SIZE(buf)
-    else:
-        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    if 0 <= length and 0 <= offset <= size - length:
-        v._n = length
-    else:
-        v._n = _s.window(size, offset, length, "OrderAccepted")
+    v._n = _s.window(size, offset, length, "OrderAccepted")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.header_block(v._p, v._n, 7, 2, 16)
-    if v._bl < 0:
-        v._bl = _s.check_header(v._p, v._n, offset, 7, 2, 16, "OrderAccepted")
+    v._bl = _s.check_header(v._p, v._n, offset, 7, 2, 16, "OrderAccepted")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -2971,23 +2951,13 @@ _s.set_getattro(OrderRejectedView, <void*>_OrderRejectedView_getattro)
 cdef int _OrderRejectedView_init(OrderRejectedView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    if type(buf) is bytes:  # a batch: the common case inline
-        v._held = False
-        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
-        size = PyBytes_GET_SIZE(buf)
-    else:
-        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    if 0 <= length and 0 <= offset <= size - length:
-        v._n = length
-    else:
-        v._n = _s.window(size, offset, length, "OrderRejected")
+    v._n = _s.window(size, offset, length, "OrderRejected")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.header_block(v._p, v._n, 7, 3, 17)
-    if v._bl < 0:
-        v._bl = _s.check_header(v._p, v._n, offset, 7, 3, 17, "OrderRejected")
+    v._bl = _s.check_header(v._p, v._n, offset, 7, 3, 17, "OrderRejected")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -3471,23 +3441,13 @@ _s.set_getattro(CancelOrderView, <void*>_CancelOrderView_getattro)
 cdef int _CancelOrderView_init(CancelOrderView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    if type(buf) is bytes:  # a batch: the common case inline
-        v._held = False
-        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
-        size = PyBytes_GET_SIZE(buf)
-    else:
-        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    if 0 <= length and 0 <= offset <= size - length:
-        v._n = length
-    else:
-        v._n = _s.window(size, offset, length, "CancelOrder")
+    v._n = _s.window(size, offset, length, "CancelOrder")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.header_block(v._p, v._n, 7, 4, 12)
-    if v._bl < 0:
-        v._bl = _s.check_header(v._p, v._n, offset, 7, 4, 12, "CancelOrder")
+    v._bl = _s.check_header(v._p, v._n, offset, 7, 4, 12, "CancelOrder")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -3958,23 +3918,13 @@ _s.set_getattro(OrderCancelledView, <void*>_OrderCancelledView_getattro)
 cdef int _OrderCancelledView_init(OrderCancelledView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    if type(buf) is bytes:  # a batch: the common case inline
-        v._held = False
-        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
-        size = PyBytes_GET_SIZE(buf)
-    else:
-        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    if 0 <= length and 0 <= offset <= size - length:
-        v._n = length
-    else:
-        v._n = _s.window(size, offset, length, "OrderCancelled")
+    v._n = _s.window(size, offset, length, "OrderCancelled")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.header_block(v._p, v._n, 7, 5, 20)
-    if v._bl < 0:
-        v._bl = _s.check_header(v._p, v._n, offset, 7, 5, 20, "OrderCancelled")
+    v._bl = _s.check_header(v._p, v._n, offset, 7, 5, 20, "OrderCancelled")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -4556,23 +4506,13 @@ _s.set_getattro(TradeView, <void*>_TradeView_getattro)
 cdef int _TradeView_init(TradeView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    if type(buf) is bytes:  # a batch: the common case inline
-        v._held = False
-        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
-        size = PyBytes_GET_SIZE(buf)
-    else:
-        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    if 0 <= length and 0 <= offset <= size - length:
-        v._n = length
-    else:
-        v._n = _s.window(size, offset, length, "Trade")
+    v._n = _s.window(size, offset, length, "Trade")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.header_block(v._p, v._n, 7, 6, 54)
-    if v._bl < 0:
-        v._bl = _s.check_header(v._p, v._n, offset, 7, 6, 54, "Trade")
+    v._bl = _s.check_header(v._p, v._n, offset, 7, 6, 54, "Trade")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -5650,23 +5590,13 @@ _s.set_getattro(BookUpdateView, <void*>_BookUpdateView_getattro)
 cdef int _BookUpdateView_init(BookUpdateView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    if type(buf) is bytes:  # a batch: the common case inline
-        v._held = False
-        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
-        size = PyBytes_GET_SIZE(buf)
-    else:
-        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    if 0 <= length and 0 <= offset <= size - length:
-        v._n = length
-    else:
-        v._n = _s.window(size, offset, length, "BookUpdate")
+    v._n = _s.window(size, offset, length, "BookUpdate")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.header_block(v._p, v._n, 7, 7, 16)
-    if v._bl < 0:
-        v._bl = _s.check_header(v._p, v._n, offset, 7, 7, 16, "BookUpdate")
+    v._bl = _s.check_header(v._p, v._n, offset, 7, 7, 16, "BookUpdate")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -5997,9 +5927,9 @@ cdef NewOrderView _NewOrderView_lend(object buf, Py_ssize_t offset, Py_ssize_t l
     global _NewOrderView_lent
     cdef NewOrderView v = _NewOrderView_lent
     if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
-        v = NewOrderView.__new__(NewOrderView)
-        _NewOrderView_lent = v
-    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v = _NewOrderView_lent = _NewOrderView_wrap(buf, offset, length)
+        return v
+    if v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
         v._held = False
         PyBuffer_Release(&v._pybuf)
     _NewOrderView_init(v, buf, offset, length)
@@ -6020,9 +5950,9 @@ cdef OrderAcceptedView _OrderAcceptedView_lend(object buf, Py_ssize_t offset, Py
     global _OrderAcceptedView_lent
     cdef OrderAcceptedView v = _OrderAcceptedView_lent
     if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
-        v = OrderAcceptedView.__new__(OrderAcceptedView)
-        _OrderAcceptedView_lent = v
-    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v = _OrderAcceptedView_lent = _OrderAcceptedView_wrap(buf, offset, length)
+        return v
+    if v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
         v._held = False
         PyBuffer_Release(&v._pybuf)
     _OrderAcceptedView_init(v, buf, offset, length)
@@ -6043,9 +5973,9 @@ cdef OrderRejectedView _OrderRejectedView_lend(object buf, Py_ssize_t offset, Py
     global _OrderRejectedView_lent
     cdef OrderRejectedView v = _OrderRejectedView_lent
     if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
-        v = OrderRejectedView.__new__(OrderRejectedView)
-        _OrderRejectedView_lent = v
-    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v = _OrderRejectedView_lent = _OrderRejectedView_wrap(buf, offset, length)
+        return v
+    if v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
         v._held = False
         PyBuffer_Release(&v._pybuf)
     _OrderRejectedView_init(v, buf, offset, length)
@@ -6066,9 +5996,9 @@ cdef CancelOrderView _CancelOrderView_lend(object buf, Py_ssize_t offset, Py_ssi
     global _CancelOrderView_lent
     cdef CancelOrderView v = _CancelOrderView_lent
     if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
-        v = CancelOrderView.__new__(CancelOrderView)
-        _CancelOrderView_lent = v
-    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v = _CancelOrderView_lent = _CancelOrderView_wrap(buf, offset, length)
+        return v
+    if v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
         v._held = False
         PyBuffer_Release(&v._pybuf)
     _CancelOrderView_init(v, buf, offset, length)
@@ -6089,9 +6019,9 @@ cdef OrderCancelledView _OrderCancelledView_lend(object buf, Py_ssize_t offset, 
     global _OrderCancelledView_lent
     cdef OrderCancelledView v = _OrderCancelledView_lent
     if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
-        v = OrderCancelledView.__new__(OrderCancelledView)
-        _OrderCancelledView_lent = v
-    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v = _OrderCancelledView_lent = _OrderCancelledView_wrap(buf, offset, length)
+        return v
+    if v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
         v._held = False
         PyBuffer_Release(&v._pybuf)
     _OrderCancelledView_init(v, buf, offset, length)
@@ -6112,9 +6042,9 @@ cdef TradeView _TradeView_lend(object buf, Py_ssize_t offset, Py_ssize_t length)
     global _TradeView_lent
     cdef TradeView v = _TradeView_lent
     if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
-        v = TradeView.__new__(TradeView)
-        _TradeView_lent = v
-    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v = _TradeView_lent = _TradeView_wrap(buf, offset, length)
+        return v
+    if v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
         v._held = False
         PyBuffer_Release(&v._pybuf)
     _TradeView_init(v, buf, offset, length)
@@ -6135,9 +6065,9 @@ cdef BookUpdateView _BookUpdateView_lend(object buf, Py_ssize_t offset, Py_ssize
     global _BookUpdateView_lent
     cdef BookUpdateView v = _BookUpdateView_lent
     if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
-        v = BookUpdateView.__new__(BookUpdateView)
-        _BookUpdateView_lent = v
-    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v = _BookUpdateView_lent = _BookUpdateView_wrap(buf, offset, length)
+        return v
+    if v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
         v._held = False
         PyBuffer_Release(&v._pybuf)
     _BookUpdateView_init(v, buf, offset, length)

@@ -6,7 +6,7 @@ cimport cython
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBuffer_Release
-from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.object cimport PyObject, PyObject_GenericGetAttr
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_REFCNT
@@ -21,7 +21,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 6)
+_require_abi(__name__, 7)
 SCHEMA_ID = 2
 SCHEMA_VERSION = 1
 PACKAGE = "pingpong"
@@ -231,23 +231,13 @@ _s.set_getattro(PingView, <void*>_PingView_getattro)
 cdef int _PingView_init(PingView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    if type(buf) is bytes:  # a batch: the common case inline
-        v._held = False
-        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
-        size = PyBytes_GET_SIZE(buf)
-    else:
-        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    if 0 <= length and 0 <= offset <= size - length:
-        v._n = length
-    else:
-        v._n = _s.window(size, offset, length, "Ping")
+    v._n = _s.window(size, offset, length, "Ping")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.header_block(v._p, v._n, 2, 1, 16)
-    if v._bl < 0:
-        v._bl = _s.check_header(v._p, v._n, offset, 2, 1, 16, "Ping")
+    v._bl = _s.check_header(v._p, v._n, offset, 2, 1, 16, "Ping")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -699,23 +689,13 @@ _s.set_getattro(PongView, <void*>_PongView_getattro)
 cdef int _PongView_init(PongView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    if type(buf) is bytes:  # a batch: the common case inline
-        v._held = False
-        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
-        size = PyBytes_GET_SIZE(buf)
-    else:
-        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    if 0 <= length and 0 <= offset <= size - length:
-        v._n = length
-    else:
-        v._n = _s.window(size, offset, length, "Pong")
+    v._n = _s.window(size, offset, length, "Pong")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.header_block(v._p, v._n, 2, 2, 16)
-    if v._bl < 0:
-        v._bl = _s.check_header(v._p, v._n, offset, 2, 2, 16, "Pong")
+    v._bl = _s.check_header(v._p, v._n, offset, 2, 2, 16, "Pong")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -996,9 +976,9 @@ cdef PingView _PingView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
     global _PingView_lent
     cdef PingView v = _PingView_lent
     if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
-        v = PingView.__new__(PingView)
-        _PingView_lent = v
-    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v = _PingView_lent = _PingView_wrap(buf, offset, length)
+        return v
+    if v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
         v._held = False
         PyBuffer_Release(&v._pybuf)
     _PingView_init(v, buf, offset, length)
@@ -1019,9 +999,9 @@ cdef PongView _PongView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
     global _PongView_lent
     cdef PongView v = _PongView_lent
     if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
-        v = PongView.__new__(PongView)
-        _PongView_lent = v
-    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v = _PongView_lent = _PongView_wrap(buf, offset, length)
+        return v
+    if v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
         v._held = False
         PyBuffer_Release(&v._pybuf)
     _PongView_init(v, buf, offset, length)

@@ -8,7 +8,7 @@ cimport cython
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBuffer_Release
-from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.object cimport PyObject, PyObject_GenericGetAttr
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_REFCNT
@@ -23,7 +23,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 6)
+_require_abi(__name__, 7)
 SCHEMA_ID = 1
 SCHEMA_VERSION = 2
 PACKAGE = "bus"
@@ -539,23 +539,13 @@ _s.set_getattro(ClockTickView, <void*>_ClockTickView_getattro)
 cdef int _ClockTickView_init(ClockTickView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    if type(buf) is bytes:  # a batch: the common case inline
-        v._held = False
-        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
-        size = PyBytes_GET_SIZE(buf)
-    else:
-        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    if 0 <= length and 0 <= offset <= size - length:
-        v._n = length
-    else:
-        v._n = _s.window(size, offset, length, "ClockTick")
+    v._n = _s.window(size, offset, length, "ClockTick")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.header_block(v._p, v._n, 1, 1, 0)
-    if v._bl < 0:
-        v._bl = _s.check_header(v._p, v._n, offset, 1, 1, 0, "ClockTick")
+    v._bl = _s.check_header(v._p, v._n, offset, 1, 1, 0, "ClockTick")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -956,23 +946,13 @@ _s.set_getattro(SessionStartView, <void*>_SessionStartView_getattro)
 cdef int _SessionStartView_init(SessionStartView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    if type(buf) is bytes:  # a batch: the common case inline
-        v._held = False
-        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
-        size = PyBytes_GET_SIZE(buf)
-    else:
-        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    if 0 <= length and 0 <= offset <= size - length:
-        v._n = length
-    else:
-        v._n = _s.window(size, offset, length, "SessionStart")
+    v._n = _s.window(size, offset, length, "SessionStart")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.header_block(v._p, v._n, 1, 2, 10)
-    if v._bl < 0:
-        v._bl = _s.check_header(v._p, v._n, offset, 1, 2, 10, "SessionStart")
+    v._bl = _s.check_header(v._p, v._n, offset, 1, 2, 10, "SessionStart")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -1468,23 +1448,13 @@ _s.set_getattro(SenderStateView, <void*>_SenderStateView_getattro)
 cdef int _SenderStateView_init(SenderStateView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    if type(buf) is bytes:  # a batch: the common case inline
-        v._held = False
-        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
-        size = PyBytes_GET_SIZE(buf)
-    else:
-        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    if 0 <= length and 0 <= offset <= size - length:
-        v._n = length
-    else:
-        v._n = _s.window(size, offset, length, "SenderState")
+    v._n = _s.window(size, offset, length, "SenderState")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.header_block(v._p, v._n, 1, 3, 18)
-    if v._bl < 0:
-        v._bl = _s.check_header(v._p, v._n, offset, 1, 3, 18, "SenderState")
+    v._bl = _s.check_header(v._p, v._n, offset, 1, 3, 18, "SenderState")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -2473,23 +2443,13 @@ _s.set_getattro(AdminCommandView, <void*>_AdminCommandView_getattro)
 cdef int _AdminCommandView_init(AdminCommandView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    if type(buf) is bytes:  # a batch: the common case inline
-        v._held = False
-        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
-        size = PyBytes_GET_SIZE(buf)
-    else:
-        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    if 0 <= length and 0 <= offset <= size - length:
-        v._n = length
-    else:
-        v._n = _s.window(size, offset, length, "AdminCommand")
+    v._n = _s.window(size, offset, length, "AdminCommand")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.header_block(v._p, v._n, 1, 4, 16)
-    if v._bl < 0:
-        v._bl = _s.check_header(v._p, v._n, offset, 1, 4, 16, "AdminCommand")
+    v._bl = _s.check_header(v._p, v._n, offset, 1, 4, 16, "AdminCommand")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -3120,23 +3080,13 @@ _s.set_getattro(AdminReplyView, <void*>_AdminReplyView_getattro)
 cdef int _AdminReplyView_init(AdminReplyView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    if type(buf) is bytes:  # a batch: the common case inline
-        v._held = False
-        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
-        size = PyBytes_GET_SIZE(buf)
-    else:
-        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    if 0 <= length and 0 <= offset <= size - length:
-        v._n = length
-    else:
-        v._n = _s.window(size, offset, length, "AdminReply")
+    v._n = _s.window(size, offset, length, "AdminReply")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.header_block(v._p, v._n, 1, 5, 25)
-    if v._bl < 0:
-        v._bl = _s.check_header(v._p, v._n, offset, 1, 5, 25, "AdminReply")
+    v._bl = _s.check_header(v._p, v._n, offset, 1, 5, 25, "AdminReply")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -3675,23 +3625,13 @@ _s.set_getattro(EpochView, <void*>_EpochView_getattro)
 cdef int _EpochView_init(EpochView v, object buf, Py_ssize_t offset, Py_ssize_t length) except -1:
     cdef const uint8_t* ptr
     cdef Py_ssize_t size
-    if type(buf) is bytes:  # a batch: the common case inline
-        v._held = False
-        ptr = <const uint8_t*>PyBytes_AS_STRING(buf)
-        size = PyBytes_GET_SIZE(buf)
-    else:
-        v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
+    v._held = _s.open_buffer(buf, &v._pybuf, False, &ptr, &size)
     v._obj = buf
-    if 0 <= length and 0 <= offset <= size - length:
-        v._n = length
-    else:
-        v._n = _s.window(size, offset, length, "Epoch")
+    v._n = _s.window(size, offset, length, "Epoch")
     v._p = ptr + offset
     v._base = offset
     v._at = _s.HEADER
-    v._bl = _s.header_block(v._p, v._n, 1, 6, 12)
-    if v._bl < 0:
-        v._bl = _s.check_header(v._p, v._n, offset, 1, 6, 12, "Epoch")
+    v._bl = _s.check_header(v._p, v._n, offset, 1, 6, 12, "Epoch")
     v._ng = v._p[_s.HEADER + v._bl]
     v._nv = v._p[_s.HEADER + v._bl + 1]
     v._tail = _s.HEADER + v._bl + 2
@@ -3995,9 +3935,9 @@ cdef ClockTickView _ClockTickView_lend(object buf, Py_ssize_t offset, Py_ssize_t
     global _ClockTickView_lent
     cdef ClockTickView v = _ClockTickView_lent
     if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
-        v = ClockTickView.__new__(ClockTickView)
-        _ClockTickView_lent = v
-    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v = _ClockTickView_lent = _ClockTickView_wrap(buf, offset, length)
+        return v
+    if v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
         v._held = False
         PyBuffer_Release(&v._pybuf)
     _ClockTickView_init(v, buf, offset, length)
@@ -4018,9 +3958,9 @@ cdef SessionStartView _SessionStartView_lend(object buf, Py_ssize_t offset, Py_s
     global _SessionStartView_lent
     cdef SessionStartView v = _SessionStartView_lent
     if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
-        v = SessionStartView.__new__(SessionStartView)
-        _SessionStartView_lent = v
-    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v = _SessionStartView_lent = _SessionStartView_wrap(buf, offset, length)
+        return v
+    if v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
         v._held = False
         PyBuffer_Release(&v._pybuf)
     _SessionStartView_init(v, buf, offset, length)
@@ -4041,9 +3981,9 @@ cdef SenderStateView _SenderStateView_lend(object buf, Py_ssize_t offset, Py_ssi
     global _SenderStateView_lent
     cdef SenderStateView v = _SenderStateView_lent
     if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
-        v = SenderStateView.__new__(SenderStateView)
-        _SenderStateView_lent = v
-    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v = _SenderStateView_lent = _SenderStateView_wrap(buf, offset, length)
+        return v
+    if v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
         v._held = False
         PyBuffer_Release(&v._pybuf)
     _SenderStateView_init(v, buf, offset, length)
@@ -4064,9 +4004,9 @@ cdef AdminCommandView _AdminCommandView_lend(object buf, Py_ssize_t offset, Py_s
     global _AdminCommandView_lent
     cdef AdminCommandView v = _AdminCommandView_lent
     if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
-        v = AdminCommandView.__new__(AdminCommandView)
-        _AdminCommandView_lent = v
-    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v = _AdminCommandView_lent = _AdminCommandView_wrap(buf, offset, length)
+        return v
+    if v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
         v._held = False
         PyBuffer_Release(&v._pybuf)
     _AdminCommandView_init(v, buf, offset, length)
@@ -4087,9 +4027,9 @@ cdef AdminReplyView _AdminReplyView_lend(object buf, Py_ssize_t offset, Py_ssize
     global _AdminReplyView_lent
     cdef AdminReplyView v = _AdminReplyView_lent
     if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
-        v = AdminReplyView.__new__(AdminReplyView)
-        _AdminReplyView_lent = v
-    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v = _AdminReplyView_lent = _AdminReplyView_wrap(buf, offset, length)
+        return v
+    if v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
         v._held = False
         PyBuffer_Release(&v._pybuf)
     _AdminReplyView_init(v, buf, offset, length)
@@ -4110,9 +4050,9 @@ cdef EpochView _EpochView_lend(object buf, Py_ssize_t offset, Py_ssize_t length)
     global _EpochView_lent
     cdef EpochView v = _EpochView_lent
     if v is None or Py_REFCNT(v) != 2:  # held elsewhere (or none yet): a new one
-        v = EpochView.__new__(EpochView)
-        _EpochView_lent = v
-    elif v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
+        v = _EpochView_lent = _EpochView_wrap(buf, offset, length)
+        return v
+    if v._held:  # the buffer of a view a raising handler left (its traceback is gone now)
         v._held = False
         PyBuffer_Release(&v._pybuf)
     _EpochView_init(v, buf, offset, length)
