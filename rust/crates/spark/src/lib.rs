@@ -16,11 +16,12 @@ pub mod schema;
 pub mod table;
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::time::Duration;
 
-use jni::objects::{JBooleanArray, JClass, JString};
+use jni::objects::{JBooleanArray, JClass, JLongArray, JString};
 use jni::sys::{jint, jlong, jlongArray, jstring};
 use jni::JNIEnv;
 
@@ -77,6 +78,18 @@ fn longs(env: &mut JNIEnv<'_>, v: &[i64]) -> Result<jlongArray, String> {
     env.set_long_array_region(&a, 0, v)
         .map_err(|e| e.to_string())?;
     Ok(a.into_raw())
+}
+
+/// The sequences a Java `long[]` holds (none for null).
+fn seqs(env: &mut JNIEnv<'_>, a: &JLongArray<'_>) -> Result<Vec<u64>, String> {
+    if a.is_null() {
+        return Ok(Vec::new());
+    }
+    let n = env.get_array_length(a).map_err(|e| e.to_string())?;
+    let mut v = vec![0i64; n as usize];
+    env.get_long_array_region(a, 0, &mut v)
+        .map_err(|e| e.to_string())?;
+    Ok(v.into_iter().map(|s| s.max(0) as u64).collect())
 }
 
 fn into_handle<T>(v: T) -> jlong {
@@ -385,6 +398,11 @@ struct RemoteReader {
     remote: Remote,
     reassembler: Reassembler,
     next: u64,
+    /// The range's first sequence; before it, only the fragments in `prefix` are taken.
+    lo: u64,
+    /// The earlier fragments of messages that were open at `lo` and end in the range (the
+    /// offsets of the batch's two ends tell which): reassembled, never handed out.
+    prefix: HashSet<u64>,
 }
 
 #[no_mangle]
@@ -397,16 +415,24 @@ pub extern "system" fn Java_seqbus_spark_Native_remoteOpen<'l>(
     password: JString<'l>,
     session: JString<'l>,
     from: jlong,
+    prefix: JLongArray<'l>,
     timeout_ms: jint,
 ) -> jlong {
     guard(&mut env, 0, |env| {
         let l = login(env, &server, &user, &password, &session)?;
-        let from = from.max(1) as u64;
-        let remote = Remote::connect(&l, from, Duration::from_millis(timeout_ms.max(1) as u64))?;
+        let lo = from.max(1) as u64;
+        let prefix: HashSet<u64> = seqs(env, &prefix)?
+            .into_iter()
+            .filter(|&s| s < lo)
+            .collect();
+        let at = prefix.iter().copied().fold(lo, u64::min);
+        let remote = Remote::connect(&l, at, Duration::from_millis(timeout_ms.max(1) as u64))?;
         Ok(into_handle(RemoteReader {
             remote,
             reassembler: Reassembler::default(),
-            next: from,
+            next: at,
+            lo,
+            prefix,
         }))
     })
 }
@@ -460,6 +486,13 @@ pub extern "system" fn Java_seqbus_spark_Native_decodeRemote<'l>(
                 ));
             }
             r.next += 1;
+            if seq < r.lo {
+                // an earlier fragment of a message that ends in the range: joined, not counted
+                if !raw && msg.len() >= 32 && r.prefix.contains(&seq) {
+                    r.reassembler.push(&msg);
+                }
+                continue;
+            }
             taken += 1;
             if msg.len() < 32 {
                 b.problems.push(Problem {
@@ -501,10 +534,16 @@ pub extern "system" fn Java_seqbus_spark_Native_followStart<'l>(
     password: JString<'l>,
     session: JString<'l>,
     from: jlong,
+    before: JLongArray<'l>,
 ) -> jlong {
     guard(&mut env, 0, |env| {
         let l = login(env, &server, &user, &password, &session)?;
-        Ok(into_handle(Follower::start(l, from.max(1) as u64)?))
+        let before = seqs(env, &before)?;
+        Ok(into_handle(Follower::start(
+            l,
+            from.max(1) as u64,
+            &before,
+        )?))
     })
 }
 
@@ -515,11 +554,18 @@ pub extern "system" fn Java_seqbus_spark_Native_followLatest<'l>(
     h: jlong,
     start: jlong,
     max: jlong,
-) -> jlong {
-    guard(&mut env, 0, |_| {
+) -> jlongArray {
+    guard(&mut env, std::ptr::null_mut(), |env| {
         // SAFETY: a live follower handle.
         let f = unsafe { handle::<Follower>(h)? };
-        Ok(f.latest(start.max(0) as u64, bound(max))? as jlong)
+        let c = f.latest(start.max(0) as u64, bound(max))?;
+        // [end, then per open message: its count of fragments, their sequences]
+        let mut v = vec![c.end as i64];
+        for m in &c.open {
+            v.push(m.len() as i64);
+            v.extend(m.iter().map(|&s| s as i64));
+        }
+        longs(env, &v)
     })
 }
 

@@ -5,10 +5,13 @@
 //!   range of its micro-batch with one).
 //! * [`Follower`]: the driver's view of the live stream, a background thread logged in from
 //!   the query's start, that knows how far the stream has got and where it may be cut: never
-//!   between the fragments of a message, so each micro-batch starts with every sender between
-//!   messages and reassembles everything it holds.
+//!   between the fragments of a message that began in the batch. A message still open when
+//!   the batch began (its sender is slow, or died between fragments and will never finish it)
+//!   is cut through rather than waited for; the offset names its fragments so far, and the
+//!   batch that holds its last fragment reads them again, so every message is handed out
+//!   whole, once, at its last fragment's sequence.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -188,24 +191,44 @@ pub struct Follower {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Where a batch ends, and the messages still open there: for each fragmented message begun
+/// before `end` and not complete (nor abandoned) before it, the sequences of its fragments
+/// before `end`, in order; the messages ordered by their first fragment. An offset carries
+/// them, so that the batch that holds a message's last fragment can read its first ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cut {
+    pub end: u64,
+    pub open: Vec<Vec<u64>>,
+}
+
 #[derive(Default)]
 struct FollowState {
     /// One past the last sequence received.
     next: u64,
-    /// Records `(first, last)` of each fragmented message seen: a batch may not end inside one.
-    spans: Vec<(u64, u64)>,
-    /// First record of each sender's fragmented message still open.
-    open: HashMap<[u8; 8], u64>,
+    /// The first sequence of the stream this follower cuts. It logs in earlier when messages
+    /// are open there: of what comes before `from` it takes only their fragments (`before`).
+    from: u64,
+    before: HashSet<u64>,
+    /// The fragments of each fragmented message seen to its end (its last fragment, or the
+    /// record of its account that abandoned it), with that end: a batch may not end inside
+    /// one that began inside it, and the offset of a batch that ends inside one names it.
+    spans: Vec<(Vec<u64>, u64)>,
+    /// The fragments so far of each sender's fragmented message still open.
+    open: HashMap<[u8; 8], Vec<u64>>,
     error: Option<String>,
 }
 
 impl Follower {
-    /// Logs in from `from` (a point where no sender is between fragments: the start of the
-    /// session or a previous batch's end) and follows the stream in a background thread.
-    pub fn start(login: Login, from: u64) -> Result<Follower, String> {
-        let remote = Remote::connect(&login, from, Duration::from_secs(10))?;
+    /// Logs in from `from` (a batch's end, or the start of the query) and follows the stream
+    /// in a background thread. `before` are the fragments before `from` of the messages open
+    /// at `from` (what the offset of `from` names): the login starts at the first of them.
+    pub fn start(login: Login, from: u64, before: &[u64]) -> Result<Follower, String> {
+        let login_at = before.iter().copied().fold(from, u64::min);
+        let remote = Remote::connect(&login, login_at, Duration::from_secs(10))?;
         let state = Arc::new(Mutex::new(FollowState {
             next: from,
+            from,
+            before: before.iter().copied().filter(|&s| s < from).collect(),
             ..Default::default()
         }));
         let stop = Arc::new(AtomicBool::new(false));
@@ -221,22 +244,20 @@ impl Follower {
         })
     }
 
-    /// The end (exclusive) of the next batch starting at `start`, at most `max` records: as
-    /// far as the stream has got, moved back so that no fragmented message is cut.
-    pub fn latest(&self, start: u64, max: u64) -> Result<u64, String> {
+    /// The next batch starting at `start`, at most `max` records: as far as the stream has
+    /// got, moved back so that it cuts no fragmented message begun inside it, and the
+    /// messages open where it ends.
+    pub fn latest(&self, start: u64, max: u64) -> Result<Cut, String> {
         let st = self.state.lock().expect("follower state");
         if let Some(e) = &st.error {
             return Err(e.clone());
         }
-        let open = st.open.values().map(|&f| (f, u64::MAX));
-        let spans: Vec<(u64, u64)> = st.spans.iter().copied().chain(open).collect();
-        Ok(cut(st.next, start, max, &spans))
+        Ok(st.cut(start, max))
     }
 
     /// Forgets what lies before `upto` (a committed batch's end).
     pub fn commit(&self, upto: u64) {
-        let mut st = self.state.lock().expect("follower state");
-        st.spans.retain(|&(_, l)| l >= upto);
+        self.state.lock().expect("follower state").commit_at(upto);
     }
 }
 
@@ -250,39 +271,70 @@ impl Drop for Follower {
 }
 
 /// The end (exclusive) of a batch from `start` of at most `max` records when the stream has
-/// got to `next`, moved back so that it cuts no fragmented message: `spans` are the
-/// `(first, last)` records of fragmented messages (last = `u64::MAX` while open).
+/// got to `next`, moved back so that it cuts no fragmented message that begins inside the
+/// batch: `spans` are the `(first, last)` records of fragmented messages (last = `u64::MAX`
+/// while open). A message open since the batch's start (or begun at it) is cut through: its
+/// sender may never send the rest (it died between fragments), and a batch that waited for it
+/// would wait for ever; the batch that holds its last fragment reads its first ones again.
 pub fn cut(next: u64, start: u64, max: u64, spans: &[(u64, u64)]) -> u64 {
     let mut end = next.min(start.saturating_add(max)).max(start);
-    while let Some(&(f, _)) = spans.iter().find(|&&(f, l)| f < end && end <= l) {
+    while let Some(&(f, _)) = spans
+        .iter()
+        .find(|&&(f, l)| f > start && f < end && end <= l)
+    {
         end = f;
     }
-    end.max(start)
+    end
 }
 
 impl FollowState {
+    fn commit_at(&mut self, upto: u64) {
+        self.spans.retain(|(_, l)| *l >= upto);
+    }
+
+    /// The batch from `start` (see [`Follower::latest`]).
+    fn cut(&self, start: u64, max: u64) -> Cut {
+        let spans: Vec<(u64, u64)> = (self.spans.iter().map(|(s, l)| (s[0], *l)))
+            .chain(self.open.values().map(|s| (s[0], u64::MAX)))
+            .collect();
+        let end = cut(self.next, start, max, &spans);
+        let mut open: Vec<Vec<u64>> = (self.spans.iter().filter(|(_, l)| *l >= end))
+            .map(|(s, _)| s)
+            .chain(self.open.values())
+            .filter(|s| s[0] < end)
+            .map(|s| s.iter().copied().filter(|&q| q < end).collect())
+            .collect();
+        open.sort_unstable();
+        Cut { end, open }
+    }
+
     /// Takes the next message of the stream, `msg` at `seq`, through reassembly `r`.
     fn observe(&mut self, r: &mut Reassembler, seq: u64, msg: &[u8]) {
+        if seq < self.from && !self.before.contains(&seq) {
+            return; // before the stream this follower cuts, and no part of a message open there
+        }
         if msg.len() >= 32 {
             let account: [u8; 8] = msg[16..24].try_into().expect("8 bytes");
             let step = r.push(msg);
             if let Some(a) = r.abandoned() {
-                // its sender stopped between fragments: no message to keep whole, and no
-                // last fragment that would ever close it
-                self.open.remove(&a.account);
+                // its sender stopped between fragments: ended here, never to be whole
+                if let Some(seqs) = self.open.remove(&a.account) {
+                    self.spans.push((seqs, seq));
+                }
             }
             match step {
-                Step::More => {
-                    self.open.entry(account).or_insert(seq);
-                }
+                Step::More => self.open.entry(account).or_default().push(seq),
                 Step::Whole(..) | Step::Bad(_) => {
-                    if let Some(first) = self.open.remove(&account) {
-                        self.spans.push((first, seq));
+                    if let Some(mut seqs) = self.open.remove(&account) {
+                        seqs.push(seq);
+                        self.spans.push((seqs, seq));
                     }
                 }
             }
         }
-        self.next = seq + 1;
+        if seq >= self.from {
+            self.next = seq + 1;
+        }
     }
 }
 
@@ -308,19 +360,20 @@ fn follow(mut remote: Remote, state: Arc<Mutex<FollowState>>, stop: Arc<AtomicBo
 
 #[cfg(test)]
 mod tests {
-    use super::{cut, FollowState, Reassembler};
+    use super::{cut, Cut, FollowState, Reassembler};
+
+    fn frag(account: &[u8; 2], flags: u8, part: &[u8], total: u32) -> Vec<u8> {
+        let mut m = vec![0u8; 32];
+        m[16..18].copy_from_slice(account);
+        m[26] = 1;
+        m[27] = flags;
+        m[28..32].copy_from_slice(&total.to_le_bytes());
+        m.extend_from_slice(part);
+        m
+    }
 
     #[test]
     fn an_abandoned_message_does_not_hold_batches_back() {
-        let frag = |account: &[u8; 2], flags: u8, part: &[u8], total: u32| {
-            let mut m = vec![0u8; 32];
-            m[16..18].copy_from_slice(account);
-            m[26] = 1;
-            m[27] = flags;
-            m[28..32].copy_from_slice(&total.to_le_bytes());
-            m.extend_from_slice(part);
-            m
-        };
         let mut st = FollowState::default();
         let mut r = Reassembler::default();
         // GW's first process dies after two fragments (10, 11); its next process sends a
@@ -328,13 +381,135 @@ mod tests {
         st.observe(&mut r, 10, &frag(b"GW", 5, b"ab", 9));
         st.observe(&mut r, 11, &frag(b"GW", 1, b"cd", 9));
         st.observe(&mut r, 12, &frag(b"XX", 0, b"x", 1));
-        assert_eq!(st.open.values().copied().collect::<Vec<_>>(), [10]);
+        assert_eq!(
+            st.open.values().cloned().collect::<Vec<_>>(),
+            [vec![10, 11]]
+        );
         st.observe(&mut r, 14, &frag(b"GW", 5, b"ef", 4));
-        assert_eq!(st.open.values().copied().collect::<Vec<_>>(), [14]);
+        assert_eq!(st.open.values().cloned().collect::<Vec<_>>(), [vec![14]]);
         st.observe(&mut r, 15, &frag(b"GW", 2, b"gh", 4));
         assert!(st.open.is_empty());
-        assert_eq!(st.spans, [(14, 15)]);
-        assert_eq!(cut(st.next, 1, 100, &st.spans), 16);
+        // the dead chain ended at 14 (abandoned there), the next body is 14..=15
+        assert_eq!(st.spans, [(vec![10, 11], 14), (vec![14, 15], 15)]);
+        assert_eq!(
+            st.cut(1, 100),
+            Cut {
+                end: 16,
+                open: vec![]
+            }
+        );
+        // a batch from 1 of at most 12 records cuts no message begun inside it
+        assert_eq!(
+            st.cut(1, 12),
+            Cut {
+                end: 10,
+                open: vec![]
+            }
+        );
+    }
+
+    #[test]
+    fn a_message_its_sender_never_finishes_does_not_stall_the_stream() {
+        // DEAD sends two of three fragments (2, 3) and is never heard of again; LIVE goes on
+        let mut st = FollowState {
+            next: 1,
+            from: 1,
+            ..Default::default()
+        };
+        let mut r = Reassembler::default();
+        st.observe(&mut r, 1, &frag(b"LI", 0, b"a", 1));
+        st.observe(&mut r, 2, &frag(b"DE", 5, b"ab", 6));
+        st.observe(&mut r, 3, &frag(b"DE", 1, b"cd", 6));
+        for seq in 4..=20 {
+            st.observe(&mut r, seq, &frag(b"LI", 0, b"a", 1));
+        }
+        // the first batch stops before the message that began in it
+        assert_eq!(
+            st.cut(1, 100),
+            Cut {
+                end: 2,
+                open: vec![]
+            }
+        );
+        // the next begins with it: cut through, and its offset names its fragments
+        let c = st.cut(2, 5);
+        assert_eq!(
+            c,
+            Cut {
+                end: 7,
+                open: vec![vec![2, 3]]
+            }
+        );
+        assert_eq!(
+            st.cut(7, 100),
+            Cut {
+                end: 21,
+                open: vec![vec![2, 3]]
+            }
+        );
+        st.commit_at(21);
+        assert_eq!(
+            st.cut(21, 100),
+            Cut {
+                end: 21,
+                open: vec![vec![2, 3]]
+            }
+        );
+    }
+
+    #[test]
+    fn a_follower_started_inside_open_messages_takes_their_fragments_only() {
+        // SLOW's message: fragments 5 and 9 before the restart at 12, its last at 14; the
+        // offset of 12 names [5, 9]; the login starts at 5
+        let mut st = FollowState {
+            next: 12,
+            from: 12,
+            before: [5, 9].into_iter().collect(),
+            ..Default::default()
+        };
+        let mut r = Reassembler::default();
+        for seq in 5..12 {
+            let m = match seq {
+                5 => frag(b"SL", 5, b"ab", 6),
+                9 => frag(b"SL", 1, b"cd", 6),
+                _ => frag(b"LI", 0, b"a", 1),
+            };
+            st.observe(&mut r, seq, &m);
+        }
+        assert_eq!(st.next, 12);
+        assert_eq!(
+            st.cut(12, 100),
+            Cut {
+                end: 12,
+                open: vec![vec![5, 9]]
+            }
+        );
+        st.observe(&mut r, 12, &frag(b"LI", 0, b"a", 1));
+        st.observe(&mut r, 13, &frag(b"LI", 0, b"a", 1));
+        assert_eq!(
+            st.cut(12, 100),
+            Cut {
+                end: 14,
+                open: vec![vec![5, 9]]
+            }
+        );
+        st.observe(&mut r, 14, &frag(b"SL", 2, b"ef", 6));
+        assert!(st.open.is_empty());
+        assert_eq!(st.spans, [(vec![5, 9, 14], 14)]);
+        assert_eq!(
+            st.cut(12, 100),
+            Cut {
+                end: 15,
+                open: vec![]
+            }
+        );
+        assert_eq!(
+            st.cut(12, 2),
+            Cut {
+                end: 14,
+                open: vec![vec![5, 9]]
+            }
+        );
     }
 
     #[test]
@@ -347,6 +522,10 @@ mod tests {
         assert_eq!(cut(30, 1, 9, &spans), 10); // before both
         assert_eq!(cut(8, 1, 100, &spans), 8); // as far as the stream has got
         assert_eq!(cut(30, 16, 100, &spans), 20);
-        assert_eq!(cut(30, 20, 100, &spans), 20); // nothing complete yet: an empty batch
+        // a batch that begins with the open one does not wait for it: its sender may never
+        // send the rest; a message begun inside the batch is still not cut
+        assert_eq!(cut(30, 20, 100, &spans), 30);
+        assert_eq!(cut(30, 11, 100, &spans), 20); // 11..=15 began at the start: cut through
+        assert_eq!(cut(30, 11, 2, &spans), 13);
     }
 }

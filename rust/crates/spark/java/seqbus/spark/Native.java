@@ -60,15 +60,20 @@ final class Native {
 
   static native void batchFree(long batch);
 
-  static native long remoteOpen(String server, String user, String password, String session, long from, int timeoutMs);
+  /** A login that reads from {@code from}; before it, only the fragments {@code prefix} names
+   *  (the earlier fragments of messages that end in the range), joined but not handed out. */
+  static native long remoteOpen(String server, String user, String password, String session, long from, long[] prefix, int timeoutMs);
 
   static native void remoteClose(long reader);
 
   static native long decodeRemote(long reader, long decoder, long hi, long max, int waitMs);
 
-  static native long followStart(String server, String user, String password, String session, long from);
+  /** {@code before}: the fragments before {@code from} of the messages open there. */
+  static native long followStart(String server, String user, String password, String session, long from, long[] before);
 
-  static native long followLatest(long follower, long start, long max);
+  /** The next batch's end, then per message open there: its count of fragments, their
+   *  sequences. */
+  static native long[] followLatest(long follower, long start, long max);
 
   static native void followCommit(long follower, long upto);
 

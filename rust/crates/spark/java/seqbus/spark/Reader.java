@@ -55,6 +55,7 @@ final class Reader implements PartitionReader<ColumnarBatch> {
   private long next;
   private long archive;
   private long remote;
+  private final long[] prefix;
   private long decoder;
   private long batch;
   private ColumnarBatch current;
@@ -65,6 +66,7 @@ final class Reader implements PartitionReader<ColumnarBatch> {
     this.f = f;
     this.next = p.lo;
     this.hi = p.hi;
+    this.prefix = p.prefix;
   }
 
   private void open() {
@@ -72,7 +74,7 @@ final class Reader implements PartitionReader<ColumnarBatch> {
     decoder = Native.decoderNew(i.schemas, i.table, i.schemaId, i.message, f.want);
     SeqbusOptions o = f.options;
     if (o.remote()) {
-      remote = Native.remoteOpen(o.soupbin, o.username, o.password, o.session, next, o.waitMs);
+      remote = Native.remoteOpen(o.soupbin, o.username, o.password, o.session, next, prefix, o.waitMs);
     } else {
       archive = Native.archiveOpen(o.path);
     }

@@ -144,15 +144,22 @@ final class SeqbusScan implements Scan, Batch {
     return options.remote() ? "soupbintcp://" + options.soupbin : options.path;
   }
 
-  /** A partition: the records with sequence in [lo, hi]. */
+  /** A partition: the records with sequence in [lo, hi]; from a live bus, also the earlier
+   *  fragments ({@code prefix}) of messages that were open at lo and end in the range. */
   static final class Partition implements InputPartition {
-    private static final long serialVersionUID = 1L;
+    private static final long serialVersionUID = 2L;
     final long lo;
     final long hi;
+    final long[] prefix;
 
     Partition(long lo, long hi) {
+      this(lo, hi, new long[0]);
+    }
+
+    Partition(long lo, long hi, long[] prefix) {
       this.lo = lo;
       this.hi = hi;
+      this.prefix = prefix;
     }
   }
 

@@ -103,7 +103,9 @@ final class Streams {
 
   /** Follows a live bus on another host over SoupBinTCP: the driver keeps one login that
    *  tells how far the stream has got and where it may be cut (never inside a fragmented
-   *  message); each micro-batch is read by one task that logs in from its first sequence. */
+   *  message begun in the batch; through one open since the batch began, which the offset
+   *  then names); each micro-batch is read by one task that logs in from its first sequence,
+   *  or from the first fragment of a message open there that ends in the batch. */
   static final class Remote extends Base {
     private long follower;
 
@@ -121,19 +123,22 @@ final class Streams {
       long from = ((SeqbusOffset) start).next;
       SeqbusOptions o = scan.options;
       if (follower == 0) {
-        follower = Native.followStart(o.soupbin, o.username, o.password, o.session, from);
+        long[] before = ((SeqbusOffset) start).fragments();
+        follower = Native.followStart(o.soupbin, o.username, o.password, o.session, from, before);
       }
-      return new SeqbusOffset(Native.followLatest(follower, from, cap(limit)));
+      return SeqbusOffset.ofNative(Native.followLatest(follower, from, cap(limit)));
     }
 
     @Override
     public InputPartition[] planInputPartitions(Offset start, Offset end) {
-      long lo = ((SeqbusOffset) start).next;
-      long hi = ((SeqbusOffset) end).next - 1;
+      SeqbusOffset s = (SeqbusOffset) start;
+      SeqbusOffset e = (SeqbusOffset) end;
+      long lo = s.next;
+      long hi = e.next - 1;
       if (hi < lo) {
         return new InputPartition[0];
       }
-      return new InputPartition[] {new SeqbusScan.Partition(lo, hi)};
+      return new InputPartition[] {new SeqbusScan.Partition(lo, hi, s.endingBy(e))};
     }
 
     @Override
