@@ -29,6 +29,17 @@ def ir_json(schema: str) -> str:
     ).stdout
 
 
+def ir_files(folder: Path, names: tuple[str, ...] = ("bus", "pingpong")) -> list[str]:
+    """Each schema's IR written to ``folder/NAME.ir.json`` (what a remote Spark stream's
+    ``schemas`` option names); their paths."""
+    out = []
+    for name in names:
+        p = folder / f"{name}.ir.json"
+        p.write_text(ir_json(name))
+        out.append(str(p))
+    return out
+
+
 def schemas() -> list[tuple[int, str, str]]:
     out = []
     for name in ("bus", "exchange"):

@@ -45,11 +45,7 @@ def test_remote_stream_restarts_from_its_checkpoint_with_exact_counts(
             *cli, "node", f"tests.e2e.stream_nodes:{target}", "-c", str(bus.node_paths[account]),
             "--account", account, "--path", str(ROOT), "--rewind"], env=env)
 
-    schemas = []
-    for name in ("bus", "pingpong"):
-        p = tmp_path / f"{name}.ir.json"
-        p.write_text(sess.ir_json(name))
-        schemas.append(str(p))
+    schemas = sess.ir_files(tmp_path)
     out, ckpt = tmp_path / "pings", tmp_path / "ckpt"
     config = tmp_path / "job.json"
     config.write_text(json.dumps({

@@ -113,11 +113,7 @@ def test_a_sender_that_stops_between_fragments_does_not_stall_a_remote_stream(
     before = sequenced(bus.tcp, LIVE)
     assert len(pings_of(before, b"DEAD")) == 2 and len(pings_of(before, b"SLOW")) == 1
 
-    schemas = []
-    for name in ("bus", "pingpong"):
-        p = tmp_path / f"{name}.ir.json"
-        p.write_text(sess.ir_json(name))
-        schemas.append(str(p))
+    schemas = sess.ir_files(tmp_path)
     out, ckpt = tmp_path / "pings", tmp_path / "ckpt"
     config = tmp_path / "job.json"
 

@@ -362,6 +362,13 @@ fn follow(mut remote: Remote, state: Arc<Mutex<FollowState>>, stop: Arc<AtomicBo
 mod tests {
     use super::{cut, Cut, FollowState, Reassembler};
 
+    fn at(end: u64, open: &[&[u64]]) -> Cut {
+        Cut {
+            end,
+            open: open.iter().map(|m| m.to_vec()).collect(),
+        }
+    }
+
     fn frag(account: &[u8; 2], flags: u8, part: &[u8], total: u32) -> Vec<u8> {
         let mut m = vec![0u8; 32];
         m[16..18].copy_from_slice(account);
@@ -391,21 +398,9 @@ mod tests {
         assert!(st.open.is_empty());
         // the dead chain ended at 14 (abandoned there), the next body is 14..=15
         assert_eq!(st.spans, [(vec![10, 11], 14), (vec![14, 15], 15)]);
-        assert_eq!(
-            st.cut(1, 100),
-            Cut {
-                end: 16,
-                open: vec![]
-            }
-        );
+        assert_eq!(st.cut(1, 100), at(16, &[]));
         // a batch from 1 of at most 12 records cuts no message begun inside it
-        assert_eq!(
-            st.cut(1, 12),
-            Cut {
-                end: 10,
-                open: vec![]
-            }
-        );
+        assert_eq!(st.cut(1, 12), at(10, &[]));
     }
 
     #[test]
@@ -424,37 +419,13 @@ mod tests {
             st.observe(&mut r, seq, &frag(b"LI", 0, b"a", 1));
         }
         // the first batch stops before the message that began in it
-        assert_eq!(
-            st.cut(1, 100),
-            Cut {
-                end: 2,
-                open: vec![]
-            }
-        );
+        assert_eq!(st.cut(1, 100), at(2, &[]));
         // the next begins with it: cut through, and its offset names its fragments
         let c = st.cut(2, 5);
-        assert_eq!(
-            c,
-            Cut {
-                end: 7,
-                open: vec![vec![2, 3]]
-            }
-        );
-        assert_eq!(
-            st.cut(7, 100),
-            Cut {
-                end: 21,
-                open: vec![vec![2, 3]]
-            }
-        );
+        assert_eq!(c, at(7, &[&[2, 3]]));
+        assert_eq!(st.cut(7, 100), at(21, &[&[2, 3]]));
         st.commit_at(21);
-        assert_eq!(
-            st.cut(21, 100),
-            Cut {
-                end: 21,
-                open: vec![vec![2, 3]]
-            }
-        );
+        assert_eq!(st.cut(21, 100), at(21, &[&[2, 3]]));
     }
 
     #[test]
@@ -477,39 +448,15 @@ mod tests {
             st.observe(&mut r, seq, &m);
         }
         assert_eq!(st.next, 12);
-        assert_eq!(
-            st.cut(12, 100),
-            Cut {
-                end: 12,
-                open: vec![vec![5, 9]]
-            }
-        );
+        assert_eq!(st.cut(12, 100), at(12, &[&[5, 9]]));
         st.observe(&mut r, 12, &frag(b"LI", 0, b"a", 1));
         st.observe(&mut r, 13, &frag(b"LI", 0, b"a", 1));
-        assert_eq!(
-            st.cut(12, 100),
-            Cut {
-                end: 14,
-                open: vec![vec![5, 9]]
-            }
-        );
+        assert_eq!(st.cut(12, 100), at(14, &[&[5, 9]]));
         st.observe(&mut r, 14, &frag(b"SL", 2, b"ef", 6));
         assert!(st.open.is_empty());
         assert_eq!(st.spans, [(vec![5, 9, 14], 14)]);
-        assert_eq!(
-            st.cut(12, 100),
-            Cut {
-                end: 15,
-                open: vec![]
-            }
-        );
-        assert_eq!(
-            st.cut(12, 2),
-            Cut {
-                end: 14,
-                open: vec![vec![5, 9]]
-            }
-        );
+        assert_eq!(st.cut(12, 100), at(15, &[]));
+        assert_eq!(st.cut(12, 2), at(14, &[&[5, 9]]));
     }
 
     #[test]
