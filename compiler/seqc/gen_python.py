@@ -94,6 +94,12 @@ def init_param(f: ir.Field) -> str:
     return arg.split(" ", 1)[1] if " " in arg and "=" not in arg else arg
 
 
+def init_params(fields: list[ir.Field]) -> str:
+    """The constructor's (and ``encode_fields``') parameters as Python writes them: the text of
+    their ``__signature__`` (keyword-only; defaults are None, (), "" or b"")."""
+    return ", ".join(["*", *map(init_param, fields)]) if fields else ""
+
+
 def init_value(f: ir.Field) -> str:
     n = f.name
     if f.kind == "group":
@@ -346,7 +352,7 @@ def environment() -> jinja2.Environment:
     env.filters["struct_path"] = lambda field, struct: f"{struct}.{field}"
     env.globals.update(
         ctype_of=ctype_of, attr_decl=attr_decl, init_arg=init_arg, init_value=init_value,
-        init_param=init_param, fill_stmts=fill_stmts, write_a=write_a, field_paths=field_paths,
+        init_param=init_param, init_params=init_params, fill_stmts=fill_stmts, write_a=write_a, field_paths=field_paths,
         read_expr=read_expr, write_stmt=write_stmt, value_to_py=value_to_py,
         docstring=docstring, mat_expr=mat_expr, field_path=field_path,
         group_seq=group_seq, field_doc=field_doc, view_doc=view_doc, builder_doc=builder_doc,
@@ -363,7 +369,7 @@ VIEW_FAST_METHODS = {"to_value": "_value", "to_dict": "_dict"}
 
 #: The ABI of ``seqbus._codec_support`` the generated modules are written for; the runtime's
 #: ``seqbus._codec_support.ABI`` must equal it (each generated module checks at import).
-SUPPORT_ABI = 7
+SUPPORT_ABI = 8
 
 
 def generate(schema: ir.Schema, python_package: str | None = None) -> dict[str, str]:

@@ -68,7 +68,7 @@ if _sys.byteorder != "little":
     raise ImportError("seqbus codecs need a little-endian host")
 
 #: The codec support ABI: generated modules name the one they were generated for.
-ABI = 7
+ABI = 8
 
 
 cdef int bad_byte(str msg, str field, Py_ssize_t off, str what, uint8_t b) except -1:
@@ -615,6 +615,38 @@ cdef object construct(object cls, dict fields):
 
 @cython.final
 @cython.no_gc
+cdef class Signature:
+    """The ``__signature__`` of a generated class or class function, for ``inspect``,
+    ``help()`` and notebooks (C-level callables have none of their own): a class attribute
+    that answers with an :class:`inspect.Signature`, built from the parameters' text on first
+    use, so that importing a codec neither imports :mod:`inspect` nor parses anything."""
+    cdef str _params
+    cdef object _sig
+
+    def __init__(self):
+        raise TypeError("Signature objects are made by generated codecs")
+
+    def __get__(self, obj, owner):
+        return self.get()
+
+    cdef object get(self):
+        if self._sig is None:
+            import inspect
+            ns = {}
+            exec(f"def f({self._params}): pass", ns)  # seqc's text: names and literals
+            self._sig = inspect.signature(ns["f"])
+        return self._sig
+
+
+cpdef object signature(str params):
+    """A :class:`Signature` of ``params`` (e.g. ``"*, qty, price=0"``)."""
+    cdef Signature s = Signature.__new__(Signature)
+    s._params = params
+    return s
+
+
+@cython.final
+@cython.no_gc
 cdef class ClassFunction:
     """A function of a generated message class (``encode_fields``, ``decode``): a vectorcall
     object that hands its arguments to a generated C function as they come (like the value
@@ -625,9 +657,14 @@ cdef class ClassFunction:
     cdef void* _vectorcall  # the generated function: the type's vectorcall offset points here
     cdef str _name
     cdef str _doc
+    cdef Signature _sig
 
     def __init__(self):
         raise TypeError("ClassFunction objects are made by generated codecs")
+
+    @property
+    def __signature__(self):
+        return self._sig.get()
 
     @property
     def __name__(self):
@@ -647,13 +684,16 @@ cdef class ClassFunction:
 
 
 
-cdef object class_function(void* vectorcall, str name, str doc):
-    """A :class:`ClassFunction` calling ``vectorcall`` (a vectorcallfunc)."""
+cdef object class_function(void* vectorcall, str name, str doc, str params):
+    """A :class:`ClassFunction` calling ``vectorcall`` (a vectorcallfunc); ``params``: its
+    parameters as Python would write them (its ``__signature__``)."""
     cdef ClassFunction f = ClassFunction.__new__(ClassFunction)
     f._vectorcall = vectorcall
     f._name = name
     f._doc = doc
+    f._sig = <Signature>signature(params)
     return f
+
 
 
 @cython.final

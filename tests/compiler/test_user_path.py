@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import enum
 import gc
+import inspect
+import pydoc
 from types import ModuleType
 from typing import Any
 
@@ -282,6 +284,31 @@ def test_encode_fields_is_a_keyword_only_function_of_the_class(exchange: ModuleT
         x.OrderAccepted.encode_fields(order_id=1)
     with pytest.raises(TypeError, match="made by generated codecs"):
         type(f)()
+
+
+def test_classes_and_class_functions_have_signatures(exchange: ModuleType) -> None:
+    """inspect, help() and notebooks see the parameters of what C-level callables take."""
+    x = exchange
+    msg = new_order(x)
+    fields = list(msg.to_dict())
+    sig = inspect.signature(x.NewOrder)
+    assert list(sig.parameters) == fields
+    assert {p.kind for p in sig.parameters.values()} == {inspect.Parameter.KEYWORD_ONLY}
+    assert sig.parameters["legs"].default == () and sig.parameters["memo"].default == b""
+    assert sig.parameters["order_id"].default is inspect.Parameter.empty
+    assert sig.bind(**msg.to_dict()).arguments == msg.to_dict()
+    assert inspect.signature(x.NewOrder.encode_fields) == sig
+    assert str(inspect.signature(x.NewOrder.decode)) == "(buf, offset=0, length=-1)"
+    assert str(inspect.signature(x.NewOrderView)) == "(buf, offset=0, length=-1)"
+    assert str(inspect.signature(x.NewOrderBuilder)) == "(buf, offset=0)"
+    assert str(inspect.signature(x.NewOrderLegsFills)) == "(*, qty, price)"
+    assert str(inspect.signature(x.Price)) == "(*, mantissa, exponent)"
+    # the signature says what the constructor takes: a missing required one fails both
+    with pytest.raises(TypeError, match="missing a required argument: 'exponent'"):
+        inspect.signature(x.Price).bind(mantissa=1)
+    with pytest.raises(TypeError, match="missing required keyword argument 'exponent'"):
+        x.Price(mantissa=1)
+    assert "encode_fields" in pydoc.render_doc(x.NewOrder)
 
 
 @pytest.mark.parametrize("bad, error, text", [

@@ -21,7 +21,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 7)
+_require_abi(__name__, 8)
 SCHEMA_ID = 7
 SCHEMA_VERSION = 2
 PACKAGE = "exchange"
@@ -223,6 +223,8 @@ cdef class Price:
     cdef public int64_t mantissa
     cdef public int8_t exponent
 
+
+    __signature__ = _s.signature('*, mantissa, exponent')
 
     def __init__(self, *, mantissa, exponent):
         # ``Price(...)`` does not come here: its vectorcall (_Price_new) parses the
@@ -669,6 +671,8 @@ cdef class NewOrderLegsFills:
     cdef public uint32_t qty
     cdef public int64_t price
 
+
+    __signature__ = _s.signature('*, qty, price')
 
     def __init__(self, *, qty, price):
         # ``NewOrderLegsFills(...)`` does not come here: its vectorcall (_NewOrderLegsFills_new) parses the
@@ -1181,6 +1185,8 @@ cdef class NewOrderLegs:
     cdef public list fills
 
 
+    __signature__ = _s.signature('*, symbol, ratio, side, fills=()')
+
     def __init__(self, *, symbol, ratio, side, fills=()):
         # ``NewOrderLegs(...)`` does not come here: its vectorcall (_NewOrderLegs_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -1498,6 +1504,8 @@ cdef class NewOrderView:
     TEMPLATE_ID = 1
     BLOCK_LENGTH = 54
 
+    __signature__ = _s.signature("buf, offset=0, length=-1")
+
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _NewOrderView_init(self, buf, offset, length)
 
@@ -1808,6 +1816,8 @@ cdef class NewOrderBuilder(_s.Writer):
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
 
+    __signature__ = _s.signature("buf, offset=0")
+
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
@@ -1966,6 +1976,8 @@ cdef class NewOrder:
     BLOCK_LENGTH = 54
 
 
+    __signature__ = _s.signature('*, order_id, client_id, symbol, side, price, quantity, stop_price=None, inst, expire_at=None, legs=(), account="", memo=b""')
+
     def __init__(self, *, order_id, client_id, symbol, side, price, quantity, stop_price=None, inst, expire_at=None, legs=(), account="", memo=b""):
         # ``NewOrder(...)`` does not come here: its vectorcall (_NewOrder_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -1994,14 +2006,16 @@ cdef class NewOrder:
     # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
     decode = _s.class_function(<void*>_NewOrder_decode, "NewOrder.decode", """NewOrder.decode(buf, offset=0, length=-1)
 
-        A zero-copy :class:`NewOrderView` over ``buf`` at ``offset`` (header included).""")
+        A zero-copy :class:`NewOrderView` over ``buf`` at ``offset`` (header included).""",
+        "buf, offset=0, length=-1")
 
     encode_fields = _s.class_function(<void*>_NewOrder_encode_fields, "NewOrder.encode_fields", """NewOrder.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``NewOrder(...).encode()``.""")
+        ints. The same bytes as ``NewOrder(...).encode()``.""",
+        '*, order_id, client_id, symbol, side, price, quantity, stop_price=None, inst, expire_at=None, legs=(), account="", memo=b""')
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
@@ -2326,6 +2340,8 @@ cdef class OrderAcceptedView:
     TEMPLATE_ID = 2
     BLOCK_LENGTH = 16
 
+    __signature__ = _s.signature("buf, offset=0, length=-1")
+
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _OrderAcceptedView_init(self, buf, offset, length)
 
@@ -2471,6 +2487,8 @@ cdef class OrderAcceptedBuilder(_s.Writer):
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
 
+    __signature__ = _s.signature("buf, offset=0")
+
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
@@ -2542,6 +2560,8 @@ cdef class OrderAccepted:
     BLOCK_LENGTH = 16
 
 
+    __signature__ = _s.signature('*, order_id, at')
+
     def __init__(self, *, order_id, at):
         # ``OrderAccepted(...)`` does not come here: its vectorcall (_OrderAccepted_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -2560,14 +2580,16 @@ cdef class OrderAccepted:
     # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
     decode = _s.class_function(<void*>_OrderAccepted_decode, "OrderAccepted.decode", """OrderAccepted.decode(buf, offset=0, length=-1)
 
-        A zero-copy :class:`OrderAcceptedView` over ``buf`` at ``offset`` (header included).""")
+        A zero-copy :class:`OrderAcceptedView` over ``buf`` at ``offset`` (header included).""",
+        "buf, offset=0, length=-1")
 
     encode_fields = _s.class_function(<void*>_OrderAccepted_encode_fields, "OrderAccepted.encode_fields", """OrderAccepted.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``OrderAccepted(...).encode()``.""")
+        ints. The same bytes as ``OrderAccepted(...).encode()``.""",
+        '*, order_id, at')
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
@@ -2803,6 +2825,8 @@ cdef class OrderRejectedView:
     TEMPLATE_ID = 3
     BLOCK_LENGTH = 17
 
+    __signature__ = _s.signature("buf, offset=0, length=-1")
+
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _OrderRejectedView_init(self, buf, offset, length)
 
@@ -2985,6 +3009,8 @@ cdef class OrderRejectedBuilder(_s.Writer):
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
 
+    __signature__ = _s.signature("buf, offset=0")
+
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
@@ -3069,6 +3095,8 @@ cdef class OrderRejected:
     BLOCK_LENGTH = 17
 
 
+    __signature__ = _s.signature('*, order_id, at, reason, text=""')
+
     def __init__(self, *, order_id, at, reason, text=""):
         # ``OrderRejected(...)`` does not come here: its vectorcall (_OrderRejected_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -3089,14 +3117,16 @@ cdef class OrderRejected:
     # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
     decode = _s.class_function(<void*>_OrderRejected_decode, "OrderRejected.decode", """OrderRejected.decode(buf, offset=0, length=-1)
 
-        A zero-copy :class:`OrderRejectedView` over ``buf`` at ``offset`` (header included).""")
+        A zero-copy :class:`OrderRejectedView` over ``buf`` at ``offset`` (header included).""",
+        "buf, offset=0, length=-1")
 
     encode_fields = _s.class_function(<void*>_OrderRejected_encode_fields, "OrderRejected.encode_fields", """OrderRejected.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``OrderRejected(...).encode()``.""")
+        ints. The same bytes as ``OrderRejected(...).encode()``.""",
+        '*, order_id, at, reason, text=""')
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
@@ -3330,6 +3360,8 @@ cdef class CancelOrderView:
     TEMPLATE_ID = 4
     BLOCK_LENGTH = 12
 
+    __signature__ = _s.signature("buf, offset=0, length=-1")
+
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _CancelOrderView_init(self, buf, offset, length)
 
@@ -3475,6 +3507,8 @@ cdef class CancelOrderBuilder(_s.Writer):
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
 
+    __signature__ = _s.signature("buf, offset=0")
+
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
@@ -3546,6 +3580,8 @@ cdef class CancelOrder:
     BLOCK_LENGTH = 12
 
 
+    __signature__ = _s.signature('*, order_id, client_id')
+
     def __init__(self, *, order_id, client_id):
         # ``CancelOrder(...)`` does not come here: its vectorcall (_CancelOrder_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -3564,14 +3600,16 @@ cdef class CancelOrder:
     # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
     decode = _s.class_function(<void*>_CancelOrder_decode, "CancelOrder.decode", """CancelOrder.decode(buf, offset=0, length=-1)
 
-        A zero-copy :class:`CancelOrderView` over ``buf`` at ``offset`` (header included).""")
+        A zero-copy :class:`CancelOrderView` over ``buf`` at ``offset`` (header included).""",
+        "buf, offset=0, length=-1")
 
     encode_fields = _s.class_function(<void*>_CancelOrder_encode_fields, "CancelOrder.encode_fields", """CancelOrder.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``CancelOrder(...).encode()``.""")
+        ints. The same bytes as ``CancelOrder(...).encode()``.""",
+        '*, order_id, client_id')
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
@@ -3793,6 +3831,8 @@ cdef class OrderCancelledView:
     TEMPLATE_ID = 5
     BLOCK_LENGTH = 20
 
+    __signature__ = _s.signature("buf, offset=0, length=-1")
+
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _OrderCancelledView_init(self, buf, offset, length)
 
@@ -3952,6 +3992,8 @@ cdef class OrderCancelledBuilder(_s.Writer):
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
 
+    __signature__ = _s.signature("buf, offset=0")
+
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
@@ -4029,6 +4071,8 @@ cdef class OrderCancelled:
     BLOCK_LENGTH = 20
 
 
+    __signature__ = _s.signature('*, order_id, at, cancelled_quantity')
+
     def __init__(self, *, order_id, at, cancelled_quantity):
         # ``OrderCancelled(...)`` does not come here: its vectorcall (_OrderCancelled_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -4048,14 +4092,16 @@ cdef class OrderCancelled:
     # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
     decode = _s.class_function(<void*>_OrderCancelled_decode, "OrderCancelled.decode", """OrderCancelled.decode(buf, offset=0, length=-1)
 
-        A zero-copy :class:`OrderCancelledView` over ``buf`` at ``offset`` (header included).""")
+        A zero-copy :class:`OrderCancelledView` over ``buf`` at ``offset`` (header included).""",
+        "buf, offset=0, length=-1")
 
     encode_fields = _s.class_function(<void*>_OrderCancelled_encode_fields, "OrderCancelled.encode_fields", """OrderCancelled.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``OrderCancelled(...).encode()``.""")
+        ints. The same bytes as ``OrderCancelled(...).encode()``.""",
+        '*, order_id, at, cancelled_quantity')
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
@@ -4311,6 +4357,8 @@ cdef class TradeView:
     TEMPLATE_ID = 6
     BLOCK_LENGTH = 54
 
+    __signature__ = _s.signature("buf, offset=0, length=-1")
+
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _TradeView_init(self, buf, offset, length)
 
@@ -4540,6 +4588,8 @@ cdef class TradeBuilder(_s.Writer):
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
 
+    __signature__ = _s.signature("buf, offset=0")
+
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
@@ -4647,6 +4697,8 @@ cdef class Trade:
     BLOCK_LENGTH = 54
 
 
+    __signature__ = _s.signature('*, trade_id, symbol, price, quantity, buy_order_id, sell_order_id, aggressor, at')
+
     def __init__(self, *, trade_id, symbol, price, quantity, buy_order_id, sell_order_id, aggressor, at):
         # ``Trade(...)`` does not come here: its vectorcall (_Trade_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -4671,14 +4723,16 @@ cdef class Trade:
     # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
     decode = _s.class_function(<void*>_Trade_decode, "Trade.decode", """Trade.decode(buf, offset=0, length=-1)
 
-        A zero-copy :class:`TradeView` over ``buf`` at ``offset`` (header included).""")
+        A zero-copy :class:`TradeView` over ``buf`` at ``offset`` (header included).""",
+        "buf, offset=0, length=-1")
 
     encode_fields = _s.class_function(<void*>_Trade_encode_fields, "Trade.encode_fields", """Trade.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``Trade(...).encode()``.""")
+        ints. The same bytes as ``Trade(...).encode()``.""",
+        '*, trade_id, symbol, price, quantity, buy_order_id, sell_order_id, aggressor, at')
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
@@ -5232,6 +5286,8 @@ cdef class BookUpdateLevels:
     cdef public uint32_t orders
 
 
+    __signature__ = _s.signature('*, side, price, quantity, orders')
+
     def __init__(self, *, side, price, quantity, orders):
         # ``BookUpdateLevels(...)`` does not come here: its vectorcall (_BookUpdateLevels_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -5462,6 +5518,8 @@ cdef class BookUpdateView:
     TEMPLATE_ID = 7
     BLOCK_LENGTH = 16
 
+    __signature__ = _s.signature("buf, offset=0, length=-1")
+
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _BookUpdateView_init(self, buf, offset, length)
 
@@ -5624,6 +5682,8 @@ cdef class BookUpdateBuilder(_s.Writer):
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
 
+    __signature__ = _s.signature("buf, offset=0")
+
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
@@ -5718,6 +5778,8 @@ cdef class BookUpdate:
     BLOCK_LENGTH = 16
 
 
+    __signature__ = _s.signature('*, symbol, at, levels=()')
+
     def __init__(self, *, symbol, at, levels=()):
         # ``BookUpdate(...)`` does not come here: its vectorcall (_BookUpdate_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -5737,14 +5799,16 @@ cdef class BookUpdate:
     # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
     decode = _s.class_function(<void*>_BookUpdate_decode, "BookUpdate.decode", """BookUpdate.decode(buf, offset=0, length=-1)
 
-        A zero-copy :class:`BookUpdateView` over ``buf`` at ``offset`` (header included).""")
+        A zero-copy :class:`BookUpdateView` over ``buf`` at ``offset`` (header included).""",
+        "buf, offset=0, length=-1")
 
     encode_fields = _s.class_function(<void*>_BookUpdate_encode_fields, "BookUpdate.encode_fields", """BookUpdate.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``BookUpdate(...).encode()``.""")
+        ints. The same bytes as ``BookUpdate(...).encode()``.""",
+        '*, symbol, at, levels=()')
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""

@@ -21,7 +21,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 7)
+_require_abi(__name__, 8)
 SCHEMA_ID = 2
 SCHEMA_VERSION = 1
 PACKAGE = "pingpong"
@@ -119,6 +119,8 @@ cdef class PingView:
 
     TEMPLATE_ID = 1
     BLOCK_LENGTH = 16
+
+    __signature__ = _s.signature("buf, offset=0, length=-1")
 
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _PingView_init(self, buf, offset, length)
@@ -265,6 +267,8 @@ cdef class PingBuilder(_s.Writer):
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
 
+    __signature__ = _s.signature("buf, offset=0")
+
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
@@ -336,6 +340,8 @@ cdef class Ping:
     BLOCK_LENGTH = 16
 
 
+    __signature__ = _s.signature('*, id, sent_at_ns')
+
     def __init__(self, *, id, sent_at_ns):
         # ``Ping(...)`` does not come here: its vectorcall (_Ping_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -354,14 +360,16 @@ cdef class Ping:
     # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
     decode = _s.class_function(<void*>_Ping_decode, "Ping.decode", """Ping.decode(buf, offset=0, length=-1)
 
-        A zero-copy :class:`PingView` over ``buf`` at ``offset`` (header included).""")
+        A zero-copy :class:`PingView` over ``buf`` at ``offset`` (header included).""",
+        "buf, offset=0, length=-1")
 
     encode_fields = _s.class_function(<void*>_Ping_encode_fields, "Ping.encode_fields", """Ping.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``Ping(...).encode()``.""")
+        ints. The same bytes as ``Ping(...).encode()``.""",
+        '*, id, sent_at_ns')
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
@@ -578,6 +586,8 @@ cdef class PongView:
     TEMPLATE_ID = 2
     BLOCK_LENGTH = 16
 
+    __signature__ = _s.signature("buf, offset=0, length=-1")
+
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _PongView_init(self, buf, offset, length)
 
@@ -723,6 +733,8 @@ cdef class PongBuilder(_s.Writer):
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
 
+    __signature__ = _s.signature("buf, offset=0")
+
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
@@ -794,6 +806,8 @@ cdef class Pong:
     BLOCK_LENGTH = 16
 
 
+    __signature__ = _s.signature('*, id, ping_sent_at_ns')
+
     def __init__(self, *, id, ping_sent_at_ns):
         # ``Pong(...)`` does not come here: its vectorcall (_Pong_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -812,14 +826,16 @@ cdef class Pong:
     # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
     decode = _s.class_function(<void*>_Pong_decode, "Pong.decode", """Pong.decode(buf, offset=0, length=-1)
 
-        A zero-copy :class:`PongView` over ``buf`` at ``offset`` (header included).""")
+        A zero-copy :class:`PongView` over ``buf`` at ``offset`` (header included).""",
+        "buf, offset=0, length=-1")
 
     encode_fields = _s.class_function(<void*>_Pong_encode_fields, "Pong.encode_fields", """Pong.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``Pong(...).encode()``.""")
+        ints. The same bytes as ``Pong(...).encode()``.""",
+        '*, id, ping_sent_at_ns')
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""

@@ -23,7 +23,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 7)
+_require_abi(__name__, 8)
 SCHEMA_ID = 1
 SCHEMA_VERSION = 2
 PACKAGE = "bus"
@@ -190,6 +190,8 @@ cdef class Envelope:
     cdef public object flags
     cdef public uint32_t body_length
 
+
+    __signature__ = _s.signature('*, timestamp_ns, command_seq, account, instance, kind, flags, body_length')
 
     def __init__(self, *, timestamp_ns, command_seq, account, instance, kind, flags, body_length):
         # ``Envelope(...)`` does not come here: its vectorcall (_Envelope_new) parses the
@@ -456,6 +458,8 @@ cdef class ClockTickView:
     TEMPLATE_ID = 1
     BLOCK_LENGTH = 0
 
+    __signature__ = _s.signature("buf, offset=0, length=-1")
+
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _ClockTickView_init(self, buf, offset, length)
 
@@ -573,6 +577,8 @@ cdef class ClockTickBuilder(_s.Writer):
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
 
+    __signature__ = _s.signature("buf, offset=0")
+
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
@@ -632,6 +638,8 @@ cdef class ClockTick:
     BLOCK_LENGTH = 0
 
 
+    __signature__ = _s.signature('')
+
     def __init__(self):
         # ``ClockTick(...)`` does not come here: its vectorcall (_ClockTick_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -648,14 +656,16 @@ cdef class ClockTick:
     # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
     decode = _s.class_function(<void*>_ClockTick_decode, "ClockTick.decode", """ClockTick.decode(buf, offset=0, length=-1)
 
-        A zero-copy :class:`ClockTickView` over ``buf`` at ``offset`` (header included).""")
+        A zero-copy :class:`ClockTickView` over ``buf`` at ``offset`` (header included).""",
+        "buf, offset=0, length=-1")
 
     encode_fields = _s.class_function(<void*>_ClockTick_encode_fields, "ClockTick.encode_fields", """ClockTick.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``ClockTick(...).encode()``.""")
+        ints. The same bytes as ``ClockTick(...).encode()``.""",
+        '')
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
@@ -849,6 +859,8 @@ cdef class SessionStartView:
     TEMPLATE_ID = 2
     BLOCK_LENGTH = 10
 
+    __signature__ = _s.signature("buf, offset=0, length=-1")
+
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _SessionStartView_init(self, buf, offset, length)
 
@@ -980,6 +992,8 @@ cdef class SessionStartBuilder(_s.Writer):
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
 
+    __signature__ = _s.signature("buf, offset=0")
+
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
@@ -1045,6 +1059,8 @@ cdef class SessionStart:
     BLOCK_LENGTH = 10
 
 
+    __signature__ = _s.signature('*, session')
+
     def __init__(self, *, session):
         # ``SessionStart(...)`` does not come here: its vectorcall (_SessionStart_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -1062,14 +1078,16 @@ cdef class SessionStart:
     # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
     decode = _s.class_function(<void*>_SessionStart_decode, "SessionStart.decode", """SessionStart.decode(buf, offset=0, length=-1)
 
-        A zero-copy :class:`SessionStartView` over ``buf`` at ``offset`` (header included).""")
+        A zero-copy :class:`SessionStartView` over ``buf`` at ``offset`` (header included).""",
+        "buf, offset=0, length=-1")
 
     encode_fields = _s.class_function(<void*>_SessionStart_encode_fields, "SessionStart.encode_fields", """SessionStart.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``SessionStart(...).encode()``.""")
+        ints. The same bytes as ``SessionStart(...).encode()``.""",
+        '*, session')
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
@@ -1295,6 +1313,8 @@ cdef class SenderStateView:
     TEMPLATE_ID = 3
     BLOCK_LENGTH = 28
 
+    __signature__ = _s.signature("buf, offset=0, length=-1")
+
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _SenderStateView_init(self, buf, offset, length)
 
@@ -1482,6 +1502,8 @@ cdef class SenderStateBuilder(_s.Writer):
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
 
+    __signature__ = _s.signature("buf, offset=0")
+
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
@@ -1574,6 +1596,8 @@ cdef class SenderState:
     BLOCK_LENGTH = 28
 
 
+    __signature__ = _s.signature('*, next_command_seq, account, instance, term, leader')
+
     def __init__(self, *, next_command_seq, account, instance, term, leader):
         # ``SenderState(...)`` does not come here: its vectorcall (_SenderState_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -1595,14 +1619,16 @@ cdef class SenderState:
     # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
     decode = _s.class_function(<void*>_SenderState_decode, "SenderState.decode", """SenderState.decode(buf, offset=0, length=-1)
 
-        A zero-copy :class:`SenderStateView` over ``buf`` at ``offset`` (header included).""")
+        A zero-copy :class:`SenderStateView` over ``buf`` at ``offset`` (header included).""",
+        "buf, offset=0, length=-1")
 
     encode_fields = _s.class_function(<void*>_SenderState_encode_fields, "SenderState.encode_fields", """SenderState.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``SenderState(...).encode()``.""")
+        ints. The same bytes as ``SenderState(...).encode()``.""",
+        '*, next_command_seq, account, instance, term, leader')
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
@@ -2071,6 +2097,8 @@ cdef class AdminCommandArgs:
     cdef public object value
 
 
+    __signature__ = _s.signature('*, value=""')
+
     def __init__(self, *, value=""):
         # ``AdminCommandArgs(...)`` does not come here: its vectorcall (_AdminCommandArgs_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -2292,6 +2320,8 @@ cdef class AdminCommandView:
     TEMPLATE_ID = 4
     BLOCK_LENGTH = 16
 
+    __signature__ = _s.signature("buf, offset=0, length=-1")
+
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _AdminCommandView_init(self, buf, offset, length)
 
@@ -2477,6 +2507,8 @@ cdef class AdminCommandBuilder(_s.Writer):
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
 
+    __signature__ = _s.signature("buf, offset=0")
+
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
@@ -2583,6 +2615,8 @@ cdef class AdminCommand:
     BLOCK_LENGTH = 16
 
 
+    __signature__ = _s.signature('*, target, request_id, name="", args=()')
+
     def __init__(self, *, target, request_id, name="", args=()):
         # ``AdminCommand(...)`` does not come here: its vectorcall (_AdminCommand_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -2603,14 +2637,16 @@ cdef class AdminCommand:
     # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
     decode = _s.class_function(<void*>_AdminCommand_decode, "AdminCommand.decode", """AdminCommand.decode(buf, offset=0, length=-1)
 
-        A zero-copy :class:`AdminCommandView` over ``buf`` at ``offset`` (header included).""")
+        A zero-copy :class:`AdminCommandView` over ``buf`` at ``offset`` (header included).""",
+        "buf, offset=0, length=-1")
 
     encode_fields = _s.class_function(<void*>_AdminCommand_encode_fields, "AdminCommand.encode_fields", """AdminCommand.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``AdminCommand(...).encode()``.""")
+        ints. The same bytes as ``AdminCommand(...).encode()``.""",
+        '*, target, request_id, name="", args=()')
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
@@ -2895,6 +2931,8 @@ cdef class AdminReplyView:
     TEMPLATE_ID = 5
     BLOCK_LENGTH = 25
 
+    __signature__ = _s.signature("buf, offset=0, length=-1")
+
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _AdminReplyView_init(self, buf, offset, length)
 
@@ -3114,6 +3152,8 @@ cdef class AdminReplyBuilder(_s.Writer):
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
 
+    __signature__ = _s.signature("buf, offset=0")
+
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
@@ -3212,6 +3252,8 @@ cdef class AdminReply:
     BLOCK_LENGTH = 25
 
 
+    __signature__ = _s.signature('*, command_sequence, request_id, requester, status, name="", text=""')
+
     def __init__(self, *, command_sequence, request_id, requester, status, name="", text=""):
         # ``AdminReply(...)`` does not come here: its vectorcall (_AdminReply_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -3234,14 +3276,16 @@ cdef class AdminReply:
     # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
     decode = _s.class_function(<void*>_AdminReply_decode, "AdminReply.decode", """AdminReply.decode(buf, offset=0, length=-1)
 
-        A zero-copy :class:`AdminReplyView` over ``buf`` at ``offset`` (header included).""")
+        A zero-copy :class:`AdminReplyView` over ``buf`` at ``offset`` (header included).""",
+        "buf, offset=0, length=-1")
 
     encode_fields = _s.class_function(<void*>_AdminReply_encode_fields, "AdminReply.encode_fields", """AdminReply.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``AdminReply(...).encode()``.""")
+        ints. The same bytes as ``AdminReply(...).encode()``.""",
+        '*, command_sequence, request_id, requester, status, name="", text=""')
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
@@ -3500,6 +3544,8 @@ cdef class EpochView:
     TEMPLATE_ID = 6
     BLOCK_LENGTH = 12
 
+    __signature__ = _s.signature("buf, offset=0, length=-1")
+
     def __init__(self, buf, Py_ssize_t offset=0, Py_ssize_t length=-1):
         _EpochView_init(self, buf, offset, length)
 
@@ -3659,6 +3705,8 @@ cdef class EpochBuilder(_s.Writer):
     Set fixed fields in any order; start groups and set variable-length fields in declaration order; ``finish()`` returns the length.
     """
 
+    __signature__ = _s.signature("buf, offset=0")
+
     def __init__(self, buf, Py_ssize_t offset=0):
         cdef uint8_t* q
         self._c = _s.cursor(buf, offset)
@@ -3739,6 +3787,8 @@ cdef class Epoch:
     BLOCK_LENGTH = 12
 
 
+    __signature__ = _s.signature('*, term, leader, previous_leader')
+
     def __init__(self, *, term, leader, previous_leader):
         # ``Epoch(...)`` does not come here: its vectorcall (_Epoch_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -3758,14 +3808,16 @@ cdef class Epoch:
     # vectorcall objects, not staticmethods: see seqbus._codec_support.ClassFunction
     decode = _s.class_function(<void*>_Epoch_decode, "Epoch.decode", """Epoch.decode(buf, offset=0, length=-1)
 
-        A zero-copy :class:`EpochView` over ``buf`` at ``offset`` (header included).""")
+        A zero-copy :class:`EpochView` over ``buf`` at ``offset`` (header included).""",
+        "buf, offset=0, length=-1")
 
     encode_fields = _s.class_function(<void*>_Epoch_encode_fields, "Epoch.encode_fields", """Epoch.encode_fields(**fields)
 
         The message as bytes, from its fields, with no value object built: the arguments
         of the constructor; group entries as values, tuples of their fields (declaration
         order) or dicts, structs as values, tuples or dicts, enums and flags as members or
-        ints. The same bytes as ``Epoch(...).encode()``.""")
+        ints. The same bytes as ``Epoch(...).encode()``.""",
+        '*, term, leader, previous_leader')
 
     def encode(self):
         """The message as bytes: 8-byte header, block, groups, variable-length data."""
