@@ -6000,7 +6000,7 @@ cdef NewOrderView _NewOrderView_lend(object buf, Py_ssize_t offset, Py_ssize_t l
     return v
 
 
-cdef inline void _NewOrderView_return(NewOrderView v):
+cdef inline void _NewOrderView_return(NewOrderView v) noexcept:
     # the dispatch's reference and the module's, and the module's is still to this one (a
     # handler that dispatched again may have had a new one lent): the handler kept none
     if v is _NewOrderView_lent and Py_REFCNT(v) == 2:
@@ -6023,7 +6023,7 @@ cdef OrderAcceptedView _OrderAcceptedView_lend(object buf, Py_ssize_t offset, Py
     return v
 
 
-cdef inline void _OrderAcceptedView_return(OrderAcceptedView v):
+cdef inline void _OrderAcceptedView_return(OrderAcceptedView v) noexcept:
     # the dispatch's reference and the module's, and the module's is still to this one (a
     # handler that dispatched again may have had a new one lent): the handler kept none
     if v is _OrderAcceptedView_lent and Py_REFCNT(v) == 2:
@@ -6046,7 +6046,7 @@ cdef OrderRejectedView _OrderRejectedView_lend(object buf, Py_ssize_t offset, Py
     return v
 
 
-cdef inline void _OrderRejectedView_return(OrderRejectedView v):
+cdef inline void _OrderRejectedView_return(OrderRejectedView v) noexcept:
     # the dispatch's reference and the module's, and the module's is still to this one (a
     # handler that dispatched again may have had a new one lent): the handler kept none
     if v is _OrderRejectedView_lent and Py_REFCNT(v) == 2:
@@ -6069,7 +6069,7 @@ cdef CancelOrderView _CancelOrderView_lend(object buf, Py_ssize_t offset, Py_ssi
     return v
 
 
-cdef inline void _CancelOrderView_return(CancelOrderView v):
+cdef inline void _CancelOrderView_return(CancelOrderView v) noexcept:
     # the dispatch's reference and the module's, and the module's is still to this one (a
     # handler that dispatched again may have had a new one lent): the handler kept none
     if v is _CancelOrderView_lent and Py_REFCNT(v) == 2:
@@ -6092,7 +6092,7 @@ cdef OrderCancelledView _OrderCancelledView_lend(object buf, Py_ssize_t offset, 
     return v
 
 
-cdef inline void _OrderCancelledView_return(OrderCancelledView v):
+cdef inline void _OrderCancelledView_return(OrderCancelledView v) noexcept:
     # the dispatch's reference and the module's, and the module's is still to this one (a
     # handler that dispatched again may have had a new one lent): the handler kept none
     if v is _OrderCancelledView_lent and Py_REFCNT(v) == 2:
@@ -6115,7 +6115,7 @@ cdef TradeView _TradeView_lend(object buf, Py_ssize_t offset, Py_ssize_t length)
     return v
 
 
-cdef inline void _TradeView_return(TradeView v):
+cdef inline void _TradeView_return(TradeView v) noexcept:
     # the dispatch's reference and the module's, and the module's is still to this one (a
     # handler that dispatched again may have had a new one lent): the handler kept none
     if v is _TradeView_lent and Py_REFCNT(v) == 2:
@@ -6138,7 +6138,7 @@ cdef BookUpdateView _BookUpdateView_lend(object buf, Py_ssize_t offset, Py_ssize
     return v
 
 
-cdef inline void _BookUpdateView_return(BookUpdateView v):
+cdef inline void _BookUpdateView_return(BookUpdateView v) noexcept:
     # the dispatch's reference and the module's, and the module's is still to this one (a
     # handler that dispatched again may have had a new one lent): the handler kept none
     if v is _BookUpdateView_lent and Py_REFCNT(v) == 2:

@@ -1001,7 +1001,7 @@ cdef PingView _PingView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
     return v
 
 
-cdef inline void _PingView_return(PingView v):
+cdef inline void _PingView_return(PingView v) noexcept:
     # the dispatch's reference and the module's, and the module's is still to this one (a
     # handler that dispatched again may have had a new one lent): the handler kept none
     if v is _PingView_lent and Py_REFCNT(v) == 2:
@@ -1024,7 +1024,7 @@ cdef PongView _PongView_lend(object buf, Py_ssize_t offset, Py_ssize_t length):
     return v
 
 
-cdef inline void _PongView_return(PongView v):
+cdef inline void _PongView_return(PongView v) noexcept:
     # the dispatch's reference and the module's, and the module's is still to this one (a
     # handler that dispatched again may have had a new one lent): the handler kept none
     if v is _PongView_lent and Py_REFCNT(v) == 2:

@@ -3996,7 +3996,7 @@ cdef ClockTickView _ClockTickView_lend(object buf, Py_ssize_t offset, Py_ssize_t
     return v
 
 
-cdef inline void _ClockTickView_return(ClockTickView v):
+cdef inline void _ClockTickView_return(ClockTickView v) noexcept:
     # the dispatch's reference and the module's, and the module's is still to this one (a
     # handler that dispatched again may have had a new one lent): the handler kept none
     if v is _ClockTickView_lent and Py_REFCNT(v) == 2:
@@ -4019,7 +4019,7 @@ cdef SessionStartView _SessionStartView_lend(object buf, Py_ssize_t offset, Py_s
     return v
 
 
-cdef inline void _SessionStartView_return(SessionStartView v):
+cdef inline void _SessionStartView_return(SessionStartView v) noexcept:
     # the dispatch's reference and the module's, and the module's is still to this one (a
     # handler that dispatched again may have had a new one lent): the handler kept none
     if v is _SessionStartView_lent and Py_REFCNT(v) == 2:
@@ -4042,7 +4042,7 @@ cdef SenderStateView _SenderStateView_lend(object buf, Py_ssize_t offset, Py_ssi
     return v
 
 
-cdef inline void _SenderStateView_return(SenderStateView v):
+cdef inline void _SenderStateView_return(SenderStateView v) noexcept:
     # the dispatch's reference and the module's, and the module's is still to this one (a
     # handler that dispatched again may have had a new one lent): the handler kept none
     if v is _SenderStateView_lent and Py_REFCNT(v) == 2:
@@ -4065,7 +4065,7 @@ cdef AdminCommandView _AdminCommandView_lend(object buf, Py_ssize_t offset, Py_s
     return v
 
 
-cdef inline void _AdminCommandView_return(AdminCommandView v):
+cdef inline void _AdminCommandView_return(AdminCommandView v) noexcept:
     # the dispatch's reference and the module's, and the module's is still to this one (a
     # handler that dispatched again may have had a new one lent): the handler kept none
     if v is _AdminCommandView_lent and Py_REFCNT(v) == 2:
@@ -4088,7 +4088,7 @@ cdef AdminReplyView _AdminReplyView_lend(object buf, Py_ssize_t offset, Py_ssize
     return v
 
 
-cdef inline void _AdminReplyView_return(AdminReplyView v):
+cdef inline void _AdminReplyView_return(AdminReplyView v) noexcept:
     # the dispatch's reference and the module's, and the module's is still to this one (a
     # handler that dispatched again may have had a new one lent): the handler kept none
     if v is _AdminReplyView_lent and Py_REFCNT(v) == 2:
@@ -4111,7 +4111,7 @@ cdef EpochView _EpochView_lend(object buf, Py_ssize_t offset, Py_ssize_t length)
     return v
 
 
-cdef inline void _EpochView_return(EpochView v):
+cdef inline void _EpochView_return(EpochView v) noexcept:
     # the dispatch's reference and the module's, and the module's is still to this one (a
     # handler that dispatched again may have had a new one lent): the handler kept none
     if v is _EpochView_lent and Py_REFCNT(v) == 2:
