@@ -10,11 +10,20 @@ use std::time::{Duration, Instant};
 use common::*;
 use seqbus_net::{Config, NodeClient, NodeOptions, SendError, Start, RECORD_CAUGHT_UP};
 
+/// Starts the sequencer's binary and returns once it has bound its sockets.
 fn spawn_sequencer(cfg_path: &std::path::Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_seqbus-sequencer"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_seqbus-sequencer"))
         .arg(cfg_path)
         .spawn()
-        .unwrap()
+        .unwrap();
+    let cfg = Config::from_path(cfg_path).unwrap();
+    let bound = wait_bound(&cfg, || child.try_wait().unwrap().is_some());
+    assert!(
+        bound,
+        "the sequencer exited before it was bound: {:?}",
+        child.try_wait()
+    );
+    child
 }
 
 /// Sends `n` bodies from `c`, polling (into `got`) whenever the window is full.
@@ -47,9 +56,13 @@ fn app_from(recs: &[Rec], tag: u8) -> Vec<u32> {
 }
 
 fn wait_caught_up(c: &mut NodeClient, got: &mut Vec<Rec>) {
-    assert!(poll_until(c, got, Duration::from_secs(20), |r| r
-        .iter()
-        .any(|x| x.0 == RECORD_CAUGHT_UP)));
+    let caught_up = |r: &[Rec]| r.iter().any(|x| x.0 == RECORD_CAUGHT_UP);
+    assert!(
+        poll_until(c, got, Duration::from_secs(20), caught_up),
+        "not caught up in 20 s, {} records: {:?}",
+        got.len(),
+        c.stats()
+    );
 }
 
 fn config_text(dir: &std::path::Path, fsync: &str) -> String {

@@ -1,23 +1,44 @@
 //! Helpers of the real-socket tests.
 #![allow(dead_code)]
 
+use std::collections::BTreeSet;
 use std::net::UdpSocket;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use seqbus_net::{Config, NodeClient, RECORD_HEADER_LEN, RECORD_MESSAGE};
 
-/// A free UDP port on 127.0.0.1.
+/// A free UDP port on 127.0.0.1, never one this process was given before (the kernel hands
+/// a port just let go out again, and one configuration's two roles must not share one).
 pub fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let port = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if GIVEN.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
+}
+
+/// Whether a UDP socket of this network namespace is bound to `port`: read from
+/// `/proc/net/udp`, not probed with a bind that would take the port for a moment itself.
+pub fn udp_bound(port: u16) -> bool {
+    let suffix = format!(":{port:04X}");
+    std::fs::read_to_string("/proc/net/udp").is_ok_and(|t| {
+        t.lines().skip(1).any(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|a| a.ends_with(&suffix))
+        })
+    })
 }
 
 /// Runs the calling test inside a private network namespace (where multicast on `lo`
@@ -105,10 +126,38 @@ pub struct Running {
     pub handle: Option<JoinHandle<Result<(), seqbus_net::Error>>>,
 }
 
+/// Waits until the sequencer of `cfg` has bound its upstream (and in-process replayer)
+/// sockets, so that no node's ephemeral socket can take their ports first; false as soon as
+/// `gone` says the sequencer stopped first.
+pub fn wait_bound(cfg: &Config, mut gone: impl FnMut() -> bool) -> bool {
+    let mut ports = vec![cfg.sequencer.upstream.port()];
+    if cfg.sequencer.replayer_in_process {
+        ports.push(cfg.replayer.listen.port());
+    }
+    let end = Instant::now() + Duration::from_secs(20);
+    while !ports.iter().all(|&p| udp_bound(p)) {
+        if gone() {
+            return false;
+        }
+        assert!(
+            Instant::now() < end,
+            "the sequencer did not bind {ports:?} in 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    true
+}
+
+/// Starts a sequencer on a thread and returns once it is bound ([`wait_bound`]). A sequencer
+/// that stops before that (it could not bind, say) fails the test with its error.
 pub fn start_sequencer(cfg: &Config) -> Running {
     let stop = Arc::new(AtomicBool::new(false));
-    let (cfg, s) = (cfg.clone(), stop.clone());
-    let handle = std::thread::spawn(move || seqbus_net::run_sequencer(&cfg, s));
+    let (c, s) = (cfg.clone(), stop.clone());
+    let handle = std::thread::spawn(move || seqbus_net::run_sequencer(&c, s));
+    if !wait_bound(cfg, || handle.is_finished()) {
+        let r = handle.join().expect("the sequencer thread panicked");
+        panic!("the sequencer stopped before it was bound: {r:?}");
+    }
     Running {
         stop,
         handle: Some(handle),
