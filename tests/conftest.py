@@ -22,6 +22,16 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 
 
+def udp_bound(port: int) -> bool:
+    """Whether a UDP socket of this network namespace is bound to ``port`` (on any address):
+    read from ``/proc/net/udp``, not probed with a bind of our own, which would hold the port
+    for a moment, and a sequencer binding it in that moment would fail to start."""
+    suffix = f":{port:04X}"
+    with open("/proc/net/udp") as f:
+        next(f)  # the header
+        return any(line.split()[1].endswith(suffix) for line in f)
+
+
 def multicast_unavailable_reason() -> str | None:
     """Why UDP multicast on loopback cannot be used here, or None when it can."""
     if os.environ.get("SEQBUS_NO_NETNS") == "1":

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import errno
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import free_udp_port
+from tests.conftest import free_udp_port, udp_bound
 
 
 @dataclass
@@ -20,20 +18,11 @@ class Bus:
     group: str = "239.7.7.7"
 
 
-def udp_port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError as exc:
-            return exc.errno == errno.EADDRINUSE
-        return False
-
-
 def wait_udp_bound(port: int, timeout: float) -> bool:
-    """True once something has bound 127.0.0.1:port, False after ``timeout`` seconds."""
+    """True once something has bound ``port``, False after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if udp_port_in_use(port):
+        if udp_bound(port):
             return True
         time.sleep(0.05)
     return False

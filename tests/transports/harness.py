@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.conftest import ROOT, free_tcp_port, free_udp_port
+from tests.conftest import ROOT, free_tcp_port, free_udp_port, udp_bound as udp_bound
 
 TARGET = ROOT / "rust" / "target"
 BINARY = TARGET / "release" / "examples" / "transport_bus"
@@ -101,15 +101,6 @@ capacity = 16777216
         p.write_text(text)
         node_paths[n] = p
     return Bus(path, node_paths, upstream, tcp, ring)
-
-
-def udp_bound(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-        return False
 
 
 def tcp_listening(port: int) -> bool:
