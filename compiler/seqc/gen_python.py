@@ -352,7 +352,8 @@ def environment() -> jinja2.Environment:
     env.filters["struct_path"] = lambda field, struct: f"{struct}.{field}"
     env.globals.update(
         ctype_of=ctype_of, attr_decl=attr_decl, init_arg=init_arg, init_value=init_value,
-        init_param=init_param, init_params=init_params, fill_stmts=fill_stmts, write_a=write_a, field_paths=field_paths,
+        init_param=init_param, init_params=init_params, fill_stmts=fill_stmts, write_a=write_a,
+        field_paths=field_paths,
         read_expr=read_expr, write_stmt=write_stmt, value_to_py=value_to_py,
         docstring=docstring, mat_expr=mat_expr, field_path=field_path,
         group_seq=group_seq, field_doc=field_doc, view_doc=view_doc, builder_doc=builder_doc,

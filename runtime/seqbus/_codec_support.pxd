@@ -349,7 +349,7 @@ cdef object enum_of_checked(object v, object cls, dict members, str where)
 cdef object flags_of_checked(object v, object cls, dict cache, uint64_t limit, str where)
 cdef object construct(object cls, dict fields)
 cdef object class_function(void* vectorcall, str name, str doc, str params)
-cpdef object signature(str params)
+cdef object signature(str params)
 ctypedef object (*method_fn)(object)
 cdef object bound_method(object self, method_fn fn, const char* name)
 cdef object view_args(PyObject** args, size_t nargsf, PyObject* kwnames, Py_ssize_t* offset,

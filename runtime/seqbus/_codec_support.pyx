@@ -638,7 +638,7 @@ cdef class Signature:
         return self._sig
 
 
-cpdef object signature(str params):
+cdef object signature(str params):
     """A :class:`Signature` of ``params`` (e.g. ``"*, qty, price=0"``)."""
     cdef Signature s = Signature.__new__(Signature)
     s._params = params
@@ -682,8 +682,6 @@ cdef class ClassFunction:
         return f"<function {self._name}>"
 
 
-
-
 cdef object class_function(void* vectorcall, str name, str doc, str params):
     """A :class:`ClassFunction` calling ``vectorcall`` (a vectorcallfunc); ``params``: its
     parameters as Python would write them (its ``__signature__``)."""
@@ -693,7 +691,6 @@ cdef object class_function(void* vectorcall, str name, str doc, str params):
     f._doc = doc
     f._sig = <Signature>signature(params)
     return f
-
 
 
 @cython.final

@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SEQC = Path(sys.executable).parent / "seqc"
 T0 = 1_763_780_000_000_000_000  # ns since the epoch
 ENVELOPE = struct.Struct("<QQ8sHBBI")
+#: Envelope flags of a fragmented body (docs/upstream.md, "Fragments"): its first fragment,
+#: each middle one, its last.
+FIRST, MORE, LAST = 5, 1, 2
 
 
 def ir_json(schema: str) -> str:

@@ -17,8 +17,8 @@ from examples.exchange.messages import ExchangeNode, NewOrderView
 from seqbus import _core
 from seqbus.archive import Archive, ArchiveWriter, replay
 from tests.archive import session as sess
+from tests.archive.session import FIRST, LAST, MORE
 
-FIRST, MORE, LAST = 5, 1, 2
 
 
 class Orders(ExchangeNode):

@@ -25,6 +25,7 @@ import pytest
 from examples.pingpong.messages import Ping
 
 from tests.archive import session as sess
+from tests.archive.session import FIRST, LAST, MORE
 from tests.conftest import Processes, seqbus_cli
 from tests.transports.harness import tcp_listening, udp_bound, wait_for, write_config
 
@@ -32,7 +33,6 @@ pytestmark = [pytest.mark.slow]
 
 HEADER = struct.Struct("<2sBB10s8sHHH")  # the upstream packet header (28 bytes)
 BLOCK = struct.Struct("<QIBBH")  # a command block's header (16 bytes)
-FIRST, MORE, LAST = 5, 1, 2
 LIVE = 40  # whole Pings before SLOW's last fragment, and as many after it
 DEAD_ID, SLOW_ID = 999_999, 777_777
 
@@ -62,32 +62,21 @@ class Upstream:
 
 
 def sequenced(port: int, live: int, timeout: float = 60.0) -> list[tuple[int, bytes]]:
-    """The session's messages with their sequences, read over SoupBinTCP from its start
-    until ``live`` of them are LIVE's (the control messages of the sequencer among them)."""
+    """The session's messages with their sequences, read over SoupBinTCP (nasdaq-protocols'
+    client) from its start until ``live`` of them are LIVE's (the control messages of the
+    sequencer among them)."""
+    from nasdaq_protocols import soup
+
     out: list[tuple[int, bytes]] = []
-    login = (b"\x00\x2fL" + b"other".ljust(6) + b"x".ljust(10) + b" " * 10 + b"1".rjust(20))
-    deadline = time.monotonic() + timeout
-    with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-        s.sendall(login)
-        buf, nxt, beat = b"", 0, time.monotonic()
+    session = soup.connect(("127.0.0.1", port), "other", "x", "", 1)
+    try:
+        deadline = time.monotonic() + timeout
         while len(pings_of(out, b"LIVE")) < live and time.monotonic() < deadline:
-            if time.monotonic() - beat > 0.5:
-                s.sendall(b"\x00\x01R")
-                beat = time.monotonic()
-            try:
-                data = s.recv(1 << 16)
-            except TimeoutError:
-                continue
-            assert data, "the server closed the login"
-            buf += data
-            while len(buf) >= 2 and len(buf) >= 2 + int.from_bytes(buf[:2], "big"):
-                n = int.from_bytes(buf[:2], "big")
-                kind, payload, buf = buf[2:3], buf[3:2 + n], buf[2 + n:]
-                if kind == b"A":
-                    nxt = int(payload[10:30])
-                elif kind == b"S":
-                    out.append((nxt, payload))
-                    nxt += 1
+            msg = session.receive()  # the sequencer's clock ticks keep it coming
+            if isinstance(msg, soup.SequencedData):
+                out.append((len(out) + 1, bytes(msg.data)))
+    finally:
+        session.logout()
     assert len(pings_of(out, b"LIVE")) == live, f"not {live} of LIVE's within {timeout} s"
     return out
 
@@ -154,4 +143,5 @@ def test_a_sender_that_stops_between_fragments_does_not_stall_a_remote_stream(
     live = [(s, i) for i, s in enumerate(pings_of(after, b"LIVE"), 1)]
     # every Ping once; SLOW's whole at its last fragment's sequence; nothing of DEAD's
     assert got == sorted([*live, (slow_seqs[-1], SLOW_ID)]), got
+    up.sock.close()
     processes.kill(seq, signal.SIGTERM)

@@ -2,6 +2,7 @@ package seqbus.spark;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -42,17 +43,11 @@ final class SeqbusOffset extends Offset {
 
   /** Every fragment sequence the open messages name. */
   long[] fragments() {
-    int n = 0;
-    for (long[] m : open) {
-      n += m.length;
-    }
-    long[] out = new long[n];
-    int i = 0;
-    for (long[] m : open) {
-      System.arraycopy(m, 0, out, i, m.length);
-      i += m.length;
-    }
-    return out;
+    return flatten(Arrays.asList(open));
+  }
+
+  private static long[] flatten(List<long[]> messages) {
+    return messages.stream().flatMapToLong(Arrays::stream).toArray();
   }
 
   /** The fragments of the messages open here that are no longer open at {@code end}: what a
@@ -68,7 +63,7 @@ final class SeqbusOffset extends Offset {
         ending.add(m);
       }
     }
-    return new SeqbusOffset(next, ending.toArray(NONE)).fragments();
+    return flatten(ending);
   }
 
   @Override
