@@ -510,6 +510,7 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
                 ("retransmitted_messages", "retransmits"),
                 ("resent_commands", "resent"),
                 ("naks", "naks"),
+                ("probes", "probes"),
                 ("gap_requests", "requests"),
                 ("gaps", "gaps"),
             )

@@ -30,7 +30,9 @@ use seqbus_wire::envelope::{
     KIND_CONTROL,
 };
 use seqbus_wire::mold::{MoldPacket, PacketKind, Request, MOLD_HEADER_LEN};
-use seqbus_wire::upstream::{Command, Nak, UpstreamWriter, TYPE_COMMANDS, TYPE_HELLO};
+use seqbus_wire::upstream::{
+    Command, Nak, UpstreamWriter, COMMAND_HEADER_LEN, TYPE_COMMANDS, TYPE_HELLO,
+};
 
 use crate::rto::Rto;
 use seqbus_wire::{Account, Session, ENVELOPE_LEN};
@@ -42,6 +44,10 @@ pub use crate::delivery::{
 };
 /// The least retransmission timeout of a command ([`Node::set_retry_floor`]).
 pub const DEFAULT_RTO_MIN_NS: u64 = 200_000;
+
+/// How long after a NAK a retransmission timeout is taken for loss (everything in flight sent
+/// again at once) rather than for late confirmations (a probe first).
+const LOSS_MEMORY_NS: u64 = 1_000_000_000;
 
 /// Where a node starts reading the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,12 +170,28 @@ pub struct NodeStats {
     pub fenced: u64,
     /// NAKs from the sequencer (a gap in this node's commands) that made it resend.
     pub naks: u64,
+    /// Retransmission timeouts answered with a probe: the oldest and the last command in
+    /// flight, sent again so that the sequencer NAKs what it lacks (the next timeout resends
+    /// everything).
+    pub probes: u64,
     /// Smoothed round trip of a command (send → seen in the stream), ns; 0 before the first.
     pub srtt_ns: u64,
     /// The retransmission timeout in force, ns.
     pub rto_ns: u64,
     /// Leader changes seen in the stream.
     pub leader_changes: u64,
+}
+
+/// What the retransmission timeouts did since the last confirmation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Timeout {
+    /// Nothing yet.
+    Clear,
+    /// A probe went out at this time: if it brings no confirmation within a retransmission
+    /// timeout, everything in flight is sent again.
+    Probed(u64),
+    /// Everything in flight was sent again (and the timeout doubled).
+    Resent,
 }
 
 #[derive(Debug)]
@@ -262,6 +284,10 @@ pub struct Node {
     /// The `expected` of the NAK answered last, and when.
     nak_resent_from: u64,
     nak_resent_ns: u64,
+    /// What the retransmission timeouts did since the last confirmation.
+    timeout: Timeout,
+    /// When the last NAK came (0: never).
+    nak_seen_ns: u64,
     /// Replay requests: the timeout learned from the round trip to the first answer (the
     /// request timeout once the replayer answered).
     req_rto: Rto,
@@ -329,6 +355,8 @@ impl Node {
             nak_upto: 0,
             nak_resent_from: 0,
             nak_resent_ns: 0,
+            timeout: Timeout::Clear,
+            nak_seen_ns: 0,
             req_rto: Rto::new(
                 p.request_timeout_ns,
                 DEFAULT_RTO_MIN_NS,
@@ -394,6 +422,8 @@ impl Node {
             self.stats.wrong_session += 1;
             return;
         }
+        // the network loses this node's commands: a timeout soon after is likely loss too
+        self.nak_seen_ns = now_ns;
         let sent = self.in_flight.len() - self.unsent;
         let in_flight = self
             .in_flight
@@ -471,17 +501,39 @@ impl Node {
     }
 
     /// True when the oldest command in flight has waited a whole retransmission timeout with
-    /// nothing confirmed: the next [`Node::poll_transmit`] sends it (and every later one)
-    /// again. A caller that was away (descheduled, or busy in handlers) reads and delivers
-    /// what waits first, so confirmations already received are not taken for loss.
+    /// nothing confirmed: the next [`Node::poll_transmit`] sends a probe (the oldest and the
+    /// last command in flight) or every command in flight again (docs/upstream.md). A caller that was away
+    /// (descheduled, or busy in handlers) reads and delivers what waits first, so
+    /// confirmations already received are not taken for loss.
     pub fn resend_due(&self, now_ns: u64) -> bool {
+        !self.progressed && self.timed_out(now_ns)
+    }
+
+    /// The first `n` commands in flight fit one upstream packet.
+    fn fits_one_packet(&self, n: usize) -> bool {
+        let room = self.upw.command_room();
+        let mut used = 0;
+        self.in_flight.iter().take(n).all(|c| {
+            used += COMMAND_HEADER_LEN + c.fragment.len();
+            used <= room
+        })
+    }
+
+    /// The oldest command sent has waited a retransmission timeout since it was sent and
+    /// since the last confirmation; after a probe, the probe (or the resend its NAK asked
+    /// for) has gone unanswered for a retransmission timeout.
+    fn timed_out(&self, now_ns: u64) -> bool {
         let sent = self.in_flight.len() - self.unsent;
-        !self.progressed
-            && sent > 0
-            && self
-                .in_flight
-                .front()
-                .is_some_and(|c| now_ns >= c.sent_ns.max(self.last_progress_ns) + self.rto.get())
+        if sent == 0 {
+            return false;
+        }
+        if let Timeout::Probed(at) = self.timeout {
+            let since = at.max(self.nak_resent_ns).max(self.last_progress_ns);
+            return now_ns >= since + self.rto.get();
+        }
+        self.in_flight
+            .front()
+            .is_some_and(|c| now_ns >= c.sent_ns.max(self.last_progress_ns) + self.rto.get())
     }
 
     /// True once the node may send (its next command sequence is known).
@@ -989,28 +1041,61 @@ impl Node {
         if self.progressed {
             self.progressed = false;
             self.last_progress_ns = now_ns;
+            self.timeout = Timeout::Clear;
         }
-        // go-back-N: the sequencer takes an account's commands strictly in order, so when
-        // the oldest is overdue (and nothing was confirmed for as long) everything after it
-        // is sent again too; in a cluster, to every member (the leader may have changed)
-        let mut dest = Dest::Sequencer;
+        // in a cluster, after a timeout, to every member (the leader may have changed); a
+        // NAK that answers a probe may come from a leader this node has not seen yet
+        let mut dest = if self.timeout != Timeout::Clear {
+            Dest::AllSequencers
+        } else {
+            Dest::Sequencer
+        };
         let nak_from = self.nak_from.take();
-        // sent commands from here up to `sent` are held by the sequencer (a NAK said so): not
-        // sent again
+        // sent commands from here up to `held_upto` are not sent again: the sequencer holds
+        // them (a NAK said so), or a probe stands for them
         let mut held_from = sent;
+        let mut held_upto = sent;
         let from = match self.in_flight.front() {
             Some(_) if sent > 0 && self.resend_now => {
                 self.stats.resent += sent as u64;
                 0
             }
-            Some(c)
-                if sent > 0 && now_ns >= c.sent_ns.max(self.last_progress_ns) + self.rto.get() =>
-            {
-                self.stats.resent += sent as u64;
+            Some(_) if sent > 0 && self.timed_out(now_ns) => {
                 dest = Dest::AllSequencers;
-                // nothing confirmed for a whole timeout: back off (RFC 6298 5.5)
-                self.rto.backoff();
-                0
+                if self.timeout == Timeout::Clear
+                    && !self.fits_one_packet(sent)
+                    && (self.nak_seen_ns == 0 || now_ns >= self.nak_seen_ns + LOSS_MEMORY_NS)
+                {
+                    // a probe: the oldest command and the last, in one datagram. The oldest
+                    // fills the gap a lost NAK left open; past the last, a sequencer that
+                    // lacks commands before it NAKs them at once (a lost tail of a burst),
+                    // one that has them all drops both as duplicates — the whole window is
+                    // not sent again while the confirmations are only late (a busy
+                    // sequencer, a descheduled node). What fits one packet is all sent at
+                    // once instead: it costs no more than the probe and needs no NAK's
+                    // round trip (nor a lossy network's luck with it). Where the sequencer
+                    // NAKed lately, the network loses commands: everything goes at once too,
+                    // as its copies also stand in for one another
+                    self.timeout = Timeout::Probed(now_ns);
+                    self.stats.probes += 1;
+                    self.stats.resent += 2;
+                    // the NAK it brings is answered even if one for the same command was
+                    // answered a moment ago (that resend was lost)
+                    self.nak_resent_from = 0;
+                    held_from = 1;
+                    held_upto = sent - 1;
+                    0
+                } else {
+                    // all in one packet, a lossy network, or a probe that brought nothing (a
+                    // sequencer that does not NAK, or lost again): go-back-N, the sequencer
+                    // takes an account's commands strictly in order, so everything from the
+                    // oldest is sent again
+                    self.timeout = Timeout::Resent;
+                    self.stats.resent += sent as u64;
+                    // nothing confirmed for a whole timeout: back off (RFC 6298 5.5)
+                    self.rto.backoff();
+                    0
+                }
             }
             Some(_) if sent > 0 && nak_from.is_some() => {
                 // the sequencer saw a gap: from the first command it lacks, at once
@@ -1044,7 +1129,7 @@ impl Node {
         let (s, a, i) = (self.p.session, self.p.account, self.p.instance);
         self.upw.begin(TYPE_COMMANDS, s, a, i);
         for (k, c) in self.in_flight.iter_mut().enumerate().skip(from) {
-            if (held_from..sent).contains(&k) {
+            if (held_from..held_upto).contains(&k) {
                 continue;
             }
             if k < sent {

@@ -214,6 +214,7 @@ pub(crate) fn stats_dict<'py>(
         ("fenced", s.fenced),
         ("leader_changes", s.leader_changes),
         ("naks", s.naks),
+        ("probes", s.probes),
         ("srtt_ns", s.srtt_ns),
         ("rto_ns", s.rto_ns),
     ] {

@@ -260,6 +260,8 @@ impl SimBus {
             ("sent", s.sent),
             ("fenced", s.fenced),
             ("leader_changes", s.leader_changes),
+            ("naks", s.naks),
+            ("probes", s.probes),
         ] {
             d.set_item(k, v)?;
         }

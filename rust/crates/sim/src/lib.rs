@@ -494,6 +494,11 @@ impl Bus {
         self.members[(id - 1) as usize].member.as_ref()
     }
 
+    /// Member `id` (1-based), if its process is alive, to change its settings.
+    pub fn member_mut(&mut self, id: u16) -> Option<&mut Member> {
+        self.members[(id - 1) as usize].member.as_mut()
+    }
+
     /// Member `id`'s log (kept across kills).
     pub fn log(&self, id: u16) -> &MemoryLog {
         &self.members[(id - 1) as usize].log

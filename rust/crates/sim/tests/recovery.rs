@@ -150,6 +150,13 @@ fn body(i: u64) -> Vec<u8> {
     b
 }
 
+/// A body of 600 bytes: two fill an upstream packet, so a few in flight no longer fit one.
+fn big_body(i: u64) -> Vec<u8> {
+    let mut b = body(i);
+    b.resize(600, 0);
+    b
+}
+
 /// Loses the first datagram carrying messages that goes `to` (a live packet, or an answer).
 fn lose_first(to: To) -> Lose {
     let mut lost = false;
@@ -201,6 +208,132 @@ fn a_lost_command_is_asked_for_by_the_sequencer() {
     assert_eq!(net.sequencer_stats().naks, 1);
     // a NAK's round trip and the resent command's: a few round trips, not 50 ms
     assert!(took <= 6 * RTT, "recovered in {took} ns, {st:?}");
+}
+
+/// Loses the upstream datagrams numbered (from 1, counted from now) within `lost`.
+fn lose_upstream(lost: std::ops::RangeInclusive<u32>) -> Lose {
+    let mut upstream = 0;
+    Box::new(move |to: To, _: &[u8]| {
+        if to == To::Sequencer {
+            upstream += 1;
+            return lost.contains(&upstream);
+        }
+        false
+    })
+}
+
+#[test]
+fn a_lost_tail_of_commands_is_found_by_one_probe() {
+    let mut net = Net::new(Start::Live);
+    warm_up(&mut net);
+    let rto = net.node().stats().rto_ns;
+    // ten commands in ten datagrams; the last three are lost: nothing after them shows the
+    // sequencer a gap
+    net.losing(lose_upstream(8..=10));
+    let before = net.handed.len();
+    let sent_at = net.now();
+    for i in 300..310 {
+        net.node().send(&big_body(i)).unwrap();
+        net.step();
+    }
+    net.losing(keep());
+    net.run_until(50_000_000, &|n| n.handed.len() >= before + 10);
+    let took = net.now() - sent_at;
+    let st = net.node().stats();
+    // the timeout sends the oldest command and the last as a probe; the sequencer takes the
+    // first, holds the last and NAKs the one between, which alone is sent again
+    assert_eq!((st.probes, st.naks, st.resent), (1, 1, 3), "{st:?}");
+    assert_eq!(net.sequencer_stats().naks, 1);
+    // one timeout (learned from the round trip: not the 50 ms ceiling), then the probe's
+    // round trip and the resend's
+    assert!(rto < 1_000_000, "{st:?}");
+    assert!(
+        took <= 100_000 + rto + 6 * RTT,
+        "recovered in {took} ns, {st:?}"
+    );
+}
+
+#[test]
+fn confirmations_that_are_only_late_cost_one_probe_not_the_window() {
+    let mut net = Net::new(Start::Live);
+    warm_up(&mut net);
+    // the sequencer is descheduled (SIGSTOP) with twenty commands on their way to it, for
+    // longer than the node's retransmission timeout
+    net.bus.pause_member(1);
+    let before = net.handed.len();
+    for i in 400..420 {
+        net.node().send(&big_body(i)).unwrap();
+    }
+    net.step();
+    net.run_until(50_000_000, &|n| {
+        n.bus
+            .node_ref(0)
+            .is_some_and(|s| s.node.stats().probes == 1)
+    });
+    net.bus.resume_member(1, false);
+    net.run_until(50_000_000, &|n| n.handed.len() >= before + 20);
+    let st = net.node().stats();
+    // two commands sent again (the probe), not the twenty in flight; the sequencer drops
+    // them as duplicates
+    assert_eq!((st.probes, st.resent, st.naks), (1, 2, 0), "{st:?}");
+    assert_eq!(net.sequencer_stats().duplicates, 2);
+    let want: Vec<u64> = (0..20).map(|k| net.handed[before].0 + k).collect();
+    let got: Vec<u64> = net.handed[before..].iter().map(|h| h.0).collect();
+    assert_eq!(got, want, "each once, in order");
+}
+
+#[test]
+fn without_naks_the_timeout_after_a_probe_sends_everything_again() {
+    let mut net = Net::new(Start::Live);
+    warm_up(&mut net);
+    // a sequencer with NAKs off (sequencer.nak_holdoff_us = 0): the second of four commands
+    // is lost, and so is the probe (the fifth datagram); nothing answers, so the node's wait
+    // for the probe ends in sending everything from the oldest again
+    net.bus.member_mut(1).expect("running").set_nak_holdoff(0);
+    let rto = net.node().stats().rto_ns;
+    let mut upstream = 0;
+    net.losing(Box::new(move |to: To, _: &[u8]| {
+        if to == To::Sequencer {
+            upstream += 1;
+            return upstream == 2 || upstream == 5;
+        }
+        false
+    }));
+    let before = net.handed.len();
+    let sent_at = net.now();
+    for i in 500..504 {
+        net.node().send(&big_body(i)).unwrap();
+        net.step();
+    }
+    net.run_until(50_000_000, &|n| n.handed.len() >= before + 4);
+    let took = net.now() - sent_at;
+    let st = net.node().stats();
+    assert_eq!((st.probes, st.naks), (1, 0), "{st:?}");
+    // the probe (the second command and the fourth), then the three unconfirmed
+    assert_eq!(st.resent, 5, "{st:?}");
+    // a timeout, another after the probe and a round trip: far from the 50 ms ceiling
+    assert!(
+        took <= 100_000 + 2 * rto + 4 * RTT,
+        "recovered in {took} ns, {st:?}"
+    );
+}
+
+#[test]
+fn what_fits_one_packet_is_sent_again_whole_without_a_probe() {
+    let mut net = Net::new(Start::Live);
+    warm_up(&mut net);
+    // the last two of five small commands are lost: both fit one datagram, which goes out
+    // again at the timeout (no probe, no NAK's round trip to wait for)
+    net.losing(lose_upstream(4..=5));
+    let before = net.handed.len();
+    for i in 600..605 {
+        net.node().send(&body(i)).unwrap();
+        net.step();
+    }
+    net.losing(keep());
+    net.run_until(50_000_000, &|n| n.handed.len() >= before + 5);
+    let st = net.node().stats();
+    assert_eq!((st.probes, st.naks, st.resent), (0, 0, 2), "{st:?}");
 }
 
 #[test]

@@ -386,6 +386,11 @@ impl UpstreamWriter {
             .min(u16::MAX as usize)
     }
 
+    /// Room for command blocks (16-byte header and fragment each) in one packet.
+    pub fn command_room(&self) -> usize {
+        self.max_len - UPSTREAM_HEADER_LEN - self.reserved()
+    }
+
     /// Starts a packet of `kind` from `account`/`instance`.
     pub fn begin(&mut self, kind: u8, session: Session, account: Account, instance: u16) {
         self.buf.clear();
