@@ -187,9 +187,11 @@ pub struct NodeStats {
 enum Timeout {
     /// Nothing yet.
     Clear,
-    /// A probe went out at this time: if it brings no confirmation within a retransmission
-    /// timeout, everything in flight is sent again.
-    Probed(u64),
+    /// A probe went out at this time, its last command this one: the next timeout before
+    /// that command is confirmed sends everything in flight again (confirmations of the
+    /// commands before it alone do not end the stall: its NAK may never come — a sequencer
+    /// with NAKs off, commands over TCP).
+    Probed(u64, u64),
     /// Everything in flight was sent again (and the timeout doubled).
     Resent,
 }
@@ -527,13 +529,22 @@ impl Node {
         if sent == 0 {
             return false;
         }
-        if let Timeout::Probed(at) = self.timeout {
+        if let Timeout::Probed(at, _) = self.timeout {
             let since = at.max(self.nak_resent_ns).max(self.last_progress_ns);
             return now_ns >= since + self.rto.get();
         }
         self.in_flight
             .front()
             .is_some_and(|c| now_ns >= c.sent_ns.max(self.last_progress_ns) + self.rto.get())
+    }
+
+    /// Sends every command in flight again with the next [`Node::poll_transmit`]: the path
+    /// they took dropped them (a SoupBinTCP session that logged in again drops what was sent
+    /// while it was down), so the retransmission timeout need not find out.
+    pub fn resend_in_flight(&mut self) {
+        if self.in_flight.len() > self.unsent {
+            self.resend_now = true;
+        }
     }
 
     /// True once the node may send (its next command sequence is known).
@@ -1041,7 +1052,10 @@ impl Node {
         if self.progressed {
             self.progressed = false;
             self.last_progress_ns = now_ns;
-            self.timeout = Timeout::Clear;
+            match self.timeout {
+                Timeout::Probed(_, last) if self.confirmed < last => {}
+                _ => self.timeout = Timeout::Clear,
+            }
         }
         // in a cluster, after a timeout, to every member (the leader may have changed); a
         // NAK that answers a probe may come from a leader this node has not seen yet
@@ -1076,7 +1090,8 @@ impl Node {
                     // round trip (nor a lossy network's luck with it). Where the sequencer
                     // NAKed lately, the network loses commands: everything goes at once too,
                     // as its copies also stand in for one another
-                    self.timeout = Timeout::Probed(now_ns);
+                    let last = self.in_flight[sent - 1].seq;
+                    self.timeout = Timeout::Probed(now_ns, last);
                     self.stats.probes += 1;
                     self.stats.resent += 2;
                     // the NAK it brings is answered even if one for the same command was

@@ -59,6 +59,8 @@ pub struct NodeClient {
     /// Where the stream comes from (UDP, TCP, shared memory or in-process: the
     /// configuration's transport, `crate::transports`).
     feed: Box<dyn Feed>,
+    /// The feed's upstream logins seen ([`Feed::upstream_logins`]).
+    feed_logins: u64,
     /// Blocking idle strategy: a ring feed then sleeps on the ring's futex.
     block: bool,
     /// Sends commands and requests; receives replayer answers.
@@ -186,6 +188,7 @@ impl NodeClient {
         let mut c = NodeClient {
             node,
             feed,
+            feed_logins: 0,
             block,
             req,
             sequencer: cfg.sequencer.upstream.into(),
@@ -215,6 +218,12 @@ impl NodeClient {
 
     /// [`NodeClient::flush`] at `now` (a clock read the caller just made).
     fn flush_at(&mut self, now: u64) -> Result<(), Error> {
+        // commands sent over a SoupBinTCP session before it (re)logged in were dropped
+        let logins = self.feed.upstream_logins();
+        if logins != self.feed_logins {
+            self.feed_logins = logins;
+            self.node.resend_in_flight();
+        }
         let mut err = None;
         let (req, reps) = (&self.req, &self.replayers);
         let feed = &mut self.feed;

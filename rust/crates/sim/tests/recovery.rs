@@ -282,36 +282,58 @@ fn confirmations_that_are_only_late_cost_one_probe_not_the_window() {
     assert_eq!(got, want, "each once, in order");
 }
 
-#[test]
-fn without_naks_the_timeout_after_a_probe_sends_everything_again() {
+/// `n` big commands in `n` datagrams to a sequencer with NAKs off
+/// (`sequencer.nak_holdoff_us = 0`, or commands over TCP, where none are sent), the upstream
+/// datagrams numbered in `lost` lost (the one after the commands is the probe): the node's
+/// stats once all are in the stream, and how long that took.
+fn without_naks(n: u64, lost: &'static [u32]) -> (seqbus_core::NodeStats, u64, u64) {
     let mut net = Net::new(Start::Live);
     warm_up(&mut net);
-    // a sequencer with NAKs off (sequencer.nak_holdoff_us = 0): the second of four commands
-    // is lost, and so is the probe (the fifth datagram); nothing answers, so the node's wait
-    // for the probe ends in sending everything from the oldest again
     net.bus.member_mut(1).expect("running").set_nak_holdoff(0);
     let rto = net.node().stats().rto_ns;
     let mut upstream = 0;
     net.losing(Box::new(move |to: To, _: &[u8]| {
         if to == To::Sequencer {
             upstream += 1;
-            return upstream == 2 || upstream == 5;
+            return lost.contains(&upstream);
         }
         false
     }));
     let before = net.handed.len();
     let sent_at = net.now();
-    for i in 500..504 {
-        net.node().send(&big_body(i)).unwrap();
+    for i in 0..n {
+        net.node().send(&big_body(500 + i)).unwrap();
         net.step();
     }
-    net.run_until(50_000_000, &|n| n.handed.len() >= before + 4);
-    let took = net.now() - sent_at;
-    let st = net.node().stats();
+    net.run_until(50_000_000, &|net| net.handed.len() >= before + n as usize);
+    (net.node().stats(), net.now() - sent_at, rto)
+}
+
+#[test]
+fn without_naks_the_timeout_after_a_probe_sends_everything_again() {
+    // the second command is lost, and so is the probe: nothing answers, so the node's wait
+    // for the probe ends in sending everything from the oldest again
+    let (st, took, rto) = without_naks(4, &[2, 5]);
     assert_eq!((st.probes, st.naks), (1, 0), "{st:?}");
     // the probe (the second command and the fourth), then the three unconfirmed
     assert_eq!(st.resent, 5, "{st:?}");
     // a timeout, another after the probe and a round trip: far from the 50 ms ceiling
+    assert!(
+        took <= 100_000 + 2 * rto + 4 * RTT,
+        "recovered in {took} ns, {st:?}"
+    );
+}
+
+#[test]
+fn without_naks_a_probe_that_fills_only_the_first_gap_is_followed_by_everything() {
+    // the second and third of five commands are lost; the probe (the second and the fifth)
+    // fills the first gap, so the second is confirmed, but no NAK asks for the third: the
+    // next timeout sends everything still in flight, not one probe per timeout (which would
+    // bring one command per timeout)
+    let (st, took, rto) = without_naks(5, &[2, 3]);
+    assert_eq!((st.probes, st.naks), (1, 0), "{st:?}");
+    // the probe, then the third, fourth and fifth
+    assert_eq!(st.resent, 5, "{st:?}");
     assert!(
         took <= 100_000 + 2 * rto + 4 * RTT,
         "recovered in {took} ns, {st:?}"

@@ -70,6 +70,13 @@ pub trait Feed: Send + Sync {
         false
     }
 
+    /// How many times the transport's upstream path was logged in (SoupBinTCP); 0 where
+    /// upstream packets do not travel with the stream. What was sent before the latest login
+    /// may have been dropped (nothing is sent while logged out): send it again.
+    fn upstream_logins(&self) -> u64 {
+        0
+    }
+
     /// The socket to wait on, if the transport has one.
     fn fd(&self) -> Option<RawFd> {
         None

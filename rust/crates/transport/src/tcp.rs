@@ -522,6 +522,8 @@ pub struct ClientConfig {
 pub struct ClientStats {
     pub connects: u64,
     pub disconnects: u64,
+    /// Logins accepted (the session became active).
+    pub logins: u64,
     pub messages: u64,
 }
 
@@ -738,6 +740,7 @@ impl TcpClient {
             let packet = &mut self.packet;
             let session = &mut self.session;
             let next_seq = &mut self.next_seq;
+            let logins = &mut self.stats.logins;
             let mut count: u16 = 0;
             let mut flushes: Vec<(Vec<u8>, u16)> = Vec::new();
             c.sess
@@ -748,6 +751,7 @@ impl TcpClient {
                     } => {
                         *session = Some(Session(s));
                         *next_seq = n;
+                        *logins += 1;
                     }
                     ClientEvent::Sequenced { seq, msg } => {
                         if packet.is_empty()
@@ -885,6 +889,10 @@ impl crate::stream::Feed for TcpClient {
         // not logged in: dropped, and the node retries until it is sequenced
         TcpClient::send_upstream(self, now_ns, datagram);
         true
+    }
+
+    fn upstream_logins(&self) -> u64 {
+        self.stats.logins
     }
 
     fn fd(&self) -> Option<RawFd> {

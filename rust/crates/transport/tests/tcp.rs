@@ -13,6 +13,7 @@ use seqbus_transport::soupbin::Timing;
 use seqbus_transport::tcp::{
     ClientConfig, ClientError, Credential, ServerConfig, TcpClient, TcpServer,
 };
+use seqbus_transport::Feed;
 use seqbus_wire::{MoldPacket, Session};
 
 fn now(t0: Instant) -> u64 {
@@ -129,6 +130,11 @@ fn rewind_from_the_start_and_reconnect_mid_stream_without_gap_or_duplicate() {
     }
     assert!(killed);
     assert_eq!(a.stats().connects, 2, "A reconnected once");
+    // each login counts: a node sends its commands in flight again after each (what it sent
+    // while logged out was dropped)
+    assert_eq!(a.stats().logins, 2);
+    assert_eq!(Feed::upstream_logins(&a), 2);
+    assert_eq!(Feed::upstream_logins(&b), 1);
     assert_eq!(
         got_a,
         (1..=N).collect::<Vec<_>>(),
