@@ -284,9 +284,10 @@ fn confirmations_that_are_only_late_cost_one_probe_not_the_window() {
 
 /// `n` big commands in `n` datagrams to a sequencer with NAKs off
 /// (`sequencer.nak_holdoff_us = 0`, or commands over TCP, where none are sent), the upstream
-/// datagrams numbered in `lost` lost (the one after the commands is the probe): the node's
-/// stats once all are in the stream, and how long that took.
-fn without_naks(n: u64, lost: &'static [u32]) -> (seqbus_core::NodeStats, u64, u64) {
+/// datagrams numbered in `lost` lost (the one after the commands is the probe): all must be in
+/// the stream after one probe, `resent` commands sent again, within a timeout, another after
+/// the probe and a round trip — far from the 50 ms ceiling.
+fn without_naks(n: u64, lost: &'static [u32], resent: u64) {
     let mut net = Net::new(Start::Live);
     warm_up(&mut net);
     net.bus.member_mut(1).expect("running").set_nak_holdoff(0);
@@ -306,38 +307,30 @@ fn without_naks(n: u64, lost: &'static [u32]) -> (seqbus_core::NodeStats, u64, u
         net.step();
     }
     net.run_until(50_000_000, &|net| net.handed.len() >= before + n as usize);
-    (net.node().stats(), net.now() - sent_at, rto)
-}
-
-#[test]
-fn without_naks_the_timeout_after_a_probe_sends_everything_again() {
-    // the second command is lost, and so is the probe: nothing answers, so the node's wait
-    // for the probe ends in sending everything from the oldest again
-    let (st, took, rto) = without_naks(4, &[2, 5]);
-    assert_eq!((st.probes, st.naks), (1, 0), "{st:?}");
-    // the probe (the second command and the fourth), then the three unconfirmed
-    assert_eq!(st.resent, 5, "{st:?}");
-    // a timeout, another after the probe and a round trip: far from the 50 ms ceiling
+    let took = net.now() - sent_at;
+    let st = net.node().stats();
+    assert_eq!((st.probes, st.naks, st.resent), (1, 0, resent), "{st:?}");
     assert!(
         took <= 100_000 + 2 * rto + 4 * RTT,
         "recovered in {took} ns, {st:?}"
     );
+}
+
+#[test]
+fn without_naks_the_timeout_after_a_probe_sends_everything_again() {
+    // the second of four commands is lost, and so is the probe: nothing answers, so the
+    // node's wait for the probe ends in sending everything from the oldest again — the probe
+    // (the second command and the fourth), then the three unconfirmed
+    without_naks(4, &[2, 5], 2 + 3);
 }
 
 #[test]
 fn without_naks_a_probe_that_fills_only_the_first_gap_is_followed_by_everything() {
     // the second and third of five commands are lost; the probe (the second and the fifth)
     // fills the first gap, so the second is confirmed, but no NAK asks for the third: the
-    // next timeout sends everything still in flight, not one probe per timeout (which would
+    // next timeout sends the third, fourth and fifth, not one probe per timeout (which would
     // bring one command per timeout)
-    let (st, took, rto) = without_naks(5, &[2, 3]);
-    assert_eq!((st.probes, st.naks), (1, 0), "{st:?}");
-    // the probe, then the third, fourth and fifth
-    assert_eq!(st.resent, 5, "{st:?}");
-    assert!(
-        took <= 100_000 + 2 * rto + 4 * RTT,
-        "recovered in {took} ns, {st:?}"
-    );
+    without_naks(5, &[2, 3], 2 + 3);
 }
 
 #[test]
