@@ -98,6 +98,16 @@ journal_dir = "{tmp_path / "journal-bridge"}"
             for name, cfg in (("t1a", t1a), ("t1b", t1b))
         }
         bridge = processes.start("bridge", [*at_b, *cli, "bridge", "-c", str(bus_b)])
+        # both links up before the run starts (a connect whose SYN the link's loss dropped is
+        # retried after a second; a short run could otherwise end before that link carried
+        # anything)
+        for name in ("t1a", "t1b"):
+            wait_until(
+                lambda name=name: "(bridge): logged in" in processes.log(name),
+                30,
+                f"the bridge's link to {name}",
+                logs,
+            )
         primary = node("ME-1", "DemoEngine", bus_a, site_b=False)
         node("ME-2", "DemoEngine", bus_b, site_b=True)
         node("GW-1", "DemoGateway", bus_a, site_b=False)
@@ -158,9 +168,11 @@ journal_dir = "{tmp_path / "journal-bridge"}"
         )
         assert stats, processes.log("bridge")
         end, first_a, first_b, later_a, later_b, up_a, up_b = map(int, stats.groups())
-        # the surviving link took over first copies; each link also brought copies the other
-        # had brought first; site B's commands went out on both
-        assert first_b > 0 and later_a > 0 and later_b > 0, stats.groups()
+        # the surviving link took over first copies; the killed one carried the stream too while
+        # it lived, and messages came over both (copies after the first); which link brings a
+        # message first is a race, so neither is required to win one; site B's commands went
+        # out on both
+        assert first_b > 0 and first_a + later_a > 0 and later_a + later_b > 0, stats.groups()
         assert up_a > 0 and up_b > 0, stats.groups()
         # 0 lost, 0 duplicated, same order, same bytes: the bridge's journal is the sequencer's
         bridge_journal = journal_bytes(tmp_path / "journal-bridge")
