@@ -504,9 +504,9 @@ impl Node {
 
     /// True when the oldest command in flight has waited a whole retransmission timeout with
     /// nothing confirmed: the next [`Node::poll_transmit`] sends a probe (the oldest and the
-    /// last command in flight) or every command in flight again (docs/upstream.md). A caller that was away
-    /// (descheduled, or busy in handlers) reads and delivers what waits first, so
-    /// confirmations already received are not taken for loss.
+    /// last command in flight) or every command in flight again (docs/upstream.md). A caller
+    /// that was away (descheduled, or busy in handlers) reads and delivers what waits first,
+    /// so confirmations already received are not taken for loss.
     pub fn resend_due(&self, now_ns: u64) -> bool {
         !self.progressed && self.timed_out(now_ns)
     }

@@ -188,14 +188,7 @@ fn a_lost_command_is_asked_for_by_the_sequencer() {
     let mut net = Net::new(Start::Live);
     warm_up(&mut net);
     // three commands in three datagrams; the second is lost on its way to the sequencer
-    let mut upstream = 0;
-    net.losing(Box::new(move |to: To, _: &[u8]| {
-        if to == To::Sequencer {
-            upstream += 1;
-            return upstream == 2;
-        }
-        false
-    }));
+    net.losing(lose_upstream(&[2]));
     let before = net.handed.len();
     for i in 100..103 {
         net.node().send(&body(i)).unwrap();
@@ -210,8 +203,8 @@ fn a_lost_command_is_asked_for_by_the_sequencer() {
     assert!(took <= 6 * RTT, "recovered in {took} ns, {st:?}");
 }
 
-/// Loses the upstream datagrams numbered (from 1, counted from now) within `lost`.
-fn lose_upstream(lost: std::ops::RangeInclusive<u32>) -> Lose {
+/// Loses the upstream datagrams numbered (from 1, counted from now) in `lost`.
+fn lose_upstream(lost: &'static [u32]) -> Lose {
     let mut upstream = 0;
     Box::new(move |to: To, _: &[u8]| {
         if to == To::Sequencer {
@@ -229,7 +222,7 @@ fn a_lost_tail_of_commands_is_found_by_one_probe() {
     let rto = net.node().stats().rto_ns;
     // ten commands in ten datagrams; the last three are lost: nothing after them shows the
     // sequencer a gap
-    net.losing(lose_upstream(8..=10));
+    net.losing(lose_upstream(&[8, 9, 10]));
     let before = net.handed.len();
     let sent_at = net.now();
     for i in 300..310 {
@@ -292,14 +285,7 @@ fn without_naks(n: u64, lost: &'static [u32], resent: u64) {
     warm_up(&mut net);
     net.bus.member_mut(1).expect("running").set_nak_holdoff(0);
     let rto = net.node().stats().rto_ns;
-    let mut upstream = 0;
-    net.losing(Box::new(move |to: To, _: &[u8]| {
-        if to == To::Sequencer {
-            upstream += 1;
-            return lost.contains(&upstream);
-        }
-        false
-    }));
+    net.losing(lose_upstream(lost));
     let before = net.handed.len();
     let sent_at = net.now();
     for i in 0..n {
@@ -339,7 +325,7 @@ fn what_fits_one_packet_is_sent_again_whole_without_a_probe() {
     warm_up(&mut net);
     // the last two of five small commands are lost: both fit one datagram, which goes out
     // again at the timeout (no probe, no NAK's round trip to wait for)
-    net.losing(lose_upstream(4..=5));
+    net.losing(lose_upstream(&[4, 5]));
     let before = net.handed.len();
     for i in 600..605 {
         net.node().send(&body(i)).unwrap();
