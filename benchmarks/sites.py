@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from seqbus import _core
+from seqbus.demo import free_tcp_port as tcp, free_udp_port as udp
 from seqbus.errors import BackPressureError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,26 +44,6 @@ credentials = [{ username = "bench", password = "bench" }]
 username = "bench"
 password = "bench"
 """
-
-
-def free_port(kind: int) -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def udp() -> int:
-    import socket
-
-    return free_port(socket.SOCK_DGRAM)
-
-
-def tcp() -> int:
-    import socket
-
-    return free_port(socket.SOCK_STREAM)
 
 
 def bus(

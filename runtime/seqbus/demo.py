@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -52,15 +53,41 @@ def _reexec_in_netns(argv: list[str]) -> None:
 #: Every port :func:`free_udp_port` and :func:`free_tcp_port` handed out in this process.
 _handed_out: set[int] = set()
 
+#: Where hand-picked ports start; they end below the kernel's ephemeral range.
+_PORTS_FROM = 10000
+
+
+def _ephemeral_start() -> int:
+    """The first port the kernel hands to sockets bound to port 0 (and to connecting ones)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
 
 def _free_port(kind: socket.SocketKind) -> int:
-    """A port on loopback no socket holds now and this process has not handed out before: the
-    kernel may return a port just closed again, and the addresses of one configuration must
-    all differ (two of a cluster's 16 once did)."""
+    """A port on loopback no socket holds now and this process has not handed out before,
+    taken from below the kernel's ephemeral range: a port from that range (what binding to
+    port 0 returns) can be given to another process's socket — a node's, a connecting
+    client's — between this call and its owner's bind, and a follower then fails with
+    "Address already in use". Hand-picked ports are random, so that two processes picking at
+    once rarely try the same one; where the ephemeral range leaves no room below it, the
+    kernel's choice is taken."""
+    start = _ephemeral_start()
+    pick = random.SystemRandom()
     for _ in range(1000):
         with socket.socket(socket.AF_INET, kind) as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
+            if start - _PORTS_FROM >= 1000:
+                port = pick.randrange(_PORTS_FROM, start)
+                if port in _handed_out:
+                    continue
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            else:
+                s.bind(("127.0.0.1", 0))
+                port = int(s.getsockname()[1])
         if port not in _handed_out:
             _handed_out.add(port)
             return port

@@ -10,7 +10,7 @@
 //!    beside the stream's usual gap.
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, UdpSocket};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,24 +18,17 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use seqbus_net::ports::{free_port, Protocol};
 use seqbus_net::{Config, NodeClient, NodeOptions, SendError, Start};
 
 use crate::{body, percentile, records, round_trip, throughput, wait_caught_up};
 
 fn port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    free_port(Protocol::Udp)
 }
 
 fn tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    free_port(Protocol::Tcp)
 }
 
 /// A bus configuration: one sequencer, or a `[cluster]` of `members`.

@@ -267,11 +267,7 @@ impl Drop for Bench {
 }
 
 fn port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    seqbus_net::ports::free_port(seqbus_net::ports::Protocol::Udp)
 }
 
 fn start_bus(idle: &str, extra: &str) -> Bench {

@@ -28,6 +28,7 @@ pub mod discovery;
 pub mod idle;
 mod node;
 pub mod notify;
+pub mod ports;
 mod replayer;
 mod sequencer;
 mod sites;

@@ -1,31 +1,19 @@
 //! Helpers of the real-socket tests.
 #![allow(dead_code)]
 
-use std::collections::BTreeSet;
-use std::net::UdpSocket;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use seqbus_net::{Config, NodeClient, RECORD_HEADER_LEN, RECORD_MESSAGE};
 
-/// A free UDP port on 127.0.0.1, never one this process was given before (the kernel hands
-/// a port just let go out again, and one configuration's two roles must not share one).
+/// A free UDP port on 127.0.0.1, never one this process was given before and never one
+/// the kernel could hand another socket meanwhile (`seqbus_net::ports`).
 pub fn free_port() -> u16 {
-    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-    loop {
-        let port = UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if GIVEN.lock().unwrap().insert(port) {
-            return port;
-        }
-    }
+    seqbus_net::ports::free_port(seqbus_net::ports::Protocol::Udp)
 }
 
 /// Whether a UDP socket of this network namespace is bound to `port`: read from
