@@ -6,7 +6,7 @@
 cimport cython
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy, memset
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyTypeObject, Py_TYPE
 from cpython.list cimport PyList_GET_SIZE, PyList_SET_ITEM, PyList_Append
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
@@ -51,6 +51,18 @@ cdef inline uint64_t ld_u64(const uint8_t* q) noexcept nogil:
     cdef uint64_t v
     memcpy(&v, q, 8)
     return v
+
+cdef extern from "Python.h":
+    object PyLong_FromLong(long v)
+    object PyLong_FromUnsignedLong(unsigned long v)
+
+cdef inline object py_u64(uint64_t v):
+    """A u64 as an int: through ``PyLong_FromLong`` below 2**62 (its one-digit case is
+    inline; ``PyLong_FromUnsignedLong``, what Cython calls, counts digits into a general
+    allocation)."""
+    if v < (<uint64_t>1 << 62):
+        return PyLong_FromLong(<long>v)
+    return PyLong_FromUnsignedLong(v)
 
 cdef inline int8_t ld_i8(const uint8_t* q) noexcept nogil:
     return <int8_t>q[0]
@@ -424,3 +436,93 @@ cdef class GroupIter:
     cdef Py_ssize_t _next
     cdef object _reused
     cdef bint _reuse
+
+
+# -- handlers: how the dispatch calls a node's on_<message> -----------------------------------
+
+cdef class Handler:
+    cdef readonly object func
+    cdef readonly str name
+    cdef Py_ssize_t _overridden  # instances holding a handler of their own under the name
+    cdef dict _own               # id(node) -> (weak reference to the node or the node, handler)
+
+    cdef _forget(self, key)
+
+
+cdef extern from *:
+    """
+    /* a class's version tag, 0 while it has none (tags start at 1 and change with every
+       change to the class or a class it derives from) */
+    #define seqbus_type_tag(tp) (PyType_HasFeature((tp), Py_TPFLAGS_VALID_VERSION_TAG) \
+                                 ? (tp)->tp_version_tag : 0u)
+    #define seqbus_generic_getattr(tp) ((tp)->tp_getattro == PyObject_GenericGetAttr)
+    typedef struct {
+        PyTypeObject *type;  /* compared by address and version tag, not held */
+        unsigned int tag;
+        PyObject *handler;   /* the Handler the class resolves the name to (held), or NULL */
+    } seqbus_handler_cache;
+    """
+    ctypedef struct handler_cache "seqbus_handler_cache":
+        PyTypeObject* type
+        unsigned int tag
+        PyObject* handler
+    unsigned int type_tag "seqbus_type_tag" (PyTypeObject* tp) noexcept nogil
+    bint generic_getattr "seqbus_generic_getattr" (PyTypeObject* tp) noexcept nogil
+    # the attribute the class (its MRO) holds under a name, borrowed; assigns a version tag
+    PyObject* _PyType_Lookup(PyTypeObject* tp, object name)
+    ctypedef PyObject* (*vectorcallfunc)(PyObject* f, PyObject** args, size_t nargsf,
+                                         PyObject* kw)
+    vectorcallfunc PyVectorcall_Function(PyObject* f) noexcept nogil
+    PyObject* PyObject_Vectorcall(PyObject* f, PyObject** args, size_t nargsf, PyObject* kw)
+    PyObject* PyObject_VectorcallMethod(object name, PyObject** args, size_t nargsf,
+                                        PyObject* kw)
+    size_t PY_VECTORCALL_ARGUMENTS_OFFSET
+    PyObject* Py_True
+    PyObject* Py_False
+    void Py_DECREF(PyObject* o)
+
+
+cdef inline int call_handler(handler_cache* c, object node, str name, object view,
+                             bint mine) except -1:
+    """``node.<name>(view, mine)``, as attribute lookup finds it. Node classes hold their
+    handlers as :class:`Handler` descriptors (``seqbus.Node.__init_subclass__``), which an
+    attribute of an instance cannot hide: while the class is unchanged and no node holds a
+    handler of its own under the name, the handler's function is called directly, without the
+    method lookup; anything else (a handler set on an instance or on the class afterwards, a
+    class with its own ``__getattribute__``) takes the interpreter's method call."""
+    cdef PyTypeObject* tp = Py_TYPE(node)
+    cdef unsigned int tag = type_tag(tp)
+    cdef PyObject* found
+    cdef PyObject* func
+    cdef PyObject* r
+    cdef PyObject* args[4]
+    cdef vectorcallfunc call
+    if tp != c.type or tag != c.tag or tag == 0:
+        if c.handler != NULL:
+            Py_DECREF(c.handler)
+            c.handler = NULL
+        c.type = NULL
+        if generic_getattr(tp):
+            found = _PyType_Lookup(tp, name)
+            tag = type_tag(tp)
+            if found != NULL and tag != 0 and type(<object>found) is Handler:
+                Py_INCREF(<object>found)
+                c.handler = found
+                c.type = tp
+                c.tag = tag
+    args[1] = <PyObject*>node
+    args[2] = <PyObject*>view
+    args[3] = Py_True if mine else Py_False
+    if c.handler != NULL and (<Handler>c.handler)._overridden == 0:
+        func = <PyObject*>(<Handler>c.handler).func
+        call = PyVectorcall_Function(func)  # a Python function's own entry (no wrapper)
+        if call != NULL:
+            r = call(func, &args[1], 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+        else:
+            r = PyObject_Vectorcall(func, &args[1], 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+    else:
+        r = PyObject_VectorcallMethod(name, &args[1], 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+    if r == NULL:
+        return -1
+    Py_DECREF(r)
+    return 0

@@ -60,7 +60,11 @@ cdef extern from *:
     """
     void seqbus_set_getattro(object cls, void* fn)
 
+cdef extern from "Python.h":
+    object method_new "PyMethod_New" (object func, object instance)
+
 import sys as _sys
+import weakref as _weakref
 
 from seqbus.errors import DecodeError
 
@@ -68,7 +72,7 @@ if _sys.byteorder != "little":
     raise ImportError("seqbus codecs need a little-endian host")
 
 #: The codec support ABI: generated modules name the one they were generated for.
-ABI = 8
+ABI = 9
 
 
 cdef int bad_byte(str msg, str field, Py_ssize_t off, str what, uint8_t b) except -1:
@@ -918,3 +922,88 @@ cdef class GroupIter:
 
     def __length_hint__(self):
         return self._g._count - self._i
+
+
+# -- handlers --------------------------------------------------------------------------------
+
+@cython.final
+cdef class Handler:
+    """A handler of a node class (``on_<message>``), as the class holds it: what
+    ``seqbus.Node.__init_subclass__`` makes of every handler a class defines. It behaves as the
+    function does — ``Class.on_ping`` is the function, ``node.on_ping`` a bound method — but is
+    a data descriptor, so that the generated dispatch can call the function straight from the
+    class (``call_handler`` in the .pxd) and still see a handler set on one node: setting
+    ``node.on_ping`` (a test's ``mock.patch.object``, a state machine that switches handlers)
+    is recorded here, takes effect at the next message, and ``del node.on_ping`` ends it."""
+
+    def __cinit__(self, func, str name):
+        self.func = func
+        self.name = name
+        self._overridden = 0
+        self._own = {}
+
+    def __get__(self, instance, owner):
+        cdef tuple own
+        if instance is None:
+            return self.func
+        if self._overridden:
+            own = self._own.get(id(instance))
+            if own is not None and _held(own) is instance:
+                return own[1]
+        return method_new(self.func, instance)
+
+    def __set__(self, instance, value):
+        key = id(instance)
+        try:
+            ref = _weakref.ref(instance, _Forget(self, key))
+        except TypeError:  # a node that takes no weak references: held until deleted
+            ref = instance
+        if key not in self._own:
+            self._overridden += 1
+        self._own[key] = (ref, value)
+
+    def __delete__(self, instance):
+        if self._own.pop(id(instance), None) is None:
+            raise AttributeError(
+                f"{type(instance).__name__!r} object has no attribute {self.name!r} of its own"
+            )
+        self._overridden -= 1
+
+    cdef _forget(self, key):
+        if self._own.pop(key, None) is not None:
+            self._overridden -= 1
+
+    @property
+    def __doc__(self):
+        return getattr(self.func, "__doc__", None)
+
+    @property
+    def __wrapped__(self):
+        return self.func
+
+    @property
+    def overridden(self):
+        """How many live nodes hold a handler of their own under this name."""
+        return self._overridden
+
+    def __repr__(self):
+        return f"<handler {getattr(self.func, '__qualname__', self.name)}>"
+
+
+cdef object _held(tuple own):
+    ref = own[0]
+    return ref() if type(ref) is _weakref.ref else ref
+
+
+@cython.final
+cdef class _Forget:
+    """The weak reference callback that drops a collected node's own handler."""
+    cdef Handler _h
+    cdef object _key
+
+    def __cinit__(self, Handler h, key):
+        self._h = h
+        self._key = key
+
+    def __call__(self, ref):
+        self._h._forget(self._key)

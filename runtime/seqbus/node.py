@@ -22,12 +22,14 @@ import mmap
 import sys
 import time
 import traceback
+import types
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 from seqbus import _core
+from seqbus._codec_support import Handler
 from seqbus.admin import AdminCommandSpec, bus_dispatch, collect_admin_commands, run_admin_command
 from seqbus.batch import (
     MESSAGE_HEADER,
@@ -210,6 +212,17 @@ class Node:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._seqbus_admin_commands_ = collect_admin_commands(cls)
+        # The class's handlers become Handler descriptors: the generated dispatch then calls
+        # them without a method lookup per message, and still sees one set on an instance.
+        names = {
+            name
+            for base in cls.__mro__
+            for name in base.__dict__.get("_seqbus_handlers_", {}).values()
+        }
+        for name in names:
+            func = cls.__dict__.get(name)
+            if type(func) is types.FunctionType:
+                setattr(cls, name, Handler(func, name))
 
     @classmethod
     def admin_commands(cls) -> dict[str, AdminCommandSpec]:

@@ -234,3 +234,12 @@ def test_all_types_round_trip(alltypes: ModuleType) -> None:
     assert view.raw == b"\x01\x02\0\0" and view.outer.inner.b == 0.5
     assert len(view.empty) == 2 and view.items[0].sub[0].v == -1
     assert a.Empty.decode(a.Empty().encode()).to_dict() == {}
+
+
+def test_u64_fields_read_exactly_on_both_sides_of_each_int_path() -> None:
+    from examples.pingpong.messages import Ping, PingView
+
+    for value in (0, 1, 256, 257, 2**30 - 1, 2**30, 2**31, 2**62 - 1, 2**62, 2**63, 2**64 - 1):
+        view = PingView(Ping(id=value, sent_at_ns=2**64 - 1 - value).encode())
+        assert (view.id, view.sent_at_ns) == (value, 2**64 - 1 - value)
+        assert type(view.id) is int

@@ -48,7 +48,7 @@ def test_seqbus_wheel_holds_the_compiled_modules_under_a_matching_manylinux_tag(
         assert {line.rsplit(",", 2)[0] for line in record.splitlines()} == names
     for required in (
         "seqbus/_core.abi3.so", "seqbus/_core.pyi", "seqbus/py.typed",
-        f"seqbus/_codec_support{EXT_SUFFIX}", "seqbus/_codec_support.pxd",
+        f"seqbus/_codec_support{EXT_SUFFIX}", "seqbus/_codec_support.pxd", "seqbus/_codec_support.pyi",
         f"seqbus/bus/_codec{EXT_SUFFIX}", "seqbus/bus/_codec.pyi", "seqbus/bus/bus.idl",
         "seqbus/examples/exchange/demo_nodes.py", "seqbus/examples/exchange/exchange.idl",
         f"seqbus/examples/exchange/messages/_codec{EXT_SUFFIX}",

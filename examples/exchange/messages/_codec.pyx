@@ -21,7 +21,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 8)
+_require_abi(__name__, 9)
 SCHEMA_ID = 7
 SCHEMA_VERSION = 2
 PACKAGE = "exchange"
@@ -1738,7 +1738,7 @@ cdef object _NewOrderView_getattro(object self, object name):
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
     if name is _n_order_id:
-        return (<NewOrderView>self)._get_order_id()
+        return _s.py_u64((<NewOrderView>self)._get_order_id())
     if name is _n_client_id:
         return (<NewOrderView>self)._get_client_id()
     if name is _n_symbol:
@@ -2429,9 +2429,9 @@ cdef object _OrderAcceptedView_getattro(object self, object name):
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
     if name is _n_order_id:
-        return (<OrderAcceptedView>self)._get_order_id()
+        return _s.py_u64((<OrderAcceptedView>self)._get_order_id())
     if name is _n_at:
-        return (<OrderAcceptedView>self)._get_at()
+        return _s.py_u64((<OrderAcceptedView>self)._get_at())
     if name is _n_to_value:
         return _s.bound_method(self, _OrderAcceptedView_to_value, "to_value")
     if name is _n_to_dict:
@@ -2947,9 +2947,9 @@ cdef object _OrderRejectedView_getattro(object self, object name):
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
     if name is _n_order_id:
-        return (<OrderRejectedView>self)._get_order_id()
+        return _s.py_u64((<OrderRejectedView>self)._get_order_id())
     if name is _n_at:
-        return (<OrderRejectedView>self)._get_at()
+        return _s.py_u64((<OrderRejectedView>self)._get_at())
     if name is _n_reason:
         return (<OrderRejectedView>self)._get_reason()
     if name is _n_text:
@@ -3449,7 +3449,7 @@ cdef object _CancelOrderView_getattro(object self, object name):
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
     if name is _n_order_id:
-        return (<CancelOrderView>self)._get_order_id()
+        return _s.py_u64((<CancelOrderView>self)._get_order_id())
     if name is _n_client_id:
         return (<CancelOrderView>self)._get_client_id()
     if name is _n_to_value:
@@ -3932,9 +3932,9 @@ cdef object _OrderCancelledView_getattro(object self, object name):
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
     if name is _n_order_id:
-        return (<OrderCancelledView>self)._get_order_id()
+        return _s.py_u64((<OrderCancelledView>self)._get_order_id())
     if name is _n_at:
-        return (<OrderCancelledView>self)._get_at()
+        return _s.py_u64((<OrderCancelledView>self)._get_at())
     if name is _n_cancelled_quantity:
         return (<OrderCancelledView>self)._get_cancelled_quantity()
     if name is _n_to_value:
@@ -4518,7 +4518,7 @@ cdef object _TradeView_getattro(object self, object name):
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
     if name is _n_trade_id:
-        return (<TradeView>self)._get_trade_id()
+        return _s.py_u64((<TradeView>self)._get_trade_id())
     if name is _n_symbol:
         return (<TradeView>self)._get_symbol()
     if name is _n_price:
@@ -4526,13 +4526,13 @@ cdef object _TradeView_getattro(object self, object name):
     if name is _n_quantity:
         return (<TradeView>self)._get_quantity()
     if name is _n_buy_order_id:
-        return (<TradeView>self)._get_buy_order_id()
+        return _s.py_u64((<TradeView>self)._get_buy_order_id())
     if name is _n_sell_order_id:
-        return (<TradeView>self)._get_sell_order_id()
+        return _s.py_u64((<TradeView>self)._get_sell_order_id())
     if name is _n_aggressor:
         return (<TradeView>self)._get_aggressor()
     if name is _n_at:
-        return (<TradeView>self)._get_at()
+        return _s.py_u64((<TradeView>self)._get_at())
     if name is _n_to_value:
         return _s.bound_method(self, _TradeView_to_value, "to_value")
     if name is _n_to_dict:
@@ -5109,7 +5109,7 @@ cdef object _BookUpdateLevelsView_getattro(object self, object name):
     if name is _n_price:
         return (<BookUpdateLevelsView>self)._get_price()
     if name is _n_quantity:
-        return (<BookUpdateLevelsView>self)._get_quantity()
+        return _s.py_u64((<BookUpdateLevelsView>self)._get_quantity())
     if name is _n_orders:
         return (<BookUpdateLevelsView>self)._get_orders()
     return PyObject_GenericGetAttr(self, name)
@@ -5624,7 +5624,7 @@ cdef object _BookUpdateView_getattro(object self, object name):
     if name is _n_symbol:
         return (<BookUpdateView>self)._get_symbol()
     if name is _n_at:
-        return (<BookUpdateView>self)._get_at()
+        return _s.py_u64((<BookUpdateView>self)._get_at())
     if name is _n_levels:
         return (<BookUpdateView>self)._get_levels()
     if name is _n_to_value:
@@ -6148,6 +6148,16 @@ cdef inline void _BookUpdateView_return(BookUpdateView v) noexcept:
         v._obj = None
 
 
+# Where the dispatch found each handler in the node's class (the .pxd's call_handler).
+cdef _s.handler_cache _NewOrderView_handler
+cdef _s.handler_cache _OrderAcceptedView_handler
+cdef _s.handler_cache _OrderRejectedView_handler
+cdef _s.handler_cache _CancelOrderView_handler
+cdef _s.handler_cache _OrderCancelledView_handler
+cdef _s.handler_cache _TradeView_handler
+cdef _s.handler_cache _BookUpdateView_handler
+
+
 cdef int _seqbus_dispatch_c(object node, int template_id, object buf, Py_ssize_t offset,
                             Py_ssize_t length, bint mine) except -1:
     """Wrap a body in its view and call the node's handler; 0 for an unknown template id."""
@@ -6160,37 +6170,37 @@ cdef int _seqbus_dispatch_c(object node, int template_id, object buf, Py_ssize_t
     cdef BookUpdateView v7
     if template_id == 1:
         v1 = _NewOrderView_lend(buf, offset, length)
-        node.on_new_order(v1, mine)
+        _s.call_handler(&_NewOrderView_handler, node, "on_new_order", v1, mine)
         _NewOrderView_return(v1)
         return 1
     elif template_id == 2:
         v2 = _OrderAcceptedView_lend(buf, offset, length)
-        node.on_order_accepted(v2, mine)
+        _s.call_handler(&_OrderAcceptedView_handler, node, "on_order_accepted", v2, mine)
         _OrderAcceptedView_return(v2)
         return 1
     elif template_id == 3:
         v3 = _OrderRejectedView_lend(buf, offset, length)
-        node.on_order_rejected(v3, mine)
+        _s.call_handler(&_OrderRejectedView_handler, node, "on_order_rejected", v3, mine)
         _OrderRejectedView_return(v3)
         return 1
     elif template_id == 4:
         v4 = _CancelOrderView_lend(buf, offset, length)
-        node.on_cancel_order(v4, mine)
+        _s.call_handler(&_CancelOrderView_handler, node, "on_cancel_order", v4, mine)
         _CancelOrderView_return(v4)
         return 1
     elif template_id == 5:
         v5 = _OrderCancelledView_lend(buf, offset, length)
-        node.on_order_cancelled(v5, mine)
+        _s.call_handler(&_OrderCancelledView_handler, node, "on_order_cancelled", v5, mine)
         _OrderCancelledView_return(v5)
         return 1
     elif template_id == 6:
         v6 = _TradeView_lend(buf, offset, length)
-        node.on_trade(v6, mine)
+        _s.call_handler(&_TradeView_handler, node, "on_trade", v6, mine)
         _TradeView_return(v6)
         return 1
     elif template_id == 7:
         v7 = _BookUpdateView_lend(buf, offset, length)
-        node.on_book_update(v7, mine)
+        _s.call_handler(&_BookUpdateView_handler, node, "on_book_update", v7, mine)
         _BookUpdateView_return(v7)
         return 1
     return 0

@@ -21,7 +21,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 8)
+_require_abi(__name__, 9)
 SCHEMA_ID = 2
 SCHEMA_VERSION = 1
 PACKAGE = "pingpong"
@@ -209,9 +209,9 @@ cdef object _PingView_getattro(object self, object name):
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
     if name is _n_id:
-        return (<PingView>self)._get_id()
+        return _s.py_u64((<PingView>self)._get_id())
     if name is _n_sent_at_ns:
-        return (<PingView>self)._get_sent_at_ns()
+        return _s.py_u64((<PingView>self)._get_sent_at_ns())
     if name is _n_to_value:
         return _s.bound_method(self, _PingView_to_value, "to_value")
     if name is _n_to_dict:
@@ -675,9 +675,9 @@ cdef object _PongView_getattro(object self, object name):
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
     if name is _n_id:
-        return (<PongView>self)._get_id()
+        return _s.py_u64((<PongView>self)._get_id())
     if name is _n_ping_sent_at_ns:
-        return (<PongView>self)._get_ping_sent_at_ns()
+        return _s.py_u64((<PongView>self)._get_ping_sent_at_ns())
     if name is _n_to_value:
         return _s.bound_method(self, _PongView_to_value, "to_value")
     if name is _n_to_dict:
@@ -1034,6 +1034,11 @@ cdef inline void _PongView_return(PongView v) noexcept:
         v._obj = None
 
 
+# Where the dispatch found each handler in the node's class (the .pxd's call_handler).
+cdef _s.handler_cache _PingView_handler
+cdef _s.handler_cache _PongView_handler
+
+
 cdef int _seqbus_dispatch_c(object node, int template_id, object buf, Py_ssize_t offset,
                             Py_ssize_t length, bint mine) except -1:
     """Wrap a body in its view and call the node's handler; 0 for an unknown template id."""
@@ -1041,12 +1046,12 @@ cdef int _seqbus_dispatch_c(object node, int template_id, object buf, Py_ssize_t
     cdef PongView v2
     if template_id == 1:
         v1 = _PingView_lend(buf, offset, length)
-        node.on_ping(v1, mine)
+        _s.call_handler(&_PingView_handler, node, "on_ping", v1, mine)
         _PingView_return(v1)
         return 1
     elif template_id == 2:
         v2 = _PongView_lend(buf, offset, length)
-        node.on_pong(v2, mine)
+        _s.call_handler(&_PongView_handler, node, "on_pong", v2, mine)
         _PongView_return(v2)
         return 1
     return 0

@@ -23,7 +23,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 8)
+_require_abi(__name__, 9)
 SCHEMA_ID = 1
 SCHEMA_VERSION = 2
 PACKAGE = "bus"
@@ -1438,13 +1438,13 @@ cdef object _SenderStateView_getattro(object self, object name):
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
     if name is _n_next_command_seq:
-        return (<SenderStateView>self)._get_next_command_seq()
+        return _s.py_u64((<SenderStateView>self)._get_next_command_seq())
     if name is _n_account:
         return (<SenderStateView>self)._get_account()
     if name is _n_instance:
         return (<SenderStateView>self)._get_instance()
     if name is _n_term:
-        return (<SenderStateView>self)._get_term()
+        return _s.py_u64((<SenderStateView>self)._get_term())
     if name is _n_leader:
         return (<SenderStateView>self)._get_leader()
     if name is _n_to_value:
@@ -2447,7 +2447,7 @@ cdef object _AdminCommandView_getattro(object self, object name):
     if name is _n_target:
         return (<AdminCommandView>self)._get_target()
     if name is _n_request_id:
-        return (<AdminCommandView>self)._get_request_id()
+        return _s.py_u64((<AdminCommandView>self)._get_request_id())
     if name is _n_name:
         return (<AdminCommandView>self)._get_name()
     if name is _n_args:
@@ -3086,9 +3086,9 @@ cdef object _AdminReplyView_getattro(object self, object name):
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
     if name is _n_command_sequence:
-        return (<AdminReplyView>self)._get_command_sequence()
+        return _s.py_u64((<AdminReplyView>self)._get_command_sequence())
     if name is _n_request_id:
-        return (<AdminReplyView>self)._get_request_id()
+        return _s.py_u64((<AdminReplyView>self)._get_request_id())
     if name is _n_requester:
         return (<AdminReplyView>self)._get_requester()
     if name is _n_status:
@@ -3645,7 +3645,7 @@ cdef object _EpochView_getattro(object self, object name):
     (see seqbus._codec_support.BoundMethod), or the generic lookup (methods, the
     properties above, names built at run time)."""
     if name is _n_term:
-        return (<EpochView>self)._get_term()
+        return _s.py_u64((<EpochView>self)._get_term())
     if name is _n_leader:
         return (<EpochView>self)._get_leader()
     if name is _n_previous_leader:
@@ -4121,6 +4121,15 @@ cdef inline void _EpochView_return(EpochView v) noexcept:
         v._obj = None
 
 
+# Where the dispatch found each handler in the node's class (the .pxd's call_handler).
+cdef _s.handler_cache _ClockTickView_handler
+cdef _s.handler_cache _SessionStartView_handler
+cdef _s.handler_cache _SenderStateView_handler
+cdef _s.handler_cache _AdminCommandView_handler
+cdef _s.handler_cache _AdminReplyView_handler
+cdef _s.handler_cache _EpochView_handler
+
+
 cdef int _seqbus_dispatch_c(object node, int template_id, object buf, Py_ssize_t offset,
                             Py_ssize_t length, bint mine) except -1:
     """Wrap a body in its view and call the node's handler; 0 for an unknown template id."""
@@ -4132,32 +4141,32 @@ cdef int _seqbus_dispatch_c(object node, int template_id, object buf, Py_ssize_t
     cdef EpochView v6
     if template_id == 1:
         v1 = _ClockTickView_lend(buf, offset, length)
-        node.on_clock_tick(v1, mine)
+        _s.call_handler(&_ClockTickView_handler, node, "on_clock_tick", v1, mine)
         _ClockTickView_return(v1)
         return 1
     elif template_id == 2:
         v2 = _SessionStartView_lend(buf, offset, length)
-        node.on_session_start(v2, mine)
+        _s.call_handler(&_SessionStartView_handler, node, "on_session_start", v2, mine)
         _SessionStartView_return(v2)
         return 1
     elif template_id == 3:
         v3 = _SenderStateView_lend(buf, offset, length)
-        node.on_sender_state(v3, mine)
+        _s.call_handler(&_SenderStateView_handler, node, "on_sender_state", v3, mine)
         _SenderStateView_return(v3)
         return 1
     elif template_id == 4:
         v4 = _AdminCommandView_lend(buf, offset, length)
-        node.on_admin_command(v4, mine)
+        _s.call_handler(&_AdminCommandView_handler, node, "on_admin_command", v4, mine)
         _AdminCommandView_return(v4)
         return 1
     elif template_id == 5:
         v5 = _AdminReplyView_lend(buf, offset, length)
-        node.on_admin_reply(v5, mine)
+        _s.call_handler(&_AdminReplyView_handler, node, "on_admin_reply", v5, mine)
         _AdminReplyView_return(v5)
         return 1
     elif template_id == 6:
         v6 = _EpochView_lend(buf, offset, length)
-        node.on_epoch(v6, mine)
+        _s.call_handler(&_EpochView_handler, node, "on_epoch", v6, mine)
         _EpochView_return(v6)
         return 1
     return 0
