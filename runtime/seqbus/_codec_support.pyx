@@ -926,6 +926,52 @@ cdef class GroupIter:
 
 # -- handlers --------------------------------------------------------------------------------
 
+cdef int call_handler(handler_cache* c, object node, str name, object view,
+                      bint mine) except -1:
+    """``node.<name>(view, mine)``, as attribute lookup finds it. Node classes hold their
+    handlers as :class:`Handler` descriptors (``seqbus.Node.__init_subclass__``), which an
+    attribute of an instance cannot hide: while the class is unchanged and no node holds a
+    handler of its own under the name, the handler's function is called directly, without the
+    method lookup; anything else (a handler set on an instance or on the class afterwards, a
+    class with its own ``__getattribute__``) takes the interpreter's method call."""
+    cdef PyTypeObject* tp = Py_TYPE(node)
+    cdef unsigned int tag = type_tag(tp)
+    cdef PyObject* found
+    cdef PyObject* func
+    cdef PyObject* r
+    cdef PyObject* args[4]
+    cdef vectorcallfunc call
+    if tp != c.type or tag != c.tag or tag == 0:
+        if c.handler != NULL:
+            Py_DECREF(c.handler)
+            c.handler = NULL
+        c.type = NULL
+        if generic_getattr(tp):
+            found = _PyType_Lookup(tp, name)
+            tag = type_tag(tp)
+            if found != NULL and tag != 0 and type(<object>found) is Handler:
+                Py_INCREF(<object>found)
+                c.handler = found
+                c.type = tp
+                c.tag = tag
+    args[1] = <PyObject*>node
+    args[2] = <PyObject*>view
+    args[3] = Py_True if mine else Py_False
+    if c.handler != NULL and (<Handler>c.handler)._overridden == 0:
+        func = <PyObject*>(<Handler>c.handler).func
+        call = PyVectorcall_Function(func)  # a Python function's own entry (no wrapper)
+        if call != NULL:
+            r = call(func, &args[1], 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+        else:
+            r = PyObject_Vectorcall(func, &args[1], 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+    else:
+        r = PyObject_VectorcallMethod(name, &args[1], 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+    if r == NULL:
+        return -1
+    Py_DECREF(r)
+    return 0
+
+
 @cython.final
 cdef class Handler:
     """A handler of a node class (``on_<message>``), as the class holds it: what
