@@ -32,6 +32,30 @@ class Link:
         """The command prefix that runs a process at site B."""
         return ["ip", "netns", "exec", self.ns]
 
+    def nft(self, rules: str) -> None:
+        """Loads nftables ``rules`` in site B's namespace."""
+        r = subprocess.run(
+            [*self.in_b(), "nft", "-f", "-"],
+            input=rules,
+            text=True,
+            capture_output=True,
+            check=False,
+        )
+        if r.returncode != 0:
+            raise RuntimeError(f"nft: {r.stderr.strip()}")
+
+    def drop_every(self, port: int, every: int) -> None:
+        """Drops one in ``every`` of the UDP datagrams site B's processes send to ``port`` on
+        its loopback (a deterministic loss: one datagram of each ``every``)."""
+        rules = f"""
+table inet sitesdrop {{
+  chain in {{ type filter hook input priority 0;
+    iifname "lo" udp dport {port} numgen inc mod {every} == {every - 1} drop
+  }}
+}}
+"""
+        self.nft(rules)
+
     def loss(self, link_pct: int, site_b_udp_pct: int, site_b_group: str, every: int = 40) -> None:
         """Drops ``link_pct`` % of the link's packets each way, and ``site_b_udp_pct`` % of
         the UDP datagrams site B's processes receive (its multicast, commands, gap fills), at
@@ -50,15 +74,7 @@ table inet sitesloss {{
   }}
 }}
 """
-        r = subprocess.run(
-            [*self.in_b(), "nft", "-f", "-"],
-            input=rules,
-            text=True,
-            capture_output=True,
-            check=False,
-        )
-        if r.returncode != 0:
-            raise RuntimeError(f"nft: {r.stderr.strip()}")
+        self.nft(rules)
 
 
 def usable() -> str | None:

@@ -5,6 +5,7 @@
 //! unchanged on this site's multicast, serves this site's gap fills and rewinds from its
 //! journal, and carries this site's commands back.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,8 +17,10 @@ use seqbus_journal::Journal;
 use seqbus_transport::tcp::{self, TcpClient, TcpServer};
 use seqbus_transport::tls;
 use seqbus_transport::udp::{self, Outbox};
+use seqbus_wire::auth::Key;
 use seqbus_wire::mold::{self, MoldPacket, MoldWriter, PacketKind};
-use seqbus_wire::UpstreamPacket;
+use seqbus_wire::upstream::{Nak, TYPE_COMMANDS};
+use seqbus_wire::{Account, UpstreamPacket};
 
 use crate::idle::Idler;
 use crate::transports::{client_config, credentials, timing};
@@ -306,6 +309,84 @@ impl Heartbeats {
 }
 
 /// Runs this site's end of a bridge (`[bridge]`) until `stop` is set or the session ends.
+/// Gaps in this site's commands, seen as they pass the bridge. The sequencer's NAKs do not cross
+/// a link (SoupBinTCP has no message for them), so the bridge asks for what it saw missing
+/// itself, as the sequencer would: a command lost on this site's LAN then costs its sender a
+/// round trip to the bridge, not a retransmission timeout. The bridge keeps no commands: it
+/// knows of each account only the command after the last it passed on (from the first packet
+/// it sees of the account), NAKs a packet whose commands skip past it, at most once per
+/// account per holdoff, and leaves anything else (a resend lost again, a NAK lost) to the
+/// sender's timer, as before. A NAK the sequencer would not have sent (the commands came
+/// another way) only makes the sender resend what it still holds, which the sequencer drops
+/// as duplicates. With `[auth]`, only a packet with its account's MAC is NAKed, and the NAK
+/// carries that MAC (an account the bridge has no key for gets none).
+pub(crate) struct GapWatch {
+    holdoff_ns: u64,
+    keys: Option<HashMap<Account, Key>>,
+    expected: HashMap<Account, u64>,
+    nak_at: HashMap<Account, u64>,
+    /// NAKs sent.
+    pub(crate) naks: u64,
+}
+
+impl GapWatch {
+    /// `holdoff_ns` 0: no NAKs.
+    pub(crate) fn new(holdoff_ns: u64, keys: Option<HashMap<Account, Key>>) -> GapWatch {
+        GapWatch {
+            holdoff_ns,
+            keys,
+            expected: HashMap::new(),
+            nak_at: HashMap::new(),
+            naks: 0,
+        }
+    }
+
+    /// Notes a packet on its way to the sequencer; the NAK to send its sender, if it shows a
+    /// gap.
+    pub(crate) fn observe(&mut self, now_ns: u64, p: &UpstreamPacket<'_>) -> Option<Vec<u8>> {
+        if self.holdoff_ns == 0 || p.kind() != TYPE_COMMANDS {
+            return None;
+        }
+        let account = p.account();
+        let key = match &self.keys {
+            None => None,
+            Some(keys) => match keys.get(&account) {
+                Some(k) if p.verify(k) => Some(k),
+                _ => return None,
+            },
+        };
+        let mut gap = None;
+        // the first packet of an account says where it stands, nothing about what is missing
+        let expected = self.expected.entry(account).or_insert(0);
+        let known = *expected != 0;
+        for c in p.commands() {
+            let seq = c.command_seq;
+            if known && seq > *expected && gap.is_none() {
+                gap = Some((*expected, seq - *expected));
+            }
+            *expected = (*expected).max(seq + 1);
+        }
+        let (from, missing) = gap?;
+        let last = self.nak_at.entry(account).or_insert(0);
+        if *last != 0 && now_ns < *last + self.holdoff_ns {
+            return None;
+        }
+        *last = now_ns;
+        self.naks += 1;
+        let nak = Nak {
+            session: p.session(),
+            account,
+            instance: p.instance(),
+            expected: from,
+            missing: missing.min(u64::from(u16::MAX)) as u16,
+        };
+        Some(match key {
+            Some(k) => nak.encode_signed(k).to_vec(),
+            None => nak.encode().to_vec(),
+        })
+    }
+}
+
 pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     let Some(b) = &cfg.bridge else {
         return Err(Error::Option {
@@ -361,6 +442,10 @@ pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     };
     let mut next = start;
     let mut malformed = 0u64;
+    let mut gaps = GapWatch::new(
+        cfg.sequencer.nak_holdoff_us * 1000,
+        cfg.auth.as_ref().map(|a| a.keys.iter().cloned().collect()),
+    );
     let mut fds: Vec<RawFd> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let now = now_ns();
@@ -410,6 +495,10 @@ pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
                 match rx.get(i).map(UpstreamPacket::parse) {
                     Some(Ok(p)) if p.session() == session => {
                         channels.send_upstream(now, rx.get(i).expect("checked"));
+                        if let Some(nak) = gaps.observe(now, &p) {
+                            // lost, as any datagram may be: the sender's timer covers it
+                            let _ = upstream.send_to(&nak, &rx.from(i));
+                        }
                     }
                     _ => malformed += 1,
                 }
@@ -461,10 +550,86 @@ pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     let s = channels.stats();
     eprintln!(
         "seqbus bridge: stopped at message {next}; first copies per link {:?}, later copies {:?}, \
-         commands sent per link {:?}",
-        s.first, s.later, s.upstream
+         commands sent per link {:?}; NAKs to this site's senders {}",
+        s.first, s.later, s.upstream, gaps.naks
     );
     journal.flush()?;
     journal.sync()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seqbus_wire::upstream::{Command, UpstreamWriter};
+    use seqbus_wire::Session;
+
+    const ACCOUNT: Account = *b"SENDER\0\0";
+
+    fn packet(seqs: &[u64], key: Option<&Key>) -> Vec<u8> {
+        let mut w = UpstreamWriter::new(1472);
+        if let Some(k) = key {
+            w.set_key(k.clone(), 1);
+        }
+        w.begin(TYPE_COMMANDS, Session(*b"SITES00001"), ACCOUNT, 2);
+        for &seq in seqs {
+            assert!(w.push(&Command {
+                command_seq: seq,
+                body_length: 4,
+                flags: 0,
+                fragment: b"body",
+            }));
+        }
+        w.finish().to_vec()
+    }
+
+    fn observe(g: &mut GapWatch, now: u64, seqs: &[u64]) -> Option<Nak> {
+        let d = packet(seqs, None);
+        let p = UpstreamPacket::parse(&d).unwrap();
+        g.observe(now, &p).map(|n| Nak::parse(&n).unwrap())
+    }
+
+    #[test]
+    fn a_packet_past_a_gap_gets_a_nak_for_what_is_missing_once_per_holdoff() {
+        let mut g = GapWatch::new(100_000, None);
+        assert_eq!(observe(&mut g, 1, &[7, 8]), None); // first sight: where it stands
+        assert_eq!(observe(&mut g, 2, &[9, 10]), None);
+        let nak = observe(&mut g, 3, &[13, 14]).expect("11 and 12 missing");
+        assert_eq!((nak.expected, nak.missing, nak.instance), (11, 2, 2));
+        assert_eq!(nak.account, ACCOUNT);
+        // the resend passes without a NAK; another gap within the holdoff gets none
+        assert_eq!(observe(&mut g, 4, &[11, 12]), None);
+        assert_eq!(observe(&mut g, 5, &[16]), None);
+        // after it, one; a probe (oldest and last) past what was seen is a gap too
+        let nak = observe(&mut g, 200_000, &[15, 30]).expect("after the holdoff");
+        assert_eq!((nak.expected, nak.missing), (17, 13));
+        assert_eq!(g.naks, 2);
+        // holdoff 0: no NAKs at all
+        let mut off = GapWatch::new(0, None);
+        assert_eq!(observe(&mut off, 1, &[1]), None);
+        assert_eq!(observe(&mut off, 2, &[5]), None);
+    }
+
+    #[test]
+    fn with_keys_only_authentic_packets_are_naked_and_the_nak_carries_the_mac() {
+        let key = Key::new([7; 32]);
+        let keys: HashMap<Account, Key> = [(ACCOUNT, key.clone())].into_iter().collect();
+        let mut g = GapWatch::new(1, Some(keys));
+        for (i, seqs) in [&[1u64][..], &[5]].iter().enumerate() {
+            let forged = packet(seqs, None);
+            let p = UpstreamPacket::parse(&forged).unwrap();
+            assert!(
+                g.observe(i as u64 + 1, &p).is_none(),
+                "unsigned: not even noted"
+            );
+        }
+        let d = packet(&[1], Some(&key));
+        assert!(g.observe(10, &UpstreamPacket::parse(&d).unwrap()).is_none());
+        let d = packet(&[4], Some(&key));
+        let nak = g
+            .observe(20, &UpstreamPacket::parse(&d).unwrap())
+            .expect("2, 3 missing");
+        assert!(Nak::verify(&nak, &key));
+        assert_eq!(Nak::parse(&nak).unwrap().expected, 2);
+    }
 }
