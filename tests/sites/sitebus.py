@@ -99,6 +99,19 @@ reconnect_max_ms = 200
         """The sequencer's (and the nodes') configuration of this site."""
         return self.write(f"{self.name}-bus", self.base())
 
+    def bridge(self, channels: list[str]) -> Path:
+        """The configuration of this site's bus with a bridge reading ``channels`` (the
+        other site's SoupBinTCP servers) into the journal ``journal-bridge``."""
+        return self.write(
+            f"{self.name}-bus",
+            self.base()
+            + f"""
+[bridge]
+channels = {channels!r}
+journal_dir = "{self.workdir / "journal-bridge"}"
+""".replace("'", '"'),
+        )
+
     def follower(
         self, name: str, *, tcp: bool = True, follow_tcp: list[str] | None = None
     ) -> tuple[Path, int, int]:

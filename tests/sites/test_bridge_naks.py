@@ -29,15 +29,7 @@ def test_the_bridge_naks_a_gap_in_its_sites_commands(tmp_path: Path, processes: 
         b = Site(tmp_path, "b")
         bus_a = a.bus()
         t1, _, t1_tcp = a.follower("t1")
-        bus_b = b.write(
-            "b-bus",
-            b.base()
-            + f"""
-[bridge]
-channels = ["{A_IP}:{t1_tcp}"]
-journal_dir = "{tmp_path / "journal-bridge"}"
-""",
-        )
+        bus_b = b.bridge([f"{A_IP}:{t1_tcp}"])
         link.drop_every(b.upstream, 20)
         cli = seqbus_cli()
         processes.start("sequencer", [*cli, "sequencer", "-c", str(bus_a)])

@@ -48,15 +48,7 @@ def test_the_exchange_across_two_sites_with_loss_failover_and_a_lost_link(
         bus_a = a.bus()
         t1a, _, t1a_tcp = a.follower("t1a")
         t1b, _, t1b_tcp = a.follower("t1b")
-        bus_b = b.write(
-            "b-bus",
-            b.base()
-            + f"""
-[bridge]
-channels = ["{A_IP}:{t1a_tcp}", "{A_IP}:{t1b_tcp}"]
-journal_dir = "{tmp_path / "journal-bridge"}"
-""",
-        )
+        bus_b = b.bridge([f"{A_IP}:{t1a_tcp}", f"{A_IP}:{t1b_tcp}"])
         reports = tmp_path / "reports"
         reports.mkdir()
         env = {
