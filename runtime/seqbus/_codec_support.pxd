@@ -449,37 +449,13 @@ cdef class Handler:
     cdef _forget(self, key)
 
 
-cdef extern from *:
-    """
-    /* a class's version tag, 0 while it has none (tags start at 1 and change with every
-       change to the class or a class it derives from) */
-    #define seqbus_type_tag(tp) (PyType_HasFeature((tp), Py_TPFLAGS_VALID_VERSION_TAG) \
-                                 ? (tp)->tp_version_tag : 0u)
-    #define seqbus_generic_getattr(tp) ((tp)->tp_getattro == PyObject_GenericGetAttr)
-    typedef struct {
-        PyTypeObject *type;  /* compared by address and version tag, not held */
-        unsigned int tag;
-        PyObject *handler;   /* the Handler the class resolves the name to (held), or NULL */
-    } seqbus_handler_cache;
-    """
-    ctypedef struct handler_cache "seqbus_handler_cache":
-        PyTypeObject* type
-        unsigned int tag
-        PyObject* handler
-    unsigned int type_tag "seqbus_type_tag" (PyTypeObject* tp) noexcept nogil
-    bint generic_getattr "seqbus_generic_getattr" (PyTypeObject* tp) noexcept nogil
-    # the attribute the class (its MRO) holds under a name, borrowed; assigns a version tag
-    PyObject* _PyType_Lookup(PyTypeObject* tp, object name)
-    ctypedef PyObject* (*vectorcallfunc)(PyObject* f, PyObject** args, size_t nargsf,
-                                         PyObject* kw)
-    vectorcallfunc PyVectorcall_Function(PyObject* f) noexcept nogil
-    PyObject* PyObject_Vectorcall(PyObject* f, PyObject** args, size_t nargsf, PyObject* kw)
-    PyObject* PyObject_VectorcallMethod(object name, PyObject** args, size_t nargsf,
-                                        PyObject* kw)
-    size_t PY_VECTORCALL_ARGUMENTS_OFFSET
-    PyObject* Py_True
-    PyObject* Py_False
-    void Py_DECREF(PyObject* o)
+# Where the dispatch found a node's handler for one message type (call_handler): the class
+# (compared by address and version tag, not held), its tag, the Handler it resolves the name
+# to (held), or NULL.
+cdef struct handler_cache:
+    PyTypeObject* type
+    unsigned int tag
+    PyObject* handler
 
 
 cdef int call_handler(handler_cache* c, object node, str name, object view,

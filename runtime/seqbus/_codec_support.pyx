@@ -926,6 +926,30 @@ cdef class GroupIter:
 
 # -- handlers --------------------------------------------------------------------------------
 
+cdef extern from *:
+    """
+    /* a class's version tag, 0 while it has none (tags start at 1 and change with every
+       change to the class or a class it derives from) */
+    #define seqbus_type_tag(tp) (PyType_HasFeature((tp), Py_TPFLAGS_VALID_VERSION_TAG) \
+                                 ? (tp)->tp_version_tag : 0u)
+    #define seqbus_generic_getattr(tp) ((tp)->tp_getattro == PyObject_GenericGetAttr)
+    """
+    unsigned int type_tag "seqbus_type_tag" (PyTypeObject* tp) noexcept nogil
+    bint generic_getattr "seqbus_generic_getattr" (PyTypeObject* tp) noexcept nogil
+    # the attribute the class (its MRO) holds under a name, borrowed; assigns a version tag
+    PyObject* _PyType_Lookup(PyTypeObject* tp, object name)
+    ctypedef PyObject* (*vectorcallfunc)(PyObject* f, PyObject** args, size_t nargsf,
+                                         PyObject* kw)
+    vectorcallfunc PyVectorcall_Function(PyObject* f) noexcept nogil
+    PyObject* PyObject_Vectorcall(PyObject* f, PyObject** args, size_t nargsf, PyObject* kw)
+    PyObject* PyObject_VectorcallMethod(object name, PyObject** args, size_t nargsf,
+                                        PyObject* kw)
+    size_t PY_VECTORCALL_ARGUMENTS_OFFSET
+    PyObject* Py_True
+    PyObject* Py_False
+    void Py_DECREF(PyObject* o)
+
+
 cdef int call_handler(handler_cache* c, object node, str name, object view,
                       bint mine) except -1:
     """``node.<name>(view, mine)``, as attribute lookup finds it. Node classes hold their
@@ -978,7 +1002,7 @@ cdef class Handler:
     ``seqbus.Node.__init_subclass__`` makes of every handler a class defines. It behaves as the
     function does — ``Class.on_ping`` is the function, ``node.on_ping`` a bound method — but is
     a data descriptor, so that the generated dispatch can call the function straight from the
-    class (``call_handler`` in the .pxd) and still see a handler set on one node: setting
+    class (``call_handler``) and still see a handler set on one node: setting
     ``node.on_ping`` (a test's ``mock.patch.object``, a state machine that switches handlers)
     is recorded here, takes effect at the next message, and ``del node.on_ping`` ends it."""
 

@@ -9,6 +9,7 @@ starts every process itself and kills each by its PID at the end, on error and o
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -57,6 +58,7 @@ _handed_out: set[int] = set()
 _PORTS_FROM = 10000
 
 
+@functools.cache
 def _ephemeral_start() -> int:
     """The first port the kernel hands to sockets bound to port 0 (and to connecting ones)."""
     try:
@@ -76,18 +78,13 @@ def _free_port(kind: socket.SocketKind) -> int:
     start = _ephemeral_start()
     pick = random.SystemRandom()
     for _ in range(1000):
+        port = pick.randrange(_PORTS_FROM, start) if start - _PORTS_FROM >= 1000 else 0
         with socket.socket(socket.AF_INET, kind) as s:
-            if start - _PORTS_FROM >= 1000:
-                port = pick.randrange(_PORTS_FROM, start)
-                if port in _handed_out:
-                    continue
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-            else:
-                s.bind(("127.0.0.1", 0))
-                port = int(s.getsockname()[1])
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # taken
+                continue
+            port = int(s.getsockname()[1])
         if port not in _handed_out:
             _handed_out.add(port)
             return port

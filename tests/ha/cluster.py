@@ -11,7 +11,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from seqbus import _core
 from seqbus.errors import BackPressureError
@@ -186,9 +186,13 @@ retry_ms = 20
 class Stream:
     """A node that records every record it is handed, and sends tagged bodies."""
 
-    def __init__(self, cluster: Cluster, account: str, start: str | int = "rewind") -> None:
+    def __init__(
+        self, config: Cluster | Path, account: str, start: Literal["live", "rewind"] | int = "rewind"
+    ) -> None:
+        """``config``: a cluster, or the path of any bus configuration."""
         self.account = account
-        self.client = _core.NodeClient(str(cluster.path), account, 1, start=start)
+        path = config.path if isinstance(config, Cluster) else config
+        self.client = _core.NodeClient(str(path), account, 1, start=start)
         self.records: list[tuple[int, int, bytes]] = []  # (type, sequence, envelope + body)
         self.sent = 0
         self.caught_up = False

@@ -20,11 +20,6 @@ from tests.sites.sitebus import Deadline, Site, journal_bytes, tls_files, wait_u
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("multicast")]
 
 
-class _Cfg:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-
 @pytest.mark.parametrize("tls", [False, True], ids=["tcp", "tls"])
 def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
     tmp_path: Path, processes: Processes, tls: bool
@@ -51,7 +46,7 @@ def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
         name: processes.start(name, [*cli, "replayer", "-c", str(cfg)])
         for name, cfg in (("t1a", t1a), ("t1b", t1b), ("t2", t2))
     }
-    sender = Stream(_Cfg(bus), "S1", start="live")  # type: ignore[arg-type]
+    sender = Stream(bus, "S1", start="live")
     wait_until(
         lambda: sender.poll() >= 0 and sender.client.is_ready(), 20, "the sender", processes.logs
     )
@@ -76,7 +71,7 @@ def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
         "the second tier",
         processes.logs,
     )
-    late = Stream(_Cfg(late_cfg), "LATE", start="rewind")  # type: ignore[arg-type]
+    late = Stream(late_cfg, "LATE", start="rewind")
     # its first batch of history (one poll hands out at most 4096 records): mid-rewind
     wait_until(lambda: late.poll(0.05) > 0, 30, "the late joiner's first history", processes.logs)
     got = len(late.messages())
@@ -113,7 +108,7 @@ def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
     # holds the messages sent after t1a died
     def rewind_all(account: str) -> Stream:
         """A late joiner whose only replayer is the second tier, once it has all of S1's."""
-        late = Stream(_Cfg(late_cfg), account, start="rewind")  # type: ignore[arg-type]
+        late = Stream(late_cfg, account, start="rewind")
         wait_until(
             lambda: late.poll() >= 0 and late.caught_up and len(late.from_tag("S1")) >= more,
             60,

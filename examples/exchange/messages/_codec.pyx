@@ -6148,7 +6148,7 @@ cdef inline void _BookUpdateView_return(BookUpdateView v) noexcept:
         v._obj = None
 
 
-# Where the dispatch found each handler in the node's class (the .pxd's call_handler).
+# Where the dispatch found each handler in the node's class (seqbus._codec_support's call_handler).
 cdef _s.handler_cache _NewOrderView_handler
 cdef _s.handler_cache _OrderAcceptedView_handler
 cdef _s.handler_cache _OrderRejectedView_handler

@@ -1034,7 +1034,7 @@ cdef inline void _PongView_return(PongView v) noexcept:
         v._obj = None
 
 
-# Where the dispatch found each handler in the node's class (the .pxd's call_handler).
+# Where the dispatch found each handler in the node's class (seqbus._codec_support's call_handler).
 cdef _s.handler_cache _PingView_handler
 cdef _s.handler_cache _PongView_handler
 

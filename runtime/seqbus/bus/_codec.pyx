@@ -4121,7 +4121,7 @@ cdef inline void _EpochView_return(EpochView v) noexcept:
         v._obj = None
 
 
-# Where the dispatch found each handler in the node's class (the .pxd's call_handler).
+# Where the dispatch found each handler in the node's class (seqbus._codec_support's call_handler).
 cdef _s.handler_cache _ClockTickView_handler
 cdef _s.handler_cache _SessionStartView_handler
 cdef _s.handler_cache _SenderStateView_handler

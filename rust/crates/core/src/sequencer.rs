@@ -522,10 +522,7 @@ impl Sequencer {
                         };
                         // with keys, authentic() found the account's key
                         let key = self.keys.as_ref().and_then(|k| k.get(&account));
-                        self.nak = Some(match key {
-                            Some(k) => nak.encode_signed(k).to_vec(),
-                            None => nak.encode().to_vec(),
-                        });
+                        self.nak = Some(nak.datagram(key));
                     }
                 }
                 n

@@ -10,7 +10,7 @@ use std::collections::hash_map::RandomState;
 use std::collections::BTreeSet;
 use std::hash::{BuildHasher, Hasher};
 use std::net::{TcpListener, UdpSocket};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 /// Where picked ports start; they end below the ephemeral range.
 const PORTS_FROM: u16 = 10_000;
@@ -23,10 +23,13 @@ pub enum Protocol {
 }
 
 fn ephemeral_start() -> u16 {
-    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|t| t.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32_768)
+    static START: OnceLock<u16> = OnceLock::new();
+    *START.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|t| t.split_whitespace().next()?.parse().ok())
+            .unwrap_or(32_768)
+    })
 }
 
 fn bind(protocol: Protocol, port: u16) -> Option<u16> {
@@ -49,19 +52,15 @@ pub fn free_port(protocol: Protocol) -> u16 {
     let start = ephemeral_start();
     let random = RandomState::new();
     for i in 0..1000u64 {
-        let port = if start.saturating_sub(PORTS_FROM) >= 1000 {
+        let pick = if start.saturating_sub(PORTS_FROM) >= 1000 {
             let mut h = random.build_hasher();
             h.write_u64(i);
             let span = u64::from(start - PORTS_FROM);
-            let pick = PORTS_FROM + u16::try_from(h.finish() % span).expect("below the range");
-            if GIVEN.lock().unwrap().contains(&pick) {
-                continue;
-            }
-            bind(protocol, pick)
+            PORTS_FROM + u16::try_from(h.finish() % span).expect("below the range")
         } else {
-            bind(protocol, 0)
+            0
         };
-        if let Some(port) = port {
+        if let Some(port) = bind(protocol, pick) {
             if GIVEN.lock().unwrap().insert(port) {
                 return port;
             }

@@ -12,12 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use seqbus_core::{Replayer, Store};
+use seqbus_core::{AccountKeys, Replayer, Store};
 use seqbus_journal::Journal;
 use seqbus_transport::tcp::{self, TcpClient, TcpServer};
 use seqbus_transport::tls;
 use seqbus_transport::udp::{self, Outbox};
-use seqbus_wire::auth::Key;
 use seqbus_wire::mold::{self, MoldPacket, MoldWriter, PacketKind};
 use seqbus_wire::upstream::{Nak, TYPE_COMMANDS};
 use seqbus_wire::{Account, UpstreamPacket};
@@ -322,7 +321,7 @@ impl Heartbeats {
 /// carries that MAC (an account the bridge has no key for gets none).
 pub(crate) struct GapWatch {
     holdoff_ns: u64,
-    keys: Option<HashMap<Account, Key>>,
+    keys: Option<AccountKeys>,
     expected: HashMap<Account, u64>,
     nak_at: HashMap<Account, u64>,
     /// NAKs sent.
@@ -331,7 +330,7 @@ pub(crate) struct GapWatch {
 
 impl GapWatch {
     /// `holdoff_ns` 0: no NAKs.
-    pub(crate) fn new(holdoff_ns: u64, keys: Option<HashMap<Account, Key>>) -> GapWatch {
+    pub(crate) fn new(holdoff_ns: u64, keys: Option<AccountKeys>) -> GapWatch {
         GapWatch {
             holdoff_ns,
             keys,
@@ -380,10 +379,7 @@ impl GapWatch {
             expected: from,
             missing: missing.min(u64::from(u16::MAX)) as u16,
         };
-        Some(match key {
-            Some(k) => nak.encode_signed(k).to_vec(),
-            None => nak.encode().to_vec(),
-        })
+        Some(nak.datagram(key))
     }
 }
 
@@ -561,6 +557,7 @@ pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use seqbus_wire::auth::Key;
     use seqbus_wire::upstream::{Command, UpstreamWriter};
     use seqbus_wire::Session;
 
@@ -613,7 +610,7 @@ mod tests {
     #[test]
     fn with_keys_only_authentic_packets_are_naked_and_the_nak_carries_the_mac() {
         let key = Key::new([7; 32]);
-        let keys: HashMap<Account, Key> = [(ACCOUNT, key.clone())].into_iter().collect();
+        let keys: AccountKeys = [(ACCOUNT, key.clone())].into_iter().collect();
         let mut g = GapWatch::new(1, Some(keys));
         for (i, seqs) in [&[1u64][..], &[5]].iter().enumerate() {
             let forged = packet(seqs, None);

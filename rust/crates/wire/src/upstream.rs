@@ -253,6 +253,14 @@ impl Nak {
         b
     }
 
+    /// The datagram to send: signed with the account's `key` when upstream is authenticated.
+    pub fn datagram(&self, key: Option<&Key>) -> Vec<u8> {
+        match key {
+            Some(k) => self.encode_signed(k).to_vec(),
+            None => self.encode().to_vec(),
+        }
+    }
+
     /// Validates a whole datagram.
     pub fn parse(buf: &[u8]) -> Result<Nak, WireError> {
         const WHAT: &str = "NAK";
