@@ -4,8 +4,12 @@
 
 * ingest: a Python node's typed handlers reading two fields of every message, fed batches as
   the Rust core hands them over, vs pyzmq PUB/SUB receiving raw bytes (no decoding at all).
-* round trip: Python node → sequencer → Python node and back over UDP on loopback, vs pyzmq
-  DEALER/ROUTER echo over TCP loopback (needs seqbus-net: skipped, saying so, until then).
+* round trip: Python node → sequencer → Python node and back over UDP on loopback, beside the
+  same between two Rust NodeClients and pyzmq DEALER/ROUTER echo over TCP loopback. Three
+  processes on this 2-core machine: where the scheduler puts them moves it by tens of µs.
+* self round trip: one node's Ping back to it through the sequencer, a Python node against a
+  Rust NodeClient in alternating pairs: two processes, one core each, so it shows what the
+  Python side adds to each wake of a node.
 
 Not a test: numbers depend on the machine; what matters is the ratio to the baseline.
 """
@@ -152,11 +156,14 @@ def _stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait()
 
 
-def bus_round_trip_ns(kind: str, count: int, idle: str = "hybrid") -> list[int]:
+def bus_round_trip_ns(
+    kind: str, count: int, idle: str = "hybrid", *, alone: bool = False
+) -> list[int]:
     """Round trips Ping → sequencer → Pong → sequencer over UDP on loopback, one in flight,
     between two Python nodes (``kind="python"``) or two Rust NodeClients (``"rust"``), each
     pair on a fresh sequencer with the same configuration (``idle``: the idle strategy of the
-    sequencer and both nodes)."""
+    sequencer and both nodes). ``alone``: one node and its own Ping back from the sequencer
+    (a Python :class:`SelfPinger` or the Rust example's ``self``)."""
     multicast = os.environ.get("SEQBUS_IN_NETNS") == "1"
     with tempfile.TemporaryDirectory(prefix="seqbus-bench-") as tmp:
         workdir = Path(tmp)
@@ -175,7 +182,18 @@ def bus_round_trip_ns(kind: str, count: int, idle: str = "hybrid") -> list[int]:
 
         try:
             procs.append(subprocess.Popen([*cli, "sequencer", "-c", str(config)], env=env))
-            if kind == "python":
+            if kind == "python" and alone:
+                pinger = subprocess.Popen(
+                    [*cli, "node", "-c", str(config), "benchmarks.sdk:SelfPinger", "--account",
+                     "PINGER", "--path", str(ROOT)] + extra(1, True),
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                )
+                procs.append(pinger)
+                if pinger.wait(300) != 0:
+                    raise RuntimeError(f"the pinger exited with status {pinger.returncode}")
+                result = json.loads(out.read_text())
+            elif kind == "python":
                 node = [*cli, "node", "-c", str(config)]
                 procs.append(
                     subprocess.Popen(
@@ -193,6 +211,14 @@ def bus_round_trip_ns(kind: str, count: int, idle: str = "hybrid") -> list[int]:
                 procs.append(pinger)
                 pinger.wait(300)
                 result: dict[str, Any] = json.loads(out.read_text())
+            elif alone:
+                pinger = subprocess.Popen(
+                    [str(RUST_EXAMPLE), str(config), "self", str(count), *extra(1, False)],
+                    stdout=subprocess.PIPE,
+                )
+                procs.append(pinger)
+                stdout, _ = pinger.communicate(timeout=300)
+                result = json.loads(stdout)
             else:
                 ponger = subprocess.Popen(
                     [str(RUST_EXAMPLE), str(config), "pong", *extra(0, False)],
@@ -213,6 +239,58 @@ def bus_round_trip_ns(kind: str, count: int, idle: str = "hybrid") -> list[int]:
             _stop_all(procs)
     rtts: list[int] = result["rtt_ns"]
     return rtts
+
+
+class SelfPinger(PingpongNode):
+    """Keeps one Ping in flight to itself: sends the next when its last comes back through
+    the sequencer, timing each on its own clock; after ``SEQBUS_DEMO_COUNT`` writes
+    ``{"rtt_ns": [...]}`` to ``SEQBUS_DEMO_OUT`` and stops (the Rust example's ``self``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = int(os.environ["SEQBUS_DEMO_COUNT"])
+        self.rtts: list[int] = []
+        self.sent_at = 0
+
+    def on_opened(self) -> None:
+        self._ping()
+
+    def _ping(self) -> None:
+        self.sent_at = time.perf_counter_ns()
+        self.send_ping(id=len(self.rtts), sent_at_ns=0)
+
+    def on_ping(self, msg: PingView, mine: bool) -> None:
+        if not mine or msg.id != len(self.rtts):
+            return
+        self.rtts.append(time.perf_counter_ns() - self.sent_at)
+        if len(self.rtts) < self.count:
+            self._ping()
+            return
+        with open(os.environ["SEQBUS_DEMO_OUT"], "w") as fh:
+            json.dump({"round_trips": len(self.rtts), "rtt_ns": self.rtts}, fh)
+        self.stop()
+
+
+def alone_round_trips(pairs: int, trips: int, idle: str) -> dict[str, Any]:
+    """:func:`bus_round_trip_ns` ``alone``, Python and Rust in ``pairs`` pairs (which runs
+    first alternating): each side's median of its per-run medians and the median of the
+    per-pair gaps."""
+    python: list[float] = []
+    rust: list[float] = []
+    for i in range(pairs):
+        for kind in ("rust", "python") if i % 2 == 0 else ("python", "rust"):
+            p50 = statistics.median(bus_round_trip_ns(kind, trips, idle, alone=True)) / 1000
+            (python if kind == "python" else rust).append(p50)
+    gaps = [p - r for p, r in zip(python, rust)]
+    return {
+        "idle": idle,
+        "pairs": pairs,
+        "round_trips_per_run": trips,
+        "seqbus_python_p50_us": round(statistics.median(python), 2),
+        "seqbus_rust_p50_us": round(statistics.median(rust), 2),
+        "python_minus_rust_p50_us_median": round(statistics.median(gaps), 2),
+        "python_minus_rust_p50_us_range": [round(min(gaps), 2), round(max(gaps), 2)],
+    }
 
 
 class Flooder(PingpongNode):
@@ -409,6 +487,9 @@ def main() -> int:
             "pyzmq_dealer_router_p50_us": round(zmq_p50, 1),
             "pyzmq_over_python": round(zmq_p50 / python["p50"], 2),
         }
+        results["self_round_trip"] = alone_round_trips(
+            6 if args.quick else 10, 5_000 * scale, args.idle
+        )
         results["idle_strategies"] = idle_strategies(4 if args.quick else 8,
                                                      2_000 if args.quick else 3_000)
     results["load_average_at_end"] = round(os.getloadavg()[0], 2)

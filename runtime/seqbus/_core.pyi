@@ -33,6 +33,18 @@ class NodeClient:
     ) -> NodeClient: ...
     def poll(self, max_records: int, timeout: float) -> bytes:
         """Wait at most ``timeout`` s (GIL released) and return one batch; b"" when none."""
+    def poll_walk(
+        self,
+        max_records: int,
+        timeout: float,
+        node: object,
+        dispatchers: Mapping[int, object],
+        account: bytes,
+        clock: Clock,
+        skip_from: int = ...,
+    ) -> tuple[bytes, int, int, int, BaseException | None] | None:
+        """``poll``, the batch walked as ``walk_batch`` does, then what the handlers sent
+        flushed: None when nothing came, else ``(batch, offset, stop, dispatched, error)``."""
     def send(self, body: _Body) -> int:
         """Queue a command; its command sequence. BackPressureError when the window is full."""
     def is_rewinding(self) -> bool: ...

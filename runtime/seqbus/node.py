@@ -71,6 +71,15 @@ _STOP_END, _STOP_TIMER, _STOP_SKIP = _core.STOP_END, _core.STOP_TIMER, _core.STO
 _STOP_ERROR, _STOP_UNKNOWN = _core.STOP_ERROR, _core.STOP_UNKNOWN
 
 
+#: What ``seqbus._core.NodeClient.poll_walk`` returns when a batch came:
+#: ``(batch, offset, stop, dispatched, error)``.
+PollWalked = tuple[bytes, int, int, int, object]
+
+
+def _no_flush() -> None:
+    """A client without ``flush`` sends at its next poll."""
+
+
 class Client(Protocol):
     """What a node needs from the transport: ``seqbus._core.NodeClient`` or the test harness."""
 
@@ -243,6 +252,10 @@ class Node:
         self.stats = NodeStats()
         self._account_key = b""
         self._client: Client | None = None
+        #: The client's ``poll_walk`` (``seqbus._core.NodeClient``'s poll, walk and flush in
+        #: one call) when it has one and the class does not override ``handle_batch``.
+        self._poll_walk: Callable[..., PollWalked | None] | None = None
+        self._flush: Callable[[], None] = _no_flush
         self._clock = _core.Clock()
         self._rewinding = False
         #: Deterministic timers by id: the clock holds their deadlines and says when.
@@ -457,6 +470,10 @@ class Node:
         self.account = account
         self.instance = instance
         self._client = client
+        # a class that overrides handle_batch sees every batch through it, as before
+        fused = type(self).handle_batch is Node.handle_batch
+        self._poll_walk = getattr(client, "poll_walk", None) if fused else None
+        self._flush = getattr(client, "flush", _no_flush)
         self._rewinding = rewinding
         self.on_opened()
 
@@ -467,8 +484,28 @@ class Node:
             raise SeqbusError("the node is not attached to a client")
         if self._local_timers:
             timeout = max(0.0, min(timeout, self._local_timers[0].at - time.monotonic()))
-        batch = client.poll(max_records, timeout)
-        handled = self.handle_batch(batch) if batch else 0
+        poll_walk = self._poll_walk
+        if poll_walk is not None:
+            skips = self._skips
+            got = poll_walk(
+                max_records,
+                timeout,
+                self,
+                self._dispatchers,
+                self._account_key,
+                self._clock,
+                skips[self._skip_at] if skips and self._skip_at < len(skips) else _NO_SKIP,
+            )
+            handled = 0
+            if got is not None:
+                handled = self._walked(*got)
+                if got[2] != _STOP_END:
+                    # the walk stopped for this side (a time record, timers due, ...), which
+                    # walked on from there: what those handlers sent goes now too
+                    self._flush()
+        else:
+            batch = client.poll(max_records, timeout)
+            handled = self.handle_batch(batch) if batch else 0
         if self._outbox:
             self.flush_outbox()
         if self._local_timers:
@@ -481,6 +518,8 @@ class Node:
         The batch is walked in Rust (``_core.walk_batch``, with the node's clock), which calls
         the generated dispatch for each message without returning here; what needs this side
         (timers due, rewound, time advanced, an unknown message) comes back one by one.
+        A live node (``seqbus._core.NodeClient``) polls and walks in one call instead, unless
+        its class overrides this method: then every batch comes through it.
         """
         data = batch if type(batch) is bytes else bytes(batch)
         skips = self._skips
@@ -493,6 +532,10 @@ class Node:
             self._clock,
             skips[self._skip_at] if skips and self._skip_at < len(skips) else _NO_SKIP,
         )
+        return self._walked(data, offset, stop, records, error)
+
+    def _walked(self, data: bytes, offset: int, stop: int, records: int, error: object) -> int:
+        """The rest of :meth:`handle_batch` once the walk from the batch's start returned."""
         stats = self.stats
         stats.messages += records
         if stop != _STOP_END:  # a record for this side: the rest of the batch from it

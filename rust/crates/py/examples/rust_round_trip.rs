@@ -5,6 +5,9 @@
 //!     rust_round_trip CONFIG pong [LISTEN]          answer every Ping with a Pong until killed
 //!     rust_round_trip CONFIG ping COUNT [LISTEN]    COUNT round trips, one in flight; prints
 //!                                                   {"round_trips": N, "rtt_ns": [...]}
+//!     rust_round_trip CONFIG self COUNT [LISTEN]    COUNT round trips of one node with itself
+//!                                                   (its Ping back from the sequencer); the
+//!                                                   same output
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -89,9 +92,10 @@ fn main() {
                 }
             }
         }
-        "ping" => {
+        role @ ("ping" | "self") => {
             let count: u64 = args[3].parse().expect("COUNT");
-            let mut client = connect(&cfg, "RPINGER", PONG, args.get(4));
+            let answer = if role == "self" { PING } else { PONG };
+            let mut client = connect(&cfg, "RPINGER", answer, args.get(4));
             let mut rtts = Vec::with_capacity(count as usize);
             let deadline = Instant::now() + Duration::from_secs(120);
             for id in 0..count {
@@ -104,7 +108,7 @@ fn main() {
                         .poll(&mut out, 4096, Duration::from_millis(50))
                         .expect("poll");
                     for (t, got) in messages(&out) {
-                        if t == PONG && got == id {
+                        if t == answer && got == id {
                             break 'wait;
                         }
                     }

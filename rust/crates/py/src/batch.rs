@@ -189,7 +189,34 @@ pub fn walk_batch<'py>(
     account: &[u8],
     clock: &Bound<'py, PyClock>,
     skip_from: u64,
-) -> PyResult<(usize, u8, u64, Option<PyObject>)> {
+) -> PyResult<Walked> {
+    walk(
+        py,
+        batch,
+        offset,
+        node,
+        dispatchers,
+        account,
+        clock,
+        skip_from,
+    )
+}
+
+/// What a walk returns: `(offset, stop, dispatched, error)` ([`walk_batch`]).
+pub type Walked = (usize, u8, u64, Option<PyObject>);
+
+/// [`walk_batch`], for the node client's `poll_walk` too.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn walk<'py>(
+    py: Python<'py>,
+    batch: &Bound<'py, PyBytes>,
+    offset: usize,
+    node: &Bound<'py, PyAny>,
+    dispatchers: &Bound<'py, PyDict>,
+    account: &[u8],
+    clock: &Bound<'py, PyClock>,
+    skip_from: u64,
+) -> PyResult<Walked> {
     let data = batch.as_bytes();
     let mut walk = Walk::new(data, offset, &clock.get().0);
     let mut dispatched = 0u64;

@@ -13,6 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use seqbus_net::{Config, NodeOptions, Start};
 
+use crate::batch::{walk, PyClock};
 use crate::errors::{config_error, net_error, send_error, seqbus_error};
 
 fn load(py: Python<'_>, path: &str) -> PyResult<Config> {
@@ -80,6 +81,10 @@ pub(crate) fn timeout_of_secs(seconds: f64) -> PyResult<Duration> {
     timeout_of(seconds)
 }
 
+/// What `NodeClient.poll_walk` hands back for a batch: `(batch, offset, stop, dispatched,
+/// error)`, as `walk_batch` after the batch.
+type PollWalked<'py> = (Bound<'py, PyBytes>, usize, u8, u64, Option<PyObject>);
+
 /// A node's connection to the bus.
 #[pyclass(module = "seqbus._core")]
 pub struct NodeClient {
@@ -87,6 +92,9 @@ pub struct NodeClient {
     // but not `Sync` log callback); every method has `&mut self`, so it is never locked
     inner: Mutex<Option<seqbus_net::NodeClient>>,
     out: Vec<u8>,
+    /// What the flush at the end of a `poll_walk` raised, raised by the next poll instead:
+    /// the batch that call walked reaches the node first (the protocol retries the send).
+    flush_error: Option<PyErr>,
 }
 
 impl NodeClient {
@@ -118,6 +126,7 @@ impl NodeClient {
         Ok(NodeClient {
             inner: Mutex::new(Some(client)),
             out: Vec::with_capacity(1 << 16),
+            flush_error: None,
         })
     }
 
@@ -129,6 +138,9 @@ impl NodeClient {
         timeout: f64,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let timeout = timeout_of(timeout)?;
+        if let Some(e) = self.flush_error.take() {
+            return Err(e);
+        }
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         let client = self.client()?;
@@ -137,6 +149,43 @@ impl NodeClient {
         self.out = out;
         polled.map_err(|e| net_error(py, e))?;
         Ok(batch)
+    }
+
+    /// `poll`, then the batch walked into the node's handlers (`walk_batch`, the same
+    /// arguments after the first two), then what the handlers sent flushed at once: None when
+    /// nothing came, else `(batch, offset, stop, dispatched, error)`. One call per wake instead
+    /// of three, and the answers a batch's handlers sent leave before the node's own
+    /// bookkeeping runs (docs/benchmarks.md, the round trip).
+    #[pyo3(signature = (max_records, timeout, node, dispatchers, account, clock, skip_from = u64::MAX))]
+    #[allow(clippy::too_many_arguments)]
+    fn poll_walk<'py>(
+        slf: &Bound<'py, Self>,
+        max_records: usize,
+        timeout: f64,
+        node: &Bound<'py, PyAny>,
+        dispatchers: &Bound<'py, PyDict>,
+        account: &[u8],
+        clock: &Bound<'py, PyClock>,
+        skip_from: u64,
+    ) -> PyResult<Option<PollWalked<'py>>> {
+        let py = slf.py();
+        let batch = slf.borrow_mut().poll(py, max_records, timeout)?;
+        if batch.as_bytes().is_empty() {
+            return Ok(None);
+        }
+        // no borrow of this client is held while handlers run: they send through it
+        let (offset, stop, dispatched, error) =
+            walk(py, &batch, 0, node, dispatchers, account, clock, skip_from)?;
+        if dispatched > 0 {
+            let mut me = slf.borrow_mut();
+            // a handler may have closed the client; close flushed it then
+            if me.client().is_ok() {
+                if let Err(e) = me.flush(py) {
+                    me.flush_error = Some(e);
+                }
+            }
+        }
+        Ok(Some((batch, offset, stop, dispatched, error)))
     }
 
     /// Queue a command; its command sequence. BackPressureError when the window is full.
