@@ -182,54 +182,40 @@ def bus_round_trip_ns(
 
         try:
             procs.append(subprocess.Popen([*cli, "sequencer", "-c", str(config)], env=env))
-            if kind == "python" and alone:
+            if kind == "python":
+                node = [*cli, "node", "-c", str(config)]
+                if not alone:
+                    procs.append(
+                        subprocess.Popen(
+                            [*node, "examples.pingpong.nodes:Ponger", "--account", "PONGER",
+                             "--rewind"] + extra(0, True),
+                            env=env,
+                            stdout=subprocess.DEVNULL,
+                        )
+                    )
+                pinger_class = "benchmarks.sdk:SelfPinger" if alone else "examples.pingpong.nodes:Pinger"
                 pinger = subprocess.Popen(
-                    [*cli, "node", "-c", str(config), "benchmarks.sdk:SelfPinger", "--account",
-                     "PINGER", "--path", str(ROOT)] + extra(1, True),
+                    [*node, pinger_class, "--account", "PINGER", "--path", str(ROOT)] + extra(1, True),
                     env=env,
                     stdout=subprocess.DEVNULL,
                 )
                 procs.append(pinger)
                 if pinger.wait(300) != 0:
                     raise RuntimeError(f"the pinger exited with status {pinger.returncode}")
-                result = json.loads(out.read_text())
-            elif kind == "python":
-                node = [*cli, "node", "-c", str(config)]
-                procs.append(
-                    subprocess.Popen(
-                        [*node, "examples.pingpong.nodes:Ponger", "--account", "PONGER", "--rewind"]
-                        + extra(0, True),
-                        env=env,
-                        stdout=subprocess.DEVNULL,
-                    )
-                )
-                pinger = subprocess.Popen(
-                    [*node, "examples.pingpong.nodes:Pinger", "--account", "PINGER"] + extra(1, True),
-                    env=env,
-                    stdout=subprocess.DEVNULL,
-                )
-                procs.append(pinger)
-                pinger.wait(300)
                 result: dict[str, Any] = json.loads(out.read_text())
-            elif alone:
-                pinger = subprocess.Popen(
-                    [str(RUST_EXAMPLE), str(config), "self", str(count), *extra(1, False)],
-                    stdout=subprocess.PIPE,
-                )
-                procs.append(pinger)
-                stdout, _ = pinger.communicate(timeout=300)
-                result = json.loads(stdout)
             else:
-                ponger = subprocess.Popen(
-                    [str(RUST_EXAMPLE), str(config), "pong", *extra(0, False)],
-                    stdout=subprocess.PIPE,
-                )
-                procs.append(ponger)
-                assert ponger.stdout is not None
-                if ponger.stdout.readline().strip() != b"ready":
-                    raise RuntimeError("the Rust ponger did not start")
+                if not alone:
+                    ponger = subprocess.Popen(
+                        [str(RUST_EXAMPLE), str(config), "pong", *extra(0, False)],
+                        stdout=subprocess.PIPE,
+                    )
+                    procs.append(ponger)
+                    assert ponger.stdout is not None
+                    if ponger.stdout.readline().strip() != b"ready":
+                        raise RuntimeError("the Rust ponger did not start")
                 pinger = subprocess.Popen(
-                    [str(RUST_EXAMPLE), str(config), "ping", str(count), *extra(1, False)],
+                    [str(RUST_EXAMPLE), str(config), "self" if alone else "ping", str(count),
+                     *extra(1, False)],
                     stdout=subprocess.PIPE,
                 )
                 procs.append(pinger)

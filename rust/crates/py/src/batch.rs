@@ -168,6 +168,9 @@ impl PyClock {
     }
 }
 
+/// What a walk returns: `(offset, stop, dispatched, error)` ([`walk_batch`]).
+pub type Walked = (usize, u8, u64, Option<PyObject>);
+
 /// Walk the records of `batch` from `offset`, dispatching each message. Returns
 /// `(offset, stop, dispatched, error)`: where it stopped (the start of the record it stopped
 /// at), why (`STOP_*`), how many messages it handed to handlers and, on `STOP_ERROR`, what the
@@ -181,33 +184,6 @@ impl PyClock {
 #[pyo3(signature = (batch, offset, node, dispatchers, account, clock, skip_from = u64::MAX))]
 #[allow(clippy::too_many_arguments)]
 pub fn walk_batch<'py>(
-    py: Python<'py>,
-    batch: &Bound<'py, PyBytes>,
-    offset: usize,
-    node: &Bound<'py, PyAny>,
-    dispatchers: &Bound<'py, PyDict>,
-    account: &[u8],
-    clock: &Bound<'py, PyClock>,
-    skip_from: u64,
-) -> PyResult<Walked> {
-    walk(
-        py,
-        batch,
-        offset,
-        node,
-        dispatchers,
-        account,
-        clock,
-        skip_from,
-    )
-}
-
-/// What a walk returns: `(offset, stop, dispatched, error)` ([`walk_batch`]).
-pub type Walked = (usize, u8, u64, Option<PyObject>);
-
-/// [`walk_batch`], for the node client's `poll_walk` too.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn walk<'py>(
     py: Python<'py>,
     batch: &Bound<'py, PyBytes>,
     offset: usize,

@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use seqbus_net::{Config, NodeOptions, Start};
 
-use crate::batch::{walk, PyClock};
+use crate::batch::{walk_batch, PyClock};
 use crate::errors::{config_error, net_error, send_error, seqbus_error};
 
 fn load(py: Python<'_>, path: &str) -> PyResult<Config> {
@@ -175,7 +175,7 @@ impl NodeClient {
         }
         // no borrow of this client is held while handlers run: they send through it
         let (offset, stop, dispatched, error) =
-            walk(py, &batch, 0, node, dispatchers, account, clock, skip_from)?;
+            walk_batch(py, &batch, 0, node, dispatchers, account, clock, skip_from)?;
         if dispatched > 0 {
             let mut me = slf.borrow_mut();
             // a handler may have closed the client; close flushed it then
