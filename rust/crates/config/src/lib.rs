@@ -129,6 +129,11 @@ pub struct SequencerConfig {
     /// this long (µs; 0 = no NAKs: senders resend on their own timer only).
     #[serde(default = "default_nak_holdoff")]
     pub nak_holdoff_us: u64,
+    /// Commands held per account after a gap in its commands, so that one NAK repairs it
+    /// (default: `node.window`, at least 256); 0 = none held (the sender resends everything
+    /// from the missing command).
+    #[serde(default)]
+    pub max_held: Option<usize>,
     /// Run the replayer inside the sequencer process (serving `[replayer].listen`).
     #[serde(default = "default_true")]
     pub replayer_in_process: bool,

@@ -44,6 +44,9 @@ pub struct SequencerParams {
     /// named in every `SenderState`.
     pub term: u64,
     pub leader: u16,
+    /// Commands held per account after a gap in its numbering (`sequencer.max_held`,
+    /// [`MAX_HELD`] by default): a sender's window of this many is repaired by one NAK.
+    pub max_held: usize,
 }
 
 /// What the sequencer knows after reading its journal back.
@@ -144,7 +147,7 @@ pub struct Sequencer {
     windows: HashMap<(Account, u16), ReplayWindow>,
     /// Commands that came after a gap in their account's numbering, held until the gap is
     /// filled, so the resent missing command alone completes the run (selective repeat);
-    /// at most [`MAX_HELD`] per account. A sender's hello (a restart) drops its account's.
+    /// at most `params.max_held` per account. A sender's hello (a restart) drops its account's.
     held: HashMap<Account, BTreeMap<u64, Held>>,
 }
 
@@ -157,8 +160,10 @@ struct Held {
     fragment: Vec<u8>,
 }
 
-/// Commands held per account after a gap (a node's window is at most this many fragments
-/// by default; more wait for the sender's go-back-N resend).
+/// Commands held per account after a gap unless configured ([`SequencerParams::max_held`]:
+/// the default `node.window`). Past it, commands after the gap are dropped, and the sender,
+/// which takes a NAK to mean that everything after the missing commands is held, finds them
+/// only on its retransmission timeout.
 pub const MAX_HELD: usize = 256;
 
 /// After data, a heartbeat this soon, so a node that lost the last packet of a burst learns of
@@ -449,7 +454,7 @@ impl Sequencer {
                     if c.command_seq > expected {
                         self.stats.out_of_order += 1;
                         let held = self.held.entry(account).or_default();
-                        if held.len() < MAX_HELD {
+                        if held.len() < self.params.max_held {
                             held.entry(c.command_seq).or_insert_with(|| Held {
                                 instance,
                                 flags: c.flags,
@@ -732,6 +737,7 @@ mod tests {
             clock_tick_ns: 100,
             term: 0,
             leader: 0,
+            max_held: MAX_HELD,
         }
     }
 
@@ -895,6 +901,31 @@ mod tests {
             s.handle_upstream(16, &cmds("A", 1, chunk));
         }
         assert_eq!(s.handle_upstream(17, &cmds("A", 1, &[11])), 1 + MAX_HELD);
+    }
+
+    #[test]
+    fn a_configured_hold_covers_a_larger_window() {
+        // `sequencer.max_held` (default: node.window): a window of 1,000 with its first
+        // command lost is held whole, and the resent command alone completes the run
+        for (max_held, sequenced) in [(1_000, 1_000), (MAX_HELD, 1 + MAX_HELD), (0, 1)] {
+            let mut s = Sequencer::new(
+                SequencerParams {
+                    max_held,
+                    ..params()
+                },
+                Recovered::new_session(),
+                0,
+            );
+            let after_gap: Vec<u64> = (2..=1_000).collect();
+            for chunk in after_gap.chunks(50) {
+                assert_eq!(s.handle_upstream(1, &cmds("A", 1, chunk)), 0);
+            }
+            assert_eq!(
+                s.handle_upstream(2, &cmds("A", 1, &[1])),
+                sequenced,
+                "max_held {max_held}"
+            );
+        }
     }
 
     fn signed(account: &str, key: u8, boot: u64, counter: u64, seqs: &[u64]) -> Vec<u8> {

@@ -72,6 +72,7 @@ fn a_finished_rewind_awaits_no_more_answers() {
             clock_tick_ns: 0,
             term: 0,
             leader: 0,
+            max_held: seqbus_core::sequencer::MAX_HELD,
         },
         Recovered::new_session(),
         now,

@@ -307,6 +307,9 @@ fn member_params(cfg: &Config, id: u16, members: &[MemberConfig]) -> MemberParam
             clock_tick_ns: sc.clock_tick_ms * 1_000_000,
             term: 0,
             leader: 0,
+            max_held: sc
+                .max_held
+                .unwrap_or(cfg.node.window.max(seqbus_core::sequencer::MAX_HELD)),
         },
         id,
         members: members.iter().map(|m| m.id).collect(),
@@ -547,4 +550,31 @@ fn report(id: u16, e: &Event) {
 /// The journal directory of cluster member `id` as `cfg` names it (for tools).
 pub fn member_journal_dir(cfg: &Config, id: Option<u16>) -> Result<PathBuf, Error> {
     Ok(cfg.for_member(id)?.journal_dir())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn max_held(keys: &str) -> usize {
+        let bus = "[bus]\nsession = \"S\"\n[downstream]\ntransport = \"udp-unicast\"\n\
+                   subscribers = [\"127.0.0.1:9\"]\n";
+        let text = format!("{bus}{keys}");
+        let cfg = Config::from_str(&text).expect("a valid configuration");
+        member_params(&cfg, 0, &[]).sequencer.max_held
+    }
+
+    #[test]
+    fn the_sequencer_holds_a_window_of_commands_after_a_gap() {
+        // by default what a node's window holds in flight, and never less than 256
+        assert_eq!(max_held(""), 256);
+        assert_eq!(max_held("[node]\nwindow = 4096\n"), 4096);
+        assert_eq!(max_held("[node]\nwindow = 16\n"), 256);
+        // configured: as given, 0 included (nothing held: the sender's go-back-N)
+        assert_eq!(
+            max_held("[sequencer]\nmax_held = 100\n[node]\nwindow = 4096\n"),
+            100
+        );
+        assert_eq!(max_held("[sequencer]\nmax_held = 0\n"), 0);
+    }
 }

@@ -102,6 +102,8 @@ pub struct SimParams {
     /// Nodes ask the following replayer first (it is their replayer 0, as when `[node]
     /// replayers` lists it before the members' own), rather than last.
     pub follower_first: bool,
+    /// Commands a sequencer holds per account after a gap (`sequencer.max_held`).
+    pub max_held: usize,
 }
 
 impl SimParams {
@@ -121,6 +123,7 @@ impl SimParams {
             following_replayer: true,
             replay_packet: 60_000,
             follower_first: false,
+            max_held: seqbus_core::sequencer::MAX_HELD,
         }
     }
 }
@@ -370,6 +373,7 @@ impl Bus {
                 clock_tick_ns: p.clock_tick_ns,
                 term: 0,
                 leader: 0,
+                max_held: p.max_held,
             },
             id,
             members: ids.to_vec(),

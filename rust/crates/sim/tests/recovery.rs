@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use seqbus_core::delivery::{Record, RECORD_MESSAGE};
+use seqbus_core::sequencer::MAX_HELD;
 use seqbus_core::{Node, NodeParams, SequencerStats, Start};
 use seqbus_sim::{Bus, Faults, Link, NodeOptions, SimParams};
 use seqbus_wire::mold::MoldPacket;
@@ -59,14 +60,26 @@ impl Net {
     /// With `following`, a replayer that follows the live stream is the node's first replayer
     /// (the sequencer's own second), or its only one with `replayers` = Some(1).
     fn with_replayers(start: Start, following: bool, replayers: Option<usize>) -> Net {
+        Net::build(start, following, replayers, 64, MAX_HELD)
+    }
+
+    /// The node's window, and what the sequencer holds per account after a gap.
+    fn build(
+        start: Start,
+        following: bool,
+        replayers: Option<usize>,
+        window: usize,
+        max_held: usize,
+    ) -> Net {
         let mut p = SimParams::new(1, 1, Faults::clean(DELAY));
+        p.max_held = max_held;
         p.following_replayer = following;
         p.follower_first = following;
         p.heartbeat_ns = 1_000_000_000;
         p.clock_tick_ns = 0;
         let mut bus = Bus::new(p);
         let params = NodeParams {
-            window: 64,
+            window,
             retry_ns: 50_000_000,
             request_timeout_ns: 10_000_000,
             request_backoff_max_ns: 100_000_000,
@@ -201,6 +214,44 @@ fn a_lost_command_is_asked_for_by_the_sequencer() {
     assert_eq!(net.sequencer_stats().naks, 1);
     // a NAK's round trip and the resent command's: a few round trips, not 50 ms
     assert!(took <= 6 * RTT, "recovered in {took} ns, {st:?}");
+}
+
+/// A window of 1,000 commands sent at once, the first upstream datagram of them lost: the
+/// sequencer NAKs the commands it carried, holding up to `max_held` of those after them.
+/// Returns the virtual time until all were in the stream and the node's stats.
+fn a_full_window_after_a_loss(max_held: usize) -> (u64, seqbus_core::NodeStats) {
+    let mut net = Net::build(Start::Live, false, None, 1_000, max_held);
+    warm_up(&mut net);
+    net.losing(lose_upstream(&[1]));
+    let before = net.handed.len();
+    let sent_at = net.now();
+    for i in 0..1_000 {
+        net.node().send(&body(700 + i)).unwrap();
+    }
+    net.run_until(200_000_000, &|n| n.handed.len() >= before + 1_000);
+    let took = net.now() - sent_at;
+    let want: Vec<u64> = (0..1_000).map(|k| net.handed[before].0 + k).collect();
+    let got: Vec<u64> = net.handed[before..].iter().map(|h| h.0).collect();
+    assert_eq!(got, want, "each once, in order");
+    (took, net.node().stats())
+}
+
+#[test]
+fn a_sequencer_that_holds_the_window_repairs_a_loss_with_one_nak() {
+    // `sequencer.max_held` at the window (its default is `node.window`): one NAK, the lost
+    // datagram's commands alone sent again, a few round trips
+    let (took, st) = a_full_window_after_a_loss(1_000);
+    assert_eq!((st.naks, st.probes), (1, 0), "{st:?}");
+    assert!(st.resent > 0 && st.resent < 100, "{st:?}");
+    assert!(took <= 6 * RTT, "recovered in {took} ns, {st:?}");
+    // holding fewer than the window: what it dropped after the gap waits for the node's
+    // retransmission timeout, which sends all of it again
+    let (short_took, short) = a_full_window_after_a_loss(MAX_HELD);
+    assert!(short.resent >= (1_000 - MAX_HELD) as u64, "{short:?}");
+    assert!(
+        short_took > took + short.rto_ns / 2,
+        "{short_took} ns, {short:?}"
+    );
 }
 
 /// Loses the upstream datagrams numbered (from 1, counted from now) in `lost`.
