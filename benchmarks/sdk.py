@@ -257,16 +257,19 @@ class SelfPinger(PingpongNode):
         self.stop()
 
 
-def alone_round_trips(pairs: int, trips: int, idle: str) -> dict[str, Any]:
-    """:func:`bus_round_trip_ns` ``alone``, Python and Rust in ``pairs`` pairs (which runs
-    first alternating): each side's median of its per-run medians and the median of the
-    per-pair gaps."""
+def round_trip_pairs(pairs: int, trips: int, idle: str, *, alone: bool) -> dict[str, Any]:
+    """:func:`bus_round_trip_ns` for Python and Rust in ``pairs`` pairs (which runs first
+    alternating, so that the load of the moment weighs on both alike): each side's median of
+    its per-run medians, p99 over all its round trips, and the median and range of the
+    per-pair gaps (the target compares them)."""
     python: list[float] = []
     rust: list[float] = []
+    every: dict[str, list[int]] = {"python": [], "rust": []}
     for i in range(pairs):
         for kind in ("rust", "python") if i % 2 == 0 else ("python", "rust"):
-            p50 = statistics.median(bus_round_trip_ns(kind, trips, idle, alone=True)) / 1000
-            (python if kind == "python" else rust).append(p50)
+            ns = bus_round_trip_ns(kind, trips, idle, alone=alone)
+            every[kind] += ns
+            (python if kind == "python" else rust).append(statistics.median(ns) / 1000)
     gaps = [p - r for p, r in zip(python, rust)]
     return {
         "idle": idle,
@@ -274,8 +277,11 @@ def alone_round_trips(pairs: int, trips: int, idle: str) -> dict[str, Any]:
         "round_trips_per_run": trips,
         "seqbus_python_p50_us": round(statistics.median(python), 2),
         "seqbus_rust_p50_us": round(statistics.median(rust), 2),
+        "seqbus_python_p99_us": round(percentiles(every["python"], (99,))["p99"], 1),
+        "seqbus_rust_p99_us": round(percentiles(every["rust"], (99,))["p99"], 1),
         "python_minus_rust_p50_us_median": round(statistics.median(gaps), 2),
         "python_minus_rust_p50_us_range": [round(min(gaps), 2), round(max(gaps), 2)],
+        "pairs_within_2_us": sum(g <= 2.0 for g in gaps),
     }
 
 
@@ -449,33 +455,18 @@ def main() -> int:
     results["rewind"] = {"seqbus_rewind_into_handlers_msg_per_s": round(rewind)}
     if not args.skip_round_trip:
         build_rust_example()
-        trips = 2_000 * scale
-        # alternating pairs, so that the load of the moment weighs on both alike
-        rust_ns: list[int] = []
-        python_ns: list[int] = []
-        for _ in range(2):
-            rust_ns += bus_round_trip_ns("rust", trips // 2, args.idle)
-            python_ns += bus_round_trip_ns("python", trips // 2, args.idle)
-        zmq_ns = zmq_round_trip_ns(trips)
-        rust = percentiles(rust_ns, (50, 99))
-        python = percentiles(python_ns, (50, 99))
-        zmq_p50 = statistics.median(zmq_ns) / 1000
+        pairs = 6 if args.quick else 10
+        round_trip = round_trip_pairs(pairs, 2_000 * scale, args.idle, alone=False)
+        zmq_p50 = statistics.median(zmq_round_trip_ns(2_000 * scale)) / 1000
         results["round_trip"] = {
             "transport": "udp-multicast" if os.environ.get("SEQBUS_IN_NETNS") == "1"
             else "udp-unicast",
-            "idle": args.idle,
-            "seqbus_python_p50_us": round(python["p50"], 1),
-            "seqbus_python_p99_us": round(python["p99"], 1),
-            "seqbus_rust_p50_us": round(rust["p50"], 1),
-            "seqbus_rust_p99_us": round(rust["p99"], 1),
-            "python_minus_rust_p50_us": round(python["p50"] - rust["p50"], 1),
+            **round_trip,
             "target_python_minus_rust_us": 2.0,
             "pyzmq_dealer_router_p50_us": round(zmq_p50, 1),
-            "pyzmq_over_python": round(zmq_p50 / python["p50"], 2),
+            "pyzmq_over_python": round(zmq_p50 / round_trip["seqbus_python_p50_us"], 2),
         }
-        results["self_round_trip"] = alone_round_trips(
-            6 if args.quick else 10, 5_000 * scale, args.idle
-        )
+        results["self_round_trip"] = round_trip_pairs(pairs, 5_000 * scale, args.idle, alone=True)
         results["idle_strategies"] = idle_strategies(4 if args.quick else 8,
                                                      2_000 if args.quick else 3_000)
     results["load_average_at_end"] = round(os.getloadavg()[0], 2)
