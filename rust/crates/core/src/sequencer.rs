@@ -160,10 +160,10 @@ struct Held {
     fragment: Vec<u8>,
 }
 
-/// Commands held per account after a gap unless configured ([`SequencerParams::max_held`]:
-/// the default `node.window`). Past it, commands after the gap are dropped, and the sender,
-/// which takes a NAK to mean that everything after the missing commands is held, finds them
-/// only on its retransmission timeout.
+/// What a sequencer holds per account after a gap ([`SequencerParams::max_held`]) when
+/// `sequencer.max_held` is not set and `node.window` is not larger. Past the hold, commands
+/// after the gap are dropped, and the sender, which takes a NAK to mean that everything after
+/// the missing commands is held, finds them only on its retransmission timeout.
 pub const MAX_HELD: usize = 256;
 
 /// After data, a heartbeat this soon, so a node that lost the last packet of a burst learns of
