@@ -19,4 +19,6 @@ pub use cluster::{Log, Member, MemberParams, MemoryLog, Role};
 pub use delivery::{Clock, Delivery, DeliveryStats};
 pub use node::{Dest, Node, NodeError, NodeParams, NodeStats, SendError, Source, Start};
 pub use replayer::{MemoryStore, Replayer, ReplayerStats, Store, StoreError};
-pub use sequencer::{AccountKeys, Recovered, Sequencer, SequencerParams, SequencerStats};
+pub use sequencer::{
+    AccountKeys, NakHoldoff, Recovered, Sequencer, SequencerParams, SequencerStats,
+};

@@ -136,9 +136,8 @@ pub struct Sequencer {
     /// `heartbeat_ns` while the stream stays idle.
     hb_interval: u64,
     tail_heartbeat_ns: u64,
-    /// When each account was last NAKed (only accounts that had a gap).
-    nak_at: HashMap<Account, u64>,
-    nak_holdoff_ns: u64,
+    /// At most one NAK per account per holdoff.
+    nak_pacing: NakHoldoff,
     /// The NAK of the last upstream datagram, for its sender ([`Sequencer::take_nak`]).
     nak: Option<Vec<u8>>,
     /// With keys: every datagram must be authenticated by its account's key.
@@ -171,6 +170,49 @@ pub const MAX_HELD: usize = 256;
 pub const DEFAULT_TAIL_HEARTBEAT_NS: u64 = 250_000;
 /// At most one NAK per account in this long ([`Sequencer::set_nak_holdoff`]).
 pub const DEFAULT_NAK_HOLDOFF_NS: u64 = 100_000;
+
+/// At most one NAK to each account per holdoff, the sequencer's and a site bridge's
+/// (docs/upstream.md): an account's first NAK goes at once, the next not before the holdoff has
+/// passed since it. A holdoff of 0 sends none.
+#[derive(Debug, Clone, Default)]
+pub struct NakHoldoff {
+    holdoff_ns: u64,
+    /// When each account was last NAKed (only accounts that had a gap).
+    last: HashMap<Account, u64>,
+}
+
+impl NakHoldoff {
+    pub fn new(holdoff_ns: u64) -> NakHoldoff {
+        NakHoldoff {
+            holdoff_ns,
+            last: HashMap::new(),
+        }
+    }
+
+    /// NAKs are sent at all (the holdoff is not 0).
+    pub fn enabled(&self) -> bool {
+        self.holdoff_ns > 0
+    }
+
+    /// True, and noted, when a NAK to `account` may go at `now_ns`.
+    pub fn allow(&mut self, account: Account, now_ns: u64) -> bool {
+        use std::collections::hash_map::Entry;
+        if !self.enabled() {
+            return false;
+        }
+        match self.last.entry(account) {
+            Entry::Occupied(e) if now_ns < e.get().saturating_add(self.holdoff_ns) => false,
+            Entry::Occupied(mut e) => {
+                e.insert(now_ns);
+                true
+            }
+            Entry::Vacant(e) => {
+                e.insert(now_ns);
+                true
+            }
+        }
+    }
+}
 
 impl Sequencer {
     /// A sequencer continuing from `recovered` (use [`Recovered::new_session`] for a new
@@ -211,8 +253,7 @@ impl Sequencer {
             stats: SequencerStats::default(),
             hb_interval: params.heartbeat_ns,
             tail_heartbeat_ns: DEFAULT_TAIL_HEARTBEAT_NS.min(params.heartbeat_ns),
-            nak_at: HashMap::new(),
-            nak_holdoff_ns: DEFAULT_NAK_HOLDOFF_NS,
+            nak_pacing: NakHoldoff::new(DEFAULT_NAK_HOLDOFF_NS),
             nak: None,
             keys: None,
             windows: HashMap::new(),
@@ -279,7 +320,7 @@ impl Sequencer {
     /// At most one NAK to an account per this long (0: NAKs off; senders then resend on their
     /// own timer only).
     pub fn set_nak_holdoff(&mut self, ns: u64) {
-        self.nak_holdoff_ns = ns;
+        self.nak_pacing = NakHoldoff::new(ns);
     }
 
     /// The NAK the last [`Sequencer::handle_upstream`] produced, to be sent to the address that
@@ -503,14 +544,10 @@ impl Sequencer {
                 // a NAK for commands after a gap, and for a gap still open before held ones
                 // once an earlier one was filled (several datagrams were lost)
                 let gap_left = n > 0 && !self.held.is_empty() && self.held.contains_key(&account);
-                if (self.stats.out_of_order > out_of_order_before || gap_left)
-                    && self.nak_holdoff_ns > 0
-                {
+                if self.stats.out_of_order > out_of_order_before || gap_left {
                     // commands after a gap: ask the sender for the missing one now, not after
                     // its retransmission timer
-                    let last = self.nak_at.entry(account).or_insert(0);
-                    if now_ns >= *last + self.nak_holdoff_ns {
-                        *last = now_ns;
+                    if self.nak_pacing.allow(account, now_ns) {
                         self.stats.naks += 1;
                         // the first command held after the gap bounds what is missing
                         let missing = self
@@ -901,6 +938,35 @@ mod tests {
             s.handle_upstream(16, &cmds("A", 1, chunk));
         }
         assert_eq!(s.handle_upstream(17, &cmds("A", 1, &[11])), 1 + MAX_HELD);
+    }
+
+    #[test]
+    fn nak_holdoff_lets_an_accounts_first_nak_go_at_once_then_one_per_holdoff() {
+        let (a, b) = (
+            seqbus_wire::account("A").unwrap(),
+            seqbus_wire::account("B").unwrap(),
+        );
+        let mut h = NakHoldoff::new(100);
+        // the first, even before a holdoff has passed since time 0 (virtual clocks start there)
+        assert!(h.allow(a, 5));
+        assert!(!h.allow(a, 104));
+        assert!(h.allow(b, 104), "each account has its own");
+        assert!(h.allow(a, 105));
+        assert!(!h.allow(a, 204));
+        let mut off = NakHoldoff::new(0);
+        assert!(!off.enabled());
+        assert!(!off.allow(a, 1_000_000), "a holdoff of 0 sends none");
+    }
+
+    #[test]
+    fn the_first_gap_is_naked_at_once_in_virtual_time() {
+        let mut s = Sequencer::new(params(), Recovered::new_session(), 0);
+        s.set_nak_holdoff(1_000_000);
+        s.handle_upstream(10, &cmds("A", 1, &[1]));
+        assert!(s.take_nak().is_none());
+        s.handle_upstream(20, &cmds("A", 1, &[3]));
+        let nak = Nak::parse(&s.take_nak().expect("a NAK for command 2")).unwrap();
+        assert_eq!((nak.expected, nak.missing), (2, 1));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use seqbus_core::{AccountKeys, Replayer, Store};
+use seqbus_core::{AccountKeys, NakHoldoff, Replayer, Store};
 use seqbus_journal::Journal;
 use seqbus_transport::tcp::{self, TcpClient, TcpServer};
 use seqbus_transport::tls;
@@ -320,10 +320,9 @@ impl Heartbeats {
 /// as duplicates. With `[auth]`, only a packet with its account's MAC is NAKed, and the NAK
 /// carries that MAC (an account the bridge has no key for gets none).
 pub(crate) struct GapWatch {
-    holdoff_ns: u64,
+    pacing: NakHoldoff,
     keys: Option<AccountKeys>,
     expected: HashMap<Account, u64>,
-    nak_at: HashMap<Account, u64>,
     /// NAKs sent.
     pub(crate) naks: u64,
 }
@@ -332,10 +331,9 @@ impl GapWatch {
     /// `holdoff_ns` 0: no NAKs.
     pub(crate) fn new(holdoff_ns: u64, keys: Option<AccountKeys>) -> GapWatch {
         GapWatch {
-            holdoff_ns,
+            pacing: NakHoldoff::new(holdoff_ns),
             keys,
             expected: HashMap::new(),
-            nak_at: HashMap::new(),
             naks: 0,
         }
     }
@@ -343,7 +341,7 @@ impl GapWatch {
     /// Notes a packet on its way to the sequencer; the NAK to send its sender, if it shows a
     /// gap.
     pub(crate) fn observe(&mut self, now_ns: u64, p: &UpstreamPacket<'_>) -> Option<Vec<u8>> {
-        if self.holdoff_ns == 0 || p.kind() != TYPE_COMMANDS {
+        if !self.pacing.enabled() || p.kind() != TYPE_COMMANDS {
             return None;
         }
         let account = p.account();
@@ -366,11 +364,9 @@ impl GapWatch {
             *expected = (*expected).max(seq + 1);
         }
         let (from, missing) = gap?;
-        let last = self.nak_at.entry(account).or_insert(0);
-        if *last != 0 && now_ns < *last + self.holdoff_ns {
+        if !self.pacing.allow(account, now_ns) {
             return None;
         }
-        *last = now_ns;
         self.naks += 1;
         let nak = Nak {
             session: p.session(),
