@@ -131,6 +131,14 @@ def bus_config(
     journaling into ``sequencer-journal-<id>``, and the standalone replayer follows the stream
     into ``journal`` (what was published, for the archive)."""
     upstream, downstream, replayer = free_udp_port(), free_udp_port(), free_udp_port()
+    replayer_keys = ""
+    if cluster:
+        replayer_keys = f'follow = true\njournal_dir = "{workdir / "journal"}"'
+        if not multicast:
+            # the following replayer receives the stream as a subscriber of its own
+            feed = f"127.0.0.1:{free_udp_port()}"
+            subscribers = [*subscribers, feed]
+            replayer_keys += f'\nfollow_listen = "{feed}"'
     if multicast:
         down = f'transport = "udp-multicast"\ngroup = "239.7.7.7:{downstream}"\n'
         down += 'interface = "127.0.0.1"'
@@ -139,11 +147,9 @@ def bus_config(
         down += ", ".join(f'"{a}"' for a in subscribers) + "]"
     if cluster:
         sequencer = f'journal_dir = "{workdir / "sequencer-journal"}"'
-        replayer_keys = f'follow = true\njournal_dir = "{workdir / "journal"}"'
     else:
         sequencer = f'upstream = "127.0.0.1:{upstream}"\njournal_dir = "{workdir / "journal"}"'
         sequencer += f"\nreplayer_in_process = {'false' if standalone_replayer else 'true'}"
-        replayer_keys = ""
     return f"""\
 [bus]
 session = "DEMO000001"

@@ -199,6 +199,10 @@ pub struct ReplayerConfig {
     /// (`journal_dir`) instead of reading the sequencer's.
     #[serde(default)]
     pub follow: bool,
+    /// Where a following replayer receives a `udp-unicast` downstream (one of
+    /// `downstream.subscribers`); default `node.listen`.
+    #[serde(default)]
+    pub follow_listen: Option<SocketAddr>,
     /// Replayers a following replayer fills its own gaps from; default: `node.replayers`
     /// without its own `listen` address.
     #[serde(default)]

@@ -112,6 +112,37 @@ pub(crate) fn check(cfg: &Config) -> Result<(), (&'static str, String)> {
         }
     }
     let r = &cfg.replayer;
+    if r.follow_listen.is_some() && !r.follow {
+        return Err((
+            "replayer.follow_listen",
+            "only a following replayer (replayer.follow = true) receives the stream".into(),
+        ));
+    }
+    let unicast = cfg.downstream.transport == crate::Transport::UdpUnicast;
+    if r.follow
+        && unicast
+        && r.follow_tcp.is_empty()
+        && r.follow_listen.is_none()
+        && cfg.node.listen.is_none()
+    {
+        return Err((
+            "replayer.follow_listen",
+            "a following replayer on a udp-unicast downstream receives it here (one of \
+             downstream.subscribers): required without node.listen"
+                .into(),
+        ));
+    }
+    if let Some(a) = r.follow_listen {
+        let down = &cfg.downstream;
+        if unicast && !down.subscribers.contains(&a) {
+            return Err((
+                "replayer.follow_listen",
+                format!(
+                    "{a} is not one of downstream.subscribers: the sequencer would not send to it"
+                ),
+            ));
+        }
+    }
     if !r.follow_tcp.is_empty() && !r.follow {
         return Err((
             "replayer.follow_tcp",
@@ -304,6 +335,41 @@ mod tests {
         assert_eq!(ok.bridge.unwrap().channels.len(), 2);
         let e = err("[bridge]\nchannels = []\njournal_dir = \"bj\"\n");
         assert!(e.starts_with("<string>: bridge.channels:"), "{e}");
+        let e = err("[replayer]\nfollow_listen = \"127.0.0.1:1\"\n");
+        assert!(
+            e.starts_with("<string>: replayer.follow_listen: only a following"),
+            "{e}"
+        );
+        let unicast =
+            "[downstream]\ntransport = \"udp-unicast\"\nsubscribers = [\"127.0.0.1:7\"]\n";
+        let e = Config::from_str(&format!(
+            "[bus]\nsession = \"T\"\n{unicast}[replayer]\nfollow = true\njournal_dir = \"rj\"\nfollow_listen = \"127.0.0.1:8\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("<string>: replayer.follow_listen: 127.0.0.1:8 is not one of downstream.subscribers"),
+            "{e}"
+        );
+        let e = Config::from_str(&format!(
+            "[bus]\nsession = \"T\"\n{unicast}[replayer]\nfollow = true\njournal_dir = \"rj\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with(
+                "<string>: replayer.follow_listen: a following replayer on a udp-unicast"
+            ),
+            "{e}"
+        );
+        let ok = Config::from_str(&format!(
+            "[bus]\nsession = \"T\"\n{unicast}[replayer]\nfollow = true\njournal_dir = \"rj\"\nfollow_listen = \"127.0.0.1:7\"\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            ok.replayer.follow_listen,
+            Some("127.0.0.1:7".parse().unwrap())
+        );
         let e = err("[replayer]\nfollow_tcp = [\"127.0.0.1:1\"]\n");
         assert!(
             e.starts_with("<string>: replayer.follow_tcp: only a following"),

@@ -270,6 +270,7 @@ pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error>
         let mut opts = crate::NodeOptions::new("REPLAYER", 0, Start::From(journal.next_seq()));
         opts.idle = Some(IdleStrategy::Block);
         opts.receive_only = true;
+        opts.listen = r.follow_listen;
         let mut feed = crate::NodeClient::connect(&follow_cfg, opts)?;
         feed.set_raw();
         Source::Feed(Box::new(feed))
