@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import importlib
 import json
+import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -127,9 +128,10 @@ def _cmd_admin_switchover(args: argparse.Namespace) -> int:
 
 
 def _cmd_node(args: argparse.Namespace) -> int:
-    if args.path:
-        for entry in reversed(args.path):
-            sys.path.insert(0, entry)
+    # MODULE is found as `python -m` would find it: from the working directory first (a
+    # console script has only its own directory on sys.path), then each --path before that
+    for entry in [os.getcwd(), *reversed(args.path or [])]:
+        sys.path.insert(0, entry)
     cls = load_node_class(args.target)
     start: Start = "rewind" if args.rewind else args.from_seq if args.from_seq else "live"
     node = cls()
@@ -329,7 +331,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
     p.add_argument("--account", required=True, help="the node's account (1-8 ASCII characters)")
     p.add_argument("--instance", type=int, default=1, help="instance id (hot-hot copies)")
-    p.add_argument("--path", action="append", help="prepend a directory to sys.path")
+    p.add_argument(
+        "--path",
+        action="append",
+        help="prepend a directory to sys.path (the working directory is on it already)",
+    )
     p.add_argument("--listen", metavar="HOST:PORT", help="udp-unicast receive address")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--rewind", action="store_true", help="replay the stream from the start")

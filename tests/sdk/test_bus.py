@@ -45,6 +45,31 @@ def test_node_command_exits_1_on_a_bad_config(tmp_path: Path) -> None:
     assert "seqbus node: error:" in proc.stderr and "session" in proc.stderr
 
 
+def test_node_command_imports_the_module_from_the_working_directory(tmp_path: Path) -> None:
+    """`seqbus node mymodule:Class` from the directory that holds mymodule.py, as `python -m`
+    would find it (a console script has only its own directory on sys.path)."""
+    (tmp_path / "cwd_node_module.py").write_text(
+        "from pathlib import Path\n"
+        "from seqbus import Node\n"
+        "Path('imported').write_text('yes')\n"
+        "class Quick(Node):\n"
+        "    pass\n"
+    )
+    (tmp_path / "bus.toml").write_text("[bus]\n")  # refused after the class is loaded
+    script = Path(sys.executable).with_name("seqbus")
+    proc = subprocess.run(
+        [str(script), "node", "cwd_node_module:Quick", "-c", "bus.toml", "--account", "A"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert "cannot import" not in proc.stderr, proc.stderr
+    assert (tmp_path / "imported").read_text() == "yes"
+    assert proc.returncode == 1 and "session" in proc.stderr, proc.stderr
+
+
 @pytest.mark.slow
 def test_demo_prints_a_json_summary_over_unicast() -> None:
     env = dict(os.environ, SEQBUS_IN_NETNS="0")
