@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import importlib
 import json
+import logging
 import os
 import sys
 import threading
@@ -135,6 +136,10 @@ def _cmd_node(args: argparse.Namespace) -> int:
     cls = load_node_class(args.target)
     start: Start = "rewind" if args.rewind else args.from_seq if args.from_seq else "live"
     node = cls()
+    # a fail-stop is printed below, once: the node's own log record of it is left out
+    logging.getLogger("seqbus.node").addFilter(
+        lambda record: not hasattr(record, "seqbus_failure")
+    )
     try:
         run(
             node, args.config, args.account, args.instance, start=start, listen=args.listen,

@@ -659,7 +659,11 @@ class Node:
             return
         self.stats.failure = failure
         self._stopping = True
-        log.error("node %s: %s\n%s", who, failure.describe(), failure.traceback)
+        # marked, so that `seqbus node`, which prints the failure itself, leaves this one out
+        log.error(
+            "node %s: %s\n%s", who, failure.describe(), failure.traceback,
+            extra={"seqbus_failure": failure},
+        )
         error.add_note(f"seqbus: node {who}: {failure.describe()} (node.stats.failure)")
         raise error
 

@@ -329,6 +329,10 @@ def test_node_command_reports_the_failure_and_exits(tmp_path: Path, processes: P
     assert f"seqbus node: LEDGER/1: on_ping raised at #{seq} (Ping): ValueError: transfer of " \
         f"{POISON} breaks the ledger; stopped" in log
     assert "Traceback (most recent call last)" in log and "tests/sdk/ledger.py" in log
+    # printed once (the status line holds it too, as JSON)
+    assert [line for line in log.splitlines() if line.startswith("Traceback")] == [
+        "Traceback (most recent call last):"
+    ], log
     status = json.loads(log.split("seqbus node: status: ", 1)[1].splitlines()[0])
     assert status["failure"]["sequence"] == seq and status["sequence"] == seq
     assert status["account"] == "LEDGER" and status["stopped"]
