@@ -40,7 +40,7 @@ def attr_decl(f: ir.Field) -> str:
 def _conv(f: ir.Field, v: str, where: str) -> str:
     """``v`` (an object expression) as a value class stores field ``f``'s value: enums as
     members (ints looked up), flags as IntFlag values (cached per int), structs as values
-    (dicts converted), char[N] as str (checked); the rest as given (checked on encode)."""
+    (dicts converted), char[N] as an ASCII str of at most N (checked); the rest as given (checked on encode)."""
     t = f.type
     assert t is not None
     if t.kind == "enum":
@@ -51,7 +51,7 @@ def _conv(f: ir.Field, v: str, where: str) -> str:
     if t.kind == "struct":
         return f"_s.value_of({v}, {t.name}, {where})"
     if t.kind == "char":
-        return f"_s.str_of({v}, {where})"
+        return f"_s.char_of({v}, {t.length}, {where})"
     return v
 
 
@@ -370,7 +370,7 @@ VIEW_FAST_METHODS = {"to_value": "_value", "to_dict": "_dict"}
 
 #: The ABI of ``seqbus._codec_support`` the generated modules are written for; the runtime's
 #: ``seqbus._codec_support.ABI`` must equal it (each generated module checks at import).
-SUPPORT_ABI = 9
+SUPPORT_ABI = 10
 
 
 def generate(schema: ir.Schema, python_package: str | None = None) -> dict[str, str]:

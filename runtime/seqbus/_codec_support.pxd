@@ -369,6 +369,7 @@ cdef object view_args(PyObject** args, size_t nargsf, PyObject* kwnames, Py_ssiz
 cdef object value_of_checked(object v, type cls, str where)
 cdef list entries_of_checked(object v, type cls, str where)
 cdef object str_of_checked(object v, str where)
+cdef object char_of_checked(object v, Py_ssize_t n, str where)
 
 # What constructors store, the common case inline (a member, a value, a str, a list of
 # entries, as they are); anything else to the ``_checked`` function, which converts or refuses.
@@ -400,6 +401,12 @@ cdef inline object str_of(object v, str where):
     if type(v) is str:
         return v
     return str_of_checked(v, where)
+
+cdef inline object char_of(object v, Py_ssize_t n, str where):
+    """A ``char[n]`` field's value: an ASCII str of at most ``n`` characters."""
+    if type(v) is str and PyUnicode_IS_ASCII(v) and PyUnicode_GET_LENGTH(v) <= n:
+        return v
+    return char_of_checked(v, n, where)
 cdef list entry_list(Py_ssize_t count, Py_ssize_t room, Py_ssize_t entry_min)
 
 cdef inline int list_put(list out, Py_ssize_t i, object e) except -1:

@@ -72,7 +72,7 @@ if _sys.byteorder != "little":
     raise ImportError("seqbus codecs need a little-endian host")
 
 #: The codec support ABI: generated modules name the one they were generated for.
-ABI = 9
+ABI = 10
 
 
 cdef int bad_byte(str msg, str field, Py_ssize_t off, str what, uint8_t b) except -1:
@@ -839,6 +839,14 @@ cdef object str_of_checked(object v, str where):
     if type(v) is not str:
         raise TypeError(f"{where}: expected str, got {type(v).__name__}")
     return v
+
+
+cdef object char_of_checked(object v, Py_ssize_t n, str where):
+    if type(v) is not str:
+        raise TypeError(f"{where}: expected str, got {type(v).__name__}")
+    if not PyUnicode_IS_ASCII(v):
+        raise ValueError(f"{where}: {v!r} is not ASCII")
+    raise ValueError(f"{where}: {v!r} is longer than {n} characters")
 
 
 # -- group sequences of views -------------------------------------------------------------

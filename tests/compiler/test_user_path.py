@@ -167,6 +167,9 @@ def test_dicts_for_entries_and_structs_are_converted_at_construction(exchange: M
     ({"side": "Buy"}, TypeError, "NewOrder.side: expected Side, got str"),
     ({"inst": 1 << 16}, ValueError, "NewOrder.inst: 65536 is outside the range of ExecInst"),
     ({"symbol": 5}, TypeError, "NewOrder.symbol: expected str, got int"),
+    ({"symbol": "TOO-LONG-SYMBOL"}, ValueError, "NewOrder.symbol: 'TOO-LONG-SYMBOL' is longer than 8 characters"),
+    ({"symbol": "AAPL\u00e9"}, ValueError, "NewOrder.symbol: 'AAPL\u00e9' is not ASCII"),
+    ({"legs": [{"symbol": "TOO-LONG-SYMBOL", "ratio": 1, "side": 1}]}, ValueError, "NewOrder.legs[0]: NewOrder.legs.symbol: 'TOO-LONG-SYMBOL' is longer than 8 characters"),
     ({"account": b"x"}, TypeError, "NewOrder.account: expected str, got bytes"),
 ])
 def test_bad_values_are_refused_at_construction_naming_the_field(

@@ -21,7 +21,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 9)
+_require_abi(__name__, 10)
 SCHEMA_ID = 7
 SCHEMA_VERSION = 2
 PACKAGE = "exchange"
@@ -1263,7 +1263,7 @@ cdef tuple _NewOrderLegs_names = ("symbol", "ratio", "side", "fills", )
 cdef int _NewOrderLegs_fill(NewOrderLegs r, PyObject** a) except -1:
     if a[0] == NULL:
         _s.missing("NewOrderLegs", "symbol")
-    r.symbol = _s.str_of(<object>a[0], "NewOrder.legs.symbol")
+    r.symbol = _s.char_of(<object>a[0], 8, "NewOrder.legs.symbol")
     if a[1] == NULL:
         _s.missing("NewOrderLegs", "ratio")
     r.ratio = <object>a[1]
@@ -2137,7 +2137,7 @@ cdef int _NewOrder_fill(NewOrder r, PyObject** a) except -1:
     r.client_id = <object>a[1]
     if a[2] == NULL:
         _s.missing("NewOrder", "symbol")
-    r.symbol = _s.str_of(<object>a[2], "NewOrder.symbol")
+    r.symbol = _s.char_of(<object>a[2], 8, "NewOrder.symbol")
     if a[3] == NULL:
         _s.missing("NewOrder", "side")
     r.side = _s.enum_of(<object>a[3], _Side_type, _Side_members, "NewOrder.side")
@@ -4822,7 +4822,7 @@ cdef int _Trade_fill(Trade r, PyObject** a) except -1:
     r.trade_id = <object>a[0]
     if a[1] == NULL:
         _s.missing("Trade", "symbol")
-    r.symbol = _s.str_of(<object>a[1], "Trade.symbol")
+    r.symbol = _s.char_of(<object>a[1], 8, "Trade.symbol")
     if a[2] == NULL:
         _s.missing("Trade", "price")
     r.price = _s.value_of(<object>a[2], Price, "Trade.price")
@@ -5898,7 +5898,7 @@ cdef tuple _BookUpdate_names = ("symbol", "at", "levels", )
 cdef int _BookUpdate_fill(BookUpdate r, PyObject** a) except -1:
     if a[0] == NULL:
         _s.missing("BookUpdate", "symbol")
-    r.symbol = _s.str_of(<object>a[0], "BookUpdate.symbol")
+    r.symbol = _s.char_of(<object>a[0], 8, "BookUpdate.symbol")
     if a[1] == NULL:
         _s.missing("BookUpdate", "at")
     r.at = <object>a[1]

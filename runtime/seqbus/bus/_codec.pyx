@@ -23,7 +23,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 9)
+_require_abi(__name__, 10)
 SCHEMA_ID = 1
 SCHEMA_VERSION = 2
 PACKAGE = "bus"
@@ -302,7 +302,7 @@ cdef int _Envelope_fill(Envelope r, PyObject** a) except -1:
     r.command_seq = <object>a[1]
     if a[2] == NULL:
         _s.missing("Envelope", "account")
-    r.account = _s.str_of(<object>a[2], "Envelope.account")
+    r.account = _s.char_of(<object>a[2], 8, "Envelope.account")
     if a[3] == NULL:
         _s.missing("Envelope", "instance")
     r.instance = <object>a[3]
@@ -1160,7 +1160,7 @@ cdef tuple _SessionStart_names = ("session", )
 cdef int _SessionStart_fill(SessionStart r, PyObject** a) except -1:
     if a[0] == NULL:
         _s.missing("SessionStart", "session")
-    r.session = _s.str_of(<object>a[0], "SessionStart.session")
+    r.session = _s.char_of(<object>a[0], 10, "SessionStart.session")
     return 0
 
 
@@ -1712,7 +1712,7 @@ cdef int _SenderState_fill(SenderState r, PyObject** a) except -1:
     r.next_command_seq = <object>a[0]
     if a[1] == NULL:
         _s.missing("SenderState", "account")
-    r.account = _s.str_of(<object>a[1], "SenderState.account")
+    r.account = _s.char_of(<object>a[1], 8, "SenderState.account")
     if a[2] == NULL:
         _s.missing("SenderState", "instance")
     r.instance = <object>a[2]
@@ -2738,7 +2738,7 @@ cdef tuple _AdminCommand_names = ("target", "request_id", "name", "args", )
 cdef int _AdminCommand_fill(AdminCommand r, PyObject** a) except -1:
     if a[0] == NULL:
         _s.missing("AdminCommand", "target")
-    r.target = _s.str_of(<object>a[0], "AdminCommand.target")
+    r.target = _s.char_of(<object>a[0], 8, "AdminCommand.target")
     if a[1] == NULL:
         _s.missing("AdminCommand", "request_id")
     r.request_id = <object>a[1]
@@ -3374,7 +3374,7 @@ cdef int _AdminReply_fill(AdminReply r, PyObject** a) except -1:
     r.request_id = <object>a[1]
     if a[2] == NULL:
         _s.missing("AdminReply", "requester")
-    r.requester = _s.str_of(<object>a[2], "AdminReply.requester")
+    r.requester = _s.char_of(<object>a[2], 8, "AdminReply.requester")
     if a[3] == NULL:
         _s.missing("AdminReply", "status")
     r.status = _s.enum_of(<object>a[3], _AdminStatus_type, _AdminStatus_members, "AdminReply.status")
