@@ -17,9 +17,29 @@ def find_modules(roots: str | Iterable[str]) -> list[Path]:
     return sorted({p.resolve() for d in dirs for p in Path(d).glob("**/*.pyx")})
 
 
+#: The line seqc writes at the top of a generated ``.pyx``: the module's dotted name.
+MODULE_MARK = "# seqc-module: "
+
+
 def module_name(pyx: Path) -> tuple[Path, str]:
-    """The directory that must be on ``sys.path`` for ``pyx`` and its dotted module name: the
-    enclosing folders that hold an ``__init__.py`` are its packages."""
+    """The directory that must be on ``sys.path`` for ``pyx`` and its dotted module name.
+
+    A module seqc generated names itself (``# seqc-module: myapp.messages._codec``, which
+    holds also where its package has no ``__init__.py`` above it: a namespace package);
+    otherwise the enclosing folders that hold an ``__init__.py`` are its packages."""
+    with pyx.open(encoding="utf-8") as f:
+        head = [f.readline() for _ in range(2)]
+    for line in head:
+        if line.startswith(MODULE_MARK):
+            name = line[len(MODULE_MARK):].strip()
+            parts = name.split(".")
+            if parts[-1] != pyx.stem or list(pyx.parent.parts[-(len(parts) - 1):]) != parts[:-1]:
+                raise SystemExit(f"seqc: {pyx} says it is module {name}, which is not where "
+                                 "it lies: generate it again into the right place")
+            root = pyx.parent
+            for _ in parts[:-1]:
+                root = root.parent
+            return root, name
     parts = [pyx.stem]
     d = pyx.parent
     while (d / "__init__.py").exists():

@@ -53,6 +53,28 @@ def test_python_package_option_names_the_package(tmp_path: Path) -> None:
     assert res.returncode != 0 and "IDL_PACKAGE=python.package" in res.stderr
 
 
+def test_a_package_below_namespace_packages_knows_its_full_name(tmp_path: Path) -> None:
+    """``--python-package pingpong=acme.wire.pp`` writes no ``__init__.py`` in ``acme/`` or
+    ``acme/wire/`` (namespace packages): the built module is still ``acme.wire.pp._codec``,
+    so its classes pickle and name themselves right."""
+    from seqc.build import build
+
+    res = subprocess.run(
+        [sys.executable, "-m", "seqc.cli", "generate", str(ROOT / "examples" / "pingpong" / "pingpong.idl"),
+         "-o", str(tmp_path), "--layout", "flat", "--no-build", "--python-package", "pingpong=acme.wire.pp"],
+        capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert not (tmp_path / "acme" / "__init__.py").exists()
+    build(str(tmp_path), optimize="-O0")
+    res = subprocess.run(
+        [sys.executable, "-c",
+         "import pickle; from acme.wire.pp import Ping; p = Ping(id=1, sent_at_ns=2);"
+         "print(Ping.__module__, pickle.loads(pickle.dumps(p)) == p)"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["acme.wire.pp._codec", "True"]
+
+
 def test_generated_modules_share_one_support_module_of_the_generators_abi() -> None:
     from seqbus import _codec_support
     from seqc import gen_python
