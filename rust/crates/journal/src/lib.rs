@@ -21,6 +21,8 @@ use std::path::{Path, PathBuf};
 
 use seqbus_core::{Store, StoreError};
 
+mod sigbus;
+
 const MAGIC: &[u8; 8] = b"SEQBUSJ1";
 /// Length of a segment header.
 pub const SEGMENT_HEADER_LEN: usize = 32;
@@ -517,6 +519,8 @@ struct Mapping {
     ptr: *mut u8,
     len: usize,
     cap: u64,
+    /// A SIGBUS in the mapping (the file cut short by someone else) names the segment.
+    _watch: Option<sigbus::Watch>,
 }
 
 // SAFETY: the mapping is owned by the single writer; no aliasing pointers escape.
@@ -728,6 +732,7 @@ impl Journal {
                 ptr: ptr.cast(),
                 len,
                 cap,
+                _watch: sigbus::watch(ptr.cast(), len, &seg.path),
             });
         }
         let m = self.map.as_mut().expect("mapped");

@@ -606,3 +606,56 @@ fn reader_still_reports_damage_after_reading_again() {
     let e = r.refresh().unwrap_err();
     assert!(matches!(e, JournalError::Corrupt { .. }), "{e}");
 }
+
+/// The child of [`a_segment_cut_short_under_the_writer_is_named_when_it_faults`]: maps a
+/// segment by small writes, has it truncated as another process would, and writes again.
+#[test]
+fn sigbus_child() {
+    let Ok(dir) = std::env::var("SEQBUS_SIGBUS_CHILD_DIR") else {
+        return; // only as the child
+    };
+    let mut j = Journal::open(std::path::Path::new(&dir), S, 1 << 20).unwrap();
+    for i in 1..=10 {
+        j.append(i, &msg(i)).unwrap();
+        j.flush().unwrap(); // small batches go into the mapping
+    }
+    let seg = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "seg"))
+        .unwrap();
+    OpenOptions::new()
+        .write(true)
+        .open(&seg)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    j.append(11, &msg(11)).unwrap();
+    j.flush().unwrap();
+    unreachable!("the write into the cut mapping faults");
+}
+
+#[test]
+fn a_segment_cut_short_under_the_writer_is_named_when_it_faults() {
+    use std::os::unix::process::ExitStatusExt;
+    let d = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "sigbus_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("SEQBUS_SIGBUS_CHILD_DIR", d.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), Some(libc::SIGBUS), "{stderr}");
+    assert!(
+        stderr.contains("seqbus journal: SIGBUS writing ")
+            && stderr.contains(".seg: the segment was cut short under this process"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&d.path().display().to_string()), "{stderr}");
+}
