@@ -132,6 +132,7 @@ def write_cluster(
     extra: str = "",
     journal_dirs: dict[int, Path] | None = None,
     election_timeout_ms: int | None = None,
+    segment_size: int | None = None,
 ) -> Cluster:
     group = free_udp_port()
     ms = {
@@ -163,6 +164,7 @@ session = "{session}"
 [sequencer]
 journal_dir = "{workdir / "journal"}"
 clock_tick_ms = 50
+{f"segment_size = {segment_size}" if segment_size else ""}
 
 [downstream]
 transport = "udp-multicast"

@@ -6,6 +6,7 @@ nothing lost (docs/ha.md)."""
 from __future__ import annotations
 
 import filecmp
+import json
 import shutil
 import signal
 import subprocess
@@ -35,8 +36,10 @@ def _journal(cluster: Cluster, member: int) -> Path:
     return cluster.workdir / f"journal-{member}"
 
 
-def _run_and_stop(tmp_path: Path, processes: Processes, n: int) -> tuple[Cluster, list[Stream]]:
-    cluster = write_cluster(tmp_path, processes)
+def _run_and_stop(
+    tmp_path: Path, processes: Processes, n: int, segment_size: int | None = None
+) -> tuple[Cluster, list[Stream]]:
+    cluster = write_cluster(tmp_path, processes, segment_size=segment_size)
     for m in cluster.members:
         cluster.start(m)
     cluster.leader()
@@ -67,8 +70,10 @@ def _run_and_stop(tmp_path: Path, processes: Processes, n: int) -> tuple[Cluster
 def test_damage_is_refused_named_and_repaired_from_a_standby_byte_for_byte(
     tmp_path: Path, processes: Processes
 ) -> None:
-    cluster, _ = _run_and_stop(tmp_path, processes, 3000)
+    # small segments: the damage lies in the last of several, and every tool reads them all
+    cluster, _ = _run_and_stop(tmp_path, processes, 3000, segment_size=65536)
     ours, peer = _journal(cluster, 1), _journal(cluster, 2)
+    assert len(_segments(ours)) > 2 and len(_segments(peer)) > 2
     seg = _segments(ours)[-1]
     good = seg.read_bytes()
     original = tmp_path / "original"
@@ -116,7 +121,21 @@ def test_damage_is_refused_named_and_repaired_from_a_standby_byte_for_byte(
     )
     for a in _segments(original):
         assert filecmp.cmp(a, ours / a.name, shallow=False), a.name
-    assert _run("journal", "verify", str(ours)).returncode == 0
+    verified = _run("journal", "verify", str(ours), "--json")
+    assert verified.returncode == 0, verified.stderr
+    report = json.loads(verified.stdout)
+    assert report["segments"] == len(_segments(ours)) and report["messages"] >= 3000, report
+    # a segment missing between others is damage, named by the one after the hole
+    hole = tmp_path / "hole"
+    shutil.copytree(ours, hole, ignore=shutil.ignore_patterns("*.damaged"))
+    holed = _segments(hole)
+    holed[1].unlink()
+    verify = _run("journal", "verify", str(hole))
+    assert verify.returncode == 1 and str(holed[2]) in verify.stderr, verify.stderr
+    assert "missing" in verify.stderr, verify.stderr
+    seal = _run("archive", "seal", str(hole), str(tmp_path / "holed"), "--schema", str(schema))
+    assert seal.returncode != 0 and str(holed[2]) in seal.stderr, seal.stderr
+    assert "what lies between is missing" in seal.stderr, seal.stderr
 
     # and the member rejoins the cluster
     for m in cluster.members:

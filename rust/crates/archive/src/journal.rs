@@ -98,6 +98,18 @@ impl Archiver {
         Ok(n)
     }
 
+    /// Before sealing: a segment of the journal past what was read (those between are
+    /// missing) is damage, and the archive is not sealed as if the journal ended there. A
+    /// writer's next segment can appear before the end of the one before it was read: read
+    /// again once before taking it for damage.
+    pub fn check_journal(&mut self) -> Result<()> {
+        let check = |r: &mut JournalReader| r.refresh().and_then(|()| r.check_complete());
+        if check(&mut self.reader).is_err() {
+            check(&mut self.reader).map_err(|e| ArchiveError::Usage(e.to_string()))?;
+        }
+        Ok(())
+    }
+
     /// The next sequence the journal will hold (everything below it is written).
     pub fn journal_next(&self) -> u64 {
         self.reader.next_seq()

@@ -166,7 +166,9 @@ impl PyJournalArchiver {
     }
 
     fn seal(&mut self) -> PyResult<String> {
-        let m = self.a()?.writer.seal().map_err(err)?;
+        let a = self.a()?;
+        a.check_journal().map_err(err)?;
+        let m = a.writer.seal().map_err(err)?;
         self.inner = None;
         Ok(serde_json::to_string_pretty(&m).expect("manifest serialises"))
     }

@@ -927,7 +927,7 @@ fn damage_of(
 /// not a copy of this journal). The damaged range of a segment runs from its first sequence to
 /// the next segment's (for the last segment: to its last valid record).
 pub fn repair(dir: &Path, session: [u8; 10], peer: &Path) -> Result<RepairReport, JournalError> {
-    let peer = JournalReader::open(peer, session)?;
+    let peer = JournalReader::open_at_rest(peer, session)?;
     let index = Index {
         dir: dir.to_path_buf(),
         session,
@@ -1165,13 +1165,14 @@ impl JournalReader {
         if let Some(seg) = self.index.segments.last_mut() {
             self.torn = Index::follow(seg)?.map(|o| (seg.path.clone(), o));
         }
-        let next = self.index.next_seq();
         let known = self.index.segments.last().map(|s| s.first_seq);
         for (first, path) in Index::list(&self.index.dir)? {
             if known.is_some_and(|k| first <= k) {
                 continue;
             }
-            if first != next {
+            // each segment that follows the last read on from where it ends (a journal may
+            // start past 1: its first segment is taken as it is)
+            if !self.index.segments.is_empty() && first != self.index.next_seq() {
                 break; // written later, once the current segment is complete
             }
             let mut seg = self.index.open_segment(&path, first, false)?;
@@ -1183,6 +1184,37 @@ impl JournalReader {
 
     pub fn next_seq(&self) -> u64 {
         self.index.next_seq()
+    }
+
+    /// Opens a journal no process writes any more (to verify it, repair another from it, or
+    /// read it whole): [`JournalReader::open`], then [`JournalReader::check_complete`].
+    pub fn open_at_rest(dir: &Path, session: [u8; 10]) -> Result<JournalReader, JournalError> {
+        let r = JournalReader::open(dir, session)?;
+        r.check_complete()?;
+        Ok(r)
+    }
+
+    /// Damage naming the file when a segment lies past the end of what was read (the
+    /// segments between are missing, or the one before it ends short). For a journal at
+    /// rest: while a writer appends, the next segment may appear before the end of the one
+    /// before it is read.
+    pub fn check_complete(&self) -> Result<(), JournalError> {
+        let known = self.index.segments.last().map(|s| s.first_seq);
+        let next = self.index.next_seq();
+        for (first, path) in Index::list(&self.index.dir)? {
+            if known.is_some_and(|k| first <= k) {
+                continue;
+            }
+            return Err(JournalError::Corrupt {
+                path,
+                offset: 0,
+                reason: format!(
+                    "segment starts at {first}, but the journal before it ends before {next}: \
+                     what lies between is missing"
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Segment files read.

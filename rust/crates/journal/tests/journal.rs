@@ -659,3 +659,57 @@ fn a_segment_cut_short_under_the_writer_is_named_when_it_faults() {
     );
     assert!(stderr.contains(&d.path().display().to_string()), "{stderr}");
 }
+
+#[test]
+fn a_reader_reads_every_segment_at_once_and_names_a_missing_one() {
+    let d = tempfile::tempdir().unwrap();
+    write_journal(d.path(), 6000, 1 << 15);
+    let segs = segment_files(d.path());
+    assert!(segs.len() > 5, "{}", segs.len());
+    // one open reads them all (it took one more segment per refresh)
+    for r in [
+        JournalReader::open(d.path(), S).unwrap(),
+        JournalReader::open_at_rest(d.path(), S).unwrap(),
+    ] {
+        assert_eq!((r.segments(), r.next_seq()), (segs.len(), 6001));
+        let mut n = 0u64;
+        r.read(1, usize::MAX, &mut |q, m| {
+            assert_eq!(m, &msg(q)[..]);
+            n += 1;
+            true
+        })
+        .unwrap();
+        assert_eq!(n, 6000);
+    }
+    // a middle segment gone: the reader stops before it, and a journal at rest is damaged,
+    // named by the segment after the hole
+    std::fs::remove_file(&segs[2]).unwrap();
+    let r = JournalReader::open(d.path(), S).unwrap();
+    assert_eq!(r.segments(), 2);
+    match JournalReader::open_at_rest(d.path(), S).unwrap_err() {
+        JournalError::Corrupt { path, reason, .. } => {
+            assert_eq!(path, segs[3]);
+            assert!(reason.contains("what lies between is missing"), "{reason}");
+        }
+        e => panic!("{e}"),
+    }
+}
+
+#[test]
+fn repair_reads_a_peer_of_many_segments() {
+    let d = tempfile::tempdir().unwrap();
+    let (ours, peer) = (d.path().join("ours"), d.path().join("peer"));
+    write_journal(&ours, 6000, 1 << 16);
+    write_journal(&peer, 6000, 1 << 15);
+    assert!(segment_files(&peer).len() > 5);
+    let segs = segment_files(&ours);
+    let last = segs.len() - 2; // damage late in the journal, past the peer's first segment
+    let original = std::fs::read(&segs[last]).unwrap();
+    let mut b = original.clone();
+    let at = b.len() / 2;
+    b[at..at + 8].copy_from_slice(&[0xEE; 8]);
+    std::fs::write(&segs[last], &b).unwrap();
+    let report = repair(&ours, S, &peer).unwrap();
+    assert_eq!(report.rewritten.len(), 1, "{report:?}");
+    assert_eq!(std::fs::read(&segs[last]).unwrap(), original);
+}

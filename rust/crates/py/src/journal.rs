@@ -24,7 +24,7 @@ fn session_of(py: Python<'_>, dir: &Path) -> PyResult<[u8; 10]> {
 pub fn read_stream(py: Python<'_>, dir: &Path) -> PyResult<([u8; 10], Vec<Vec<u8>>)> {
     let session = session_of(py, dir)?;
     let reader = py
-        .allow_threads(|| JournalReader::open(dir, session))
+        .allow_threads(|| JournalReader::open_at_rest(dir, session))
         .map_err(|e| journal_error(py, e))?;
     let mut messages = Vec::new();
     let read = py.allow_threads(|| {
@@ -50,7 +50,7 @@ pub fn verify_journal<'py>(py: Python<'py>, dir: &str) -> PyResult<Bound<'py, Py
     let dir = Path::new(dir);
     let session = session_of(py, dir)?;
     let reader = py
-        .allow_threads(|| JournalReader::open(dir, session))
+        .allow_threads(|| JournalReader::open_at_rest(dir, session))
         .map_err(|e| journal_error(py, e))?;
     let mut messages = 0u64;
     let first = reader.first_seq();
