@@ -196,6 +196,11 @@ impl TcpServer {
                 continue;
             }
             if c.sess.out().len() + msg.len() + 3 > bound {
+                // one publish may bring more than the bound (a burst of large messages):
+                // what the client's socket takes now is not unsent
+                drain(c);
+            }
+            if c.sess.out().len() + msg.len() + 3 > bound {
                 c.live = false;
                 self.stats.slow_disconnects += 1;
                 c.sess.close(format!(
@@ -213,16 +218,7 @@ impl TcpServer {
     /// live clients get the messages without waiting for the next poll).
     pub fn flush(&mut self) {
         for c in &mut self.conns {
-            while !c.sess.out().is_empty() {
-                match c.stream.write(c.sess.out().pending()) {
-                    Ok(0) => break,
-                    Ok(n) => c.sess.out().consume(n),
-                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                    // WouldBlock, or a broken link that the next poll closes with its reason
-                    Err(_) => break,
-                }
-            }
-            let _ = c.stream.flush_tls();
+            drain(c);
         }
     }
 
@@ -835,6 +831,20 @@ impl TcpClient {
         }
         Ok(delivered)
     }
+}
+
+/// Writes what is queued for `c` as far as its socket takes it now, without blocking.
+fn drain(c: &mut Conn) {
+    while !c.sess.out().is_empty() {
+        match c.stream.write(c.sess.out().pending()) {
+            Ok(0) => break,
+            Ok(n) => c.sess.out().consume(n),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            // WouldBlock, or a broken link that the next poll closes with its reason
+            Err(_) => break,
+        }
+    }
+    let _ = c.stream.flush_tls();
 }
 
 impl crate::stream::Publisher for TcpServer {

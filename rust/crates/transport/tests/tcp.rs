@@ -215,6 +215,70 @@ fn a_client_that_reads_nothing_is_cut_off_while_the_others_keep_up() {
     );
 }
 
+/// One publish of more than a client's bound (a burst of large messages) does not cut off a
+/// client that reads: what its socket takes as the burst is queued is not unsent.
+#[test]
+fn a_burst_larger_than_the_bound_reaches_a_client_that_reads() {
+    let t0 = Instant::now();
+    let mut store = MemoryStore::default();
+    let (mut srv, log) = server(1, 65_536);
+    let addr = srv.local_addr().unwrap();
+    let (bursts, per_burst, size) = (20u64, 150u64, 1_000usize); // 150 KB a burst
+    let total = bursts * per_burst;
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (finished, connected) = (
+        done.clone(),
+        Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
+    let ready = connected.clone();
+    let reader = std::thread::spawn(move || {
+        let mut c = client(addr, "s3cret", 0);
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while (got.len() as u64) < total && Instant::now() < deadline {
+            if finished.load(std::sync::atomic::Ordering::SeqCst) && !c.is_connected() {
+                break; // cut off
+            }
+            c.poll(now(t0), &mut |p| {
+                let p = MoldPacket::parse(p).unwrap();
+                got.extend(p.messages().map(|(s, m)| {
+                    assert_eq!(m.len(), size);
+                    s
+                }));
+            })
+            .unwrap();
+            ready.store(c.is_connected(), std::sync::atomic::Ordering::SeqCst);
+        }
+        got
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while srv.clients() < 1 || !connected.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "the client did not log in");
+        srv.poll(now(t0), &mut store, &mut |_| {});
+    }
+    let body = vec![5u8; size];
+    let mut seq = 1;
+    for _ in 0..bursts {
+        for _ in 0..per_burst {
+            store.push(&body);
+            srv.publish(now(t0), seq, &body); // no poll or flush in between
+            seq += 1;
+        }
+        srv.flush();
+        for _ in 0..50 {
+            srv.poll(now(t0), &mut store, &mut |_| {});
+        }
+    }
+    while srv.has_pending_output() && Instant::now() < deadline {
+        srv.poll(now(t0), &mut store, &mut |_| {});
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let got = reader.join().unwrap();
+    let log = log.lock().unwrap().join("\n");
+    assert_eq!(srv.stats().slow_disconnects, 0, "{log}");
+    assert_eq!(got, (1..=total).collect::<Vec<_>>());
+}
+
 #[test]
 fn wrong_credentials_and_wrong_session_are_rejected_without_saying_which_part() {
     let t0 = Instant::now();
