@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,46 @@ def test_run_many_runs_a_pinger_and_a_ponger_in_one_process(tmp_path: Path) -> N
         assert sequencer.join(10.0)
     assert nodes[1] is pinger
     assert len(pinger.rtts) == 50
+
+
+def test_a_second_sequencer_of_a_journal_is_refused_and_the_first_goes_on(
+    tmp_path: Path,
+) -> None:
+    """Starting the sequencer twice on one configuration: the second is refused before it
+    touches the journal (it used to cut the first one's reserved tail under it, which then
+    died of SIGBUS), and the first keeps sequencing."""
+    from seqbus import JournalError
+    from seqbus.demo import bus_config, free_udp_port
+
+    listen = f"127.0.0.1:{free_udp_port()}"
+    config = tmp_path / "bus.toml"
+    config.write_text(bus_config(tmp_path, False, [listen]))
+    first = _core.Sequencer(str(config))
+    client = _core.NodeClient(str(config), "A", 1, listen=listen)
+    try:
+        deadline = time.monotonic() + 30
+        while not client.is_ready():
+            assert time.monotonic() < deadline, "no answer from the sequencer"
+            client.poll(64, 0.01)
+
+        def sequenced(what: str) -> None:
+            # the stream confirms the command: nothing is left in flight
+            client.send(what.encode())
+            assert client.stats()["in_flight"] == 1
+            while client.stats()["in_flight"] > 0:
+                assert time.monotonic() < deadline, f"{what}: not sequenced"
+                client.poll(64, 0.01)
+
+        sequenced("before")
+        with pytest.raises(JournalError, match="written by another process") as refused:
+            second = _core.Sequencer(str(config))
+            second.join(30)
+        assert f"(pid {os.getpid()})" in str(refused.value)
+        sequenced("after")  # the first sequencer goes on
+    finally:
+        client.close()
+        first.stop()
+        assert first.join(10)
+    report = _core.verify_journal(str(tmp_path / "journal"))
+    assert int(str(report["messages"])) >= 3  # SessionStart and the two commands
+

@@ -56,6 +56,55 @@ pub enum JournalError {
     },
     #[error("journal: sequence {0} is not in the journal")]
     Missing(u64),
+    #[error(
+        "journal {path}: written by another process{}: a journal has one writer (is a \
+         sequencer of the same configuration running?)",
+        holder.map_or(String::new(), |p| format!(" (pid {p})"))
+    )]
+    InUse { path: PathBuf, holder: Option<u32> },
+}
+
+/// The writer's hold on a journal directory: an exclusive `flock` of `DIR/lock`, which holds
+/// the writer's pid; the kernel lets go when the process ends, however it ends.
+#[derive(Debug)]
+struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    fn take(dir: &Path) -> Result<DirLock, JournalError> {
+        let path = dir.join("lock");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        // SAFETY: flock on an fd this function owns.
+        let r = unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        };
+        if r != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                return Err(JournalError::InUse {
+                    path: dir.to_path_buf(),
+                    holder: text.trim().parse().ok(),
+                });
+            }
+            return Err(JournalError::Io { path, source: e });
+        }
+        file.set_len(0).map_err(io_err(&path))?;
+        file.write_all_at(std::process::id().to_string().as_bytes(), 0)
+            .map_err(io_err(&path))?;
+        Ok(DirLock { _file: file })
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
@@ -510,6 +559,8 @@ pub struct Journal {
     report: RecoveryReport,
     /// The last segment, mapped for small batches once one came.
     map: Option<Mapping>,
+    /// Held while the journal is open: a second writer is refused before it touches a file.
+    _lock: DirLock,
 }
 
 /// A shared mapping of the last segment: `cap` bytes of the file exist (the zero tail past the
@@ -537,6 +588,7 @@ impl Journal {
     /// corrupt.
     pub fn open(dir: &Path, session: [u8; 10], segment_size: u64) -> Result<Journal, JournalError> {
         fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let lock = DirLock::take(dir)?;
         let mut index = Index {
             dir: dir.to_path_buf(),
             session,
@@ -615,6 +667,7 @@ impl Journal {
             buf: Vec::with_capacity(1 << 20),
             report,
             map: None,
+            _lock: lock,
         };
         if j.index.segments.is_empty() {
             j.new_segment(1)?;
@@ -927,6 +980,7 @@ fn damage_of(
 /// not a copy of this journal). The damaged range of a segment runs from its first sequence to
 /// the next segment's (for the last segment: to its last valid record).
 pub fn repair(dir: &Path, session: [u8; 10], peer: &Path) -> Result<RepairReport, JournalError> {
+    let _lock = DirLock::take(dir)?; // not while a writer has it open
     let peer = JournalReader::open_at_rest(peer, session)?;
     let index = Index {
         dir: dir.to_path_buf(),

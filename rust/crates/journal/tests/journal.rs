@@ -74,7 +74,7 @@ fn one_read_spans_many_chunks_of_a_large_segment() {
         j.append(i, &body(i)).unwrap();
     }
     j.flush().unwrap();
-    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    assert_eq!(segment_files(d.path()).len(), 1);
     let mut next = 1;
     let n = j
         .read(1, usize::MAX, &mut |q, m| {
@@ -419,14 +419,24 @@ fn small_batches_through_the_mapping_and_the_zero_tail() {
     drop(j);
     assert_eq!(file_len(&seg), written, "closing cuts the reserve");
 
-    // a writer that dies without closing
-    let mut j = Journal::open(d.path(), S, 1 << 20).unwrap();
-    assert_eq!(j.recovery().reserved_bytes, 0);
-    for i in 301..=400 {
-        j.append(i, &msg(i)).unwrap();
-        j.flush().unwrap();
-    }
-    std::mem::forget(j);
+    // a writer that dies without closing (a child process that exits without dropping it)
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "dying_writer_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("SEQBUS_DYING_WRITER_DIR", d.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(file_len(&seg) > written);
     let mut j = Journal::open(d.path(), S, 1 << 20).unwrap();
     let rec = j.recovery().clone();
@@ -439,6 +449,22 @@ fn small_batches_through_the_mapping_and_the_zero_tail() {
         all(&mut j),
         (1..=400).map(|i| (i, msg(i))).collect::<Vec<_>>()
     );
+}
+
+/// The child of [`small_batches_through_the_mapping_and_the_zero_tail`]: appends 301..=400 by
+/// small batches and exits without closing the journal.
+#[test]
+fn dying_writer_child() {
+    let Ok(dir) = std::env::var("SEQBUS_DYING_WRITER_DIR") else {
+        return; // only as the child
+    };
+    let mut j = Journal::open(std::path::Path::new(&dir), S, 1 << 20).unwrap();
+    assert_eq!(j.recovery().reserved_bytes, 0);
+    for i in 301..=400 {
+        j.append(i, &msg(i)).unwrap();
+        j.flush().unwrap();
+    }
+    std::process::exit(0); // no destructor runs: the reserve stays, the lock goes with the process
 }
 
 /// A reader on another thread while the writer copies small batches into the mapping: it
@@ -712,4 +738,36 @@ fn repair_reads_a_peer_of_many_segments() {
     let report = repair(&ours, S, &peer).unwrap();
     assert_eq!(report.rewritten.len(), 1, "{report:?}");
     assert_eq!(std::fs::read(&segs[last]).unwrap(), original);
+}
+
+#[test]
+fn a_journal_has_one_writer_and_a_second_touches_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(d.path(), S, 1 << 16).unwrap();
+    for i in 1..=5 {
+        j.append(i, &msg(i)).unwrap();
+        j.flush().unwrap(); // mapped, with zeros reserved past the end
+    }
+    let seg = segment_files(d.path()).pop().unwrap();
+    let before = std::fs::metadata(&seg).unwrap().len();
+    match Journal::open(d.path(), S, 1 << 16).unwrap_err() {
+        JournalError::InUse { path, holder } => {
+            assert_eq!(path, d.path());
+            assert_eq!(holder, Some(std::process::id()));
+        }
+        e => panic!("{e}"),
+    }
+    let peer = tempfile::tempdir().unwrap();
+    write_journal(peer.path(), 5, 1 << 16);
+    assert!(matches!(
+        repair(d.path(), S, peer.path()),
+        Err(JournalError::InUse { .. })
+    ));
+    // the reserved zeros the second writer would have cut are still there
+    assert_eq!(std::fs::metadata(&seg).unwrap().len(), before);
+    j.append(6, &msg(6)).unwrap();
+    j.flush().unwrap();
+    drop(j);
+    let mut j = Journal::open(d.path(), S, 1 << 16).unwrap();
+    assert_eq!(all(&mut j).len(), 6);
 }
