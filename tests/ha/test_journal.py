@@ -101,6 +101,7 @@ def test_damage_is_refused_named_and_repaired_from_a_standby_byte_for_byte(
     )
     seal = _run("archive", "seal", str(ours), str(tmp_path / "archive"), "--schema", str(schema))
     assert seal.returncode != 0 and str(seg) in seal.stderr, seal.stderr
+    assert not (tmp_path / "archive").exists(), "a refused seal leaves no archive behind"
     assert seg.read_bytes() == bytes(damaged)
 
     # a replayer refuses to serve it
@@ -153,6 +154,17 @@ def test_a_torn_tail_is_cut_and_the_member_catches_up(tmp_path: Path, processes:
     size = seg.stat().st_size
     with open(seg, "r+b") as f:
         f.truncate(size - 7)  # the last record cut short, as by a crash mid-write
+    # an archive of it holds every whole record and says what it left out
+    schema = tmp_path / "tagged.idl"
+    schema.write_text(
+        "package hatest;\nschema 9 version 1;\nmessage Tagged = 1 { tag: char[8]; n: u64; }\n"
+    )
+    whole = json.loads(_run("journal", "verify", "--json", str(seg.parent)).stdout)
+    assert whole["torn_tail"] == [str(seg), size - 7 - (size - 7 - whole["torn_tail"][1])]
+    seal = _run("archive", "seal", str(seg.parent), str(tmp_path / "a3"), "--schema", str(schema))
+    assert seal.returncode == 0, seal.stderr
+    assert f"{whole['messages']} messages" in seal.stdout, seal.stdout
+    assert f"torn tail at {seg}:{whole['torn_tail'][1]}" in seal.stderr, seal.stderr
     for m in cluster.members:
         cluster.start(m)
     cluster.leader()

@@ -23,6 +23,7 @@ from seqbus.archive.writer import DEFAULT_SEGMENT_BYTES
 class _Native(Protocol):
     def poll(self, max: int) -> int: ...
     def position(self) -> tuple[int, int | None]: ...
+    def torn_tail(self) -> tuple[str, int] | None: ...
     def seal(self) -> str: ...
 
 
@@ -92,6 +93,13 @@ class JournalArchiver:
                 break
             stop.wait(interval)
         self.catch_up()
+
+    @property
+    def torn_tail(self) -> tuple[str, int] | None:
+        """(file, offset) where the journal's last segment stops forming records, if it
+        does, as of the last poll: a record being written, or one a crash cut short (never
+        published, since a record is written before it is sent); it is not archived."""
+        return self._native().torn_tail()
 
     def seal(self) -> dict[str, Any]:
         import json

@@ -221,13 +221,26 @@ def _schemas(paths: list[str] | None) -> list[tuple[int, str, str]]:
 
 
 def cmd_seal(args: argparse.Namespace) -> int:
+    import shutil
+
     from seqbus.archive.archiver import JournalArchiver
 
-    a = JournalArchiver(args.journal, args.out, _schemas(args.schema),
-                        segment_bytes=args.segment_mb << 20)
-    n = a.catch_up()
-    m = a.seal()
+    schemas = _schemas(args.schema)
+    out = Path(args.out)
+    existed = out.exists()
+    try:
+        a = JournalArchiver(args.journal, out, schemas, segment_bytes=args.segment_mb << 20)
+        n = a.catch_up()
+        torn = a.torn_tail
+        m = a.seal()
+    except ArchiveError:
+        if not existed:  # a refused seal leaves no half-written archive behind
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     print(f"{args.out}: sealed, {n} messages in {len(m['segments'])} segments")
+    if torn is not None:
+        print(f"{args.out}: the journal ends in a torn tail at {torn[0]}:{torn[1]} (a record a "
+              "crash cut short: never published), not archived", file=sys.stderr)
     return 0
 
 

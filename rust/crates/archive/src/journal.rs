@@ -110,6 +110,12 @@ impl Archiver {
         Ok(())
     }
 
+    /// Where the journal's last segment stops forming records, if it does (a record being
+    /// written, or torn by a crash: never published), as of the last poll.
+    pub fn torn_tail(&self) -> Option<(&Path, u64)> {
+        self.reader.torn_tail()
+    }
+
     /// The next sequence the journal will hold (everything below it is written).
     pub fn journal_next(&self) -> u64 {
         self.reader.next_seq()

@@ -165,6 +165,12 @@ impl PyJournalArchiver {
         Ok((a.journal_next(), a.archive_next()))
     }
 
+    /// (file, offset) where the journal's last segment stops forming records, if it does.
+    fn torn_tail(&mut self) -> PyResult<Option<(String, u64)>> {
+        let a = self.a()?;
+        Ok(a.torn_tail().map(|(p, o)| (p.display().to_string(), o)))
+    }
+
     fn seal(&mut self) -> PyResult<String> {
         let a = self.a()?;
         a.check_journal().map_err(err)?;
