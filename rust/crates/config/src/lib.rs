@@ -523,9 +523,22 @@ impl Config {
                 let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
                 message = format!("{message} (line {line})");
             }
+            let mut key = if key == "." { String::new() } else { key };
+            // a missing key is named by its own path, not its table's
+            if let Some(field) = inner
+                .message()
+                .strip_prefix("missing field `")
+                .and_then(|m| m.split('`').next())
+            {
+                key = if key.is_empty() {
+                    field.to_string()
+                } else {
+                    format!("{key}.{field}")
+                };
+            }
             ConfigError {
                 origin: origin.to_string(),
-                key: if key == "." { String::new() } else { key },
+                key,
                 message,
             }
         })?;
@@ -576,6 +589,21 @@ impl Config {
         }
         if self.node.request_timeout_ms == 0 {
             return Err(("node.request_timeout_ms", "must be at least 1".into()));
+        }
+        if self.node.request_backoff_max_ms < self.node.request_timeout_ms {
+            return Err((
+                "node.request_backoff_max_ms",
+                format!(
+                    "must be at least node.request_timeout_ms ({})",
+                    self.node.request_timeout_ms
+                ),
+            ));
+        }
+        if self.node.failover_after == 0 {
+            return Err(("node.failover_after", "must be at least 1".into()));
+        }
+        if self.downstream.ttl > 255 {
+            return Err(("downstream.ttl", "must be between 0 and 255".into()));
         }
         for (name, account) in &self.node.accounts {
             seqbus_wire::account(name).map_err(|m| ("node.accounts", m))?;
@@ -1079,6 +1107,29 @@ group = "239.1.2.3:30001"
         assert!(e.starts_with("<string>: node.idle:"), "{e}");
         let e = err("[bus]\n");
         assert!(e.contains("missing field `session`"), "{e}");
+        assert!(e.starts_with("<string>: bus.session: missing field"), "{e}");
+        let e = err("[bus]\nsession = \"T\"\n");
+        assert!(
+            e.starts_with("<string>: downstream: missing field `downstream`"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{GOOD}[node]\nrequest_timeout_ms = 300\nrequest_backoff_max_ms = 200\n"
+        ));
+        assert!(
+            e.starts_with("<string>: node.request_backoff_max_ms: must be at least node.request_timeout_ms (300)"),
+            "{e}"
+        );
+        let e = err(&format!("{GOOD}[node]\nfailover_after = 0\n"));
+        assert!(
+            e.starts_with("<string>: node.failover_after: must be at least 1"),
+            "{e}"
+        );
+        let e = err(&GOOD.replace("[downstream]\n", "[downstream]\nttl = 300\n"));
+        assert!(
+            e.starts_with("<string>: downstream.ttl: must be between 0 and 255"),
+            "{e}"
+        );
     }
 
     #[test]
