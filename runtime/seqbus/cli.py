@@ -248,11 +248,15 @@ def _add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p = admin_sub.add_parser(
         "status",
         help="the sequencer's counters, from its status endpoint ([sequencer] status)",
+        description="Every sequencer's status (each member of a [cluster]). Exit status 0: "
+        "all answered; 5: some did not (each is named with why); 1: none did.",
     )
     p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--json", action="store_true", help="print the /status JSON as it is")
-    group.add_argument("--metrics", action="store_true", help="print the Prometheus /metrics")
+    group.add_argument(
+        "--metrics", action="store_true", help="print each sequencer's Prometheus /metrics"
+    )
     p.set_defaults(func=_cmd_admin_status)
 
     p = admin_sub.add_parser(

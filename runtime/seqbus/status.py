@@ -147,25 +147,50 @@ def switchover(config: str, target: int | None, timeout: float = 5.0) -> dict[st
     raise TransportError(f"member {to} did not take over within {timeout} s")
 
 
+#: Exit status of ``seqbus admin status`` when some sequencers answered and some did not
+#: (what they said and why the others did not is printed); none answering is an error (1).
+EXIT_SOME_UNREACHABLE = 5
+
+
+def member_metrics(config: str, timeout: float = 2.0) -> list[tuple[Endpoint, str | None, str]]:
+    """Every sequencer's ``/metrics`` text (None and why, when it could not be read)."""
+    out: list[tuple[Endpoint, str | None, str]] = []
+    for endpoint in endpoints(config):
+        try:
+            code, body = _request(endpoint, "/metrics", timeout=timeout)
+        except TransportError as exc:
+            out.append((endpoint, None, str(exc)))
+            continue
+        out.append((endpoint, body, "") if code == 200 else (endpoint, None, f"HTTP {code}"))
+    return out
+
+
 def main(config: str, as_json: bool, metrics: bool) -> int:
     if metrics:
-        print(fetch_status(config, "/metrics"), end="")
-        return 0
+        texts = member_metrics(config)
+        if all(text is None for _, text, _ in texts):
+            raise TransportError("; ".join(why for _, _, why in texts))
+        for endpoint, text, why in texts:
+            # each member's text after a comment naming it (a scraper reads each endpoint)
+            print(f"# sequencer {endpoint.member}: {endpoint.base}/metrics")
+            print(text if text is not None else f"# not read: {why}\n", end="")
+        return 0 if all(text is not None for _, text, _ in texts) else EXIT_SOME_UNREACHABLE
     statuses = member_statuses(config)
     failed = [f"sequencer {e.member}: {s}" for e, s in statuses if not isinstance(s, dict)]
     if len(failed) == len(statuses):
         raise TransportError("; ".join(failed))
+    code = EXIT_SOME_UNREACHABLE if failed else 0
     if as_json:
         # one sequencer: its document; a cluster: every member's, by id (an error as text)
         if len(statuses) == 1:
             print(json.dumps(statuses[0][1]))
         else:
             print(json.dumps({str(e.member): s for e, s in statuses}))
-        return 0
+        return code
     for endpoint, status in statuses:
         print(
             format_status(status)
             if isinstance(status, dict)
             else f"sequencer {endpoint.member}: {status}"
         )
-    return 0
+    return code

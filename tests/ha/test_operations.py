@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from seqbus.status import EXIT_SOME_UNREACHABLE
 from tests.conftest import Processes, free_udp_port, seqbus_cli
 from tests.ha.cluster import Cluster, Stream, pump, settled_leader, write_cluster
 from tests.ha.test_failover import check_streams
@@ -67,8 +68,14 @@ def test_status_metrics_and_a_planned_switchover(tmp_path: Path, processes: Proc
     readable = _cli("admin", "status", "-c", str(cluster.path))
     assert readable.returncode == 0 and f"member {leader}: leader" in readable.stdout
     metrics = _cli("admin", "status", "-c", str(cluster.path), "--metrics")
-    assert "seqbus_sequencer_cluster_term{" in metrics.stdout
+    assert metrics.returncode == 0, metrics.stderr
+    for m in cluster.members:  # every member's, each after a line naming it
+        assert f"# sequencer {m}: http://" in metrics.stdout, metrics.stdout
+    assert metrics.stdout.count("# TYPE seqbus_sequencer_cluster_term gauge") == 3
     assert "seqbus_sequencer_cluster_replication_lag_max{" in metrics.stdout
+    for m in set(cluster.members) - {leader}:  # the leader's lag of each standby
+        assert f'seqbus_sequencer_cluster_replication_lag{{session="HA00000001",standby="{m}"}}' \
+            in metrics.stdout, metrics.stdout
 
     # a planned switchover to a given member, under a stream
     target = next(m for m in cluster.members if m != leader)
@@ -118,6 +125,11 @@ def test_a_leader_that_loses_its_standbys_stops_and_the_bus_resumes(
             n.poll()
         assert time.monotonic() < deadline, "the leader kept leading without a majority"
     assert "no majority heard" in cluster.log(leader)
+    # some members answer, some do not: said, with an exit status of its own
+    partial = _cli("admin", "status", "-c", str(cluster.path))
+    assert partial.returncode == EXIT_SOME_UNREACHABLE, partial.stderr
+    assert f"member {leader}:" in partial.stdout
+    assert all(f"sequencer {m}: " in partial.stdout for m in standbys), partial.stdout
     stuck = len(reader.from_tag("S1"))
     for _ in range(50):  # nothing is published without a majority
         for n in nodes:

@@ -403,7 +403,33 @@ impl Board {
                  seqbus_sequencer_{name}{{session=\"{session}\"}} {value}\n"
             ));
         }
+        let lags = self.standby_lags();
+        if !lags.is_empty() {
+            out.push_str(
+                "# HELP seqbus_sequencer_cluster_replication_lag Messages each standby lacks \
+                 (on the leader).\n# TYPE seqbus_sequencer_cluster_replication_lag gauge\n",
+            );
+            for (id, lag) in lags {
+                out.push_str(&format!(
+                    "seqbus_sequencer_cluster_replication_lag{{session=\"{session}\",standby=\"{id}\"}} {lag}\n"
+                ));
+            }
+        }
         out
+    }
+
+    /// (member id, messages it lacks) of each standby this sequencer replicates to.
+    fn standby_lags(&self) -> Vec<(u64, u64)> {
+        let r = Ordering::Relaxed;
+        if !self.clustered.load(r) {
+            return Vec::new();
+        }
+        let last = self.last_index.load(r);
+        self.peers
+            .iter()
+            .filter(|s| s[0].load(r) != 0)
+            .map(|s| (s[0].load(r), last.saturating_sub(s[1].load(r))))
+            .collect()
     }
 }
 
@@ -551,5 +577,29 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&b.status_json("S1", 1)).unwrap();
         assert_eq!(json["counters"]["messages_sequenced"], 42);
         assert_eq!(json["session"], "S1");
+        assert!(
+            !text.contains("cluster_replication_lag{"),
+            "not clustered: no standbys"
+        );
+    }
+
+    #[test]
+    fn each_standbys_lag_is_a_labelled_metric() {
+        let b = Board::default();
+        let r = Ordering::Relaxed;
+        b.clustered.store(true, r);
+        b.last_index.store(100, r);
+        for (slot, (id, matched)) in b.peers.iter().zip([(2, 95), (3, 100)]) {
+            slot[0].store(id, r);
+            slot[1].store(matched, r);
+        }
+        let text = b.prometheus("S1");
+        assert!(text.contains("# TYPE seqbus_sequencer_cluster_replication_lag gauge\n"));
+        assert!(text.contains(
+            "seqbus_sequencer_cluster_replication_lag{session=\"S1\",standby=\"2\"} 5\n"
+        ));
+        assert!(text.contains(
+            "seqbus_sequencer_cluster_replication_lag{session=\"S1\",standby=\"3\"} 0\n"
+        ));
     }
 }
