@@ -195,6 +195,24 @@ pub(crate) fn feed(cfg: &Config, listen: Option<SocketAddr>) -> Result<Box<dyn F
                         .into(),
                 });
             };
+            // the sequencer sends to the subscribers only: a node listening elsewhere would
+            // wait for a stream that never comes (the port is compared, so a node may bind
+            // the wildcard or its interface's address)
+            if !cfg
+                .downstream
+                .subscribers
+                .iter()
+                .any(|s| s.port() == listen.port())
+            {
+                return Err(Error::Option {
+                    name: "listen",
+                    message: format!(
+                        "{listen}: no address of downstream.subscribers has port {}: the \
+                         sequencer would not send there",
+                        listen.port()
+                    ),
+                });
+            }
             network_feed(cfg, Transport::UdpUnicast, Some((listen, "node.listen")))
         }
         t => network_feed(cfg, t, None),
@@ -239,5 +257,27 @@ mod tests {
         check::<dyn seqbus_transport::Feed>();
         check::<dyn seqbus_transport::Publisher>();
         check::<crate::NodeClient>();
+    }
+
+    #[test]
+    fn a_udp_unicast_node_listening_where_the_sequencer_does_not_send_is_refused() {
+        let port = crate::ports::free_port(crate::ports::Protocol::Udp);
+        let cfg = seqbus_config::Config::from_str(&format!(
+            "[bus]\nsession = \"T\"\n[downstream]\ntransport = \"udp-unicast\"\n\
+             subscribers = [\"127.0.0.1:{port}\"]\n"
+        ))
+        .unwrap();
+        let elsewhere: std::net::SocketAddr = format!("127.0.0.1:{}", port + 1).parse().unwrap();
+        let e = super::feed(&cfg, Some(elsewhere)).err().expect("refused");
+        assert!(
+            e.to_string().contains(&format!(
+                "listen: {elsewhere}: no address of downstream.subscribers has port {}",
+                port + 1
+            )),
+            "{e}"
+        );
+        // the subscriber's port, on the wildcard address: taken
+        let any: std::net::SocketAddr = format!("0.0.0.0:{port}").parse().unwrap();
+        assert!(super::feed(&cfg, Some(any)).is_ok());
     }
 }
