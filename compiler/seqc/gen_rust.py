@@ -53,7 +53,7 @@ def read_expr(t: ir.Type, q: str, field: str, off: str) -> str:
     if t.kind == "char":
         return f"rt::rd_char(d_, {q}, {field}, {off})"
     if t.kind == "byte":
-        return f"Ok::<_, DecodeError>({q}.to_vec())"
+        return f"Ok::<_, DecodeError>(({q}).to_vec())"
     if t.kind == "flags":
         return f"Ok::<_, DecodeError>({t.name}({t.primitive}::from_le_bytes(rt::arr({q}))))"
     if t.kind == "enum":
