@@ -145,6 +145,33 @@ class _Checker:
             if not 0 < m.id <= layout.MAX_TEMPLATE_ID:
                 self.err("E028", f"message id {m.id} is out of range 1..65535", m.id_span)
             self.check_block(m.name, m.fields, enums, structs, version, 1, 0)
+        self.check_group_classes(tree, own, enums, structs)
+
+    def check_group_classes(self, tree: ast.File, own: dict[str, ast.Span],
+                            enums: dict[str, ast.Enum], structs: dict[str, ast.Struct]) -> None:
+        """A group's entry class (``OrderLegs`` for group ``legs`` of ``Order``) and its
+        sequence class (``OrderLegsGroup``) are names of the generated package too: one that
+        is also a type's name, or another group's, would make two classes of one name."""
+        taken: dict[str, str] = {name: f"which is also the type defined on line {span.line}"
+                                 for name, span in own.items()}
+        for name in list(enums) + list(structs):
+            taken.setdefault(name, "which is also an imported type")
+
+        def walk(owner: str, fields: tuple[ast.Field, ...], where: str) -> None:
+            for f in fields:
+                if not f.is_group:
+                    continue
+                entry = naming.group_type(owner, f.name)
+                clash = next((c for c in (entry, entry + "Group") if c in taken), None)
+                if clash is not None:
+                    self.err("E011", f"group {where}.{f.name} makes class {clash!r}, "
+                             f"{taken[clash]}", f.span, "rename the group or the type")
+                for cls in (entry, entry + "Group"):
+                    taken.setdefault(cls, f"which group {where}.{f.name} makes too")
+                walk(entry, f.fields, f"{where}.{f.name}")
+
+        for m in tree.messages:
+            walk(m.name, m.fields, m.name)
 
     def check_type_name(self, name: str, span: ast.Span, own: dict[str, ast.Span]) -> None:
         self.check_name(name, span, "type", "camel")
