@@ -273,6 +273,9 @@ cdef Py_ssize_t skip_group(const uint8_t* p, Py_ssize_t n, Py_ssize_t pos, int d
     ng = p[pos + 2]
     nv = p[pos + 3]
     count = ld_u32(p + pos + 4)
+    if bl == 0 and ng == 0 and nv == 0 and count > MAX_EMPTY_ENTRIES:
+        # as for a known group (group_header), and as the Rust codecs skip one
+        raise DecodeError(msg, field, base + pos, f"{count} zero-length entries")
     pos += 8
     if ng == 0 and nv == 0:
         total = <uint64_t>bl * count

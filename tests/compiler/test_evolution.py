@@ -122,3 +122,10 @@ def test_zero_length_entries_cannot_exhaust_memory(evo: tuple[ModuleType, ...]) 
     view = evo[0].Order.decode(bytes(data))
     with pytest.raises(DecodeError):
         view.to_dict()
+    # an unknown group (a newer writer's) that claims as many is refused too, as the Rust
+    # codecs refuse it (it was skipped in silence)
+    claimed = _order_v1_with_unknown_tail(_group(0, 0, 0, 100_000), 2)
+    with pytest.raises(DecodeError, match="100000 zero-length entries"):
+        evo[0].Order.decode(claimed).note
+    fair = _order_v1_with_unknown_tail(_group(0, 0, 0, 16), 2)
+    assert evo[0].Order.decode(fair).note == "n"
