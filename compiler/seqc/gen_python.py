@@ -330,8 +330,8 @@ def builder_setter_type(f: ir.Field) -> str:
     if f.kind == "bytes":
         return "bytes | bytearray | memoryview"
     t = pytype(f, for_view=False)
-    if f.type is not None and f.type.kind == "flags":
-        t = t.replace(f.type.name, f"{f.type.name} | int")
+    if f.type is not None and f.type.kind in ("flags", "enum"):
+        t = t.replace(f.type.name, f"{f.type.name} | int")  # a value or a member
     return t
 
 

@@ -58,10 +58,13 @@ reveal_type(NewOrder(**order.to_dict()).legs[0])  # revealed: examples.exchange.
 reveal_type(data)  # revealed: builtins.bytes
 reveal_type(NewOrder.decode(data))  # revealed: examples.exchange.messages._codec.NewOrderView
 reveal_type(NewOrder.decode(bytearray(data), 0, len(data)).legs[0])  # revealed: examples.exchange.messages._codec.NewOrderLegsView
+reveal_type(NewOrder.decode(data).to_value())  # revealed: examples.exchange.messages._codec.NewOrder
+reveal_type(NewOrder.decode(data).legs[0].to_value())  # revealed: examples.exchange.messages._codec.NewOrderLegs
 with mmap.mmap(-1, 4096) as mm:
     builder = NewOrderBuilder(mm)
     builder.order_id = 5
     builder.side = Side.Sell
+    builder.side = 2  # an enum field's setter takes the value too
     legs = builder.legs(1)
     reveal_type(legs.next())  # revealed: examples.exchange.messages._codec.NewOrderLegsBuilder
     legs.symbol = "Y"
