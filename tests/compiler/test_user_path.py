@@ -312,6 +312,9 @@ def test_classes_and_class_functions_have_signatures(exchange: ModuleType) -> No
     with pytest.raises(TypeError, match="missing required keyword argument 'exponent'"):
         x.Price(mantissa=1)
     assert "encode_fields" in pydoc.render_doc(x.NewOrder)
+    # help() opens with the same signature (Cython's own put the * after the first field)
+    for cls in (x.NewOrder, x.NewOrderLegs, x.NewOrderLegsFills, x.Price, x.OrderAccepted):
+        assert (cls.__doc__ or "").startswith(f"{cls.__name__}{inspect.signature(cls)}\n"), cls
 
 
 @pytest.mark.parametrize("bad, error, text", [

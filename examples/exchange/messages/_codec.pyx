@@ -217,7 +217,9 @@ cdef int _wr_ExecInst(uint8_t* q, object v, str where) except -1:
 @cython.final
 @cython.freelist(16)
 cdef class Price:
-    """Struct Price.
+    """Price(*, mantissa, exponent)
+
+    Struct Price.
 
     A fixed-size value of 9 bytes.
     """
@@ -227,6 +229,7 @@ cdef class Price:
 
     __signature__ = _s.signature('*, mantissa, exponent')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, mantissa, exponent):
         # ``Price(...)`` does not come here: its vectorcall (_Price_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -668,13 +671,17 @@ cdef class NewOrderLegsFillsBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class NewOrderLegsFills:
-    """One entry of group ``NewOrder.legs.fills``, as a plain value."""
+    """NewOrderLegsFills(*, qty, price)
+
+    One entry of group ``NewOrder.legs.fills``, as a plain value.
+    """
     cdef public uint32_t qty
     cdef public int64_t price
 
 
     __signature__ = _s.signature('*, qty, price')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, qty, price):
         # ``NewOrderLegsFills(...)`` does not come here: its vectorcall (_NewOrderLegsFills_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -1179,7 +1186,10 @@ cdef class NewOrderLegsBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class NewOrderLegs:
-    """One entry of group ``NewOrder.legs``, as a plain value."""
+    """NewOrderLegs(*, symbol, ratio, side, fills=())
+
+    One entry of group ``NewOrder.legs``, as a plain value.
+    """
     cdef public object symbol
     cdef public uint16_t ratio
     cdef public object side
@@ -1188,6 +1198,7 @@ cdef class NewOrderLegs:
 
     __signature__ = _s.signature('*, symbol, ratio, side, fills=()')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, symbol, ratio, side, fills=()):
         # ``NewOrderLegs(...)`` does not come here: its vectorcall (_NewOrderLegs_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -1955,7 +1966,9 @@ cdef class NewOrderBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class NewOrder:
-    """Message NewOrder (template 1).
+    """NewOrder(*, order_id, client_id, symbol, side, price, quantity, stop_price=None, inst, expire_at=None, legs=(), account='', memo=b'')
+
+    Message NewOrder (template 1).
 
     A plain value: construct it with keyword arguments, ``encode()`` it, or ``NewOrder.decode(buf)`` to get a NewOrderView.
     """
@@ -1979,6 +1992,7 @@ cdef class NewOrder:
 
     __signature__ = _s.signature('*, order_id, client_id, symbol, side, price, quantity, stop_price=None, inst, expire_at=None, legs=(), account="", memo=b""')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, order_id, client_id, symbol, side, price, quantity, stop_price=None, inst, expire_at=None, legs=(), account="", memo=b""):
         # ``NewOrder(...)`` does not come here: its vectorcall (_NewOrder_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -2549,7 +2563,9 @@ cdef class OrderAcceptedBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class OrderAccepted:
-    """The matching engine took the order; `at` is the sequencer time it was accepted.
+    """OrderAccepted(*, order_id, at)
+
+    The matching engine took the order; `at` is the sequencer time it was accepted.
 
     A plain value: construct it with keyword arguments, ``encode()`` it, or ``OrderAccepted.decode(buf)`` to get a OrderAcceptedView.
     """
@@ -2563,6 +2579,7 @@ cdef class OrderAccepted:
 
     __signature__ = _s.signature('*, order_id, at')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, order_id, at):
         # ``OrderAccepted(...)`` does not come here: its vectorcall (_OrderAccepted_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -3082,7 +3099,9 @@ cdef class OrderRejectedBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class OrderRejected:
-    """The matching engine refused the order or cancel.
+    """OrderRejected(*, order_id, at, reason, text='')
+
+    The matching engine refused the order or cancel.
 
     A plain value: construct it with keyword arguments, ``encode()`` it, or ``OrderRejected.decode(buf)`` to get a OrderRejectedView.
     """
@@ -3098,6 +3117,7 @@ cdef class OrderRejected:
 
     __signature__ = _s.signature('*, order_id, at, reason, text=""')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, order_id, at, reason, text=""):
         # ``OrderRejected(...)`` does not come here: its vectorcall (_OrderRejected_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -3569,7 +3589,9 @@ cdef class CancelOrderBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class CancelOrder:
-    """Cancel the rest of an order.
+    """CancelOrder(*, order_id, client_id)
+
+    Cancel the rest of an order.
 
     A plain value: construct it with keyword arguments, ``encode()`` it, or ``CancelOrder.decode(buf)`` to get a CancelOrderView.
     """
@@ -3583,6 +3605,7 @@ cdef class CancelOrder:
 
     __signature__ = _s.signature('*, order_id, client_id')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, order_id, client_id):
         # ``CancelOrder(...)`` does not come here: its vectorcall (_CancelOrder_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -4059,7 +4082,9 @@ cdef class OrderCancelledBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class OrderCancelled:
-    """The rest of an order was cancelled.
+    """OrderCancelled(*, order_id, at, cancelled_quantity)
+
+    The rest of an order was cancelled.
 
     A plain value: construct it with keyword arguments, ``encode()`` it, or ``OrderCancelled.decode(buf)`` to get a OrderCancelledView.
     """
@@ -4074,6 +4099,7 @@ cdef class OrderCancelled:
 
     __signature__ = _s.signature('*, order_id, at, cancelled_quantity')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, order_id, at, cancelled_quantity):
         # ``OrderCancelled(...)`` does not come here: its vectorcall (_OrderCancelled_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -4680,7 +4706,9 @@ cdef class TradeBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class Trade:
-    """A match between a resting order and an incoming one.
+    """Trade(*, trade_id, symbol, price, quantity, buy_order_id, sell_order_id, aggressor, at)
+
+    A match between a resting order and an incoming one.
 
     A plain value: construct it with keyword arguments, ``encode()`` it, or ``Trade.decode(buf)`` to get a TradeView.
     """
@@ -4700,6 +4728,7 @@ cdef class Trade:
 
     __signature__ = _s.signature('*, trade_id, symbol, price, quantity, buy_order_id, sell_order_id, aggressor, at')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, trade_id, symbol, price, quantity, buy_order_id, sell_order_id, aggressor, at):
         # ``Trade(...)`` does not come here: its vectorcall (_Trade_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -5280,7 +5309,10 @@ cdef class BookUpdateLevelsBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class BookUpdateLevels:
-    """One entry of group ``BookUpdate.levels``, as a plain value."""
+    """BookUpdateLevels(*, side, price, quantity, orders)
+
+    One entry of group ``BookUpdate.levels``, as a plain value.
+    """
     cdef public object side
     cdef public object price
     cdef public uint64_t quantity
@@ -5289,6 +5321,7 @@ cdef class BookUpdateLevels:
 
     __signature__ = _s.signature('*, side, price, quantity, orders')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, side, price, quantity, orders):
         # ``BookUpdateLevels(...)`` does not come here: its vectorcall (_BookUpdateLevels_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -5766,7 +5799,9 @@ cdef class BookUpdateBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class BookUpdate:
-    """Changed price levels of one symbol's book; quantity 0 removes the level.
+    """BookUpdate(*, symbol, at, levels=())
+
+    Changed price levels of one symbol's book; quantity 0 removes the level.
 
     A plain value: construct it with keyword arguments, ``encode()`` it, or ``BookUpdate.decode(buf)`` to get a BookUpdateView.
     """
@@ -5781,6 +5816,7 @@ cdef class BookUpdate:
 
     __signature__ = _s.signature('*, symbol, at, levels=()')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, symbol, at, levels=()):
         # ``BookUpdate(...)`` does not come here: its vectorcall (_BookUpdate_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.

@@ -329,7 +329,9 @@ cdef class PingBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class Ping:
-    """Sent by the pinger; answered by the ponger with a Pong of the same id.
+    """Ping(*, id, sent_at_ns)
+
+    Sent by the pinger; answered by the ponger with a Pong of the same id.
 
     A plain value: construct it with keyword arguments, ``encode()`` it, or ``Ping.decode(buf)`` to get a PingView.
     """
@@ -343,6 +345,7 @@ cdef class Ping:
 
     __signature__ = _s.signature('*, id, sent_at_ns')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, id, sent_at_ns):
         # ``Ping(...)`` does not come here: its vectorcall (_Ping_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -795,7 +798,9 @@ cdef class PongBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class Pong:
-    """Message Pong (template 2).
+    """Pong(*, id, ping_sent_at_ns)
+
+    Message Pong (template 2).
 
     A plain value: construct it with keyword arguments, ``encode()`` it, or ``Pong.decode(buf)`` to get a PongView.
     """
@@ -809,6 +814,7 @@ cdef class Pong:
 
     __signature__ = _s.signature('*, id, ping_sent_at_ns')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, id, ping_sent_at_ns):
         # ``Pong(...)`` does not come here: its vectorcall (_Pong_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.

@@ -179,7 +179,9 @@ cdef int _wr_AdminStatus(uint8_t* q, object v, str where) except -1:
 @cython.final
 @cython.freelist(16)
 cdef class Envelope:
-    """The 32-byte header of every sequenced message (docs/architecture.md).
+    """Envelope(*, timestamp_ns, command_seq, account, instance, kind, flags, body_length)
+
+    The 32-byte header of every sequenced message (docs/architecture.md).
 
     A fixed-size value of 32 bytes.
     """
@@ -194,6 +196,7 @@ cdef class Envelope:
 
     __signature__ = _s.signature('*, timestamp_ns, command_seq, account, instance, kind, flags, body_length')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, timestamp_ns, command_seq, account, instance, kind, flags, body_length):
         # ``Envelope(...)`` does not come here: its vectorcall (_Envelope_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -629,7 +632,9 @@ cdef class ClockTickBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class ClockTick:
-    """Put into the stream by an idle sequencer so that time advances deterministically.
+    """ClockTick()
+
+    Put into the stream by an idle sequencer so that time advances deterministically.
 
     A plain value: construct it with keyword arguments, ``encode()`` it, or ``ClockTick.decode(buf)`` to get a ClockTickView.
     """
@@ -641,6 +646,7 @@ cdef class ClockTick:
 
     __signature__ = _s.signature('')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self):
         # ``ClockTick(...)`` does not come here: its vectorcall (_ClockTick_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -1049,7 +1055,9 @@ cdef class SessionStartBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class SessionStart:
-    """First message of a session.
+    """SessionStart(*, session)
+
+    First message of a session.
 
     A plain value: construct it with keyword arguments, ``encode()`` it, or ``SessionStart.decode(buf)`` to get a SessionStartView.
     """
@@ -1062,6 +1070,7 @@ cdef class SessionStart:
 
     __signature__ = _s.signature('*, session')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, session):
         # ``SessionStart(...)`` does not come here: its vectorcall (_SessionStart_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -1579,7 +1588,9 @@ cdef class SenderStateBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class SenderState:
-    """The next command sequence the sequencer expects from an account: its answer to a node's
+    """SenderState(*, next_command_seq, account, instance, term, leader)
+
+    The next command sequence the sequencer expects from an account: its answer to a node's
     upstream hello (docs/upstream.md), so a node that did not rewind the whole session can
     number its commands. In a cluster (docs/ha.md) it also names the leader that sequenced it,
     so a node that started at live knows whose packets to accept.
@@ -1599,6 +1610,7 @@ cdef class SenderState:
 
     __signature__ = _s.signature('*, next_command_seq, account, instance, term, leader')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, next_command_seq, account, instance, term, leader):
         # ``SenderState(...)`` does not come here: its vectorcall (_SenderState_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -2094,12 +2106,16 @@ cdef class AdminCommandArgsBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class AdminCommandArgs:
-    """One entry of group ``AdminCommand.args``, as a plain value."""
+    """AdminCommandArgs(*, value='')
+
+    One entry of group ``AdminCommand.args``, as a plain value.
+    """
     cdef public object value
 
 
     __signature__ = _s.signature('*, value=""')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, value=""):
         # ``AdminCommandArgs(...)`` does not come here: its vectorcall (_AdminCommandArgs_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -2597,7 +2613,9 @@ cdef class AdminCommandBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class AdminCommand:
-    """An operator's command to every node of one account (`seqbus admin command`). It is an
+    """AdminCommand(*, target, request_id, name='', args=())
+
+    An operator's command to every node of one account (`seqbus admin command`). It is an
     ordinary command of the admin sender (envelope kind Application, the sender's own account
     and command sequence), so the sequencer numbers, journals and broadcasts it like any other:
     every instance of the target account (primary, hot backup, late joiner, offline replay)
@@ -2618,6 +2636,7 @@ cdef class AdminCommand:
 
     __signature__ = _s.signature('*, target, request_id, name="", args=()')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, target, request_id, name="", args=()):
         # ``AdminCommand(...)`` does not come here: its vectorcall (_AdminCommand_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -3236,7 +3255,9 @@ cdef class AdminReplyBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class AdminReply:
-    """A node's answer to an AdminCommand, sent as a command of the node's account: hot-hot
+    """AdminReply(*, command_sequence, request_id, requester, status, name='', text='')
+
+    A node's answer to an AdminCommand, sent as a command of the node's account: hot-hot
     instances send the same reply under the same command sequence and the sequencer keeps one.
 
     A plain value: construct it with keyword arguments, ``encode()`` it, or ``AdminReply.decode(buf)`` to get a AdminReplyView.
@@ -3255,6 +3276,7 @@ cdef class AdminReply:
 
     __signature__ = _s.signature('*, command_sequence, request_id, requester, status, name="", text=""')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, command_sequence, request_id, requester, status, name="", text=""):
         # ``AdminReply(...)`` does not come here: its vectorcall (_AdminReply_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
@@ -3772,7 +3794,9 @@ cdef class EpochBuilder(_s.Writer):
 @cython.final
 @cython.freelist(16)
 cdef class Epoch:
-    """The first message a sequencer puts into the stream when it becomes the leader of a cluster
+    """Epoch(*, term, leader, previous_leader)
+
+    The first message a sequencer puts into the stream when it becomes the leader of a cluster
     (docs/ha.md): every message from here on comes from `leader` until the next Epoch, and
     nodes and replayers accept downstream packets from no other sequencer (fencing). Terms only
     grow; a deposed leader's packets carry an older term's stream and are dropped and counted.
@@ -3790,6 +3814,7 @@ cdef class Epoch:
 
     __signature__ = _s.signature('*, term, leader, previous_leader')
 
+    @cython.embedsignature(False)  # the class docstring states it: Cython's puts the * late
     def __init__(self, *, term, leader, previous_leader):
         # ``Epoch(...)`` does not come here: its vectorcall (_Epoch_new) parses the
         # keywords without a dict; this serves an explicit ``__init__`` call.
