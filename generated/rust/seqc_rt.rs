@@ -198,6 +198,9 @@ pub fn wr_char(out: &mut Vec<u8>, v: &str, n: usize, field: &'static str) -> Res
     if v.len() > n {
         return Err(EncodeError { field, detail: format!("{v:?} is longer than {n} characters") });
     }
+    if v.ends_with([' ', '\0']) {
+        return Err(EncodeError { field, detail: format!("{v:?} ends in padding (a space or a NUL), which readers strip") });
+    }
     out.extend_from_slice(v.as_bytes());
     out.resize(out.len() + n - v.len(), 0);
     Ok(())

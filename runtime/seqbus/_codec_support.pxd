@@ -153,10 +153,23 @@ cdef inline str ld_char(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_s
     return <str>s
 cdef int st_char_checked(uint8_t* q, Py_ssize_t n, object v, str where) except -1
 
+cdef inline bint char_ok(object v, Py_ssize_t n):
+    """``v`` is a ``char[n]`` text: an ASCII str of at most ``n`` characters that does not
+    end in a space or a NUL (readers strip those, docs/wire-format.md)."""
+    cdef Py_ssize_t k
+    cdef uint8_t last
+    if type(v) is not str or not PyUnicode_IS_ASCII(v):
+        return False
+    k = PyUnicode_GET_LENGTH(v)
+    if k == 0:
+        return True
+    last = (<const uint8_t*>PyUnicode_DATA(v))[k - 1]
+    return k <= n and last != 32 and last != 0
+
 cdef inline int st_char(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
-    """Write a ``char[n]`` field: an ASCII str of at most ``n`` characters, NUL padded (the
-    common case inline; anything else to ``st_char_checked``, which refuses it by name)."""
-    if type(v) is not str or not PyUnicode_IS_ASCII(v) or PyUnicode_GET_LENGTH(v) > n:
+    """Write a ``char[n]`` field (:func:`char_ok`), NUL padded (the common case inline;
+    anything else to ``st_char_checked``, which refuses it by name)."""
+    if not char_ok(v, n):
         return st_char_checked(q, n, v, where)
     memset(q, 0, n)
     memcpy(q, PyUnicode_DATA(v), PyUnicode_GET_LENGTH(v))
@@ -370,6 +383,7 @@ cdef object value_of_checked(object v, type cls, str where)
 cdef list entries_of_checked(object v, type cls, str where)
 cdef object str_of_checked(object v, str where)
 cdef object char_of_checked(object v, Py_ssize_t n, str where)
+cdef int char_padded(str v, str where) except -1
 
 # What constructors store, the common case inline (a member, a value, a str, a list of
 # entries, as they are); anything else to the ``_checked`` function, which converts or refuses.
@@ -403,8 +417,8 @@ cdef inline object str_of(object v, str where):
     return str_of_checked(v, where)
 
 cdef inline object char_of(object v, Py_ssize_t n, str where):
-    """A ``char[n]`` field's value: an ASCII str of at most ``n`` characters."""
-    if type(v) is str and PyUnicode_IS_ASCII(v) and PyUnicode_GET_LENGTH(v) <= n:
+    """A ``char[n]`` field's value (:func:`char_ok`)."""
+    if char_ok(v, n):
         return v
     return char_of_checked(v, n, where)
 cdef list entry_list(Py_ssize_t count, Py_ssize_t room, Py_ssize_t entry_min)

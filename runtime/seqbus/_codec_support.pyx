@@ -72,7 +72,7 @@ if _sys.byteorder != "little":
     raise ImportError("seqbus codecs need a little-endian host")
 
 #: The codec support ABI: generated modules name the one they were generated for.
-ABI = 10
+ABI = 11
 
 
 cdef int bad_byte(str msg, str field, Py_ssize_t off, str what, uint8_t b) except -1:
@@ -96,6 +96,7 @@ cdef int st_char_checked(uint8_t* q, Py_ssize_t n, object v, str where) except -
     s = PyUnicode_AsUTF8AndSize(v, &size)
     if size > n:
         raise ValueError(f"{where}: {v!r} is longer than {n} characters")
+    char_padded(v, where)
     memcpy(q, s, size)
     memset(q + size, 0, n - size)
     return 0
@@ -849,7 +850,22 @@ cdef object char_of_checked(object v, Py_ssize_t n, str where):
         raise TypeError(f"{where}: expected str, got {type(v).__name__}")
     if not PyUnicode_IS_ASCII(v):
         raise ValueError(f"{where}: {v!r} is not ASCII")
-    raise ValueError(f"{where}: {v!r} is longer than {n} characters")
+    if PyUnicode_GET_LENGTH(v) > n:
+        raise ValueError(f"{where}: {v!r} is longer than {n} characters")
+    char_padded(v, where)
+    return v
+
+
+cdef int char_padded(str v, str where) except -1:
+    """Refuse a ``char[N]`` text that ends in what readers strip as padding."""
+    cdef Py_UCS4 last
+    if not v:
+        return 0
+    last = v[len(v) - 1]
+    if last == 32 or last == 0:
+        what = "a space" if last == 32 else "a NUL"
+        raise ValueError(f"{where}: {v!r} ends in {what}, which readers strip as padding")
+    return 0
 
 
 # -- group sequences of views -------------------------------------------------------------

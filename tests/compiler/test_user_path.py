@@ -169,6 +169,8 @@ def test_dicts_for_entries_and_structs_are_converted_at_construction(exchange: M
     ({"symbol": 5}, TypeError, "NewOrder.symbol: expected str, got int"),
     ({"symbol": "TOO-LONG-SYMBOL"}, ValueError, "NewOrder.symbol: 'TOO-LONG-SYMBOL' is longer than 8 characters"),
     ({"symbol": "AAPL\u00e9"}, ValueError, "NewOrder.symbol: 'AAPL\u00e9' is not ASCII"),
+    ({"symbol": "AAPL "}, ValueError, "NewOrder.symbol: 'AAPL ' ends in a space, which readers strip as padding"),
+    ({"symbol": "AAPL\0"}, ValueError, "NewOrder.symbol: 'AAPL\\x00' ends in a NUL, which readers strip as padding"),
     ({"legs": [{"symbol": "TOO-LONG-SYMBOL", "ratio": 1, "side": 1}]}, ValueError, "NewOrder.legs[0]: NewOrder.legs.symbol: 'TOO-LONG-SYMBOL' is longer than 8 characters"),
     ({"account": b"x"}, TypeError, "NewOrder.account: expected str, got bytes"),
 ])
@@ -325,6 +327,7 @@ def test_classes_and_class_functions_have_signatures(exchange: ModuleType) -> No
     ({"side": 9}, ValueError, "NewOrder.side: 9 is not a value of Side"),
     ({"price": (1,)}, TypeError, "Price() missing required keyword argument 'exponent'"),
     ({"symbol": "TOO-LONG-SYMBOL"}, ValueError, "NewOrder.symbol: 'TOO-LONG-SYMBOL' is longer than 8 characters"),
+    ({"symbol": "MSFT "}, ValueError, "NewOrder.symbol: 'MSFT ' ends in a space, which readers strip as padding"),
 ])
 def test_encode_fields_refuses_bad_fields_naming_them(
     exchange: ModuleType, bad: dict[str, Any], error: type[Exception], text: str

@@ -22,7 +22,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 10)
+_require_abi(__name__, 11)
 SCHEMA_ID = 7
 SCHEMA_VERSION = 2
 PACKAGE = "exchange"

@@ -15,9 +15,8 @@ fn outer(tag: &str, raw: [u8; 2]) -> Outer {
     }
 }
 
-#[test]
-fn every_kind_of_field_round_trips() {
-    let v = Everything {
+fn everything() -> Everything {
+    Everything {
         b: true,
         u8v: u8::MAX,
         u16v: u16::MAX,
@@ -62,7 +61,26 @@ fn every_kind_of_field_round_trips() {
         text: "text".into(),
         data: vec![1, 2, 3],
         empty: vec![EverythingEmpty {}, EverythingEmpty {}],
-    };
+    }
+}
+
+#[test]
+fn every_kind_of_field_round_trips() {
+    let v = everything();
     let bytes = v.encode().unwrap();
     assert_eq!(Everything::decode(&bytes).unwrap(), v);
+}
+
+#[test]
+fn a_char_text_that_ends_in_padding_is_refused() {
+    // readers strip trailing spaces and NULs: such a text would not read back as written
+    for tag in ["A ", "A\0"] {
+        let mut v = everything();
+        v.outer.tag = tag.into();
+        let e = v.encode().unwrap_err().to_string();
+        assert!(e.contains("ends in padding"), "{e}");
+    }
+    let mut v = everything();
+    v.outer.tag = "A B".into();
+    assert!(v.encode().is_ok());
 }
