@@ -222,3 +222,44 @@ def test_the_demo_summary_and_the_archive_agree_on_every_count(spark: Any, run: 
     }
     want = {k: s[k] for k in got}
     assert got == want, {k: (got[k], want[k]) for k in got if got[k] != want[k]}
+
+
+def test_the_gaps_and_retransmissions_reports_count_records_not_messages(
+    spark: Any, run: dict[str, Any]
+) -> None:
+    """A clean run's archive (with fragmented market data) has no holes and no skipped or
+    duplicated commands: the earlier fragments of a message are records with sequences and
+    command sequences of their own (the reports counted messages and showed each fragment as
+    a hole and a skipped command)."""
+    from seqbus.spark import reports
+
+    path = str(run["archives"]["small"])
+    assert spark.read.format("seqbus").load(path).where("fragments > 1").count() > 0
+    assert reports.gaps(spark, path).collect() == []
+    per_account = reports.retransmissions(spark, path).collect()
+    assert per_account and all(r["skipped"] == 0 and r["duplicates"] == 0
+                               for r in per_account), per_account
+
+
+def test_a_job_reports_what_it_skipped_and_fails(run: dict[str, Any], tmp_path: Path) -> None:
+    """`python -m seqbus.spark.jobs` on an archive with a corrupt record: the report runs on
+    the rest, the skipped record is named on stderr and the job exits 1 (it said nothing and
+    exited 0: Spark's warnings are silenced there)."""
+    import shutil
+
+    from seqbus.archive import Archive
+
+    path = tmp_path / "corrupt.archive"
+    shutil.copytree(run["archives"]["mb1"], path)
+    seg = Archive(path).segments()[0]
+    off = struct.unpack_from("<Q", Path(seg.idx).read_bytes(), 16 + 8 * 10)[0]
+    data = bytearray(Path(seg.seg).read_bytes())
+    data[off + 20] ^= 0x55
+    Path(seg.seg).write_bytes(bytes(data))
+    proc = subprocess.run(
+        [sys.executable, "-m", "seqbus.spark.jobs", "counts", str(path), "--rows", "5"],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert f"corrupt archive record skipped: {path}/{Path(seg.seg).name}:{off}: sequence" \
+        in proc.stderr, proc.stderr[-3000:]
+    assert "messages" in proc.stdout  # the report itself

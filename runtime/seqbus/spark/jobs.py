@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from seqbus.archive.errors import ArchiveError
 
@@ -40,6 +41,17 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _report_skipped(spark: Any) -> int:
+    """The records the job's reads skipped (PERMISSIVE), on stderr; 1 if there were any, as
+    ``seqbus archive export`` exits (Spark's own warnings are silenced above)."""
+    from seqbus.spark import skipped
+
+    problems = skipped(spark)
+    for line in problems:
+        print(f"corrupt archive record skipped: {line}", file=sys.stderr)
+    return 1 if problems else 0
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from seqbus.spark import reports, session
@@ -56,7 +68,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         if args.report == "export":
             tables = reports.export_parquet(spark, args.archive, args.out)
             print(f"wrote {len(tables)} tables to {args.out}: {', '.join(tables)}")
-            return 0
+            return _report_skipped(spark)
         df = {
             "counts": lambda: reports.message_counts(spark, args.archive),
             "latency": lambda: reports.latency(spark, args.archive, args.request, args.response, args.key),
@@ -69,7 +81,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {args.report} to {args.out}")
         else:
             df.show(args.rows, truncate=False)
-        return 0
+        return _report_skipped(spark)
     except ArchiveError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

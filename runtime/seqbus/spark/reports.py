@@ -20,6 +20,11 @@ def envelope(spark: SparkSession, path: str) -> DataFrame:
     return spark.read.format("seqbus").load(path)
 
 
+def raw(spark: SparkSession, path: str) -> DataFrame:
+    """One row per record as stored: every fragment of a fragmented message its own row."""
+    return spark.read.format("seqbus").option("table", "raw").load(path)
+
+
 def typed(spark: SparkSession, path: str, message: str) -> DataFrame:
     return spark.read.format("seqbus").option("message", message).load(path)
 
@@ -84,13 +89,14 @@ def _seq_ts(df: DataFrame) -> tuple[str, str]:
 
 
 def gaps(spark: SparkSession, path: str) -> DataFrame:
-    """Holes in the sequence (missing or unreadable records): first and last missing sequence."""
+    """Holes in the sequence (missing or unreadable records): first and last missing sequence.
+    Records, not messages: the earlier fragments of a message hold sequences of their own."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     w = Window.orderBy("sequence")
     return (
-        envelope(spark, path)
+        raw(spark, path)
         .select("sequence")
         .withColumn("previous", F.lag("sequence").over(w))
         .where(F.col("sequence") - F.col("previous") > 1)
@@ -104,10 +110,11 @@ def gaps(spark: SparkSession, path: str) -> DataFrame:
 def retransmissions(spark: SparkSession, path: str) -> DataFrame:
     """Per sender account: commands sequenced, command sequences skipped (sent but never
     sequenced, e.g. given up) and sequenced more than once (a retransmission or a hot-hot copy
-    that got through de-duplication: should be 0), and how many instances sent."""
+    that got through de-duplication: should be 0), and how many instances sent. Counted over
+    records: each fragment of a message is a command of its own."""
     from pyspark.sql import functions as F
 
-    cmds = envelope(spark, path).where((F.col("kind") == "application") & (F.col("command_seq") > 0))
+    cmds = raw(spark, path).where((F.col("kind") == "application") & (F.col("command_seq") > 0))
     per_cmd = cmds.groupBy("account", "command_seq").agg(
         F.count("*").alias("copies"), F.countDistinct("instance").alias("instances"))
     return (
