@@ -137,6 +137,28 @@ def test_corrupt_length_and_torn_tail(archive_path: Path, messages: list[sess.Ms
     assert Archive(archive_path).envelope_table().num_rows == len(messages) - 1
 
 
+def test_an_index_shorter_than_the_manifest_is_reported_not_read_short(
+    archive_path: Path, messages: list[sess.Msg]
+) -> None:
+    """A sealed segment whose index lost its last entry: readers read the whole record of the
+    manifest or say why not; they dropped the record in silence."""
+    a = Archive(archive_path)
+    s1 = a.segments()[1]
+    idx = Path(s1.idx)
+    idx.write_bytes(idx.read_bytes()[:-16])  # one entry of 16 bytes torn off
+    rep = Archive(archive_path).verify()
+    assert any("bytes after the last indexed record" in p.message for p in rep.problems)
+    assert any("the manifest lists" in p.message for p in rep.problems)
+    b = Archive(archive_path)
+    t = b.envelope_table()
+    [p] = b.problems
+    assert (p.file, p.sequence) == (Path(s1.seg).name, s1.first_sequence)
+    assert "the manifest lists" in p.message
+    assert t.num_rows == len(messages) - s1.count  # the segment, said, not one record, unsaid
+    with pytest.raises(CorruptRecordError, match="the manifest lists"):
+        Archive(archive_path, on_problem="fail").envelope_table()
+
+
 def test_body_that_does_not_decode_names_field_and_offset(tmp_path: Path, schemas: list[tuple[int, str, str]]) -> None:
     body = bytearray(sess.new_order(2).encode())
     body[8 + 45] = 7  # the presence byte of expire_at (block offset 45)

@@ -84,6 +84,13 @@ def test_cli_cat_verify_export(archive_path: Path, capsys: Any, tmp_path: Path) 
     assert pq.read_table(tmp_path / "pq" / "exchange.NewOrder").num_rows == 200
     assert main(["archive", "ls", str(archive_path.parent)]) == 0
     assert "sealed" in capsys.readouterr().out
+    # a segment's index gone: ls names it and exits 1 (it raised FileNotFoundError)
+    from seqbus.archive import Archive
+
+    idx = Path(Archive(archive_path).segments()[0].idx)
+    idx.unlink()
+    assert main(["archive", "ls", str(archive_path.parent)]) == 1
+    assert f"MISSING {idx.name}" in capsys.readouterr().out
 
 
 def test_replay_routes_admin_commands_as_live(tmp_path: Path) -> None:

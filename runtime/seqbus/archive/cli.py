@@ -57,13 +57,15 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from seqbus.archive import Archive
     from seqbus.archive.text import iso_ns
 
-    found = False
+    found = damaged = False
     for p in _archives(Path(args.path)):
         found = True
         a = Archive(p)
         segs = a.segments()
         n = sum(s.count for s in segs)
-        size = sum(Path(s.seg).stat().st_size + Path(s.idx).stat().st_size for s in segs)
+        files = [Path(f) for s in segs for f in (s.seg, s.idx)]
+        missing = [f.name for f in files if not f.exists()]
+        size = sum(f.stat().st_size for f in files if f.exists())
         first = next((s for s in segs if s.count), None)
         span = "empty"
         if first is not None:
@@ -72,11 +74,13 @@ def cmd_ls(args: argparse.Namespace) -> int:
                     f"{iso_ns(first.first_timestamp_ns)} .. {iso_ns(last.last_timestamp_ns)}")
         schemas = ",".join(s["package"] for s in a.manifest["schemas"])
         print(f"{p}  session {a.session}  {'sealed' if a.sealed else 'LIVE'}  {len(segs)} segments  "
-              f"{n} messages  {size / 1e6:.1f} MB  schemas {schemas}  {span}")
+              f"{n} messages  {size / 1e6:.1f} MB  schemas {schemas}  {span}"
+              + (f"  MISSING {', '.join(missing)}" if missing else ""))
+        damaged = damaged or bool(missing)
     if not found:
         print(f"no archives under {args.path}", file=sys.stderr)
         return 1
-    return 0
+    return 1 if damaged else 0
 
 
 def _print(rows: Iterator[dict[str, Any]], as_json: bool, limit: int | None) -> int:

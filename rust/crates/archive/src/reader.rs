@@ -268,16 +268,44 @@ impl ArchiveReader {
         })
     }
 
+    /// The segment at position `k` as its files are, whatever the manifest counts (for
+    /// `verify`, which says where they disagree); not kept.
+    pub fn segment_as_is(&self, k: usize) -> std::result::Result<Segment, Problem> {
+        let s = &self.segments[k];
+        Segment::open(&s.seg, &s.idx).map_err(|e| Problem {
+            file: s.name.clone(),
+            offset: 0,
+            sequence: s.first_sequence,
+            message: format!("segment cannot be read: {e}"),
+        })
+    }
+
     /// The segment at position `k`, mapped on first use.
     pub fn segment(&self, k: usize) -> std::result::Result<&Segment, Problem> {
         let r = self.opened[k].get_or_init(|| {
             let s = &self.segments[k];
-            Segment::open(&s.seg, &s.idx).map_err(|e| Problem {
+            let seg = Segment::open(&s.seg, &s.idx).map_err(|e| Problem {
                 file: s.name.clone(),
                 offset: 0,
                 sequence: s.first_sequence,
                 message: format!("segment cannot be read: {e}"),
-            })
+            })?;
+            // a finished segment holds what the manifest counted: an index that lists fewer
+            // (torn, cut) would drop whole records in silence
+            if seg.len() as u64 != s.count {
+                return Err(Problem {
+                    file: s.name.clone(),
+                    offset: 0,
+                    sequence: s.first_sequence,
+                    message: format!(
+                        "segment cannot be read: the manifest lists {} records, its index {} \
+                         (seqbus archive verify says where it is damaged)",
+                        s.count,
+                        seg.len()
+                    ),
+                });
+            }
+            Ok(seg)
         });
         r.as_ref().map_err(|p| p.clone())
     }

@@ -297,14 +297,14 @@ pub fn verify_archive(
     let mut expect = None;
     for (k, s) in a.segments.iter().enumerate() {
         rep.segments += 1;
-        let seg = match a.segment(k) {
+        let seg = match a.segment_as_is(k) {
             Ok(seg) => seg,
             Err(p) => {
                 rep.problems.push(p);
                 continue;
             }
         };
-        let r = verify_segment(seg, expect, &mut frags);
+        let r = verify_segment(&seg, expect, &mut frags);
         rep.records += r.records;
         rep.good += r.good;
         rep.problems.extend(r.problems);
