@@ -402,7 +402,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workdir",
         metavar="DIR",
-        help="keep the run's files (configuration, journal, archive, reports) in DIR",
+        help="keep the run's files (configuration, journal, reports, and the archive the report "
+        "is made from: none with --no-report) in DIR",
     )
     p.add_argument(
         "--no-report",

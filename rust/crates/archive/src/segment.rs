@@ -166,10 +166,16 @@ impl Segment {
             return Err(self.problem(offset, sequence, "index entry points outside the segment"));
         }
         let len = le_u32(s, at) as usize;
-        if !(format::ENVELOPE_LEN..=format::MAX_MESSAGE_LEN).contains(&len)
-            || s.len() - at - format::RECORD_HEADER_LEN < len
-        {
+        if !(format::ENVELOPE_LEN..=format::MAX_MESSAGE_LEN).contains(&len) {
             return Err(self.problem(offset, sequence, format!("bad record length {len}")));
+        }
+        let left = s.len() - at - format::RECORD_HEADER_LEN;
+        if left < len {
+            return Err(self.problem(
+                offset,
+                sequence,
+                format!("a record of {len} bytes runs past the end of the file ({left} left)"),
+            ));
         }
         let seq = le_u64(s, at + 8);
         let message = &s[at + format::RECORD_HEADER_LEN..at + format::RECORD_HEADER_LEN + len];
