@@ -137,6 +137,16 @@ def test_corrupt_length_and_torn_tail(archive_path: Path, messages: list[sess.Ms
     assert Archive(archive_path).envelope_table().num_rows == len(messages) - 1
 
 
+def test_a_record_cut_by_the_end_of_its_file_says_so(archive_path: Path) -> None:
+    a = Archive(archive_path)
+    last = a.segments()[-1]
+    seg = Path(last.seg)
+    seg.write_bytes(seg.read_bytes()[:-10])  # the last record loses its last 10 bytes
+    msgs = [p.message for p in Archive(archive_path).verify().problems]
+    assert any("runs past the end of the file (" in m for m in msgs), msgs
+    assert not any("bad record length" in m for m in msgs), msgs
+
+
 def test_an_index_shorter_than_the_manifest_is_reported_not_read_short(
     archive_path: Path, messages: list[sess.Msg]
 ) -> None:
