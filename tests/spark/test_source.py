@@ -75,6 +75,16 @@ def test_stream_options_take_effect_in_any_case(spark: Any, tmp_path: Path) -> N
     assert len(batches) >= (len(frag.records) - 99) // 50 and max(batches) <= 50
 
 
+def test_a_batch_read_refuses_the_stream_options(
+    spark: Any, session_archive: tuple[Path, list[sess.Msg]]
+) -> None:
+    """Options are never ignored: a batch read given startSequence (it read everything)."""
+    path, _ = session_archive
+    for option in ("startSequence", "maxRecordsPerTrigger"):
+        with pytest.raises(Exception, match="are options of a stream"):
+            spark.read.format("seqbus").option(option, "100").load(str(path)).count()
+
+
 def test_permissive_reads_tell_the_driver_what_they_skipped(
     spark: Any, tmp_path: Path, session_archive: tuple[Path, list[sess.Msg]]
 ) -> None:

@@ -75,6 +75,12 @@ final class SeqbusScan implements Scan, Batch {
     if (options.remote()) {
       throw new SeqbusException("a live bus (soupbin) is read as a stream: spark.readStream");
     }
+    if (options.startSequence != 0 || options.maxRecordsPerTrigger != 0) {
+      // options are never ignored: these two shape a stream only
+      throw new SeqbusException(
+          "startSequence and maxRecordsPerTrigger are options of a stream (spark.readStream); "
+              + "a batch read is bounded by a filter: .where(\"sequence >= N\")");
+    }
     return this;
   }
 
