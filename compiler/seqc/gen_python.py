@@ -370,7 +370,7 @@ VIEW_FAST_METHODS = {"to_value": "_value", "to_dict": "_dict"}
 
 #: The ABI of ``seqbus._codec_support`` the generated modules are written for; the runtime's
 #: ``seqbus._codec_support.ABI`` must equal it (each generated module checks at import).
-SUPPORT_ABI = 11
+SUPPORT_ABI = 12
 
 
 def generate(schema: ir.Schema, python_package: str | None = None) -> dict[str, str]:

@@ -384,6 +384,7 @@ cdef list entries_of_checked(object v, type cls, str where)
 cdef object str_of_checked(object v, str where)
 cdef object char_of_checked(object v, Py_ssize_t n, str where)
 cdef int char_padded(str v, str where) except -1
+cdef int name_overflow(str cls, type t, tuple names, PyObject** a) except -1
 
 # What constructors store, the common case inline (a member, a value, a str, a list of
 # entries, as they are); anything else to the ``_checked`` function, which converts or refuses.

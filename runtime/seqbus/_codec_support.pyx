@@ -72,7 +72,7 @@ if _sys.byteorder != "little":
     raise ImportError("seqbus codecs need a little-endian host")
 
 #: The codec support ABI: generated modules name the one they were generated for.
-ABI = 11
+ABI = 12
 
 
 cdef int bad_byte(str msg, str field, Py_ssize_t off, str what, uint8_t b) except -1:
@@ -854,6 +854,22 @@ cdef object char_of_checked(object v, Py_ssize_t n, str where):
         raise ValueError(f"{where}: {v!r} is longer than {n} characters")
     char_padded(v, where)
     return v
+
+
+cdef int name_overflow(str cls, type t, tuple names, PyObject** a) except -1:
+    """After an ``OverflowError`` while a constructor filled class ``cls``: raises it again
+    naming the field whose value did not fit (each given value is stored again into a probe
+    instance); returns when none is found (the caller re-raises the original)."""
+    cdef Py_ssize_t i
+    probe = t.__new__(t)
+    for i in range(len(names)):
+        if a[i] == NULL:
+            continue
+        try:
+            setattr(probe, names[i], <object>a[i])
+        except OverflowError as exc:
+            raise OverflowError(f"{cls}.{names[i]}: {<object>a[i]!r} does not fit: {exc}") from None
+    return 0
 
 
 cdef int char_padded(str v, str where) except -1:

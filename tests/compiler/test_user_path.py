@@ -167,6 +167,8 @@ def test_dicts_for_entries_and_structs_are_converted_at_construction(exchange: M
     ({"side": "Buy"}, TypeError, "NewOrder.side: expected Side, got str"),
     ({"inst": 1 << 16}, ValueError, "NewOrder.inst: 65536 is outside the range of ExecInst"),
     ({"symbol": 5}, TypeError, "NewOrder.symbol: expected str, got int"),
+    ({"quantity": -1}, OverflowError, "NewOrder.quantity: -1 does not fit: can't convert negative value to uint32_t"),
+    ({"legs": [{"symbol": "A", "ratio": -1, "side": 1}]}, OverflowError, "NewOrder.legs[0]: NewOrderLegs.ratio: -1 does not fit: can't convert negative value to uint16_t"),
     ({"symbol": "TOO-LONG-SYMBOL"}, ValueError, "NewOrder.symbol: 'TOO-LONG-SYMBOL' is longer than 8 characters"),
     ({"symbol": "AAPL\u00e9"}, ValueError, "NewOrder.symbol: 'AAPL\u00e9' is not ASCII"),
     ({"symbol": "AAPL "}, ValueError, "NewOrder.symbol: 'AAPL ' ends in a space, which readers strip as padding"),

@@ -22,7 +22,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 11)
+_require_abi(__name__, 12)
 SCHEMA_ID = 7
 SCHEMA_VERSION = 2
 PACKAGE = "exchange"
@@ -324,7 +324,11 @@ cdef object _Price_new(object cls, PyObject** args, size_t nargsf, PyObject* kwn
     cdef PyObject* b[2]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _Price_names, b, "Price")
     cdef Price r = Price.__new__(Price)
-    _Price_fill(r, a)
+    try:
+        _Price_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("Price", Price, _Price_names, a)  # which field it was
+        raise
     return r
 
 
@@ -750,7 +754,11 @@ cdef object _NewOrderLegsFills_new(object cls, PyObject** args, size_t nargsf, P
     cdef PyObject* b[2]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _NewOrderLegsFills_names, b, "NewOrderLegsFills")
     cdef NewOrderLegsFills r = NewOrderLegsFills.__new__(NewOrderLegsFills)
-    _NewOrderLegsFills_fill(r, a)
+    try:
+        _NewOrderLegsFills_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("NewOrderLegsFills", NewOrderLegsFills, _NewOrderLegsFills_names, a)  # which field it was
+        raise
     return r
 
 
@@ -1290,7 +1298,11 @@ cdef object _NewOrderLegs_new(object cls, PyObject** args, size_t nargsf, PyObje
     cdef PyObject* b[4]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _NewOrderLegs_names, b, "NewOrderLegs")
     cdef NewOrderLegs r = NewOrderLegs.__new__(NewOrderLegs)
-    _NewOrderLegs_fill(r, a)
+    try:
+        _NewOrderLegs_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("NewOrderLegs", NewOrderLegs, _NewOrderLegs_names, a)  # which field it was
+        raise
     return r
 
 
@@ -2177,7 +2189,11 @@ cdef object _NewOrder_new(object cls, PyObject** args, size_t nargsf, PyObject* 
     cdef PyObject* b[12]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _NewOrder_names, b, "NewOrder")
     cdef NewOrder r = NewOrder.__new__(NewOrder)
-    _NewOrder_fill(r, a)
+    try:
+        _NewOrder_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("NewOrder", NewOrder, _NewOrder_names, a)  # which field it was
+        raise
     return r
 
 
@@ -2693,7 +2709,11 @@ cdef object _OrderAccepted_new(object cls, PyObject** args, size_t nargsf, PyObj
     cdef PyObject* b[2]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _OrderAccepted_names, b, "OrderAccepted")
     cdef OrderAccepted r = OrderAccepted.__new__(OrderAccepted)
-    _OrderAccepted_fill(r, a)
+    try:
+        _OrderAccepted_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("OrderAccepted", OrderAccepted, _OrderAccepted_names, a)  # which field it was
+        raise
     return r
 
 
@@ -3241,7 +3261,11 @@ cdef object _OrderRejected_new(object cls, PyObject** args, size_t nargsf, PyObj
     cdef PyObject* b[4]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _OrderRejected_names, b, "OrderRejected")
     cdef OrderRejected r = OrderRejected.__new__(OrderRejected)
-    _OrderRejected_fill(r, a)
+    try:
+        _OrderRejected_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("OrderRejected", OrderRejected, _OrderRejected_names, a)  # which field it was
+        raise
     return r
 
 
@@ -3719,7 +3743,11 @@ cdef object _CancelOrder_new(object cls, PyObject** args, size_t nargsf, PyObjec
     cdef PyObject* b[2]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _CancelOrder_names, b, "CancelOrder")
     cdef CancelOrder r = CancelOrder.__new__(CancelOrder)
-    _CancelOrder_fill(r, a)
+    try:
+        _CancelOrder_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("CancelOrder", CancelOrder, _CancelOrder_names, a)  # which field it was
+        raise
     return r
 
 
@@ -4219,7 +4247,11 @@ cdef object _OrderCancelled_new(object cls, PyObject** args, size_t nargsf, PyOb
     cdef PyObject* b[3]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _OrderCancelled_names, b, "OrderCancelled")
     cdef OrderCancelled r = OrderCancelled.__new__(OrderCancelled)
-    _OrderCancelled_fill(r, a)
+    try:
+        _OrderCancelled_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("OrderCancelled", OrderCancelled, _OrderCancelled_names, a)  # which field it was
+        raise
     return r
 
 
@@ -4878,7 +4910,11 @@ cdef object _Trade_new(object cls, PyObject** args, size_t nargsf, PyObject* kwn
     cdef PyObject* b[8]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _Trade_names, b, "Trade")
     cdef Trade r = Trade.__new__(Trade)
-    _Trade_fill(r, a)
+    try:
+        _Trade_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("Trade", Trade, _Trade_names, a)  # which field it was
+        raise
     return r
 
 
@@ -5402,7 +5438,11 @@ cdef object _BookUpdateLevels_new(object cls, PyObject** args, size_t nargsf, Py
     cdef PyObject* b[4]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _BookUpdateLevels_names, b, "BookUpdateLevels")
     cdef BookUpdateLevels r = BookUpdateLevels.__new__(BookUpdateLevels)
-    _BookUpdateLevels_fill(r, a)
+    try:
+        _BookUpdateLevels_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("BookUpdateLevels", BookUpdateLevels, _BookUpdateLevels_names, a)  # which field it was
+        raise
     return r
 
 
@@ -5947,7 +5987,11 @@ cdef object _BookUpdate_new(object cls, PyObject** args, size_t nargsf, PyObject
     cdef PyObject* b[3]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _BookUpdate_names, b, "BookUpdate")
     cdef BookUpdate r = BookUpdate.__new__(BookUpdate)
-    _BookUpdate_fill(r, a)
+    try:
+        _BookUpdate_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("BookUpdate", BookUpdate, _BookUpdate_names, a)  # which field it was
+        raise
     return r
 
 

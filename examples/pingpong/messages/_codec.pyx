@@ -22,7 +22,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 11)
+_require_abi(__name__, 12)
 SCHEMA_ID = 2
 SCHEMA_VERSION = 1
 PACKAGE = "pingpong"
@@ -459,7 +459,11 @@ cdef object _Ping_new(object cls, PyObject** args, size_t nargsf, PyObject* kwna
     cdef PyObject* b[2]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _Ping_names, b, "Ping")
     cdef Ping r = Ping.__new__(Ping)
-    _Ping_fill(r, a)
+    try:
+        _Ping_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("Ping", Ping, _Ping_names, a)  # which field it was
+        raise
     return r
 
 
@@ -928,7 +932,11 @@ cdef object _Pong_new(object cls, PyObject** args, size_t nargsf, PyObject* kwna
     cdef PyObject* b[2]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _Pong_names, b, "Pong")
     cdef Pong r = Pong.__new__(Pong)
-    _Pong_fill(r, a)
+    try:
+        _Pong_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("Pong", Pong, _Pong_names, a)  # which field it was
+        raise
     return r
 
 

@@ -24,7 +24,7 @@ from seqbus._codec_support import rebuild as _rebuild, repr_of as _repr
 from seqbus._codec_support import require_abi as _require_abi
 from seqbus.errors import DecodeError
 
-_require_abi(__name__, 11)
+_require_abi(__name__, 12)
 SCHEMA_ID = 1
 SCHEMA_VERSION = 2
 PACKAGE = "bus"
@@ -326,7 +326,11 @@ cdef object _Envelope_new(object cls, PyObject** args, size_t nargsf, PyObject* 
     cdef PyObject* b[7]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _Envelope_names, b, "Envelope")
     cdef Envelope r = Envelope.__new__(Envelope)
-    _Envelope_fill(r, a)
+    try:
+        _Envelope_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("Envelope", Envelope, _Envelope_names, a)  # which field it was
+        raise
     return r
 
 
@@ -748,7 +752,11 @@ cdef object _ClockTick_new(object cls, PyObject** args, size_t nargsf, PyObject*
     cdef PyObject* b[1]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _ClockTick_names, b, "ClockTick")
     cdef ClockTick r = ClockTick.__new__(ClockTick)
-    _ClockTick_fill(r, a)
+    try:
+        _ClockTick_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("ClockTick", ClockTick, _ClockTick_names, a)  # which field it was
+        raise
     return r
 
 
@@ -1178,7 +1186,11 @@ cdef object _SessionStart_new(object cls, PyObject** args, size_t nargsf, PyObje
     cdef PyObject* b[1]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _SessionStart_names, b, "SessionStart")
     cdef SessionStart r = SessionStart.__new__(SessionStart)
-    _SessionStart_fill(r, a)
+    try:
+        _SessionStart_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("SessionStart", SessionStart, _SessionStart_names, a)  # which field it was
+        raise
     return r
 
 
@@ -1742,7 +1754,11 @@ cdef object _SenderState_new(object cls, PyObject** args, size_t nargsf, PyObjec
     cdef PyObject* b[5]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _SenderState_names, b, "SenderState")
     cdef SenderState r = SenderState.__new__(SenderState)
-    _SenderState_fill(r, a)
+    try:
+        _SenderState_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("SenderState", SenderState, _SenderState_names, a)  # which field it was
+        raise
     return r
 
 
@@ -2176,7 +2192,11 @@ cdef object _AdminCommandArgs_new(object cls, PyObject** args, size_t nargsf, Py
     cdef PyObject* b[1]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _AdminCommandArgs_names, b, "AdminCommandArgs")
     cdef AdminCommandArgs r = AdminCommandArgs.__new__(AdminCommandArgs)
-    _AdminCommandArgs_fill(r, a)
+    try:
+        _AdminCommandArgs_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("AdminCommandArgs", AdminCommandArgs, _AdminCommandArgs_names, a)  # which field it was
+        raise
     return r
 
 
@@ -2771,7 +2791,11 @@ cdef object _AdminCommand_new(object cls, PyObject** args, size_t nargsf, PyObje
     cdef PyObject* b[4]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _AdminCommand_names, b, "AdminCommand")
     cdef AdminCommand r = AdminCommand.__new__(AdminCommand)
-    _AdminCommand_fill(r, a)
+    try:
+        _AdminCommand_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("AdminCommand", AdminCommand, _AdminCommand_names, a)  # which field it was
+        raise
     return r
 
 
@@ -3410,7 +3434,11 @@ cdef object _AdminReply_new(object cls, PyObject** args, size_t nargsf, PyObject
     cdef PyObject* b[6]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _AdminReply_names, b, "AdminReply")
     cdef AdminReply r = AdminReply.__new__(AdminReply)
-    _AdminReply_fill(r, a)
+    try:
+        _AdminReply_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("AdminReply", AdminReply, _AdminReply_names, a)  # which field it was
+        raise
     return r
 
 
@@ -3934,7 +3962,11 @@ cdef object _Epoch_new(object cls, PyObject** args, size_t nargsf, PyObject* kwn
     cdef PyObject* b[3]
     cdef PyObject** a = _s.keywords(args, nargsf, kwnames, _Epoch_names, b, "Epoch")
     cdef Epoch r = Epoch.__new__(Epoch)
-    _Epoch_fill(r, a)
+    try:
+        _Epoch_fill(r, a)
+    except OverflowError:
+        _s.name_overflow("Epoch", Epoch, _Epoch_names, a)  # which field it was
+        raise
     return r
 
 
