@@ -89,14 +89,8 @@ cdef str ld_char_checked(const uint8_t* q, Py_ssize_t n, str msg, str field, Py_
 cdef int st_char_checked(uint8_t* q, Py_ssize_t n, object v, str where) except -1:
     cdef Py_ssize_t size
     cdef const char* s
-    if type(v) is not str:
-        raise TypeError(f"{where}: expected str, got {type(v).__name__}")
-    if not PyUnicode_IS_ASCII(v):
-        raise ValueError(f"{where}: {v!r} is not ASCII")
+    char_of_checked(v, n, where)  # refuses what is not a char[n] text, naming it
     s = PyUnicode_AsUTF8AndSize(v, &size)
-    if size > n:
-        raise ValueError(f"{where}: {v!r} is longer than {n} characters")
-    char_padded(v, where)
     memcpy(q, s, size)
     memset(q + size, 0, n - size)
     return 0

@@ -284,12 +284,7 @@ impl ArchiveReader {
     pub fn segment(&self, k: usize) -> std::result::Result<&Segment, Problem> {
         let r = self.opened[k].get_or_init(|| {
             let s = &self.segments[k];
-            let seg = Segment::open(&s.seg, &s.idx).map_err(|e| Problem {
-                file: s.name.clone(),
-                offset: 0,
-                sequence: s.first_sequence,
-                message: format!("segment cannot be read: {e}"),
-            })?;
+            let seg = self.segment_as_is(k)?;
             // a finished segment holds what the manifest counted: an index that lists fewer
             // (torn, cut) would drop whole records in silence
             if seg.len() as u64 != s.count {
