@@ -414,9 +414,41 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_demo)
 
     from seqbus.archive.cli import add_commands as add_archive_commands
+    from seqbus.scaffold import add_command as add_new_command
+    from seqbus.tail import add_command as add_tail_command
+    from seqbus.up import add_command as add_up_command
 
-    add_archive_commands(sub)  # archive ls|cat|verify|export|seal|follow, tail
+    add_archive_commands(sub)  # archive ls|cat|verify|export|seal|follow|tail
+    add_new_command(sub)  # new: a project to grow
+    add_up_command(sub)  # up: a development bus
+    add_tail_command(sub)  # tail: follow a live bus
     return parser
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """``pip install 'seqbus[EXTRA]'`` when seqbus's own code failed to import a module one
+    of its extras installs (pyarrow for ``seqbus archive``, ...); None for any other import
+    (a user's module is the user's)."""
+    import importlib.metadata
+    import re
+
+    wanted = (exc.name or "").partition(".")[0].lower()
+    tb, where = exc.__traceback__, ""
+    while tb is not None:  # the innermost frame that is not the import machinery
+        if not tb.tb_frame.f_code.co_filename.startswith("<frozen"):
+            where = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    if not wanted or not where.startswith(os.path.dirname(os.path.abspath(__file__)) + os.sep):
+        return None
+    try:
+        requires = importlib.metadata.requires("seqbus") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for line in requires:  # e.g. 'pyarrow>=22; extra == "archive"', the extras in order
+        m = re.match(r"\s*([A-Za-z0-9_.-]+).*;.*extra\s*==\s*[\"']([^\"']+)", line)
+        if m and m.group(1).lower().replace("-", "_") == wanted:
+            return f"pip install 'seqbus[{m.group(2)}]'"
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -425,6 +457,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except SeqbusError as exc:
         print(f"seqbus {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as exc:
+        fix = missing_extra(exc)
+        if fix is None:
+            raise
+        print(f"seqbus {args.command}: error: this needs {exc.name}, which is not installed: "
+              f"{fix}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

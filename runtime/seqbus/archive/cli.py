@@ -1,4 +1,5 @@
-"""``seqbus archive ls|cat|verify|export|seal|follow`` and ``seqbus tail``.
+"""``seqbus archive ls|cat|verify|export|seal|follow|tail`` (``seqbus tail`` follows a live bus
+itself: seqbus.tail).
 
 :func:`add_commands` adds them to the ``seqbus`` CLI (runtime/seqbus/cli.py calls it).
 """
@@ -302,7 +303,7 @@ def _ranges(p: argparse.ArgumentParser, with_from: bool = True) -> None:
 
 
 def add_commands(sub: Any) -> None:
-    """Adds ``archive`` and ``tail`` to the ``seqbus`` CLI's subparsers."""
+    """Adds ``archive`` to the ``seqbus`` CLI's subparsers."""
     p = sub.add_parser("archive", help="session archives: ls, cat, verify, export, seal, follow")
     asub = p.add_subparsers(dest="archive_command", required=True)
 
@@ -353,7 +354,7 @@ def add_commands(sub: Any) -> None:
     _ranges(q)
     q.set_defaults(func=cmd_replay)
 
-    p = sub.add_parser("tail", help="follow a live archive, printing messages as they arrive")
+    p = asub.add_parser("tail", help="follow a live archive, printing messages as they arrive")
     p.add_argument("archive")
     _filters(p)
     p.add_argument("--from", dest="from_seq", type=int, metavar="SEQ", help="start at SEQ")

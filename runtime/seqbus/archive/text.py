@@ -1,4 +1,4 @@
-"""Decoded messages as readable lines or JSON lines (``seqbus archive cat``, ``seqbus tail``)."""
+"""Decoded messages as readable lines or JSON lines (``seqbus archive cat``, ``seqbus archive tail``)."""
 
 from __future__ import annotations
 
