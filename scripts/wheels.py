@@ -28,8 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #: distribution → its source directory
 PROJECTS = {"seqbus": ROOT, "seqc": ROOT / "compiler"}
 #: What seqc needs at run time, and hatchling (with editables, for editable installs) for
-#: the build hook; pip resolves their own dependencies.
-THIRD_PARTY = ("lark", "jinja2", "cython", "setuptools", "hatchling", "editables")
+#: the build hook; pytest and mypy, which a project ``seqbus new`` writes tests and type-checks
+#: itself with (its ``dev`` extra); pip resolves their own dependencies.
+THIRD_PARTY = ("lark", "jinja2", "cython", "setuptools", "hatchling", "editables", "pytest",
+               "mypy")
 
 
 def build(out: Path, *, quiet: bool = True) -> dict[str, Path]:
