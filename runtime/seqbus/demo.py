@@ -228,13 +228,51 @@ def _argv(args: argparse.Namespace) -> list[str]:
     return argv
 
 
-def _check(procs: dict[str, subprocess.Popen[bytes]], deadline: float, what: str) -> None:
-    """Fail when a process of ``procs`` has exited or the deadline has passed."""
-    for name, proc in procs.items():
-        if proc.poll() is not None:
+class _Watch:
+    """The demo's processes, and which of them may end and when.
+
+    A node of the exchange stops by design once its work is done (the engines and market data
+    at the end marker, the gateway when the engines' answer to it is in the stream), and it
+    writes its report (``reports/<name>.json``, by rename) before it exits. Every other ending
+    is a failure. The exit is read before the report is looked for: a node seen gone without
+    its report has failed, and a node that writes its report and exits between two looks is
+    never taken for one (looking for the report first raced the node's exit under load).
+    """
+
+    def __init__(
+        self,
+        procs: dict[str, subprocess.Popen[bytes]],
+        deadline: float,
+        reports: Path | None = None,
+        finishers: frozenset[str] = frozenset(),
+    ) -> None:
+        self.procs = procs
+        self.deadline = deadline
+        self.reports = reports
+        #: the processes that stop by design once their work is done; none of the others may
+        self.finishers = finishers
+
+    def finished(self, name: str) -> bool:
+        """Whether ``name`` stops by design and wrote its final report (its work is done; it
+        may be gone)."""
+        return (
+            name in self.finishers
+            and self.reports is not None
+            and (self.reports / f"{name}.json").exists()
+        )
+
+    def check(self, what: str, names: list[str] | None = None) -> None:
+        """Fail when a process (of ``names``, or any) has ended other than by finishing its
+        work, or when the deadline has passed; ``what`` is what the demo waits for."""
+        for name in list(self.procs if names is None else names):
+            proc = self.procs.get(name)
+            if proc is None or proc.poll() is None:
+                continue
+            if proc.returncode == 0 and self.finished(name):
+                continue
             raise RuntimeError(f"the {name} exited with status {proc.returncode}")
-    if time.monotonic() > deadline:
-        raise TimeoutError(f"no {what} before the timeout")
+        if time.monotonic() > self.deadline:
+            raise TimeoutError(f"no {what} before the timeout")
 
 
 class _Progress:
@@ -373,15 +411,15 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
             data = _read_json(reports / "progress")
             return int(data["answered"]) if data else 0
 
-        def wait_for(path: Path, procs: dict[str, subprocess.Popen[bytes]], what: str) -> None:
+        # the gateway, the engines and market data stop by design at the end of the run
+        watch = _Watch(procs, time.monotonic() + args.timeout, reports, frozenset(names))
+
+        def wait_for(path: Path, what: str) -> None:
             while not path.exists():
-                # a node that wrote its final report has finished its work and may be gone
-                running = {n: p for n, p in procs.items() if not (reports / f"{n}.json").exists()}
-                _check(running, deadline, what)
+                watch.check(what)
                 progress.status(f"orders answered {answered():>8,} / {args.orders:,}")
                 time.sleep(0.02)
 
-        deadline = time.monotonic() + args.timeout
         takeover: dict[str, Any] = {}
         try:
             for member in status:
@@ -392,7 +430,7 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
                     preexec_fn=_sequencer_priority,
                 )
             while _leader(status, procs) is None:
-                _check(procs, deadline, "leader among the sequencers")
+                watch.check("leader among the sequencers")
                 time.sleep(0.01)
             procs["replayer"] = subprocess.Popen(
                 [*cli, "replayer", "-c", str(config)], env=env, stdout=out_to
@@ -405,7 +443,7 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
                 f"sequencer, replayer, gateway GW/1 ({args.orders:,} orders), matching engine "
                 "ME/1 with hot backup ME/2, market data MD/1: running"
             )
-            wait_for(reports / "ME-1.checkpoint.json", procs, "checkpoint from the primary")
+            wait_for(reports / "ME-1.checkpoint.json", "checkpoint from the primary")
             primary = procs.pop("ME-1")
             primary.kill()  # the primary dies mid-run; the hot backup's commands count now
             primary.wait()
@@ -419,7 +457,7 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
             # the gateway holds at three quarters (two orders in flight) until released
             kill_sequencer = getattr(args, "sequencer_kill", True)
             if kill_sequencer:
-                wait_for(reports / "hold", procs, "three quarters of the orders answered")
+                wait_for(reports / "hold", "three quarters of the orders answered")
             # the leading sequencer dies; a standby takes over
             old = _leader(status, procs) if kill_sequencer else None
             if old is not None:
@@ -430,13 +468,13 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
                 seq_proc.wait()
                 new = None
                 while new is None:
-                    _check(procs, deadline, "a new leader among the sequencers")
+                    watch.check("a new leader among the sequencers")
                     new = _leader(status, procs)
                     time.sleep(0.001)
                 # the new leader leads once it has sequenced its first message (its Epoch)
                 became = None
                 while not became or int(became) < killed_ns:
-                    _check(procs, deadline, "the new leader's first message")
+                    watch.check("the new leader's first message")
                     became = (_status(status[new]) or {}).get("cluster", {}).get("last_takeover_ns")
                     time.sleep(0.001)
                 takeover = {
@@ -451,11 +489,11 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
                     f"{answers_before:,} answers; sequencer {new} took over"
                 )
             (reports / "release").write_text("")
-            wait_for(reports / "GW-1.json", procs, "end of the order flow")
+            wait_for(reports / "GW-1.json", "end of the order flow")
             procs["GW-1"].wait(10)
             del procs["GW-1"]
             for name in ("ME-2", "ME-3", "MD-1"):  # each saw the end marker
-                wait_for(reports / f"{name}.json", procs, f"end marker at {name}")
+                wait_for(reports / f"{name}.json", f"end marker at {name}")
             progress.event(
                 "every order answered; backup, late joiner and market data at the end marker"
             )
@@ -479,9 +517,8 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
                     got = 0
                 if got > end:
                     break
-                services = {n: p for n, p in procs.items()
-                            if n.startswith("sequencer") or n == "replayer"}
-                _check(services, deadline, "the replayer's journal up to the end")
+                services = [n for n in procs if n.startswith("sequencer") or n == "replayer"]
+                watch.check("the replayer's journal up to the end", services)
                 time.sleep(0.01)
             if takeover:
                 takeover.update(_takeover_times(takeover, gateway))
@@ -681,13 +718,11 @@ def main(args: argparse.Namespace) -> int:
                 node("pingpong.nodes:Pinger", "PINGER"), env=env, stdout=out_to
             )
             procs.append(pinger)
-            deadline = time.monotonic() + args.timeout
+            watch = _Watch(
+                {"sequencer": procs[0], "ponger": procs[1]}, time.monotonic() + args.timeout
+            )
             while pinger.poll() is None:
-                for name, proc in zip(("sequencer", "ponger"), procs, strict=False):
-                    if proc.poll() is not None:
-                        raise RuntimeError(f"the {name} exited with status {proc.returncode}")
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"no result after {args.timeout} s")
+                watch.check(f"result within {args.timeout} s")
                 time.sleep(0.05)
             if pinger.returncode != 0 or not out.exists():
                 raise RuntimeError(f"the pinger exited with status {pinger.returncode}")

@@ -234,3 +234,31 @@ def test_a_primary_whose_journal_disk_fills_stops_and_a_standby_takes_over(
     assert "No space left on device" in log and "this sequencer stops" in log, log
     assert cluster.leader() in (2, 3)
     check_streams([sender, reader], {"S1": n})
+
+
+def test_a_member_whose_vote_record_is_lost_refuses_to_start_naming_it(
+    tmp_path: Path, processes: Processes
+) -> None:
+    """Raft's persistent state is never silently reset (docs/ha.md, "The vote record"): a
+    member whose cluster-state is gone, with a journal holding elected terms, is refused at
+    start naming the file; moved aside as the message says, it rejoins empty and catches up."""
+    cluster, _ = _run_and_stop(tmp_path, processes, 300)
+    journal = _journal(cluster, 3)
+    (journal / "cluster-state").unlink()
+    proc = cluster.start(3)
+    assert proc.wait(timeout=60) != 0
+    log = cluster.log(3)
+    assert f"{journal / 'cluster-state'}: is missing, but the journal holds entries of term" in log
+    assert "could vote twice in one term" in log
+    del cluster.running[3]
+    # the two others go on as a majority; member 3's journal moved aside, it rejoins empty
+    for m in (1, 2):
+        cluster.start(m)
+    leader = cluster.leader()
+    journal.rename(journal.with_name("journal-3.lost"))
+    cluster.start(3)
+    end = cluster.status(leader)["cluster"]["last_index"]  # type: ignore[index]
+    deadline = time.monotonic() + 60
+    while (cluster.status(3) or {}).get("cluster", {}).get("last_index", 0) < end:
+        assert time.monotonic() < deadline, cluster.log(3)
+        time.sleep(0.05)

@@ -2,36 +2,20 @@
 //! `JournalReader`, which follows segments as the sequencer writes them, and appends every
 //! message to an archive; sealing it at the end of the session.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use seqbus_journal::JournalReader;
 
 use crate::writer::ArchiveWriter;
 use crate::{ArchiveError, Result};
 
-/// The session name in the header of the journal's first segment (bytes 8..18).
+/// The journal's session, from its segments' headers (`seqbus_journal::journal_session`:
+/// a damaged header is not taken for the session).
 pub fn journal_session(dir: &Path) -> Result<[u8; 10]> {
-    let mut segs: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| ArchiveError::io(dir, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    segs.sort();
-    let first = segs
-        .first()
-        .ok_or_else(|| ArchiveError::format(dir, "no journal segment (*.seg) in the directory"))?;
-    let mut head = [0u8; 18];
-    use std::io::Read;
-    std::fs::File::open(first)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .map_err(|e| ArchiveError::io(first, e))?;
-    if &head[0..8] != b"SEQBUSJ1" {
-        return Err(ArchiveError::format(
-            first,
-            "not a seqbus journal segment (bad magic)",
-        ));
-    }
-    Ok(head[8..18].try_into().expect("10 bytes"))
+    seqbus_journal::journal_session(dir).map_err(|e| match e {
+        seqbus_journal::JournalError::Io { path, source } => ArchiveError::io(path, source),
+        other => ArchiveError::format(dir, other.to_string()),
+    })
 }
 
 pub struct Archiver {

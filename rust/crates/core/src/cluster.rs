@@ -457,6 +457,11 @@ impl Member {
         }
     }
 
+    /// The term of the log's last entry (0 for a log with no `Epoch`).
+    pub fn last_log_term(&self) -> u64 {
+        self.epochs.last().map_or(0, |&(_, term)| term)
+    }
+
     pub fn role(&self) -> Role {
         self.role
     }

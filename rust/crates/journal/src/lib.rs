@@ -1,7 +1,8 @@
 //! seqbus-journal: the sequencer's append-only journal (format: `docs/journal.md`).
 //!
 //! A journal is a directory of segment files `<first sequence, 20 digits>.seg`. Each starts
-//! with a 32-byte header (`"SEQBUSJ1"`, session, first sequence) followed by records
+//! with a 32-byte header (`"SEQBUSJ2"`, session, a CRC-32C of the header, first sequence;
+//! segments of the first format, `"SEQBUSJ1"` without the CRC, are still read) followed by records
 //! `length u32 | crc32c u32 | sequence u64 | message[length]` (little-endian; the CRC-32C
 //! covers the sequence bytes and the message). An in-memory index maps each sequence number
 //! to its record's offset.
@@ -23,7 +24,12 @@ use seqbus_core::{Store, StoreError};
 
 mod sigbus;
 
-const MAGIC: &[u8; 8] = b"SEQBUSJ1";
+/// The magic of the segments written now: the header carries a CRC-32C (format 2).
+const MAGIC: &[u8; 8] = b"SEQBUSJ2";
+/// The magic of format 1, still read: the same header without a checksum.
+const MAGIC_V1: &[u8; 8] = b"SEQBUSJ1";
+/// Where a format-2 header keeps its CRC-32C, which covers the other 28 bytes.
+const HEADER_CRC_AT: usize = 20;
 /// Length of a segment header.
 pub const SEGMENT_HEADER_LEN: usize = 32;
 /// Length of a record header.
@@ -62,6 +68,23 @@ pub enum JournalError {
         holder.map_or(String::new(), |p| format!(" (pid {p})"))
     )]
     InUse { path: PathBuf, holder: Option<u32> },
+    /// A cluster member's vote record is missing or older than its own journal: Raft's
+    /// persistent state was lost, and a member that forgot its vote could vote twice in one
+    /// term (docs/ha.md, "The vote record").
+    #[error(
+        "cluster member's vote record {path}: {}, but the journal holds entries of term \
+         {journal_term}: Raft's persistent state was lost, and a member that forgot its vote \
+         could vote twice in one term; restore the file from a backup, or move this member's \
+         journal directory aside so that it rejoins empty and catches up from the leader \
+         (docs/ha.md, \"The vote record\")",
+        recorded.map_or("is missing".to_string(), |t| format!("says term {t}"))
+    )]
+    VoteLost {
+        path: PathBuf,
+        /// The term the file records (None: there is no file).
+        recorded: Option<u64>,
+        journal_term: u64,
+    },
 }
 
 /// The writer's hold on a journal directory: an exclusive `flock` of `DIR/lock`, which holds
@@ -175,7 +198,96 @@ fn segment_header(session: &[u8; 10], first_seq: u64) -> [u8; SEGMENT_HEADER_LEN
     h[..8].copy_from_slice(MAGIC);
     h[8..18].copy_from_slice(session);
     h[24..32].copy_from_slice(&first_seq.to_le_bytes());
+    let crc = header_crc(&h);
+    h[HEADER_CRC_AT..HEADER_CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
     h
+}
+
+/// The CRC-32C of a header's bytes other than the CRC's own four.
+fn header_crc(h: &[u8; SEGMENT_HEADER_LEN]) -> u32 {
+    let crc = crc32c::crc32c(&h[..HEADER_CRC_AT]);
+    crc32c::crc32c_append(crc, &h[HEADER_CRC_AT + 4..])
+}
+
+/// A segment header, checked: its session and first sequence, or where and why it is
+/// damaged (offset in the file, reason). Format 1 headers have no checksum and are taken
+/// as they read.
+pub fn check_segment_header(h: &[u8; SEGMENT_HEADER_LEN]) -> Result<([u8; 10], u64), (u64, String)> {
+    if &h[..8] == MAGIC {
+        let stored = u32::from_le_bytes(h[HEADER_CRC_AT..HEADER_CRC_AT + 4].try_into().expect("4"));
+        if stored != header_crc(h) {
+            return Err((
+                HEADER_CRC_AT as u64,
+                "segment header: checksum does not match (the header is damaged)".into(),
+            ));
+        }
+    } else if &h[..8] != MAGIC_V1 {
+        return Err((0, "not a seqbus journal segment (bad magic)".into()));
+    }
+    let session = h[8..18].try_into().expect("10");
+    Ok((session, u64::from_le_bytes(h[24..32].try_into().expect("8"))))
+}
+
+/// The session of the journal in `dir`, from its segments' headers: the one every header
+/// whose checksum holds names (a damaged header is skipped: it is damage for `verify` and
+/// `repair` to report, not the journal's session). Headers of format 1 have no checksum;
+/// among those the session most of them name is taken. An error names the directory when no
+/// segment's header can be read, or when sound headers name different sessions.
+pub fn journal_session(dir: &Path) -> Result<[u8; 10], JournalError> {
+    let mut checked: Vec<([u8; 10], PathBuf)> = Vec::new();
+    let mut unchecked: Vec<[u8; 10]> = Vec::new();
+    let mut damaged: Option<JournalError> = None;
+    for (_, path) in Index::list(dir)? {
+        let mut h = [0u8; SEGMENT_HEADER_LEN];
+        let read = File::open(&path).and_then(|mut f| f.read_exact(&mut h));
+        if read.is_err() {
+            continue; // shorter than a header: never written, or damage verify reports
+        }
+        match check_segment_header(&h) {
+            Ok((session, _)) if &h[..8] == MAGIC => checked.push((session, path)),
+            Ok((session, _)) => unchecked.push(session),
+            Err((offset, reason)) => {
+                damaged.get_or_insert(JournalError::Corrupt {
+                    path,
+                    offset,
+                    reason,
+                });
+            }
+        }
+    }
+    if let Some((first, first_path)) = checked.first() {
+        if let Some((other, path)) = checked.iter().find(|(s, _)| s != first) {
+            return Err(JournalError::Corrupt {
+                path: path.clone(),
+                offset: 8,
+                reason: format!(
+                    "segment header names session {:?}, {} names {:?}",
+                    String::from_utf8_lossy(other).trim_end(),
+                    first_path.display(),
+                    String::from_utf8_lossy(first).trim_end()
+                ),
+            });
+        }
+        return Ok(*first);
+    }
+    let mut best: Option<([u8; 10], usize)> = None;
+    for s in &unchecked {
+        let n = unchecked.iter().filter(|t| *t == s).count();
+        if best.map_or(true, |(_, m)| n > m) {
+            best = Some((*s, n));
+        }
+    }
+    match (best, damaged) {
+        (Some((s, _)), _) => Ok(s),
+        (None, Some(damage)) => Err(damage),
+        (None, None) => Err(JournalError::Io {
+            path: dir.to_path_buf(),
+            source: io::Error::new(
+                io::ErrorKind::NotFound,
+                "no journal segment (*.seg) in the directory",
+            ),
+        }),
+    }
 }
 
 fn segment_path(dir: &Path, first_seq: u64) -> PathBuf {
@@ -311,23 +423,22 @@ impl Index {
             offset: 0,
             reason: format!("segment header: {e}"),
         })?;
-        if &h[..8] != MAGIC {
-            return Err(JournalError::Corrupt {
+        // the checksum first: a damaged session field is damage, not another session
+        let (session, hdr_first) =
+            check_segment_header(&h).map_err(|(offset, reason)| JournalError::Corrupt {
                 path: path.to_path_buf(),
-                offset: 0,
-                reason: "not a seqbus journal segment (bad magic)".into(),
-            });
-        }
-        if h[8..18] != self.session {
+                offset,
+                reason,
+            })?;
+        if session != self.session {
             return Err(JournalError::SessionMismatch {
                 path: path.to_path_buf(),
-                found: String::from_utf8_lossy(&h[8..18]).trim_end().to_string(),
+                found: String::from_utf8_lossy(&session).trim_end().to_string(),
                 expected: String::from_utf8_lossy(&self.session)
                     .trim_end()
                     .to_string(),
             });
         }
-        let hdr_first = u64::from_le_bytes(h[24..32].try_into().expect("8"));
         if hdr_first != first_seq {
             return Err(JournalError::Corrupt {
                 path: path.to_path_buf(),
@@ -963,6 +1074,16 @@ fn damage_of(
     let mut seg = match index.open_segment(path, first, false) {
         Ok(seg) => seg,
         Err(JournalError::Corrupt { offset, reason, .. }) => return Ok(Some((offset, reason))),
+        // a header of format 1 (no checksum) naming another session than the journal's
+        // other segments is damage to the header, which the peer's copy restores
+        Err(JournalError::SessionMismatch {
+            found, expected, ..
+        }) => {
+            return Ok(Some((
+                8,
+                format!("segment header names session {found:?}, the journal's is {expected:?}"),
+            )))
+        }
         Err(e) => return Err(e),
     };
     Ok(match Index::scan(&mut seg)? {
@@ -1116,6 +1237,25 @@ impl HardState {
             term: u64::from_le_bytes(bytes[8..16].try_into().expect("8")),
             voted_for: u16::from_le_bytes(bytes[16..18].try_into().expect("2")),
         })
+    }
+
+    /// Reads the state of a member whose journal's last entry is of term `journal_term`
+    /// (0: an empty journal, or entries from before any election). A vote record that is
+    /// missing, or that records an older term, is [`JournalError::VoteLost`]: a member
+    /// persists every term it sees before it writes an entry of that term, so only lost state
+    /// makes the journal run ahead of it.
+    pub fn load_for(dir: &Path, journal_term: u64) -> Result<HardState, JournalError> {
+        let path = HardState::path(dir);
+        let exists = path.try_exists().map_err(io_err(&path))?;
+        let state = HardState::load(dir)?;
+        if journal_term > state.term {
+            return Err(JournalError::VoteLost {
+                path,
+                recorded: exists.then_some(state.term),
+                journal_term,
+            });
+        }
+        Ok(state)
     }
 
     /// Replaces the state durably.

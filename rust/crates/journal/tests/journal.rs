@@ -3,8 +3,8 @@ use std::io::Write;
 
 use proptest::prelude::*;
 use seqbus_journal::{
-    decode_record, encode_record, repair, HardState, Journal, JournalError, JournalReader,
-    RecordError,
+    decode_record, encode_record, journal_session, repair, HardState, Journal, JournalError,
+    JournalReader, RecordError,
 };
 
 const S: [u8; 10] = *b"TEST      ";
@@ -312,6 +312,31 @@ fn hard_state_survives_and_damage_is_an_error() {
     b[9] ^= 1;
     std::fs::write(&p, &b).unwrap();
     assert!(HardState::load(d.path()).is_err());
+}
+
+#[test]
+fn a_vote_record_behind_the_journal_is_refused_naming_it() {
+    let d = tempfile::tempdir().unwrap();
+    // a new member: no record, an empty journal (or one from before any election)
+    assert_eq!(HardState::load_for(d.path(), 0).unwrap(), HardState::default());
+    // no record, but the journal holds entries of term 115
+    let err = HardState::load_for(d.path(), 115).unwrap_err().to_string();
+    assert!(err.contains("cluster-state: is missing"), "{err}");
+    assert!(err.contains("entries of term 115"), "{err}");
+    // a record of an older term than the journal's
+    let h = HardState {
+        term: 114,
+        voted_for: 3,
+    };
+    h.store(d.path()).unwrap();
+    let err = HardState::load_for(d.path(), 115).unwrap_err().to_string();
+    assert!(err.contains("says term 114"), "{err}");
+    // the record at or past the journal's term is the state
+    for term in [115, 120] {
+        let h = HardState { term, voted_for: 2 };
+        h.store(d.path()).unwrap();
+        assert_eq!(HardState::load_for(d.path(), 115).unwrap(), h);
+    }
 }
 
 #[test]
@@ -770,4 +795,89 @@ fn a_journal_has_one_writer_and_a_second_touches_nothing() {
     drop(j);
     let mut j = Journal::open(d.path(), S, 1 << 16).unwrap();
     assert_eq!(all(&mut j).len(), 6);
+}
+
+/// Flips 8 bytes of the session field (header bytes 8..16) of `path`.
+fn flip_session(path: &std::path::Path) {
+    let mut b = std::fs::read(path).unwrap();
+    for x in &mut b[8..16] {
+        *x ^= 0xA5;
+    }
+    std::fs::write(path, &b).unwrap();
+}
+
+#[test]
+fn a_damaged_segment_header_is_damage_named_and_repaired_from_a_peer() {
+    for segment in [1u64 << 24, 1 << 15] {
+        // one segment, then many: the flip is in the first segment either way
+        let d = tempfile::tempdir().unwrap();
+        let (ours, peer) = (d.path().join("ours"), d.path().join("peer"));
+        write_journal(&ours, 3000, segment);
+        write_journal(&peer, 3000, 1 << 20);
+        let segs = segment_files(&ours);
+        assert_eq!(segs.len() == 1, segment == 1 << 24);
+        let original = std::fs::read(&segs[0]).unwrap();
+        assert_eq!(&original[..8], b"SEQBUSJ2");
+        flip_session(&segs[0]);
+        // the session is not taken from the damaged header
+        match journal_session(&ours) {
+            Ok(session) => {
+                assert!(segs.len() > 1);
+                assert_eq!(session, S);
+            }
+            Err(JournalError::Corrupt { path, offset, .. }) => {
+                assert_eq!((path, offset), (segs[0].clone(), 20));
+            }
+            Err(e) => panic!("{e}"),
+        }
+        // every reader names the damaged file and the header's checksum
+        let e = JournalReader::open_at_rest(&ours, S).unwrap_err().to_string();
+        assert!(e.contains(&segs[0].display().to_string()), "{e}");
+        assert!(e.contains("segment header: checksum does not match"), "{e}");
+        let e = Journal::open(&ours, S, segment).unwrap_err().to_string();
+        assert!(e.contains("checksum does not match"), "{e}");
+        // repair restores the header with the records, byte for byte
+        let report = repair(&ours, S, &peer).unwrap();
+        assert_eq!(report.rewritten, vec![(segs[0].clone(), 20)], "{report:?}");
+        assert_eq!(std::fs::read(&segs[0]).unwrap(), original);
+        let mut j = Journal::open(&ours, S, segment).unwrap();
+        assert_eq!(all(&mut j).len(), 3000);
+    }
+}
+
+#[test]
+fn segments_of_the_first_format_are_read_and_a_foreign_session_in_one_is_damage() {
+    let d = tempfile::tempdir().unwrap();
+    let (ours, peer) = (d.path().join("ours"), d.path().join("peer"));
+    write_journal(&ours, 3000, 1 << 15);
+    write_journal(&peer, 3000, 1 << 20);
+    let segs = segment_files(&ours);
+    assert!(segs.len() > 2);
+    // rewrite every header as format 1 wrote it: magic SEQBUSJ1, no checksum
+    let mut originals = Vec::new();
+    for p in &segs {
+        let mut b = std::fs::read(p).unwrap();
+        b[..8].copy_from_slice(b"SEQBUSJ1");
+        b[20..24].copy_from_slice(&[0; 4]);
+        std::fs::write(p, &b).unwrap();
+        originals.push(b);
+    }
+    {
+        let mut j = Journal::open(&ours, S, 1 << 15).unwrap();
+        assert_eq!(all(&mut j).len(), 3000);
+        assert_eq!(journal_session(&ours).unwrap(), S);
+    }
+    // a format 1 header has no checksum: its flipped session is outvoted by the other
+    // headers, named by the readers, and repaired from the peer (in format 2)
+    flip_session(&segs[0]);
+    assert_eq!(journal_session(&ours).unwrap(), S);
+    let e = JournalReader::open_at_rest(&ours, S).unwrap_err().to_string();
+    assert!(e.contains(&segs[0].display().to_string()), "{e}");
+    let report = repair(&ours, S, &peer).unwrap();
+    assert_eq!(report.rewritten, vec![(segs[0].clone(), 8)], "{report:?}");
+    let repaired = std::fs::read(&segs[0]).unwrap();
+    assert_eq!(&repaired[..8], b"SEQBUSJ2");
+    assert_eq!(repaired[32..], originals[0][32..]);
+    let mut j = Journal::open(&ours, S, 1 << 15).unwrap();
+    assert_eq!(all(&mut j).len(), 3000);
 }

@@ -157,6 +157,11 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     let params = member_params(cfg, id, &members);
     let mut member = Member::new(params, &mut log, vote.term, vote.voted_for, now_ns())
         .map_err(Error::Persist)?;
+    if clustered {
+        // the journal never runs ahead of the vote record (a member persists each term before
+        // it writes an entry of it): when it does, the record was lost and the member refuses
+        HardState::load_for(&cfg.journal_dir(), member.last_log_term())?;
+    }
     member.set_tail_heartbeat(sc.tail_heartbeat_us * 1000);
     member.set_nak_holdoff(sc.nak_holdoff_us * 1000);
     match &cfg.auth {

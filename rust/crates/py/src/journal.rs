@@ -87,7 +87,13 @@ pub fn verify_journal<'py>(py: Python<'py>, dir: &str) -> PyResult<Bound<'py, Py
 #[pyfunction]
 pub fn repair_journal<'py>(py: Python<'py>, dir: &str, peer: &str) -> PyResult<Bound<'py, PyDict>> {
     let d = Path::new(dir);
-    let session = session_of(py, d)?;
+    // a journal whose every header is damaged names no session: the peer's is the one to
+    // restore (repair still refuses a peer whose intact records differ from this journal's)
+    let session = match seqbus_journal::journal_session(d) {
+        Ok(session) => session,
+        Err(JournalError::Corrupt { .. }) => session_of(py, Path::new(peer))?,
+        Err(e) => return Err(journal_error(py, e)),
+    };
     let report = py
         .allow_threads(|| repair(d, session, Path::new(peer)))
         .map_err(|e| journal_error(py, e))?;
