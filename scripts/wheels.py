@@ -29,9 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PROJECTS = {"seqbus": ROOT, "seqc": ROOT / "compiler"}
 #: What seqc needs at run time, and hatchling (with editables, for editable installs) for
 #: the build hook; pytest and mypy, which a project ``seqbus new`` writes tests and type-checks
-#: itself with (its ``dev`` extra); pip resolves their own dependencies.
+#: itself with (its ``dev`` extra); the ``archive`` and ``http-gateway`` extras, which the docs
+#: install (tests/packaging/test_docs.py); pip resolves their own dependencies.
 THIRD_PARTY = ("lark", "jinja2", "cython", "setuptools", "hatchling", "editables", "pytest",
-               "mypy")
+               "mypy", "pyarrow", "tqdm", "aiohttp", "msgspec")
 
 
 def build(out: Path, *, quiet: bool = True) -> dict[str, Path]:
