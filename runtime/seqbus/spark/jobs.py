@@ -7,10 +7,19 @@
     python -m seqbus.spark.jobs audit ARCHIVE --order-id 1001
     python -m seqbus.spark.jobs export ARCHIVE --out DIR
 
-``local[*]`` by default (``--master`` or spark-submit's ``--master`` to change it); on a
-cluster the archive must be on storage every executor mounts at the same path, e.g.
+``local[*]`` by default (``--master`` or spark-submit's ``--master`` to change it). The jobs
+find the seqbus source, seqbus-spark.jar (shipped inside the ``seqbus`` wheel), by themselves
+and put it on the driver's and the executors' classpath, run as they are or under
+spark-submit. On a cluster the archive must be on storage every executor mounts at the same
+path, e.g.
 
-    spark-submit --master spark://HOST:7077 $(python -c 'import seqbus.spark.jobs as j; print(j.__file__)') \\
+    python -m seqbus.spark.jobs counts /shared/archives/2026-11-22 --master spark://HOST:7077
+
+or, with spark-submit (no ``--jars`` needed for the jobs; code of your own that reads the
+``seqbus`` format under spark-submit needs ``--jars "$(python -m seqbus.spark.jar)"``):
+
+    spark-submit --master spark://HOST:7077 \\
+        "$(python -c 'import seqbus.spark.jobs as j; print(j.__file__)')" \\
         counts /shared/archives/2026-11-22
 """
 
@@ -52,9 +61,47 @@ def _report_skipped(spark: Any) -> int:
     return 1 if problems else 0
 
 
+def add_jar_to_driver(spark: Any) -> bool:
+    """Puts seqbus-spark.jar on a running driver's class loader and ships it to the executors
+    (``SparkContext.addJar``), as ``spark-submit --jars`` would have: under spark-submit the
+    driver's JVM is started before Python runs, so the ``spark.jars`` that
+    :func:`seqbus.spark.session` sets comes too late for the driver itself. Needs the class
+    loader spark-submit installs (``MutableURLClassLoader``, whose ``addURL`` is public); False
+    when the loader is another."""
+    from seqbus.spark import jar
+
+    jvm = spark.sparkContext._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    if loader is None or loader.getClass().getName() != "org.apache.spark.util.MutableURLClassLoader":
+        return False
+    path = jar()
+    loader.addURL(jvm.java.io.File(path).toURI().toURL())
+    spark.sparkContext._jsc.addJar(path)
+    return True
+
+
+def job_session(master: str | None, app: str) -> Any:
+    """:func:`seqbus.spark.session`, and where the running driver (spark-submit's) lacks the
+    seqbus source, the jar added to it (:func:`add_jar_to_driver`)."""
+    from seqbus.spark import register, session
+
+    try:
+        return session(master, app=app)
+    except ArchiveError as missing:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is None or not add_jar_to_driver(active):
+            raise
+        try:
+            return register(active)
+        except ArchiveError:
+            raise missing from None
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from seqbus.spark import reports, session
+    from seqbus.spark import reports
 
     if args.report == "audit" and args.order_id is None:
         print("error: audit needs --order-id", file=sys.stderr)
@@ -63,7 +110,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         print("error: export needs --out DIR", file=sys.stderr)
         return 2
     try:
-        spark = session(args.master, app=f"seqbus {args.report}")
+        spark = job_session(args.master, f"seqbus {args.report}")
         spark.sparkContext.setLogLevel("ERROR")
         if args.report == "export":
             tables = reports.export_parquet(spark, args.archive, args.out)
