@@ -347,6 +347,16 @@ def _sequencer_priority() -> None:
         pass
 
 
+def _takeovers(status: dict[int, str], alive: dict[str, subprocess.Popen[bytes]]) -> dict[int, int]:
+    """Times each live member became leader (its status endpoint's ``takeovers``)."""
+    out = {}
+    for member, address in status.items():
+        if f"sequencer-{member}" in alive:
+            s = _status(address)
+            out[member] = int((s or {}).get("cluster", {}).get("takeovers", 0))
+    return out
+
+
 def _leader(status: dict[int, str], alive: dict[str, subprocess.Popen[bytes]]) -> int | None:
     for member, address in status.items():
         if f"sequencer-{member}" not in alive:
@@ -461,6 +471,8 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
             # the leading sequencer dies; a standby takes over
             old = _leader(status, procs) if kill_sequencer else None
             if old is not None:
+                # the killed member's count of takeovers goes with it: read it first
+                killed_takeovers = _takeovers(status, procs).get(old, 0)
                 seq_proc = procs.pop(f"sequencer-{old}")
                 answers_before = answered()
                 seq_proc.kill()
@@ -478,6 +490,7 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
                     became = (_status(status[new]) or {}).get("cluster", {}).get("last_takeover_ns")
                     time.sleep(0.001)
                 takeover = {
+                    "killed_takeovers": killed_takeovers,
                     "killed_member": old,
                     "new_leader": new,
                     "killed_ns": killed_ns,
@@ -520,6 +533,10 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
                 services = [n for n in procs if n.startswith("sequencer") or n == "replayer"]
                 watch.check("the replayer's journal up to the end", services)
                 time.sleep(0.01)
+            # every leader the run had: the first, the kill's (if any), and any other is an
+            # election nobody caused (docs/ha.md, "Failure detection")
+            leaders = sum(_takeovers(status, procs).values()) + takeover.pop("killed_takeovers", 0)
+            unforced = max(0, leaders - 1 - (1 if takeover else 0))
             if takeover:
                 takeover.update(_takeover_times(takeover, gateway))
         except (RuntimeError, TimeoutError, subprocess.TimeoutExpired) as exc:
@@ -567,6 +584,7 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
         },
         "final_state_hash": {"backup": final_hashes["ME-2"], "late_joiner": final_hashes["ME-3"]},
         "sequencer_takeover": takeover,
+        "unforced_elections": unforced,
         # what loss recovery cost at the nodes that ran from the start (the late joiner's
         # rewind is history, not recovery)
         "recovery": {
@@ -618,6 +636,10 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
             f"took over: its first message {takeover['takeover_ms']:.1f} ms after the kill, "
             f"the first order answered {takeover['first_answer_ms']:.1f} ms after it"
         )
+    print(
+        f"elections        {unforced} that no kill caused (a leader taken for dead while "
+        "alive: docs/ha.md)"
+    )
     print(
         f"state hash       at checkpoint (sequence {summary['checkpoint_sequence']:,}): "
         f"primary {check_hashes['ME-1']}"

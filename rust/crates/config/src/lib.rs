@@ -226,9 +226,16 @@ pub struct ClusterConfig {
     /// Every sequencer of the bus; a process is one of them (`seqbus sequencer --id N`).
     pub members: Vec<MemberConfig>,
     /// A standby that hears no leader for a random time between this and 1.5 times this
-    /// starts an election; a leader that hears no majority for this long steps down.
+    /// starts an election; a leader that hears no majority for this long steps down — each
+    /// only once the silence is also past `suspicion_phi`.
     #[serde(default = "default_election_timeout")]
     pub election_timeout_ms: u64,
+    /// The φ of the phi-accrual failure detector at which a silent leader or standby is
+    /// taken for dead (docs/ha.md, "Failure detection"): 8 means a silence this long comes
+    /// from a live member about once in 10⁸ by the intervals learned; 0 turns the detector
+    /// off (the election timeout alone decides).
+    #[serde(default = "default_suspicion_phi")]
+    pub suspicion_phi: f64,
     /// The leader sends each standby an append (empty if need be) at least this often.
     #[serde(default = "default_cluster_heartbeat")]
     pub heartbeat_ms: u64,
@@ -455,6 +462,9 @@ fn default_retry_min() -> u64 {
 }
 fn default_election_timeout() -> u64 {
     40
+}
+fn default_suspicion_phi() -> f64 {
+    8.0
 }
 fn default_cluster_heartbeat() -> u64 {
     5
@@ -787,6 +797,12 @@ impl Config {
         if c.retransmit_us == 0 {
             return Err(("cluster.retransmit_us", "must be at least 1".into()));
         }
+        if !(0.0..=30.0).contains(&c.suspicion_phi) {
+            return Err((
+                "cluster.suspicion_phi",
+                "must be between 0 (the election timeout alone) and 30".into(),
+            ));
+        }
         if !(1500..=65_507).contains(&c.max_packet) {
             return Err((
                 "cluster.max_packet",
@@ -1077,6 +1093,22 @@ group = "239.1.2.3:30001"
 
     fn err(text: &str) -> String {
         Config::from_str(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_failure_detector_threshold_is_checked() {
+        let cluster = |phi: &str| {
+            format!(
+                "{GOOD}[cluster]\n{phi}members = [\n  {{ id = 1, upstream = \"127.0.0.1:31001\", \
+                 peer = \"127.0.0.1:31002\", publish = \"127.0.0.1:31003\" }},\n]\n"
+            )
+        };
+        let c = Config::from_str(&cluster("")).unwrap();
+        assert_eq!(c.cluster.unwrap().suspicion_phi, 8.0);
+        let c = Config::from_str(&cluster("suspicion_phi = 0\n")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.cluster.unwrap().suspicion_phi, 0.0);
+        let e = err(&cluster("suspicion_phi = -1.0\n"));
+        assert!(e.starts_with("<string>: cluster.suspicion_phi: must be between"), "{e}");
     }
 
     #[test]

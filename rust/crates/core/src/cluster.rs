@@ -38,6 +38,7 @@ use seqbus_wire::mold::{MoldPacket, PacketKind, Request, REQUEST_LEN};
 use seqbus_wire::{Session, ENVELOPE_LEN};
 
 use crate::replayer::{MemoryStore, Store, StoreError};
+use crate::detector::Detector;
 use crate::rto::Rto;
 use crate::sequencer::{Recovered, Sequencer, SequencerParams};
 
@@ -136,6 +137,10 @@ pub struct MemberParams {
     /// A new leader waits at most this long for the replayers to say how far their stream
     /// reaches (it takes whatever they hold beyond its own log before it publishes).
     pub replayer_wait_ns: u64,
+    /// The φ at which a silent leader (at a follower) or follower (at the leader) is taken for
+    /// dead, once silent for the election timeout at least ([`crate::detector`]); 0: the
+    /// election timeout alone decides.
+    pub suspicion_phi: f64,
 }
 
 /// What a member currently is.
@@ -180,6 +185,14 @@ pub enum Event {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ClusterStats {
     pub elections: u64,
+    /// Election timeouts that passed while the leader's φ said it was slow, not dead: no
+    /// election was started (docs/ha.md, "Failure detection").
+    pub held_suspicions: u64,
+    /// Times this member stepped down as leader for want of a majority (CheckQuorum).
+    pub quorum_stepdowns: u64,
+    /// Times this member, leading, found that it had itself not run for two heartbeats (a
+    /// descheduled or stopped process): it then judges its followers' silence from then on.
+    pub own_pauses: u64,
     pub terms_led: u64,
     pub appends_sent: u64,
     pub appends_received: u64,
@@ -208,6 +221,8 @@ pub struct PeerProgress {
 #[derive(Debug, Clone)]
 struct Peer {
     p: PeerProgress,
+    /// The arrivals of its answers, for CheckQuorum.
+    arrivals: Detector,
     last_sent_ns: u64,
     /// When `matched` last moved (or the peer was last sent a retransmission).
     progress_ns: u64,
@@ -294,8 +309,17 @@ pub struct Member {
     commit: u64,
     election_deadline: u64,
     /// When a leader of the current term was last heard (no vote is granted to a
-    /// challenger within an election timeout of it: CheckQuorum's leader stickiness).
+    /// challenger while the leader is not suspected: CheckQuorum's leader stickiness).
     leader_heard_ns: u64,
+    /// The arrivals of the leaders' appends: how long a leader here falls silent and is
+    /// still alive.
+    leader_arrivals: Detector,
+    /// An election timeout passed while the leader was taken for slow (counted once a
+    /// silence in `held_suspicions`).
+    holding: bool,
+    /// When a leader's [`Member::poll`] last ran (its own pauses are told from its
+    /// followers' silence).
+    polled_ns: u64,
     votes: HashSet<u16>,
     peers: Vec<Peer>,
     seq: Option<Sequencer>,
@@ -357,6 +381,9 @@ impl Member {
             commit: 0,
             election_deadline: 0,
             leader_heard_ns: 0,
+            leader_arrivals: Detector::new(p.heartbeat_ns / 2, p.heartbeat_ns / 2),
+            polled_ns: 0,
+            holding: false,
             votes: HashSet::new(),
             peers: Vec::new(),
             seq: None,
@@ -597,14 +624,19 @@ impl Member {
     fn in_lease(&self, now_ns: u64) -> bool {
         match self.role {
             Role::Leader => true,
-            _ => {
-                self.leader.is_some()
-                    && now_ns
-                        < self
-                            .leader_heard_ns
-                            .saturating_add(self.p.election_timeout_ns)
-            }
+            _ => self.leader.is_some() && !self.suspects_leader(now_ns),
         }
+    }
+
+    /// Whether this member takes the leader it follows for dead: silent for the election
+    /// timeout at least, and past the suspicion φ ([`crate::detector`]).
+    fn suspects_leader(&self, now_ns: u64) -> bool {
+        now_ns >= self.leader_heard_ns.saturating_add(self.p.election_timeout_ns)
+            && self.leader_arrivals.suspects(
+                now_ns,
+                self.p.election_timeout_ns,
+                self.p.suspicion_phi,
+            )
     }
 
     /// Asks for votes: PreVote first (`pre`), then the real election.
@@ -663,6 +695,7 @@ impl Member {
         self.stats.terms_led += 1;
         self.votes.clear();
         self.quorum_checked_ns = now_ns;
+        self.polled_ns = now_ns;
         self.transfer = None;
         self.peers = self
             .p
@@ -676,6 +709,7 @@ impl Member {
                     next: self.last + 1,
                     heard_ns: now_ns,
                 },
+                arrivals: Detector::new(self.p.heartbeat_ns / 2, self.p.heartbeat_ns / 2),
                 last_sent_ns: 0,
                 progress_ns: now_ns,
                 resent_ns: 0,
@@ -1008,8 +1042,11 @@ impl Member {
         }
         if term > self.term || self.role != Role::Follower || self.leader != Some(from) {
             self.become_follower(now_ns, term, Some(from), log)?;
+            self.leader_arrivals.restart();
         }
         self.leader_heard_ns = now_ns;
+        self.leader_arrivals.heard(now_ns);
+        self.holding = false;
         self.reset_election_timer(now_ns);
         let reply =
             |m: &mut Member, success: bool, index: u64, emit: &mut dyn FnMut(u16, &[u8])| {
@@ -1098,6 +1135,7 @@ impl Member {
             return Ok(());
         };
         peer.p.heard_ns = now_ns;
+        peer.arrivals.heard(now_ns);
         if success {
             peer.sample(now_ns, index);
             if index > peer.p.matched {
@@ -1154,6 +1192,20 @@ impl Member {
     ) -> Result<(), StoreError> {
         match self.role {
             Role::Follower | Role::PreCandidate | Role::Candidate => {
+                if now_ns >= self.election_deadline
+                    && self.role == Role::Follower
+                    && self.leader.is_some()
+                    && !self.suspects_leader(now_ns)
+                {
+                    // the timeout passed, but this leader has fallen silent this long before
+                    // and lived: slow, not dead. Look again a heartbeat on.
+                    if !self.holding {
+                        self.holding = true;
+                        self.stats.held_suspicions += 1;
+                    }
+                    self.election_deadline = now_ns + self.p.heartbeat_ns;
+                    return Ok(());
+                }
                 if now_ns >= self.election_deadline {
                     // PreVote first: a member cut off from the others cannot raise the term
                     // and disturb the cluster when it comes back
@@ -1171,16 +1223,34 @@ impl Member {
         log: &mut dyn Log,
         emit: &mut dyn FnMut(u16, &[u8]),
     ) -> Result<(), StoreError> {
+        if !self.single() && now_ns > self.polled_ns + 2 * self.p.heartbeat_ns {
+            // this process has not run for two heartbeats (descheduled, stopped): it sent
+            // nothing meanwhile, so its followers had nothing to answer. Their silence counts
+            // from now, not from before the pause.
+            self.stats.own_pauses += 1;
+            self.quorum_checked_ns = self.quorum_checked_ns.max(now_ns);
+            for p in &mut self.peers {
+                p.p.heard_ns = p.p.heard_ns.max(now_ns);
+                p.arrivals.restart();
+                p.arrivals.heard(now_ns);
+            }
+        }
+        self.polled_ns = now_ns;
         if !self.single() && now_ns >= self.quorum_checked_ns + self.p.election_timeout_ns {
             // CheckQuorum: a leader that has not heard a majority for an election timeout
-            // stops, so a partitioned leader cannot keep nodes waiting on it
+            // (and whose φ for them says dead, not slow) stops, so a partitioned leader cannot
+            // keep nodes waiting on it
+            let (timeout, phi) = (self.p.election_timeout_ns, self.p.suspicion_phi);
             let heard = 1 + self
                 .peers
                 .iter()
-                .filter(|p| p.p.heard_ns + self.p.election_timeout_ns > now_ns)
+                .filter(|p| {
+                    p.p.heard_ns + timeout > now_ns || !p.arrivals.suspects(now_ns, timeout, phi)
+                })
                 .count();
             self.quorum_checked_ns = now_ns;
             if heard < self.majority() {
+                self.stats.quorum_stepdowns += 1;
                 self.events.push(Event::SteppedDown {
                     term: self.term,
                     why: "no majority heard for an election timeout",

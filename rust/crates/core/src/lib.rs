@@ -10,6 +10,7 @@
 
 pub mod cluster;
 pub mod delivery;
+pub mod detector;
 pub mod node;
 pub mod replayer;
 pub mod rto;

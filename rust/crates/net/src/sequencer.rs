@@ -324,6 +324,7 @@ fn member_params(cfg: &Config, id: u16, members: &[MemberConfig]) -> MemberParam
         max_append: c.map_or(64_000, |c| c.max_packet),
         seed: now_ns() ^ u64::from(id),
         replayer_wait_ns: c.map_or(2_000, |c| c.replayer_wait_us) * 1_000,
+        suspicion_phi: c.map_or(0.0, |c| c.suspicion_phi),
     }
 }
 

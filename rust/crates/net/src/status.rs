@@ -46,6 +46,9 @@ pub struct Board {
     /// (id, matched, heard ns) of up to 8 standbys (leader only); id 0 = none.
     peers: [[AtomicU64; 3]; 8],
     elections: AtomicU64,
+    held_suspicions: AtomicU64,
+    quorum_stepdowns: AtomicU64,
+    own_pauses: AtomicU64,
     takeovers: AtomicU64,
     became_leader_ns: AtomicU64,
     not_leader: AtomicU64,
@@ -118,6 +121,9 @@ impl Board {
         self.commit.store(m.commit(), r);
         self.last_index.store(m.last_index(), r);
         self.elections.store(st.elections, r);
+        self.held_suspicions.store(st.held_suspicions, r);
+        self.quorum_stepdowns.store(st.quorum_stepdowns, r);
+        self.own_pauses.store(st.own_pauses, r);
         self.not_leader.store(st.not_leader, r);
         self.discarded.store(st.discarded, r);
         self.takeovers.store(takeover.count, r);
@@ -228,6 +234,25 @@ impl Board {
                 self.elections.load(r),
             ),
             (
+                "cluster_held_suspicions",
+                "Election timeouts that passed while the failure detector took the leader for \
+                 slow, not dead: no election started.",
+                "counter",
+                self.held_suspicions.load(r),
+            ),
+            (
+                "cluster_quorum_stepdowns",
+                "Times this sequencer stopped leading for want of a majority (CheckQuorum).",
+                "counter",
+                self.quorum_stepdowns.load(r),
+            ),
+            (
+                "cluster_own_pauses",
+                "Times this sequencer, leading, had not run for two heartbeats (descheduled).",
+                "counter",
+                self.own_pauses.load(r),
+            ),
+            (
                 "cluster_takeovers",
                 "Times this sequencer became leader.",
                 "counter",
@@ -284,6 +309,9 @@ impl Board {
             "replication_lag_max": self.lag_max.load(r),
             "standbys": peers,
             "elections": self.elections.load(r),
+            "held_suspicions": self.held_suspicions.load(r),
+            "quorum_stepdowns": self.quorum_stepdowns.load(r),
+            "own_pauses": self.own_pauses.load(r),
             "takeovers": self.takeovers.load(r),
             "last_takeover_ns": if became == 0 { serde_json::Value::Null } else { became.into() },
         })

@@ -104,6 +104,8 @@ pub struct SimParams {
     pub follower_first: bool,
     /// Commands a sequencer holds per account after a gap (`sequencer.max_held`).
     pub max_held: usize,
+    /// `cluster.suspicion_phi`.
+    pub suspicion_phi: f64,
 }
 
 impl SimParams {
@@ -124,6 +126,7 @@ impl SimParams {
             replay_packet: 60_000,
             follower_first: false,
             max_held: seqbus_core::sequencer::MAX_HELD,
+            suspicion_phi: 8.0,
         }
     }
 }
@@ -383,6 +386,7 @@ impl Bus {
             max_append: 60_000,
             seed: p.seed,
             replayer_wait_ns: p.retransmit_ns,
+            suspicion_phi: p.suspicion_phi,
         }
     }
 

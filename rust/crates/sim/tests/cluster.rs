@@ -524,12 +524,19 @@ struct Load {
 
 impl Load {
     fn new(seed: u64, members: u16) -> Load {
-        let faults = Faults {
+        Load::with_params(SimParams::new(seed, members, Load::faults()))
+    }
+
+    fn faults() -> Faults {
+        Faults {
             loss_pct: 0.0,
             dup_pct: 0.0,
             delay: (20_000, 60_000),
-        };
-        let mut bus = Bus::new(SimParams::new(seed, members, faults));
+        }
+    }
+
+    fn with_params(p: SimParams) -> Load {
+        let mut bus = Bus::new(p);
         for i in 0..SENDERS {
             bus.add_node(&NodeOptions::new(&format!("N{i}"), Start::From(1)));
         }
@@ -719,4 +726,75 @@ fn leadership_moves_round_and_every_command_is_sequenced_once() {
         assert_eq!(l.bus.leader(), Some(target), "switchover {k}");
     }
     assert!(l.bus.renumbered.is_empty());
+}
+
+/// Runs a cluster under load whose leader is descheduled for 48 ms (1.2 election timeouts)
+/// after every 60 ms it runs, 40 times, then killed; returns the elections started in the
+/// last 30 pauses and how long the bus stood without a leader after the kill (ns).
+fn pauses_then_kill(phi: f64) -> (usize, u64) {
+    let mut p = SimParams::new(5, 3, Load::faults());
+    p.suspicion_phi = phi;
+    let mut l = Load::with_params(p);
+    l.settle(50);
+    let mut quota = 50;
+    let mut elections = 0;
+    for round in 0..40 {
+        let until = l.bus.now() + 60_000_000;
+        while l.bus.now() < until {
+            quota += 1;
+            l.step(quota);
+        }
+        let leader = l.bus.leader().expect("a leader");
+        l.bus.pause_member(leader);
+        let until = l.bus.now() + 48_000_000;
+        while l.bus.now() < until {
+            l.step(quota);
+        }
+        l.bus.resume_member(leader, true);
+        let started = l
+            .bus
+            .take_events()
+            .iter()
+            .filter(|(_, _, e)| matches!(e, Event::Election { .. }))
+            .count();
+        if round >= 10 {
+            elections += started;
+        }
+    }
+    let mut settled = 0;
+    while settled < 200 {
+        l.step(quota);
+        settled += 1;
+    }
+    let leader = l.bus.leader().expect("a leader");
+    l.bus.kill_member(leader);
+    let killed = l.bus.now();
+    for _ in 0..2_000_000 {
+        l.step(quota);
+        if l.bus.leader().is_some_and(|n| n != leader) {
+            return (elections, l.bus.now() - killed);
+        }
+    }
+    panic!("no leader after the kill");
+}
+
+/// A leader that falls silent for longer than the election timeout now and then (a busy
+/// host descheduling it) and lives is taken for slow, not dead, once its standbys' phi-accrual
+/// detectors have learned its pauses; with the detector off (φ 0: the timeout alone) the
+/// same pauses cost elections. A killed leader is still replaced (docs/ha.md, "Failure
+/// detection").
+#[test]
+fn a_leader_that_pauses_now_and_then_is_slow_not_dead() {
+    let (off, off_takeover) = pauses_then_kill(0.0);
+    let (on, on_takeover) = pauses_then_kill(8.0);
+    eprintln!(
+        "elections in 30 pauses: detector off {off}, on {on}; takeover after a kill: \
+         {:.1} ms, {:.1} ms",
+        off_takeover as f64 / 1e6,
+        on_takeover as f64 / 1e6
+    );
+    assert!(off >= 10, "the pauses cost elections without the detector: {off}");
+    assert_eq!(on, 0, "the detector took a slow leader for a dead one");
+    assert!(off_takeover < 100_000_000, "{off_takeover}");
+    assert!(on_takeover < 200_000_000, "{on_takeover}");
 }
