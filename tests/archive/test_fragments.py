@@ -202,6 +202,12 @@ def test_an_unreadable_fragment_is_reported_at_its_message(tmp_path: Path, frag:
     probs = {p.sequence: p.message for p in a.problems}
     assert "checksum" in probs[seq]
     assert "an earlier fragment is unreadable" in probs[last] and f"sequence {seq}" in probs[last]
+    # verify describes both faults as the readers do (it said "fragmented message (from
+    # sequence N) reassembles to M bytes", hiding the cause and where the message starts)
+    rep = Archive(path).verify()
+    checked = {(p.file, p.offset, p.sequence): p.message for p in rep.problems}
+    read = {(p.file, p.offset, p.sequence): p.message for p in a.problems}
+    assert checked == read
 
 
 def test_verify_reports_a_message_whose_last_fragment_never_came(tmp_path: Path, frag: sess.Fragmented) -> None:

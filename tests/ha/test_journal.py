@@ -163,7 +163,7 @@ def test_a_torn_tail_is_cut_and_the_member_catches_up(tmp_path: Path, processes:
     assert whole["torn_tail"] == [str(seg), size - 7 - (size - 7 - whole["torn_tail"][1])]
     seal = _run("archive", "seal", str(seg.parent), str(tmp_path / "a3"), "--schema", str(schema))
     assert seal.returncode == 0, seal.stderr
-    assert f"{whole['messages']} messages" in seal.stdout, seal.stdout
+    assert f"sealed, {whole['messages']} records in" in seal.stdout, seal.stdout
     assert f"torn tail at {seg}:{whole['torn_tail'][1]}" in seal.stderr, seal.stderr
     for m in cluster.members:
         cluster.start(m)

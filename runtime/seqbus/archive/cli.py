@@ -242,7 +242,9 @@ def cmd_seal(args: argparse.Namespace) -> int:
         if not existed:  # a refused seal leaves no half-written archive behind
             shutil.rmtree(out, ignore_errors=True)
         raise
-    print(f"{args.out}: sealed, {n} messages in {len(m['segments'])} segments")
+    # records: one per sequence number; a fragmented message spans several
+    # (`seqbus archive verify` counts the messages they make)
+    print(f"{args.out}: sealed, {n} records in {len(m['segments'])} segments")
     if torn is not None:
         print(f"{args.out}: the journal ends in a torn tail at {torn[0]}:{torn[1]} (a record a "
               "crash cut short: never published), not archived", file=sys.stderr)

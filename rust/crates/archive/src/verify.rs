@@ -40,13 +40,37 @@ pub struct Fragments {
     /// Fragmented messages abandoned by their sender, and where (warnings, not problems).
     pub abandoned: u64,
     pub warnings: Vec<Problem>,
+    /// Records that could not be read, in order: a message short of fragments with one of
+    /// these among its sequences is described by it, as the readers describe it.
+    unreadable: Vec<Problem>,
+    /// Once a record was unreadable: the sequence at which each account's last message
+    /// ended (whole, completed, abandoned or short). An account missing here ended before the
+    /// first unreadable record.
+    ended: HashMap<[u8; 8], u64>,
 }
 
 impl Fragments {
+    /// A record that could not be read (`p` names it).
+    fn unreadable(&mut self, p: &Problem) {
+        self.unreadable.push(p.clone());
+    }
+
+    /// The message of `account` that ends at `sequence` is done (tracked only once a record
+    /// was unreadable: before that no message can be short of one).
+    fn ended(&mut self, account: [u8; 8], sequence: u64) {
+        if !self.unreadable.is_empty() {
+            self.ended.insert(account, sequence);
+        }
+    }
+
     fn record(&mut self, seg: &Segment, r: &Record<'_>, problems: &mut Vec<Problem>) {
         let m = r.message;
         let flags = m[27];
         if flags == 0 {
+            if !self.unreadable.is_empty() {
+                self.ended
+                    .insert(m[16..24].try_into().expect("8 bytes"), r.sequence);
+            }
             if !self.open.is_empty() {
                 // a whole message ends its account's open chain, if any
                 if let Ok(env) = Envelope::parse(m) {
@@ -92,19 +116,29 @@ impl Fragments {
             Some(Ok(())) => {
                 self.open.remove(&env.account);
                 self.messages += 1;
+                self.ended(env.account, r.sequence);
             }
             Some(Err((have, want))) => {
                 let first = self
                     .open
                     .remove(&env.account)
                     .map_or(r.sequence, |c| c.first);
-                problems.push(seg.problem(
-                    r.offset,
-                    r.sequence,
-                    format!(
+                // a record of this message's span that could not be read is the cause: say
+                // so as the readers (cat, export, Spark's skipped()) do
+                let since = self.ended.get(&env.account).copied().unwrap_or(0);
+                let cause = self
+                    .unreadable
+                    .iter()
+                    .rev()
+                    .find(|u| u.sequence > since && u.sequence < r.sequence);
+                let message = match cause {
+                    Some(u) => format!("an earlier fragment is unreadable ({u})"),
+                    None => format!(
                         "fragmented message (from sequence {first}) reassembles to {have} bytes, the envelope says {want}"
                     ),
-                ));
+                };
+                problems.push(seg.problem(r.offset, r.sequence, message));
+                self.ended(env.account, r.sequence);
             }
         }
     }
@@ -118,6 +152,7 @@ impl Fragments {
         let Some(c) = self.open.remove(&a.account) else {
             return;
         };
+        self.ended(a.account, c.last);
         self.abandoned += 1;
         let mut name = Vec::new();
         account_text(&a.account, &mut name);
@@ -242,7 +277,10 @@ pub fn verify_segment(
                 }
                 last_ts = mts;
             }
-            Err(p) => rep.problems.push(p),
+            Err(p) => {
+                frags.unreadable(&p);
+                rep.problems.push(p);
+            }
         }
         let at = offset as usize;
         expect_offset = if at + 4 <= bytes.len() {

@@ -484,10 +484,17 @@ impl Node {
     pub fn set_raw(&mut self, raw: bool) {
         if raw {
             self.delivery = Delivery::raw();
-            self.hello_due = u64::MAX;
+            self.never_sends();
         } else {
             self.delivery = Delivery::new(&self.p.account, self.p.topics.as_deref());
         }
+    }
+
+    /// A node that only receives (a following replayer, a tail): it never asks for its
+    /// `SenderState` (a hello it sent would be sequenced as its account's, and, on a bus whose
+    /// upstream is authenticated, counted as forged: it has no key).
+    pub fn never_sends(&mut self) {
+        self.hello_due = u64::MAX;
     }
 
     /// How many requests of `max_request` messages a rewind or gap fill keeps outstanding

@@ -165,6 +165,10 @@ impl NodeClient {
             now,
         );
         let mut node = node;
+        if opts.receive_only {
+            // before the first flush below: it would send the hello a new node is due
+            node.never_sends();
+        }
         if cfg.auth.is_some() && !opts.receive_only {
             let key = cfg
                 .account_key(&opts.account)

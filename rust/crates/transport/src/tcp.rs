@@ -628,9 +628,11 @@ impl TcpClient {
         if let Some(c) = self.conn.take() {
             let _ = c.stream.tcp().shutdown(std::net::Shutdown::Both);
             self.stats.disconnects += 1;
+            // where the next login asks from is said when it is made: the owner may still
+            // move it (`resume_from`) before then
             (self.log)(&format!(
-                "{}: connection lost ({reason}); logging in again from {}",
-                self.cfg.server, self.next_seq
+                "{}: connection lost ({reason}); logging in again",
+                self.cfg.server
             ));
         }
     }
@@ -685,6 +687,16 @@ impl TcpClient {
         self.stats.connects += 1;
         let mut login = self.login;
         login.sequence = self.next_seq;
+        if self.stats.disconnects > 0 {
+            (self.log)(&format!(
+                "{}: connected again; logging in from {}",
+                self.cfg.server,
+                match login.sequence {
+                    0 => "the live stream".to_string(),
+                    n => format!("sequence {n}"),
+                }
+            ));
+        }
         self.conn = Some(ClientConn {
             sess: ClientSession::new(now_ns, &login, self.cfg.timing, self.cfg.max_packet),
             stream,

@@ -144,6 +144,46 @@ fn rewind_from_the_start_and_reconnect_mid_stream_without_gap_or_duplicate() {
     assert!(srv.stats().rewound_messages >= 20_000);
 }
 
+/// The lines a client logs when its link drops say where it really logs in again: from where
+/// its owner moved it (`resume_from`, a following replayer whose journal is ahead of the
+/// link), not from where the link stood.
+#[test]
+fn a_lost_link_logs_where_the_next_login_asks_from() {
+    let t0 = Instant::now();
+    let mut store = MemoryStore::default();
+    for s in 1..=500 {
+        store.push(&msg(s));
+    }
+    let (mut srv, _log) = server(501, 4 << 20);
+    let mut a = client(srv.local_addr().unwrap(), "s3cret", 1);
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let l2 = lines.clone();
+    a.set_log(Box::new(move |line| l2.lock().unwrap().push(line.to_string())));
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while got.len() < 100 {
+        assert!(Instant::now() < deadline, "got {}", got.len());
+        srv.poll(now(t0), &mut store, &mut |_| {});
+        a.poll(now(t0), &mut |p| collect(&mut got, p)).unwrap();
+    }
+    a.disconnect("test");
+    a.resume_from(400);
+    while a.stats().logins < 2 {
+        assert!(Instant::now() < deadline, "no second login: {:?}", lines.lock().unwrap());
+        srv.poll(now(t0), &mut store, &mut |_| {});
+        a.poll(now(t0), &mut |p| collect(&mut got, p)).unwrap();
+    }
+    let lines = lines.lock().unwrap().clone();
+    assert!(
+        lines.iter().any(|l| l.ends_with("connection lost (test); logging in again")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.ends_with("connected again; logging in from sequence 400")),
+        "{lines:?}"
+    );
+}
+
 #[test]
 fn a_client_that_reads_nothing_is_cut_off_while_the_others_keep_up() {
     let t0 = Instant::now();
