@@ -43,6 +43,7 @@ def _commands(quick: bool) -> dict[str, tuple[list[str], Path]]:
             ROOT,
         ),
         "spark": ([py, "-m", "benchmarks.spark", *q], ROOT),
+        "elections": ([py, "-m", "benchmarks.elections", *q], ROOT),
         "sites": ([py, "-m", "benchmarks.sites", *q], ROOT),
         "mac": _bench(
             "--mac",
