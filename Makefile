@@ -75,18 +75,26 @@ test: setup system-deps ## every test: cargo test, generated-code check, mypy, p
 	$(MAKE) typecheck
 	$(MAKE) test-python
 
-stress: ## `make test` 3 times in a row under a busy loop per core: PASS/FAIL per run (STRESS_RUNS, STRESS_LOAD; docs/testing.md)
+stress: ## `make test` 3 times in a row under two busy loops per core: PASS/FAIL per run (STRESS_RUNS, STRESS_LOAD; docs/testing.md)
 	bash scripts/stress.sh
 
 WHEELS ?= $(CURDIR)/dist
-wheels: setup ## the seqbus and seqc wheels into dist/ (WHEELS=DIR; docs/packaging.md)
-	$(PY) scripts/wheels.py build $(WHEELS)
+# The wheels are built in environments of their own, one per interpreter (.venv-build/3.X,
+# requirements-build.txt), not in .venv: `make wheels` needs Rust, a C compiler, a JDK and Maven.
+BUILD_ENV := $(CURDIR)/.venv-build
+wheels: build-env ## the seqbus wheel of each CPython 3.11+ found and the seqc wheel into dist/ (WHEELS=DIR; docs/packaging.md)
+	$(PYTHON) scripts/wheels.py build $(WHEELS)
+
+build-env: $(BUILD_ENV)/.stamp ## the wheels' build environments (.venv-build/) and Spark's jars in Maven's local repository
+$(BUILD_ENV)/.stamp: requirements-build.txt requirements-dev.txt scripts/wheels.py rust/crates/spark/build-jar.sh
+	$(PYTHON) scripts/wheels.py env $(BUILD_ENV)
+	@touch $@
 
 WHEELHOUSE := $(CURDIR)/var/wheelhouse
 export SEQBUS_WHEELHOUSE := $(WHEELHOUSE)
-wheelhouse: $(WHEELHOUSE)/.stamp ## third-party wheels the packaging tests install offline (pytest has no network)
-$(WHEELHOUSE)/.stamp: requirements-dev.txt scripts/wheels.py | venv
-	$(PY) scripts/wheels.py deps $(WHEELHOUSE)
+wheelhouse: $(WHEELHOUSE)/.stamp ## third-party wheels (and the build environments) the packaging tests use offline (pytest has no network)
+$(WHEELHOUSE)/.stamp: requirements-dev.txt scripts/wheels.py $(BUILD_ENV)/.stamp
+	$(PYTHON) scripts/wheels.py deps $(WHEELHOUSE)
 	@touch $@
 
 FUZZ_INPUTS ?= 1000000

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make stress`: the whole test suite (`make test`) STRESS_RUNS times in a row (default 3)
-# while STRESS_LOAD busy loops (default: one per core) keep every core busy, so that a test
+# while STRESS_LOAD busy loops (default: two per core) keep every core busy, so that a test
 # that leans on timing it does not control fails here rather than at random in CI.
 #
 # Prints PASS/FAIL, the time and pytest's summary line of every run, the failed tests, and
@@ -10,7 +10,7 @@ set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 runs=${STRESS_RUNS:-3}
-load=${STRESS_LOAD:-$(nproc)}
+load=${STRESS_LOAD:-$((2 * $(nproc)))}
 make_cmd=${MAKE:-make}
 logdir=$root/var/stress/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$logdir"
