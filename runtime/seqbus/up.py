@@ -91,12 +91,11 @@ def config_text(
 
     slots = ", ".join(at(SLOTS_FROM + i) for i in range(nodes))
     state = ".seqbus/cluster" if cluster else ".seqbus/bus"
-    what = ("three sequencers (a [cluster]: a leader and two standbys, docs/ha.md)" if cluster
-            else "one sequencer")
+    what = ("three sequencers (a [cluster]: a leader and two standbys,\n# docs/ha.md) and a "
+            "replayer" if cluster else "one sequencer and a replayer")
     command = "seqbus up --cluster" if cluster else "seqbus up"
     head = f"""\
-# A development bus on this host's loopback: {what}
-# and a replayer. `{command}` runs it.
+# A development bus on this host's loopback: {what}. `{command}` runs it.
 # No root and no network namespace needed: the stream goes to each node by UDP unicast, so
 # the sequencer must know every node's address up front. Those are the slots of
 # downstream.subscribers: each node process listens on one of its own
@@ -690,9 +689,11 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(f"{path}: downstream.transport {plan.transport!r}: the in-process "
                           "bus cannot be reached by other processes")
     _check_ports(plan)
-    log.info("bus %s from %s: %s and a replayer, no root or network namespace needed (%s)",
-             plan.session, path, f"{len(plan.members)} sequencers" if plan.cluster
-             else "one sequencer", plan.transport)
+    needs = ("UDP multicast, which needs a network that carries it (on one host: a network "
+             "namespace, docs/transports.md)" if plan.transport == "udp-multicast" else
+             f"{plan.transport}: no root or network namespace needed")
+    log.info("bus %s from %s: %s and a replayer; %s", plan.session, path,
+             f"{len(plan.members)} sequencers" if plan.cluster else "one sequencer", needs)
 
     stop: list[int] = []
 
