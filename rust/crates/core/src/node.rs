@@ -170,6 +170,9 @@ pub struct NodeStats {
     pub fenced: u64,
     /// NAKs from the sequencer (a gap in this node's commands) that made it resend.
     pub naks: u64,
+    /// Signed NAKs refused as stale: they answer a packet no newer than one an earlier NAK
+    /// answered (a NAK captured and sent again), or none this node sent.
+    pub stale_naks: u64,
     /// Retransmission timeouts answered with a probe: the oldest and the last command in
     /// flight, sent again so that the sequencer NAKs what it lacks (the next timeout resends
     /// everything).
@@ -290,6 +293,8 @@ pub struct Node {
     timeout: Timeout,
     /// When the last NAK came (0: never).
     nak_seen_ns: u64,
+    /// The counter of the newest of this node's packets a signed NAK answered.
+    nak_answered: u64,
     /// Replay requests: the timeout learned from the round trip to the first answer (the
     /// request timeout once the replayer answered).
     req_rto: Rto,
@@ -359,6 +364,7 @@ impl Node {
             nak_resent_ns: 0,
             timeout: Timeout::Clear,
             nak_seen_ns: 0,
+            nak_answered: 0,
             req_rto: Rto::new(
                 p.request_timeout_ns,
                 DEFAULT_RTO_MIN_NS,
@@ -423,6 +429,21 @@ impl Node {
         if n.session != self.p.session || n.account != self.p.account {
             self.stats.wrong_session += 1;
             return;
+        }
+        if self.key.is_some() {
+            // freshness: a NAK answers one of this run's packets, newer than the last answered
+            let sent = self.upw.last_nonce();
+            let fresh = match (n.answers, sent) {
+                (Some(a), Some(s)) => {
+                    a.boot_ns == s.boot_ns && a.counter <= s.counter && a.counter > self.nak_answered
+                }
+                _ => false,
+            };
+            if !fresh {
+                self.stats.stale_naks += 1;
+                return;
+            }
+            self.nak_answered = n.answers.map_or(0, |a| a.counter);
         }
         // the network loses this node's commands: a timeout soon after is likely loss too
         self.nak_seen_ns = now_ns;

@@ -561,6 +561,7 @@ impl Sequencer {
                             instance,
                             expected,
                             missing,
+                            answers: p.nonce(),
                         };
                         // with keys, authentic() found the account's key
                         let key = self.keys.as_ref().and_then(|k| k.get(&account));
@@ -1060,7 +1061,15 @@ mod tests {
         assert_eq!(s.handle_upstream(1, &signed("A", 1, 100, 1, &[2])), 0);
         let nak = s.take_nak().expect("a gap: NAK");
         assert!(Nak::verify(&nak, &key));
-        assert_eq!(Nak::parse(&nak).unwrap().expected, 1);
+        let nak = Nak::parse(&nak).unwrap();
+        assert_eq!(nak.expected, 1);
+        // it answers the packet that showed the gap: its nonce, inside the MAC
+        assert_eq!(
+            nak.answers,
+            UpstreamPacket::parse(&signed("A", 1, 100, 1, &[2]))
+                .unwrap()
+                .nonce()
+        );
     }
 
     #[test]

@@ -108,3 +108,117 @@ fn a_finished_rewind_awaits_no_more_answers() {
     assert!(!n.is_rewinding());
     assert!(!n.awaits_replay());
 }
+
+/// Signed NAKs carry the nonce of the packet they answer: a node takes one only for a packet
+/// of its own run newer than any a NAK it took answered, so a NAK captured and sent again
+/// (13,105 replays of 5 NAKs made a node resend 768 times) is refused and counted stale.
+#[test]
+fn a_replayed_signed_nak_is_refused_as_stale() {
+    use seqbus_wire::auth::{Key, Nonce};
+    use seqbus_wire::upstream::{Nak, UpstreamPacket};
+
+    let key = Key::new([7; 32]);
+    let boot = 1_000;
+    let mut now = 1_000_000_000;
+    // a retransmission timeout of 10 s: no timeout fires between the replays below, 6 s
+    // apart, which are past the half timeout that holds back a second resend for one NAK
+    let mut p = params("A", Start::From(1));
+    p.retry_ns = 10_000_000_000;
+    let mut node = Node::new(p, now);
+    node.set_key(key.clone(), boot);
+    // the node rewinds a session that holds only its start, then is live (a rewinding node
+    // holds its commands back)
+    let session = Session::new(SESSION).unwrap();
+    let mut seq = Sequencer::new(
+        SequencerParams {
+            session,
+            max_packet: 1472,
+            heartbeat_ns: 1_000_000,
+            clock_tick_ns: 0,
+            term: 0,
+            leader: 0,
+            max_held: seqbus_core::sequencer::MAX_HELD,
+        },
+        Recovered::new_session(),
+        now,
+    );
+    let mut store = MemoryStore::default();
+    for (_, m) in seq.pending() {
+        store.push(m);
+    }
+    seq.published(now);
+    let mut replayer = Replayer::new(session, 60_000, 2000);
+    let mut out = Vec::new();
+    for _ in 0..100 {
+        if !node.is_rewinding() {
+            break;
+        }
+        now += 1_000;
+        let mut asked = Vec::new();
+        node.poll_transmit(now, &mut |d, data| {
+            if let Dest::Replayer(_) = d {
+                asked.push(data.to_vec());
+            }
+        });
+        for r in asked {
+            let mut answers = Vec::new();
+            replayer
+                .handle_request(&r, &mut store, &mut |p| answers.push(p.to_vec()))
+                .unwrap();
+            for a in answers {
+                node.handle_datagram(now, Source::Replayer(0), &a);
+            }
+        }
+        out.clear();
+        node.deliver(&mut out, usize::MAX).unwrap();
+    }
+    assert!(!node.is_rewinding());
+    let mut sent = Vec::new();
+    for i in 0..3u8 {
+        node.send(&[i; 8]).unwrap();
+        node.poll_transmit(now, &mut |_, d| sent.push(d.to_vec()));
+        now += 1_000;
+    }
+    // what went upstream (a rewinding node also asks its replayer for the stream)
+    let nonces: Vec<Nonce> = sent
+        .iter()
+        .filter_map(|d| UpstreamPacket::parse(d).ok())
+        .map(|p| p.nonce().unwrap())
+        .collect();
+    assert_eq!(nonces.len(), 3);
+    let nak = |answers: Option<Nonce>| {
+        Nak {
+            session: Session::new(SESSION).unwrap(),
+            account: seqbus_wire::account("A").unwrap(),
+            instance: 1,
+            expected: 2,
+            missing: 1,
+            answers,
+        }
+        .encode_signed(&key)
+    };
+    let resends = |node: &mut Node, now: u64| {
+        let mut n = 0;
+        node.poll_transmit(now, &mut |_, d| n += usize::from(UpstreamPacket::parse(d).is_ok()));
+        n
+    };
+    // the sequencer's NAK of the third packet (command 3 came, 2 was missing): taken
+    let genuine = nak(Some(nonces[2]));
+    node.handle_nak(now, &genuine);
+    assert_eq!(resends(&mut node, now), 1, "command 2 sent again");
+    assert_eq!(node.stats().naks, 1);
+    // the same NAK, captured and sent again later: refused, no resend for it (the node's
+    // own retransmission timer still runs)
+    for k in 0..100 {
+        now += 6_000_000_000;
+        node.handle_nak(now, &genuine);
+        resends(&mut node, now);
+        assert_eq!(node.stats().naks, 1, "replay {k} made it resend");
+    }
+    // one answering an older packet, another run's, or no packet at all: refused too
+    node.handle_nak(now, &nak(Some(nonces[0])));
+    node.handle_nak(now, &nak(Some(Nonce { boot_ns: boot + 1, counter: 99 })));
+    node.handle_nak(now, &nak(None));
+    let st = node.stats();
+    assert_eq!((st.naks, st.stale_naks), (1, 103));
+}

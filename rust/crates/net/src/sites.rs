@@ -374,9 +374,15 @@ impl GapWatch {
             instance: p.instance(),
             expected: from,
             missing: missing.min(u64::from(u16::MAX)) as u16,
+            answers: p.nonce(),
         };
         Some(nak.datagram(key))
     }
+}
+
+/// A record of the bridge (`seqbus.bridge` in Python).
+fn bridge_log(text: String) {
+    crate::watch::record(log::Level::Info, "seqbus::bridge", text);
 }
 
 pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {

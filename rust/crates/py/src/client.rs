@@ -263,6 +263,7 @@ pub(crate) fn stats_dict<'py>(
         ("fenced", s.fenced),
         ("leader_changes", s.leader_changes),
         ("naks", s.naks),
+        ("stale_naks", s.stale_naks),
         ("probes", s.probes),
         ("srtt_ns", s.srtt_ns),
         ("rto_ns", s.rto_ns),

@@ -44,7 +44,7 @@ pub const TYPE_NAK: u8 = 3;
 /// Length of a NAK.
 pub const NAK_LEN: usize = UPSTREAM_HEADER_LEN + 8;
 /// Length of an authenticated (version 2) NAK.
-pub const NAK_SIGNED_LEN: usize = NAK_LEN + MAC_LEN;
+pub const NAK_SIGNED_LEN: usize = NAK_LEN + TRAILER_LEN;
 const MAGIC: [u8; 2] = *b"SU";
 /// Version of a packet without authentication.
 pub const VERSION: u8 = 1;
@@ -220,16 +220,27 @@ pub struct Nak {
     /// holds (it keeps commands that came after the gap); 0: it holds none, resend from
     /// `expected` on. Carried in the header's count field.
     pub missing: u16,
+    /// The nonce of the sender's packet this NAK answers (signed NAKs only, inside the MAC):
+    /// the sender takes a NAK only for a packet newer than any it took one for, so a NAK
+    /// captured and sent again is refused as stale (docs/upstream.md, "Authentication").
+    pub answers: Option<Nonce>,
 }
 
 impl Nak {
-    /// The NAK authenticated with the account's `key` (version 2).
+    /// The NAK authenticated with the account's `key` (version 2): the NAK, the nonce of the
+    /// packet it answers (zeros without one: no sender takes it), and the MAC of both.
     pub fn encode_signed(&self, key: &Key) -> [u8; NAK_SIGNED_LEN] {
         let mut b = [0u8; NAK_SIGNED_LEN];
         b[..NAK_LEN].copy_from_slice(&self.encode());
         b[2] = VERSION_SIGNED;
-        let mac = key.mac(&b[..NAK_LEN]);
-        b[NAK_LEN..].copy_from_slice(&mac);
+        let n = self.answers.unwrap_or(Nonce {
+            boot_ns: 0,
+            counter: 0,
+        });
+        b[NAK_LEN..NAK_LEN + 8].copy_from_slice(&n.boot_ns.to_le_bytes());
+        b[NAK_LEN + 8..NAK_LEN + 16].copy_from_slice(&n.counter.to_le_bytes());
+        let mac = key.mac(&b[..NAK_LEN + 16]);
+        b[NAK_LEN + 16..].copy_from_slice(&mac);
         b
     }
 
@@ -237,7 +248,7 @@ impl Nak {
     pub fn verify(buf: &[u8], key: &Key) -> bool {
         buf.len() == NAK_SIGNED_LEN
             && buf[2] == VERSION_SIGNED
-            && key.verify(&buf[..NAK_LEN], &buf[NAK_LEN..])
+            && key.verify(&buf[..NAK_LEN + 16], &buf[NAK_LEN + 16..])
     }
 
     pub fn encode(&self) -> [u8; NAK_LEN] {
@@ -297,6 +308,10 @@ impl Nak {
             instance: le_u16(buf, 22),
             expected,
             missing: le_u16(buf, 24),
+            answers: (len == NAK_SIGNED_LEN).then(|| Nonce {
+                boot_ns: le_u64(buf, NAK_LEN),
+                counter: le_u64(buf, NAK_LEN + 8),
+            }),
         })
     }
 
@@ -363,6 +378,17 @@ impl UpstreamWriter {
             sealing: None,
             sealed: false,
         }
+    }
+
+    /// The nonce of the last packet this writer sealed (None: it seals none, or none yet).
+    pub fn last_nonce(&self) -> Option<Nonce> {
+        self.sealing
+            .as_ref()
+            .filter(|s| s.counter > 0)
+            .map(|s| Nonce {
+                boot_ns: s.boot_ns,
+                counter: s.counter,
+            })
     }
 
     /// Authenticates every packet from the next [`UpstreamWriter::begin`] on (version 2): the
@@ -601,6 +627,10 @@ mod tests {
             instance: 2,
             expected: 41,
             missing: 0,
+            answers: Some(Nonce {
+                boot_ns: 77,
+                counter: 5,
+            }),
         };
         let key = Key::new([3; 32]);
         let b = n.encode_signed(&key);
@@ -611,6 +641,10 @@ mod tests {
         assert!(!Nak::verify(&n.encode(), &key), "unsigned");
         let mut m = b;
         m[UPSTREAM_HEADER_LEN] ^= 1;
+        assert!(!Nak::verify(&m, &key));
+        // the nonce it answers is inside the MAC
+        let mut m = b;
+        m[NAK_LEN + 8] ^= 1;
         assert!(!Nak::verify(&m, &key));
         assert!(
             Nak::parse(&b[..NAK_LEN]).is_err(),
@@ -626,6 +660,7 @@ mod tests {
             instance: 2,
             expected: 41,
             missing: 3,
+            answers: None,
         };
         let b = n.encode();
         assert!(Nak::is_nak(&b));
