@@ -651,6 +651,28 @@ def _wait_ready(bus: Bus, stop: list[int]) -> bool:
     return False
 
 
+def _start_replayer(bus: Bus, stop: list[int]) -> bool:
+    """Start the replayer process (when the configuration has one) and wait until it holds
+    its addresses; False when stopped, or when it exited first (said by :meth:`Bus.reap`)."""
+    if not bus.plan.replayer_process:
+        return True
+    proc = bus.start("replayer", ["replayer", "-c", str(bus.plan.path)])
+    ports = [_port(a) for a, key, kind in bus.plan.binds if key.startswith("replayer.")]
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not stop:
+        bus.pump(0.05)
+        if proc.popen.poll() is not None:
+            bus.reap()
+            return False
+        bound = bound_udp_ports()
+        if bound is None or all(p in bound for p in ports):
+            return True
+        if time.monotonic() > deadline:
+            raise SeqbusError(f"the replayer holds no {', '.join(map(str, ports))} after "
+                              f"{READY_TIMEOUT_S:g} s (its output is above)")
+    return False
+
+
 def _setup_logging() -> Console:
     console = Console()
     for name in (log.name, relay.name):
@@ -711,11 +733,11 @@ def main(args: argparse.Namespace) -> int:
                                                   str(member)], member)
         else:
             bus.start("sequencer", ["sequencer", "-c", config], 1)
-        if _wait_ready(bus, stop):
-            if plan.replayer_process:
-                bus.start("replayer", ["replayer", "-c", config])
+        if _wait_ready(bus, stop) and _start_replayer(bus, stop):
             lead = (f"sequencer {bus.leader} leads, term {bus.term}" if plan.cluster
                     else "the sequencer answers")
+            if plan.replayer_process:
+                lead += ", and the replayer listens"
             log.info("ready: %s; stop with Ctrl-C (or SIGTERM to pid %d)", lead, os.getpid())
             console.print(join_text(plan))
         while not stop:
