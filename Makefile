@@ -31,7 +31,7 @@ ext: venv ## build the Rust core into the venv (seqbus._core)
 	cd $(CURDIR) && $(VENV)/bin/maturin develop --release -q
 
 spark-jar: venv ## build the Spark source (JVM + its native decoder) into runtime/seqbus/spark/jars/
-	bash rust/crates/spark/build-jar.sh $(PY) runtime/seqbus/spark/jars/seqbus-spark.jar
+	bash rust/crates/spark/build-jar.sh runtime/seqbus/spark/jars/seqbus-spark.jar $(PY)
 
 generate: venv ## regenerate every generated file (table in scripts/generate.py): seqbus.bus, the examples' messages, generated/rust
 	$(PY) scripts/generate.py
@@ -110,4 +110,4 @@ demo: setup ## the main job
 	$(VENV)/bin/seqbus demo
 
 clean: ## remove build products and the venv
-	rm -rf $(VENV) rust/target build dist var/wheelhouse compiler/build
+	rm -rf $(VENV) $(BUILD_ENV) rust/target build dist var/wheelhouse compiler/build

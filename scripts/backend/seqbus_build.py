@@ -3,29 +3,37 @@
 maturin builds the Rust core (``seqbus._core``) and packs the Python sources of ``runtime/``,
 but it does not compile Cython. This backend takes maturin's wheel and completes it:
 
-1. unpacks it into a staging directory;
-2. adds the example applications ``seqbus demo`` runs (``examples/exchange``,
+1. maturin builds the core with zig as its C compiler and linker, against the symbols of glibc
+   2.28 (``--zig --compatibility manylinux_2_28``), in ``build/wheel-target/`` (a development
+   build's compiler settings differ, and one target directory for both would rebuild each
+   other's artefacts). The core uses only Python's stable ABI (``abi3``), so one build serves
+   every interpreter: with the setting ``seqbus.core-dir=DIR`` (scripts/wheels.py passes it),
+   maturin's wheel is taken from DIR when one is there and left there when it was built;
+2. the backend unpacks it into a staging directory;
+3. adds the example applications ``seqbus demo`` runs (``examples/exchange``,
    ``examples/pingpong``: their sources, schemas and generated ``messages`` packages) as
    ``seqbus.examples``, so that an installed ``seqbus`` runs its demo without the repository,
-   the bus's own schema beside its generated package (``seqbus/bus/bus.idl``) and the Spark
-   source ``seqbus/spark/jars/seqbus-spark.jar`` that ``make setup`` builds (git ignores it, so
-   maturin leaves it out);
-3. compiles every Cython module there with ``seqc build`` (the repository's own
-   ``compiler/``), under its installed name: ``seqbus._codec_support`` (its ``.pxd`` ships
-   beside it, for the code ``seqc`` generates for applications), ``seqbus.bus._codec`` and
-   ``seqbus.examples.*.messages._codec`` (an extension compiled before from the same inputs
-   is reused from ``build/wheel-cython/``);
-4. strips the debug information of the shared libraries (the release profile keeps it for
+   and the bus's own schema beside its generated package (``seqbus/bus/bus.idl``);
+4. builds the Spark source ``seqbus/spark/jars/seqbus-spark.jar`` (rust/crates/spark/
+   build-jar.sh: its native half with cargo-zigbuild for the same glibc, its JVM half with
+   ``javac`` against Spark's jars from Maven); ``seqbus.spark-jar=skip`` leaves it out;
+5. compiles every Cython module there with ``seqc build`` (the repository's own
+   ``compiler/``, with the C compiler of the machine: the C that Cython writes calls nothing
+   of glibc newer than 2.14, which ``auditwheel show`` confirms), under its installed name:
+   ``seqbus._codec_support`` (its ``.pxd`` ships beside it, for the code ``seqc`` generates
+   for applications), ``seqbus.bus._codec`` and ``seqbus.examples.*.messages._codec`` (an
+   extension compiled before from the same inputs is reused from ``build/wheel-cython/``);
+6. strips the debug information of the shared libraries (the release profile keeps it for
    profiling; 19 MB → 3.5 MB for the core);
-5. writes the wheel again: a new ``RECORD`` and the tag ``cpXY-cpXY-<platform>``. maturin
-   tags its wheel ``abi3`` (the Rust core uses only the stable ABI), but Cython extensions are
-   built for one Python version. The platform tag is maturin's: the lowest ``manylinux`` the
-   core is compatible with (``--compatibility pypi`` refuses a plain ``linux`` tag).
+7. writes the wheel again: a new ``RECORD`` and the tag ``cpXY-cpXY-manylinux_2_28_x86_64``.
+   maturin tags its wheel ``abi3``, but Cython extensions are built for one Python version
+   (they use CPython's full API, see docs/packaging.md), so the wheel is for that version.
 
-``build_editable`` (``pip install -e .``) is maturin's editable wheel, with the Cython of
-``runtime/seqbus`` compiled in place (what ``make setup`` does). ``build_sdist`` is maturin's
-sdist, which carries this backend, ``compiler/`` and the examples too (``[tool.maturin]
-include``), so a wheel builds from it. docs/packaging.md describes the result.
+``build_editable`` (``pip install -e .``) is maturin's editable wheel, built as a development
+build, with the Cython of ``runtime/seqbus`` compiled in place (what ``make setup`` does).
+``build_sdist`` is maturin's sdist, which carries this backend, ``compiler/`` and the examples
+too (``[tool.maturin] include``), so a wheel builds from it (without the Spark source, whose
+crate and Java half it does not carry). docs/packaging.md describes the result.
 """
 
 from __future__ import annotations
@@ -39,7 +47,8 @@ import sys
 import sysconfig
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +59,13 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ("exchange", "pingpong")
 #: Files of an example that ship (its own code, schemas, generated package; not build products).
 EXAMPLE_SUFFIXES = {".py", ".pyi", ".pyx", ".pxd", ".idl", ".typed"}
+#: The oldest glibc the wheel runs with, and its platform tag (docs/packaging.md).
+GLIBC = "2.28"
+MANYLINUX = "manylinux_2_28"
+#: Where the wheel's Rust code is built (the core by maturin, the Spark source's native half).
+TARGET_DIR = ROOT / "build" / "wheel-target"
+#: The Spark source's crate and build script (not in an sdist).
+SPARK_CRATE = ROOT / "rust" / "crates" / "spark"
 
 get_requires_for_build_wheel = maturin.get_requires_for_build_wheel
 get_requires_for_build_sdist = maturin.get_requires_for_build_sdist
@@ -104,18 +120,63 @@ def _compile_cython(package: Path) -> None:
         if keys[pyx].exists():  # newer than its sources once copied: seqc build skips it
             shutil.copyfile(keys[pyx], pyx.with_name(pyx.stem + suffix))
     built = seqc_build.build([str(package)])
-    for pyx in built:
-        shutil.copyfile(pyx.with_name(pyx.stem + suffix), keys[pyx])
+    for pyx in built:  # written whole under another name first: builds may run at once
+        partial = keys[pyx].with_name(f"{keys[pyx].name}.{os.getpid()}.part")
+        shutil.copyfile(pyx.with_name(pyx.stem + suffix), partial)
+        os.replace(partial, keys[pyx])
     print(f"seqbus_build: {len(keys)} Cython modules, {len(built)} compiled, "
           f"{len(keys) - len(built)} from {cache}", flush=True)
 
 
 def _maturin_settings(config_settings: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The caller's settings, with ``--compatibility pypi`` unless they chose a tag."""
+    """The caller's settings, with ``--zig --compatibility manylinux_2_28`` unless they chose
+    a tag."""
     args = maturin.get_maturin_pep517_args(config_settings)
     if "--compatibility" not in args and "--manylinux" not in args:
-        args = [*args, "--compatibility", "pypi"]
+        args = [*args, "--zig", "--compatibility", MANYLINUX]
     return {**(config_settings or {}), "maturin.build-args": args}
+
+
+@contextmanager
+def _wheel_build_env() -> Iterator[None]:
+    """The environment maturin, cargo-zigbuild and cargo run in for the wheel: this
+    environment's commands first on ``PATH``, zig found through this interpreter (the
+    ``ziglang`` package), the wheel's own cargo target directory."""
+    saved = dict(os.environ)
+    bindir = str(Path(sys.executable).parent)
+    os.environ["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", "")])
+    os.environ["CARGO_ZIGBUILD_PYTHON_PATH"] = sys.executable
+    os.environ["CARGO_TARGET_DIR"] = str(TARGET_DIR)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _core_wheel(out: Path, config_settings: Mapping[str, Any] | None,
+                metadata_directory: str | None) -> Path:
+    """maturin's wheel of the Rust core and the runtime's Python sources, in ``out``: taken
+    from the directory the setting ``seqbus.core-dir`` names when it holds one (the core is
+    abi3: one build serves every interpreter), else built, and left there too."""
+    setting = (config_settings or {}).get("seqbus.core-dir")
+    shared = Path(setting) if setting else None
+    if shared is not None:
+        found = sorted(shared.glob("seqbus-*-abi3-*.whl"))
+        if len(found) > 1:
+            raise RuntimeError(f"seqbus.core-dir {shared} holds more than one core wheel: "
+                               f"{', '.join(p.name for p in found)}")
+        if found:
+            print(f"seqbus_build: the Rust core from {found[0]}", flush=True)
+            return Path(shutil.copy2(found[0], out / found[0].name))
+    inner = maturin.build_wheel(str(out), _maturin_settings(config_settings), metadata_directory)
+    if "-abi3-" not in inner:
+        raise RuntimeError(f"maturin built {inner}, not an abi3 wheel: the core is expected to "
+                           "use Python's stable ABI only (pyo3's abi3 feature)")
+    if shared is not None:
+        shared.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(out / inner, shared / inner)
+    return out / inner
 
 
 def build_wheel(
@@ -123,18 +184,20 @@ def build_wheel(
     config_settings: Mapping[str, Any] | None = None,
     metadata_directory: str | None = None,
 ) -> str:
-    with tempfile.TemporaryDirectory(prefix="seqbus-wheel-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="seqbus-wheel-") as tmp, _wheel_build_env():
         work = Path(tmp)
         (work / "maturin").mkdir()
-        inner = maturin.build_wheel(
-            str(work / "maturin"), _maturin_settings(config_settings), metadata_directory
-        )
+        inner = _core_wheel(work / "maturin", config_settings, metadata_directory)
         stage = work / "stage"
-        with zipfile.ZipFile(work / "maturin" / inner) as zf:
+        with zipfile.ZipFile(inner) as zf:
             zf.extractall(stage)
         _add_examples(stage / "seqbus" / "examples")
         shutil.copyfile(ROOT / "schemas" / "bus.idl", stage / "seqbus" / "bus" / "bus.idl")
-        _add_spark_jar(stage / "seqbus" / "spark" / "jars")
+        if (config_settings or {}).get("seqbus.spark-jar") == "skip":
+            print("seqbus_build: seqbus.spark-jar=skip: the wheel has no Spark source "
+                  "(seqbus.spark says so when asked for it)", flush=True)
+        else:
+            _build_spark_jar(stage / "seqbus" / "spark" / "jars", work)
         _compile_cython(stage / "seqbus")
         for leftover in [*stage.rglob("*.c"), *stage.rglob("*.html")]:
             leftover.unlink()
@@ -168,15 +231,25 @@ def _add_examples(dest: Path) -> None:
                 shutil.copyfile(path, target)
 
 
-def _add_spark_jar(dest: Path) -> None:
-    """The Spark source (``seqbus.spark.jar()``), which ``make setup`` builds into the
-    runtime (it needs a JDK and pyspark's jars, rust/crates/spark/build-jar.sh); git ignores
-    it, so maturin leaves it out."""
-    jar = ROOT / "runtime" / "seqbus" / "spark" / "jars" / "seqbus-spark.jar"
-    if not jar.exists():
-        print(f"seqbus_build: {jar.relative_to(ROOT)} is missing (`make setup` builds it): this "
-              "wheel's seqbus.spark will say so when asked for it", flush=True)
+def _build_spark_jar(dest: Path, work: Path) -> None:
+    """The Spark source (``seqbus.spark.jar()``), built by rust/crates/spark/build-jar.sh: its
+    native half for glibc 2.28 like the core, its JVM half against Spark's jars from Maven
+    (a JDK 17 and Maven are needed; the script reuses a jar built before from the same
+    inputs). An sdist does not carry the crate: then the wheel goes without it, and says so."""
+    script = SPARK_CRATE / "build-jar.sh"
+    if not script.exists():
+        print(f"seqbus_build: {script.relative_to(ROOT)} is not here (an sdist): this wheel has "
+              "no Spark source, and seqbus.spark says so when asked for it", flush=True)
         return
+    missing = [tool for tool in ("javac", "jar", "mvn", "cargo-zigbuild") if not shutil.which(tool)]
+    if missing:
+        raise RuntimeError(
+            f"building the Spark source into the wheel needs {', '.join(missing)} on PATH (a JDK "
+            "17 or newer, Maven, and the cargo-zigbuild of requirements-build.txt); or build "
+            "without it: -C seqbus.spark-jar=skip")
+    jar = work / "seqbus-spark.jar"
+    subprocess.run(["bash", str(script), str(jar)], check=True,
+                   env={**os.environ, "SEQBUS_JAR_GLIBC": GLIBC})
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(jar, dest / jar.name)
 

@@ -1,6 +1,12 @@
 """Fixtures of the packaging tests: the wheels, built once per session as ``make wheels``
-builds them, and fresh virtual environments outside the checkout that see nothing of it (no
+builds them (in the build environments of ``.venv-build/``, one seqbus wheel per CPython the
+machine has), and fresh virtual environments outside the checkout that see nothing of it (no
 path into it, no variable of the project's own environment).
+
+``wheel_venv`` and ``sdk_venv`` are made with the interpreter that runs pytest;
+``py_wheel_venv`` and ``py_sdk_venv`` are the same for each CPython of
+``scripts.wheels.SUPPORTED`` (parametrized by ``python_version``; a version the machine does
+not have is skipped, saying where it was looked for).
 
 pytest runs in a network namespace with loopback only, so third-party packages come from the
 wheelhouse ``make wheelhouse`` downloads before (``var/wheelhouse/``, or ``SEQBUS_WHEELHOUSE``):
@@ -14,11 +20,12 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from scripts.wheels import SUPPORTED, find_python
 from scripts.wheels import build as build_wheels
 from tests.conftest import ROOT, VENV_BIN, Processes, free_udp_port
 from tests.transports.harness import udp_bound, wait_for
@@ -26,6 +33,8 @@ from tests.transports.harness import udp_bound, wait_for
 #: The example application the packaging tests build and run (its own pyproject.toml).
 RFQ = ROOT / "examples" / "rfq"
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
+#: The version of the interpreter running pytest ("3.11").
+RUNNING = f"{sys.version_info.major}.{sys.version_info.minor}"
 #: The third-party wheels (scripts/wheels.py deps).
 WHEELHOUSE = Path(os.environ.get("SEQBUS_WHEELHOUSE", ROOT / "var" / "wheelhouse"))
 #: Variables of the project's environment a clean one does not carry.
@@ -35,8 +44,19 @@ PROJECT_VARIABLES = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP",
 @dataclass
 class Wheels:
     dir: Path
+    #: the seqbus wheel for the interpreter running pytest
     seqbus: Path
     seqc: Path
+    #: version ("3.12") → its seqbus wheel, for each CPython the machine has
+    by_python: dict[str, Path] = field(default_factory=dict)
+    #: version → why there is no wheel for it (no such interpreter on the machine)
+    absent: dict[str, str] = field(default_factory=dict)
+
+
+def ext_suffix(version: str) -> str:
+    """The file name suffix of a compiled module of CPython ``version`` on this platform."""
+    tag = "-cpython-" + version.replace(".", "") + "-"
+    return EXT_SUFFIX.replace("-cpython-" + RUNNING.replace(".", "") + "-", tag)
 
 
 @dataclass
@@ -83,8 +103,8 @@ class Venv:
         return Path(out.strip())
 
 
-def make_venv(path: Path) -> Venv:
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
+def make_venv(path: Path, python: str | Path = sys.executable) -> Venv:
+    subprocess.run([str(python), "-m", "venv", str(path)], check=True, timeout=300)
     return Venv(path)
 
 
@@ -100,8 +120,12 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
         pytest.fail(f"no third-party wheels in {WHEELHOUSE}: run `make wheelhouse` (`make "
                     "test` does) before the packaging tests")
     out = outside_checkout(tmp_path_factory.mktemp("wheels"))
-    built = build_wheels(out)
-    return Wheels(out, built["seqbus"], built["seqc"])
+    try:
+        built = build_wheels(out)
+    except RuntimeError as exc:  # no build environment, or a build that failed: say which
+        pytest.fail(str(exc))
+    assert RUNNING in built.seqbus, f"no seqbus wheel for the running CPython {RUNNING}: {built}"
+    return Wheels(out, built.seqbus[RUNNING], built.seqc, built.seqbus, built.absent)
 
 
 @pytest.fixture(scope="session")
@@ -121,6 +145,51 @@ def sdk_venv(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory) -> Venv:
     venv = make_venv(here / "venv")
     venv.pip_install(str(wheels.seqbus), cwd=here)
     return venv
+
+
+@pytest.fixture(scope="session", params=SUPPORTED)
+def python_version(request: pytest.FixtureRequest, wheels: Wheels) -> str:
+    """Each supported CPython version ("3.11", ...); skipped where the machine has none."""
+    version: str = request.param
+    if version in wheels.absent:
+        pytest.skip(wheels.absent[version])
+    assert version in wheels.by_python, f"CPython {version}: neither a wheel nor a reason"
+    return version
+
+
+def _venv_for(version: str, wheels: Wheels, tmp_path_factory: pytest.TempPathFactory,
+              name: str, *installs: Path) -> Venv:
+    python = find_python(version)
+    assert python is not None, f"CPython {version} built a wheel but is no longer found"
+    here = outside_checkout(tmp_path_factory.mktemp(f"{name}-{version}"))
+    venv = make_venv(here / "venv", python)
+    version_there = venv.run([venv.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             here).strip()
+    assert version_there == version, (python, version_there)
+    venv.pip_install(*map(str, installs), cwd=here)
+    return venv
+
+
+@pytest.fixture(scope="session")
+def py_wheel_venv(python_version: str, wheels: Wheels, request: pytest.FixtureRequest,
+                  tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """``wheel_venv`` for each CPython (the same environment for the running one)."""
+    if python_version == RUNNING:
+        venv: Venv = request.getfixturevalue("wheel_venv")
+        return venv
+    return _venv_for(python_version, wheels, tmp_path_factory, "wheel-venv",
+                     wheels.by_python[python_version], wheels.seqc)
+
+
+@pytest.fixture(scope="session")
+def py_sdk_venv(python_version: str, wheels: Wheels, request: pytest.FixtureRequest,
+                tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """``sdk_venv`` for each CPython (the same environment for the running one)."""
+    if python_version == RUNNING:
+        venv: Venv = request.getfixturevalue("sdk_venv")
+        return venv
+    return _venv_for(python_version, wheels, tmp_path_factory, "sdk-venv",
+                     wheels.by_python[python_version])
 
 
 def rfq_config(workdir: Path, listen: list[str]) -> tuple[Path, int]:

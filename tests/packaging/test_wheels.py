@@ -1,18 +1,23 @@
 """The ``seqbus`` and ``seqc`` wheels installed into a fresh virtual environment outside the
-checkout (issue 17): the wheel holds what maturin alone would leave out (the compiled Cython,
-the codec support's .pxd, the examples the demo runs) under a tag that matches its contents;
-seqc from the wheel generates and builds a user schema whose nodes run against a sequencer;
-``seqbus demo`` runs with nothing of the repository; with the ``seqbus`` wheel alone (issue
-19), ``import bus`` fails, ``seqbus admin`` operates a node, ``seqbus admin status`` reads a
-bus's configuration, and the archive writer takes IR without seqc and says what an .idl
-needs."""
+checkout (issue 17), for every CPython from 3.11 the machine has (issue 29: one seqbus wheel
+per interpreter, each tested with its own interpreter; a version the machine lacks is skipped,
+saying where it was looked for): each wheel holds what maturin alone would leave out (the
+compiled Cython, the codec support's .pxd, the examples the demo runs, the Spark source's jar)
+under a tag that matches its contents, ``manylinux_2_28`` or older by ``auditwheel show``, and
+the jar's native library needs no newer glibc either; seqc from the wheel generates and builds
+a user schema whose nodes run against a sequencer; ``seqbus demo`` runs with nothing of the
+repository; with the ``seqbus`` wheel alone (issue 19), ``import bus`` fails, ``seqbus admin``
+operates a node, ``seqbus admin status`` reads a bus's configuration, and the archive writer
+takes IR without seqc and says what an .idl needs."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,22 +25,50 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from elftools.elf.elffile import ELFFile
+from elftools.elf.gnuversions import GNUVerNeedSection
 
 from tests.conftest import ROOT, VENV_BIN, Processes, free_tcp_port, free_udp_port
 from tests.packaging.conftest import (
-    EXT_SUFFIX, RFQ, Venv, Wheels, outside_checkout, rfq_config, run_rfq_desk,
+    RFQ, Venv, Wheels, ext_suffix, outside_checkout, rfq_config, run_rfq_desk,
 )
 from tests.transports.harness import udp_bound, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.packaging]
 
-PY = f"cp{sys.version_info.major}{sys.version_info.minor}"
+#: The newest glibc a wheel may need: manylinux_2_28 (docs/packaging.md).
+GLIBC_FLOOR = (2, 28)
+
+
+def glibc_needed(elf: bytes) -> tuple[int, int]:
+    """The newest ``GLIBC_x.y`` symbol version a shared library asks for."""
+    newest = (2, 0)
+    for section in ELFFile(io.BytesIO(elf)).iter_sections():
+        if isinstance(section, GNUVerNeedSection):
+            for _, auxiliaries in section.iter_versions():
+                for aux in auxiliaries:
+                    if m := re.fullmatch(r"GLIBC_(\d+)\.(\d+)(?:\.\d+)?", aux.name):
+                        newest = max(newest, (int(m.group(1)), int(m.group(2))))
+    return newest
+
+
+def test_glibc_needed_reads_the_newest_version_a_library_asks_for() -> None:
+    # what is linked on this machine (glibc 2.36) asks for versions past the floor: the
+    # reader sees them, so the floor checks below can fail
+    assert glibc_needed(Path("/bin/ls").read_bytes()) >= (2, 34)
+    assert glibc_needed(Path(os.path.realpath(sys.executable)).read_bytes()) > GLIBC_FLOOR
+    core = next((ROOT / "runtime" / "seqbus").glob("_core*.so"), None)
+    if core is not None:  # make setup's development build: linked without zig
+        assert glibc_needed(core.read_bytes()) > GLIBC_FLOOR
 
 
 def test_seqbus_wheel_holds_the_compiled_modules_under_a_matching_manylinux_tag(
-    wheels: Wheels,
+    wheels: Wheels, python_version: str,
 ) -> None:
-    with zipfile.ZipFile(wheels.seqbus) as zf:
+    wheel = wheels.by_python[python_version]
+    suffix = ext_suffix(python_version)
+    py = "cp" + python_version.replace(".", "")
+    with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         record = zf.read(next(n for n in names if n.endswith(".dist-info/RECORD"))).decode()
         for line in record.splitlines():  # every file listed, with its own hash and size
@@ -46,40 +79,60 @@ def test_seqbus_wheel_holds_the_compiled_modules_under_a_matching_manylinux_tag(
             sha = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
             assert (digest, int(size)) == (f"sha256={sha}", len(data)), name
         assert {line.rsplit(",", 2)[0] for line in record.splitlines()} == names
-    for required in (
-        "seqbus/_core.abi3.so", "seqbus/_core.pyi", "seqbus/py.typed",
-        f"seqbus/_codec_support{EXT_SUFFIX}", "seqbus/_codec_support.pxd", "seqbus/_codec_support.pyi",
-        f"seqbus/bus/_codec{EXT_SUFFIX}", "seqbus/bus/_codec.pyi", "seqbus/bus/bus.idl",
-        "seqbus/examples/exchange/demo_nodes.py", "seqbus/examples/exchange/exchange.idl",
-        f"seqbus/examples/exchange/messages/_codec{EXT_SUFFIX}",
-        f"seqbus/examples/pingpong/messages/_codec{EXT_SUFFIX}",
-        "seqbus/spark/jars/seqbus-spark.jar",  # built by make setup, ignored by git
-    ):
-        assert required in names, required
-    assert not [n for n in names if n.endswith(".c")], "Cython's C left in the wheel"
-    _, _, py, abi, platform = wheels.seqbus.name.removesuffix(".whl").split("-")
-    assert (py, abi) == (PY, PY)  # Cython extensions are built for one Python
-    assert platform.startswith("manylinux_"), wheels.seqbus.name
+        for required in (
+            "seqbus/_core.abi3.so", "seqbus/_core.pyi", "seqbus/py.typed",
+            f"seqbus/_codec_support{suffix}", "seqbus/_codec_support.pxd",
+            "seqbus/_codec_support.pyi",
+            f"seqbus/bus/_codec{suffix}", "seqbus/bus/_codec.pyi", "seqbus/bus/bus.idl",
+            "seqbus/examples/exchange/demo_nodes.py", "seqbus/examples/exchange/exchange.idl",
+            f"seqbus/examples/exchange/messages/_codec{suffix}",
+            f"seqbus/examples/pingpong/messages/_codec{suffix}",
+            "seqbus/spark/jars/seqbus-spark.jar",  # built with the wheel, ignored by git
+        ):
+            assert required in names, required
+        assert not [n for n in names if n.endswith(".c")], "Cython's C left in the wheel"
+        # only this interpreter's compiled modules
+        compiled = [n for n in names if n.endswith(".so") and n != "seqbus/_core.abi3.so"]
+        assert compiled and all(n.endswith(suffix) for n in compiled), compiled
+        jar = zf.read("seqbus/spark/jars/seqbus-spark.jar")
+    with zipfile.ZipFile(io.BytesIO(jar)) as spark:
+        classes = set(spark.namelist())
+        for required in ("seqbus/spark/SeqbusSource.class", "seqbus/spark/Native.class",
+                         "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister",
+                         "seqbus/spark/native/libseqbus_spark.so"):
+            assert required in classes, required
+        native = spark.read("seqbus/spark/native/libseqbus_spark.so")
+    # the JVM loads the jar's native half on the user's machine: auditwheel does not look
+    # inside a jar, so its glibc is checked here
+    assert glibc_needed(native) <= GLIBC_FLOOR, glibc_needed(native)
+    _, _, wheel_py, abi, platform = wheel.name.removesuffix(".whl").split("-")
+    assert (wheel_py, abi) == (py, py)  # Cython extensions are built for one Python
+    m = re.fullmatch(r"manylinux_(\d+)_(\d+)_x86_64", platform)
+    assert m and (int(m.group(1)), int(m.group(2))) <= GLIBC_FLOOR, wheel.name
     # auditwheel reads every ELF file of the wheel, the Cython ones too (maturin checked only
     # the Rust core): the tag they need is the tag the wheel carries
-    show = subprocess.run([str(VENV_BIN / "auditwheel"), "show", str(wheels.seqbus)],
+    show = subprocess.run([str(VENV_BIN / "auditwheel"), "show", str(wheel)],
                           capture_output=True, text=True, timeout=120, check=True).stdout
     assert f'is consistent with the following platform tag: "{platform}"' in " ".join(
         show.split()), show
 
 
-def test_the_installed_seqbus_is_the_wheel_not_the_checkout(wheel_venv: Venv,
+def test_the_installed_seqbus_is_the_wheel_not_the_checkout(py_wheel_venv: Venv,
+                                                            python_version: str,
                                                             tmp_path: Path) -> None:
     cwd = outside_checkout(tmp_path)
-    site = wheel_venv.path.resolve()
+    site = py_wheel_venv.path.resolve()
     for module in ("seqbus", "seqbus._core", "seqbus._codec_support", "seqbus.bus._codec",
                    "seqbus.examples.exchange.messages._codec", "seqc"):
-        assert wheel_venv.module_file(module, cwd).resolve().is_relative_to(site), module
+        assert py_wheel_venv.module_file(module, cwd).resolve().is_relative_to(site), module
+    assert py_wheel_venv.module_file("seqbus.bus._codec", cwd).name == (
+        "_codec" + ext_suffix(python_version))
 
 
 def test_seqc_from_the_wheel_generates_and_builds_a_user_schema_whose_nodes_run(
-    wheel_venv: Venv, tmp_path: Path, processes: Processes
+    py_wheel_venv: Venv, python_version: str, tmp_path: Path, processes: Processes
 ) -> None:
+    wheel_venv = py_wheel_venv
     app = outside_checkout(tmp_path / "app")
     (app / "rfq").mkdir(parents=True)
     for source in (RFQ / "src" / "rfq").glob("*.*"):
@@ -87,12 +140,13 @@ def test_seqc_from_the_wheel_generates_and_builds_a_user_schema_whose_nodes_run(
             (app / "rfq" / source.name).write_bytes(source.read_bytes())
     wheel_venv.run([wheel_venv.bin("seqc"), "generate", "rfq/rfq.idl", "-o", ".", "--layout",
                     "flat", "--python-package", "rfq=rfq.messages"], app)
-    assert (app / "rfq" / "messages" / f"_codec{EXT_SUFFIX}").is_file()
+    assert (app / "rfq" / "messages" / f"_codec{ext_suffix(python_version)}").is_file()
     run_rfq_desk(wheel_venv, tmp_path, processes, [wheel_venv.python, "-m", "rfq.client"],
                  ["--path", str(app)], cwd=app)
 
 
-def test_seqbus_demo_runs_from_the_wheel(wheel_venv: Venv, tmp_path: Path) -> None:
+def test_seqbus_demo_runs_from_the_wheel(py_wheel_venv: Venv, tmp_path: Path) -> None:
+    wheel_venv = py_wheel_venv
     proc = subprocess.Popen([wheel_venv.bin("seqbus"), "demo", "--orders", "3000"],
                             cwd=outside_checkout(tmp_path), env=wheel_venv.env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -120,8 +174,9 @@ def _fails(venv: Venv, code: str, cwd: Path) -> str:
 
 
 def test_the_sdk_alone_has_no_top_level_bus_and_runs_seqbus_admin_and_status(
-    sdk_venv: Venv, tmp_path: Path, processes: Processes
+    py_sdk_venv: Venv, tmp_path: Path, processes: Processes
 ) -> None:
+    sdk_venv = py_sdk_venv
     work = outside_checkout(tmp_path)
     assert "No module named 'seqc'" in _fails(sdk_venv, "import seqc", work)
     assert "No module named 'bus'" in _fails(sdk_venv, "import bus", work)
@@ -176,8 +231,9 @@ def test_the_sdk_alone_has_no_top_level_bus_and_runs_seqbus_admin_and_status(
 
 
 def test_the_sdk_alone_archives_from_ir_and_says_an_idl_needs_seqc(
-    sdk_venv: Venv, tmp_path: Path
+    py_sdk_venv: Venv, tmp_path: Path
 ) -> None:
+    sdk_venv = py_sdk_venv
     work = outside_checkout(tmp_path)
     ir = work / "bus.ir.json"  # IR as `seqc ir --json` writes it
     ir.write_bytes((ROOT / "rust" / "crates" / "archive" / "src" / "bus.ir.json").read_bytes())
