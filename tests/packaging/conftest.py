@@ -55,8 +55,9 @@ class Wheels:
 
 def ext_suffix(version: str) -> str:
     """The file name suffix of a compiled module of CPython ``version`` on this platform."""
-    tag = "-cpython-" + version.replace(".", "") + "-"
-    return EXT_SUFFIX.replace("-cpython-" + RUNNING.replace(".", "") + "-", tag)
+    running = f"cpython-{RUNNING.replace('.', '')}-"
+    assert running in EXT_SUFFIX, EXT_SUFFIX
+    return EXT_SUFFIX.replace(running, f"cpython-{version.replace('.', '')}-")
 
 
 @dataclass
