@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from seqbus.node import Sendable
+
 from .messages import (
     BookUpdateView,
     CancelOrder,
@@ -203,7 +205,7 @@ class DemoGateway(OrderGateway):
         else:
             self.set_local_timer(0.005, self._release)
 
-    def post(self, message: object) -> None:
+    def post(self, message: Sendable) -> None:
         if isinstance(message, NewOrder):
             self.sent_at[message.order_id] = time.perf_counter_ns()
         super().post(message)

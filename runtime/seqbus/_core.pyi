@@ -140,6 +140,11 @@ class Bridge:
     def stop(self) -> None: ...
     def join(self, timeout: float) -> bool: ...
 
+def log_to_python(on: bool) -> None:
+    """Whether the core's log records (the roles' and node clients' events, targets
+    ``seqbus::...``) go to Python ``logging`` as the ``seqbus.*`` loggers (on from the import;
+    ``seqbus.node`` turns it off when the interpreter exits)."""
+
 def check_config(config: str) -> None:
     """Parse and validate a configuration file; ConfigError naming the key when invalid."""
 

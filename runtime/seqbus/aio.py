@@ -38,7 +38,7 @@ from typing import Any, Generic, NoReturn, TypeVar
 
 from seqbus import _core
 from seqbus.errors import BackPressureError, SeqbusError, TransportError
-from seqbus.node import Node, OnError, _body_of
+from seqbus.node import Node, OnError, Sendable, _body_of
 from seqbus.runner import (
     DRAIN_TIMEOUT_S,
     READY_TIMEOUT_S,
@@ -52,6 +52,7 @@ __all__ = ["Connection", "close_on_signals", "connect", "run"]
 N = TypeVar("N", bound=Node)
 
 log = logging.getLogger("seqbus.aio")
+node_log = logging.getLogger("seqbus.node")
 
 
 class Connection(Generic[N]):
@@ -82,6 +83,8 @@ class Connection(Generic[N]):
         #: Closing: delivering on until the stream confirms what the node sent or queued.
         self._closing = False
         self._drain_timer: asyncio.TimerHandle | None = None
+        #: What closed it, as the node's last record says ("close()", "SIGTERM", ...).
+        self._closed_by = "close()"
         self._error: BaseException | None = None
         #: Senders waiting for the window, in call order; only the first is woken.
         self._senders: deque[asyncio.Future[None]] = deque()
@@ -90,18 +93,19 @@ class Connection(Generic[N]):
 
     # -- what applications call ----------------------------------------------------------------
 
-    async def send(self, message: object) -> int:
+    async def send(self, message: Sendable) -> int:
         """Send a command; its command sequence. Waits while the window of in-flight commands
         is full (or earlier calls wait), so commands go out in call order.
 
-        Raises :class:`SeqbusError` when the connection is closing or closed (a send waiting
-        when it closes included).
+        ``message`` is what :meth:`Node.send` takes (a generated message or an encoded body;
+        anything else is a ``TypeError``). Raises :class:`SeqbusError` when the connection is
+        closing or closed (a send waiting when it closes included).
         """
+        body = _body_of(message)
         self._check_open()
         if self._closing:
             raise SeqbusError(f"node {self.account}/{self.instance}: the connection is closing")
         node = self.node
-        body = _body_of(message)
         if not self._senders:
             try:
                 return node.send(body)
@@ -166,6 +170,12 @@ class Connection(Generic[N]):
         self._drain_timer = self._loop.call_later(DRAIN_TIMEOUT_S, self._drain_expired)
         self._check_drained()
 
+    def _close_for(self, reason: str) -> None:
+        """:meth:`close`, saying why in the node's last record."""
+        if not (self._closed.is_set() or self._closing):
+            self._closed_by = reason
+        self.close()
+
     async def aclose(self) -> None:
         """:meth:`close` and wait until closed (without raising the error it closed with)."""
         self.close()
@@ -215,7 +225,7 @@ class Connection(Generic[N]):
             if self._attached and not node.is_rewinding:
                 self._live.set()
             if node.stopped and not self._closing:
-                self.close()
+                self._close_for("node.stop()")
             elif self._closing:
                 self._check_drained()
         except Exception as exc:  # a handler's or the client's: wait_closed raises it
@@ -295,7 +305,7 @@ class Connection(Generic[N]):
             self.node._fire_local_timers()
             self._schedule_local_timer()
             if self.node.stopped:
-                self.close()
+                self._close_for("node.stop()")
         except Exception as exc:
             self._finish(exc)
 
@@ -315,6 +325,13 @@ class Connection(Generic[N]):
                 self.node.on_closed()  # may post final commands: the close below sends them
             except Exception as exc:
                 error = exc
+            else:
+                node = self.node
+                node_log.info(
+                    "node %s/%s: stopped at sequence %d (%s): %d messages handled, %d "
+                    "commands sent", self.account, self.instance, node.sequence(),
+                    self._closed_by, node.stats.messages, node.stats.sent,
+                )
         try:
             self._client.close()
         except Exception as exc:
@@ -479,7 +496,7 @@ def close_on_signals(connection: Connection[Any]) -> Iterator[None]:
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
-                loop.add_signal_handler(sig, connection.close)
+                loop.add_signal_handler(sig, connection._close_for, sig.name)
             except (NotImplementedError, RuntimeError, ValueError):
                 continue
             signals.append(sig)

@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from seqbus.errors import SeqbusError
+from seqbus.logs import LEVELS, configured
 from seqbus.node import Node
-from seqbus.runner import POLL_TIMEOUT_S, Start, run, stop_on_signals
+from seqbus.runner import POLL_TIMEOUT_S, Start, run, stop_on_signals, stopped_by
 
 __all__ = ["load_node_class", "main"]
 
@@ -47,12 +48,15 @@ def load_node_class(target: str) -> type[Node]:
     return obj
 
 
-def _serve(service: _Service) -> None:
+def _serve(service: _Service, role: str) -> None:
     """Wait for a Rust service thread, stopping it on SIGINT/SIGTERM."""
     stop = threading.Event()
     with stop_on_signals(stop):
         while not service.join(POLL_TIMEOUT_S):
             if stop.is_set():
+                logging.getLogger(f"seqbus.{role}").info(
+                    "%s: %s: stopping", role, stopped_by(stop) or "stop"
+                )
                 service.stop()
                 while not service.join(POLL_TIMEOUT_S):
                     pass
@@ -69,7 +73,8 @@ def _cmd_service(args: argparse.Namespace) -> int:
         "dispatcher": _core.Dispatcher,
         "bridge": _core.Bridge,
     }
-    _serve(services[args.command](args.config, getattr(args, "id", None)))
+    with configured(args.log_level):
+        _serve(services[args.command](args.config, getattr(args, "id", None)), args.command)
     return 0
 
 
@@ -129,13 +134,27 @@ def _cmd_admin_switchover(args: argparse.Namespace) -> int:
 
 
 def _cmd_node(args: argparse.Namespace) -> int:
+    with configured(args.log_level):
+        return _node(args)
+
+
+def _node(args: argparse.Namespace) -> int:
+    from seqbus.node_args import constructor_arguments
+
     # MODULE is found as `python -m` would find it: from the working directory first (a
     # console script has only its own directory on sys.path), then each --path before that
     for entry in [os.getcwd(), *reversed(args.path or [])]:
         sys.path.insert(0, entry)
     cls = load_node_class(args.target)
     start: Start = "rewind" if args.rewind else args.from_seq if args.from_seq else "live"
-    node = cls()
+    kwargs = constructor_arguments(cls, args.arg or [])
+    try:
+        node = cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        given = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        raise SeqbusError(
+            f"{args.target}({given}) refused its arguments: {type(exc).__name__}: {exc}"
+        ) from exc
     # a fail-stop is printed below, once: the node's own log record of it is left out
     logging.getLogger("seqbus.node").addFilter(
         lambda record: not hasattr(record, "seqbus_failure")
@@ -282,6 +301,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return demo_main(args)
 
 
+def _add_log_level(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--log-level", choices=LEVELS, default="INFO", type=str.upper,
+        help="the least level of the log lines written to stderr (default INFO: every event; "
+        "DEBUG adds more, WARNING only what needs a look)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seqbus", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -291,10 +318,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--id", type=int, metavar="N", help="which member of [cluster] this sequencer is"
     )
+    _add_log_level(p)
     p.set_defaults(func=_cmd_service)
 
     p = sub.add_parser("replayer", help="run a replayer serving gap fills and rewinds")
     p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
+    _add_log_level(p)
     p.set_defaults(func=_cmd_service)
 
     p = sub.add_parser(
@@ -324,6 +353,7 @@ def _parser() -> argparse.ArgumentParser:
         "ring local nodes read (docs/transports.md)",
     )
     p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
+    _add_log_level(p)
     p.set_defaults(func=_cmd_service)
 
     p = sub.add_parser(
@@ -333,10 +363,23 @@ def _parser() -> argparse.ArgumentParser:
         "its commands back ([bridge], docs/sites.md)",
     )
     p.add_argument("-c", "--config", required=True, help="this site's configuration (TOML)")
+    _add_log_level(p)
     p.set_defaults(func=_cmd_service)
 
-    p = sub.add_parser("node", help="run one application node, MODULE:CLASS")
+    p = sub.add_parser(
+        "node",
+        help="run one application node, MODULE:CLASS",
+        epilog="It says what it does through logging, one line per event on stderr: what it "
+        "waits for, connected, no heartbeat (and the likely cause), a new leader, rewinding "
+        "progress, caught up, stopped.",
+    )
     p.add_argument("target", help="the node class, e.g. examples.exchange.engine:MatchingEngine")
+    p.add_argument(
+        "--arg", action="append", metavar="NAME=VALUE",
+        help="a keyword argument of the class's constructor, converted to its annotation "
+        "(int, float, bool, str, Path, Decimal, an Enum's member, a Literal's value); repeat "
+        "it for each argument, and a list parameter's name once per item",
+    )
     p.add_argument("-c", "--config", required=True, help="bus configuration (TOML)")
     p.add_argument("--account", required=True, help="the node's account (1-8 ASCII characters)")
     p.add_argument("--instance", type=int, default=1, help="instance id (hot-hot copies)")
@@ -359,6 +402,7 @@ def _parser() -> argparse.ArgumentParser:
         help="do not hand message SEQ to the handlers (repeatable; every instance of the "
         "account must be given the same: [node.accounts.NAME] skip is the place for them)",
     )
+    _add_log_level(p)
     p.set_defaults(func=_cmd_node)
 
     _add_admin_commands(sub)

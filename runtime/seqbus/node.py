@@ -14,7 +14,9 @@ Generated bases (``ExchangeNode``, ``PingpongNode``…) subclass :class:`Node` a
 
 from __future__ import annotations
 
+import atexit
 import bisect
+import difflib
 import heapq
 import itertools
 import logging
@@ -42,9 +44,11 @@ from seqbus.errors import BackPressureError, DecodeError, SeqbusError, UnknownMe
 __all__ = [
     "Client",
     "HandlerFailure",
+    "Message",
     "Node",
     "NodeStats",
     "OnError",
+    "Sendable",
     "Timer",
     "Topic",
 ]
@@ -59,6 +63,21 @@ Topic = tuple[int, int]
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 #: What ``send`` hands to the client.
 Body = bytes | bytearray | memoryview
+
+
+class Message(Protocol):
+    """A message object of a generated package (``NewOrder(...)``): what :meth:`Node.send` and
+    :meth:`Node.post` take besides an encoded body. Views (``NewOrderView``), structs and
+    anything else with an ``encode()`` (a ``str`` has one) are not messages."""
+
+    TEMPLATE_ID: ClassVar[int]
+    SCHEMA_ID: ClassVar[int]
+
+    def encode(self) -> bytes: ...
+
+
+#: What ``send`` and ``post`` take: a generated message, or an encoded body (bytes-like).
+Sendable = Message | bytes | bytearray | memoryview | mmap.mmap
 Dispatch = Callable[[Any, int, Buffer, int, int, bool], bool]
 #: What a node does when a handler raises: "stop" (fail-stop, the default) or "skip".
 OnError = Literal["stop", "skip"]
@@ -165,10 +184,11 @@ class Timer:
         self.cancelled = True
 
 
-def _body_of(message: object) -> Body:
+def _body_of(message: object, method: str = "send") -> Body:
     """The body to send: an encoded body (bytes-like) as it is, a generated message encoded.
     A generated message is a class with ``TEMPLATE_ID`` and ``SCHEMA_ID`` and ``encode()``;
-    anything else (a ``str`` has an ``encode()`` too) is refused."""
+    anything else (a ``str`` has an ``encode()`` too) is refused with a ``TypeError`` naming
+    ``method`` and what it was given."""
     if isinstance(message, (bytes, bytearray, memoryview)):
         return message
     cls = type(message)
@@ -177,8 +197,79 @@ def _body_of(message: object) -> Body:
         return body
     if isinstance(message, mmap.mmap):
         return memoryview(message)
-    raise TypeError(f"send() needs a generated message or an encoded body (bytes-like), "
-                    f"not {cls.__name__}")
+    given = cls.__qualname__
+    if cls.__module__ != "builtins":
+        given = f"{cls.__module__}.{given}"
+    hint = ""
+    if isinstance(message, str):
+        hint = " (encode text into a message field, or pass bytes)"
+    elif hasattr(cls, "TEMPLATE_ID") and hasattr(message, "to_value"):
+        hint = " (a view of a received message: send its to_value(), or the bytes it reads)"
+    raise TypeError(
+        f"{method}() takes a generated message or an encoded body (bytes, bytearray, "
+        f"memoryview), not {given}{hint}"
+    )
+
+
+#: The hooks of :class:`Node` whose names begin like handlers'.
+_HOOKS = frozenset({"on_opened", "on_rewound", "on_closed"})
+
+
+def _close_handlers(name: str, handlers: list[str]) -> list[str]:
+    """The handler names ``name`` may have meant: the one it is but for underscores and
+    case, else the closest (difflib, on the names after ``on_``)."""
+    bare = name.removeprefix("on_")
+    squeezed = bare.replace("_", "").lower()
+    same = [h for h in handlers if h.removeprefix("on_").replace("_", "").lower() == squeezed]
+    if same:
+        return same
+    stems = {h.removeprefix("on_"): h for h in handlers}
+    return [stems[s] for s in difflib.get_close_matches(bare, list(stems), n=2, cutoff=0.7)]
+
+
+def _check_handlers(cls: type[Node]) -> None:
+    """Every method ``on_<name>`` that ``cls`` itself defines must be the handler of a message
+    type of the node's generated bases (or a hook, or override what a base defines): a
+    misspelt handler would otherwise never be called. Raises ``TypeError`` with the closest
+    handler names (difflib)."""
+    handlers: dict[str, str] = {}  # handler name -> its message type
+    for base in reversed(cls.__mro__):
+        names: dict[int, str] = base.__dict__.get("_seqbus_handlers_", {})
+        if not names:
+            continue
+        dispatch = base.__dict__.get("_seqbus_dispatch_")
+        dispatch = getattr(dispatch, "__func__", dispatch)
+        module = sys.modules.get(getattr(dispatch, "__module__", None) or "")
+        messages: dict[int, type] = getattr(module, "MESSAGES", {})
+        for template_id, name in names.items():
+            message = messages.get(template_id)
+            handlers[name] = message.__name__ if message is not None else f"template {template_id}"
+    for name, value in cls.__dict__.items():
+        if not name.startswith("on_") or name in handlers or name in _HOOKS:
+            continue
+        if not (callable(value) or isinstance(value, (staticmethod, classmethod))):
+            continue
+        if any(name in base.__dict__ for base in cls.__mro__[1:]):
+            continue  # overrides a method a base defines
+        close = _close_handlers(name, list(handlers))
+        bases = [
+            base.__name__ for base in cls.__mro__[1:] if base.__dict__.get("_seqbus_handlers_")
+        ]
+        if close:
+            guess = " or ".join(f"{n} (the handler of {handlers[n]})" for n in close)
+            why = f"did you mean {guess}?"
+        elif handlers:
+            why = f"the handlers of {', '.join(bases)} are {', '.join(sorted(handlers))}"
+        else:
+            why = (
+                f"{cls.__name__} subclasses no generated node base (e.g. ExchangeNode): "
+                "it is handed no message"
+            )
+        raise TypeError(
+            f"{cls.__qualname__}.{name} handles no message type of this node: {why} "
+            "(a method whose name begins with on_ is a handler, on_<message in snake_case>; "
+            "name a method that is not one otherwise)"
+        )
 
 
 def _account_key(account: str) -> bytes:
@@ -220,6 +311,7 @@ class Node:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        _check_handlers(cls)
         cls._seqbus_admin_commands_ = collect_admin_commands(cls)
         # The class's handlers become Handler descriptors: the generated dispatch then calls
         # them without a method lookup per message, and still sees one set on an instance.
@@ -334,25 +426,25 @@ class Node:
         """True while the node replays history, until :meth:`on_rewound`."""
         return self._rewinding
 
-    def send(self, message: object) -> int:
+    def send(self, message: Sendable) -> int:
         """Send a command to the sequencer; returns this node's command sequence for it.
 
-        ``message`` is a generated message object (anything with ``encode() -> bytes``) or an
-        already-encoded body (bytes-like). Raises :class:`BackPressureError` when the window of
-        in-flight commands is full (or commands queued by :meth:`post` are still waiting, which
-        keeps the node's commands in order).
+        ``message`` is a generated message object (:class:`Message`) or an already-encoded
+        body (bytes-like); anything else (a ``str``, a view) is a ``TypeError``. Raises
+        :class:`BackPressureError` when the window of in-flight commands is full (or commands
+        queued by :meth:`post` are still waiting, which keeps the node's commands in order).
         """
+        body = message if type(message) is bytes else _body_of(message)
         client = self._client
         if client is None:
             raise SeqbusError("the node is not connected to a bus; start it with seqbus.run")
-        body = message if type(message) is bytes else _body_of(message)
         if self._outbox and not self.flush_outbox():
             raise BackPressureError(f"{len(self._outbox)} posted commands wait for the window")
         seq = client.send(body)
         self.stats.sent += 1
         return seq
 
-    def post(self, message: object) -> None:
+    def post(self, message: Sendable) -> None:
         """Send a command, or queue it when the window is full; queued commands go out in
         order as the window drains (after each batch).
 
@@ -360,8 +452,9 @@ class Node:
         on the stream, never on how fast the sequencer acknowledges, so hot-hot instances and
         replays produce the same commands, which the sequencer deduplicates.
         """
+        body = _body_of(message, "post")
         self._connected()
-        self._outbox.append(_body_of(message))
+        self._outbox.append(body)
         self.flush_outbox()
 
     def flush_outbox(self) -> bool:
@@ -695,6 +788,11 @@ class Node:
             timer = heapq.heappop(timers)
             if not timer.cancelled:
                 timer.callback()
+
+
+# a Rust thread still running (a service, a node's client thread) when the interpreter exits
+# must not log into it: the core's records go to Python `logging` until then
+atexit.register(_core.log_to_python, False)
 
 
 def handled_topics(nodes: Iterable[type[Node]]) -> list[Topic]:

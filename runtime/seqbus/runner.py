@@ -13,6 +13,7 @@ import logging
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from os import PathLike
@@ -37,6 +38,17 @@ READY_TIMEOUT_S = 10.0
 DRAIN_TIMEOUT_S = 5.0
 
 log = logging.getLogger("seqbus.runner")
+#: The records of a node's life (what the Rust core says of its client goes here too).
+node_log = logging.getLogger("seqbus.node")
+
+#: The signal that set a stop event of :func:`stop_on_signals`, by event.
+_signalled: weakref.WeakKeyDictionary[threading.Event, str] = weakref.WeakKeyDictionary()
+
+
+def stopped_by(stop: threading.Event) -> str | None:
+    """The name of the signal (``SIGTERM``) that set ``stop`` under :func:`stop_on_signals`;
+    None when none did."""
+    return _signalled.get(stop)
 
 
 @dataclass
@@ -63,6 +75,7 @@ def stop_on_signals(stop: threading.Event) -> Iterator[threading.Event]:
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        _signalled.setdefault(stop, signal.Signals(signum).name)
         stop.set()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -112,6 +125,10 @@ def _loop(node: Node, spec: NodeSpec, config: str, stop: threading.Event) -> Non
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not client.is_ready():
             if stop.is_set():
+                node_log.info(
+                    "node %s/%s: stopped before the sequencer answered (%s)",
+                    spec.account, spec.instance, _why(node, stop),
+                )
                 return
             if time.monotonic() > deadline:
                 raise TransportError(
@@ -128,8 +145,23 @@ def _loop(node: Node, spec: NodeSpec, config: str, stop: threading.Event) -> Non
             node.poll_once(POLL_TIMEOUT_S)
         _drain(node, client, spec)
         node.on_closed()
+        node_log.info(
+            "node %s/%s: stopped at sequence %d (%s): %d messages handled, %d commands sent",
+            spec.account, spec.instance, node.sequence(), _why(node, stop),
+            node.stats.messages, node.stats.sent,
+        )
     finally:
         client.close()
+
+
+def _why(node: Node, stop: threading.Event) -> str:
+    """What stopped a node that stops cleanly, as its last record says."""
+    signalled = stopped_by(stop)
+    if signalled is not None:
+        return signalled
+    if node.stopped:
+        return "node.stop()"
+    return "the stop event was set"
 
 
 def _drain(node: Node, client: _core.NodeClient, spec: NodeSpec) -> None:

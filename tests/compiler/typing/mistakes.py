@@ -9,6 +9,10 @@ class Engine(ExchangeNode):
     def on_new_order(self, msg: NewOrderView, mine: bool) -> None:
         msg.quantity.upper()  # error: "int" has no attribute "upper"
         msg.order_id = 5  # error: Property "order_id" defined in "NewOrderView" is read-only
+        self.send("text")  # error: Argument 1 to "send" of "Node" has incompatible type "str"
+        self.post(msg)  # error: Argument 1 to "post" of "Node" has incompatible type "NewOrderView"
+        self.send(msg.to_value())
+        self.post(msg.to_value().encode())
 
 
 NewOrder(order_id="1")  # error: Argument "order_id" to "NewOrder" has incompatible type "str"

@@ -36,6 +36,11 @@ class Engine(ExchangeNode):
             reveal_type(leg)  # revealed: examples.exchange.messages._codec.NewOrderLegsView
             reveal_type(leg.fills[0].price)  # revealed: builtins.int
         self.send(exchange.OrderAccepted(order_id=msg.order_id, at=self.sequencer_time()))
+        # send and post take a message or an encoded body (bytes-like), as at run time
+        body = msg.to_value().encode()
+        self.post(msg.to_value())
+        self.post(bytearray(body))
+        reveal_type(self.send(memoryview(body)))  # revealed: builtins.int
         reveal_type(self.send_order_accepted(order_id=msg.order_id, at=1))  # revealed: builtins.int
         for fresh in list(msg.legs):
             reveal_type(fresh.symbol)  # revealed: builtins.str

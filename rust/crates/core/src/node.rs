@@ -494,6 +494,11 @@ impl Node {
         self.next
     }
 
+    /// One past the highest sequence known to exist (0: not known yet): where a rewind ends.
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
     /// True when a packet is being delivered (the I/O layer then need not read more).
     pub fn has_deliverable(&self) -> bool {
         self.cur_seq < self.cur_end

@@ -21,6 +21,12 @@
 //! * [`LoopNode`]: a `NodeClient` polled on a thread of its own for an event loop on another
 //!   (asyncio): batches handed over, an eventfd readable while there is something to take.
 //!
+//! Each role says what it does through the `log` crate, one record per event (targets
+//! `seqbus::sequencer`, `seqbus::replayer`, `seqbus::dispatcher`, `seqbus::bridge`,
+//! `seqbus::tcp`, and `seqbus::node` for node clients: [`watch`]). The Python SDK hands them
+//! to Python's `logging` (the `seqbus` logger hierarchy); the standalone binaries write them
+//! to stderr ([`log_to_stderr`]).
+//!
 //! The protocol itself lives in `seqbus-core` (no I/O) and the sockets in `seqbus-transport`;
 //! this crate only joins them, as the configuration says.
 
@@ -34,6 +40,7 @@ mod sequencer;
 mod sites;
 pub mod status;
 mod transports;
+pub mod watch;
 
 use std::io;
 
@@ -97,6 +104,33 @@ impl From<seqbus_core::NodeError> for Error {
 pub(crate) fn io_error(what: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
     let what = what.into();
     move |source| Error::Io { what, source }
+}
+
+/// A `log` logger writing one line per record to stderr: `PROGRAM: LEVEL: text`.
+struct StderrLog {
+    program: &'static str,
+}
+
+impl log::Log for StderrLog {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::max_level()
+    }
+
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            eprintln!("{}: {}: {}", self.program, r.level(), r.args());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// Logs the roles' records of `level` and above to stderr, for a program of its own (the
+/// `seqbus-sequencer` binary, ...). Does nothing when a logger is installed already.
+pub fn log_to_stderr(program: &'static str, level: log::LevelFilter) {
+    if log::set_boxed_logger(Box::new(StderrLog { program })).is_ok() {
+        log::set_max_level(level);
+    }
 }
 
 /// Wall-clock time in ns since the Unix epoch (the sequencer's timestamps).

@@ -13,6 +13,7 @@ use socket2::{SockAddr, Socket};
 
 use crate::idle::{IdleStrategy, Idler};
 use crate::notify::Waker;
+use crate::watch::{Stream, Watch};
 use crate::{io_error, now_ns, Error};
 
 /// Datagrams one `recvmmsg` takes from the request socket (replayer answers).
@@ -35,6 +36,8 @@ pub struct NodeOptions {
     pub listen: Option<SocketAddr>,
     /// The node never sends (a following replayer): it needs no key of `[auth]`.
     pub receive_only: bool,
+    /// What its log records call it (default "node ACCOUNT/INSTANCE"; `crate::watch`).
+    pub name: Option<String>,
 }
 
 impl NodeOptions {
@@ -49,6 +52,7 @@ impl NodeOptions {
             window: None,
             listen: None,
             receive_only: false,
+            name: None,
         }
     }
 }
@@ -88,6 +92,10 @@ pub struct NodeClient {
     reads: u32,
     /// Makes `poll` return early (`crate::notify`: another thread wants the client).
     waker: Option<Arc<Waker>>,
+    /// Live packets read (of the stream, not of replayers): the watch's sign of life.
+    live: u64,
+    /// What the client says it is doing (`log` records: connected, silence, caught up, ...).
+    watch: Watch,
 }
 
 impl std::fmt::Debug for NodeClient {
@@ -122,6 +130,22 @@ impl NodeClient {
         }
         let nc = &cfg.node;
         let feed = crate::transports::feed(cfg, opts.listen)?;
+        let who = opts
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("node {}/{}", opts.account, opts.instance));
+        // a node asks for its next command sequence unless it rewinds from the start (it
+        // numbers its commands from 1 then) or never sends
+        let asks = opts.start != Start::From(1) && !opts.receive_only;
+        let mut watch = Watch::new(
+            cfg,
+            who,
+            Stream::of(cfg, opts.listen),
+            opts.start,
+            asks,
+            now_ns(),
+        );
+        watch.starting(opts.start);
         let local = match cfg.sequencer.upstream {
             SocketAddr::V4(a) if a.ip().is_loopback() => Ipv4Addr::LOCALHOST,
             _ => Ipv4Addr::UNSPECIFIED,
@@ -210,6 +234,8 @@ impl NodeClient {
             extra_fds: Vec::new(),
             reads: 0,
             waker: None,
+            live: 0,
+            watch,
         };
         c.flush()?;
         Ok(c)
@@ -345,7 +371,9 @@ impl NodeClient {
                 // a transport that names no sender (a ring, TCP): its source fenced already
                 (Some(d), None) => node.handle_datagram(0, Source::Live, d),
             });
-        Ok(read.map_err(io_error("node: read (downstream)"))? > 0)
+        let read = read.map_err(io_error("node: read (downstream)"))?;
+        self.live += read as u64;
+        Ok(read > 0)
     }
 
     /// Takes in the replayers announced since the last look.
@@ -384,16 +412,19 @@ impl NodeClient {
                 self.read_one()?;
             }
             let mut now = now_ns();
+            self.watch.look(now, &self.node, self.live);
             if self.node.resend_due(now) {
                 // this thread was away for a whole retransmission timeout: the stream that
                 // arrived meanwhile may confirm the commands; read and deliver it before the
                 // flush below decides they were lost and sends them all again
                 while !self.node.has_deliverable() && self.read_one()? {}
                 n += self.node.deliver(out, max_records - n)?;
+                self.watch.delivered(&self.node, self.live);
                 now = now_ns();
             }
             self.flush_at(now)?;
             let delivered = self.node.deliver(out, max_records - n)?;
+            self.watch.delivered(&self.node, self.live);
             n += delivered;
             if n >= max_records {
                 return Ok(n);

@@ -323,6 +323,10 @@ struct Seen {
 }
 
 fn run(s: &Shared, max_records: usize) {
+    // the loop's thread waits for the client (`with_client`) holding what a logger may need
+    // (Python's GIL): what the client logs while this thread holds it is logged once it is
+    // let go
+    crate::watch::hold_records();
     let mut out = Vec::with_capacity(1 << 16);
     let mut seen: Option<Seen> = None;
     let mut idler = Idler::new(s.client().idle_strategy());
@@ -354,6 +358,7 @@ fn run(s: &Shared, max_records: usize) {
         let n = match polled {
             Err(e) => {
                 drop(client);
+                crate::watch::log_held();
                 let mut h = s.handoff();
                 h.error = Some(e);
                 h.ended = true;
@@ -376,6 +381,7 @@ fn run(s: &Shared, max_records: usize) {
             s.signal(&mut s.handoff(), batch);
         }
         drop(client);
+        crate::watch::log_held();
         if n > 0 || s.waker.take() {
             idler.reset();
             continue;
@@ -386,6 +392,8 @@ fn run(s: &Shared, max_records: usize) {
     let mut h = s.handoff();
     h.ended = true;
     s.signal(&mut h, None);
+    drop(h);
+    crate::watch::log_held();
 }
 
 /// Sleeps until `fd` is readable or `timeout` passes; true when it is readable.

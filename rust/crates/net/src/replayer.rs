@@ -140,6 +140,14 @@ impl Serving {
         let reader = JournalReader::open(dir, cfg.session().0)?;
         let mut journal = Limited { reader, upto };
         let front = crate::sites::TcpFront::bind(cfg, Store::next_seq(&mut journal))?;
+        replayer_log(format!(
+            "replayer of session {}: serving gap fills and rewinds on {} from the journal {}{}",
+            cfg.bus.session,
+            r.listen,
+            dir.display(),
+            r.tcp_listen
+                .map_or(String::new(), |a| format!(", SoupBinTCP on {a}"))
+        ));
         Ok(Serving {
             socket,
             front,
@@ -153,6 +161,15 @@ impl Serving {
     }
 
     pub(crate) fn run(mut self, stop: &AtomicBool) -> Result<(), Error> {
+        self.serve(stop)?;
+        replayer_log(format!(
+            "replayer: stopped (its journal holds messages up to {})",
+            Store::next_seq(&mut self.journal).saturating_sub(1)
+        ));
+        Ok(())
+    }
+
+    fn serve(&mut self, stop: &AtomicBool) -> Result<(), Error> {
         let mut rx = udp::RecvBatch::new(REQUEST_SLOTS, 2048);
         let mut outbox = Outbox::default();
         let mut idler = Idler::new(IdleStrategy::Block);
@@ -218,6 +235,11 @@ pub fn run_replayer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     }
 }
 
+/// A record of the replayer (`seqbus.replayer` in Python).
+fn replayer_log(text: String) {
+    crate::watch::record(log::Level::Info, "seqbus::replayer", text);
+}
+
 /// Where a following replayer reads the stream: the bus's downstream feed (a node of its
 /// own, in raw mode) or, a tier below them, other replayers' SoupBinTCP servers.
 enum Source {
@@ -270,6 +292,7 @@ pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error>
         let mut opts = crate::NodeOptions::new("REPLAYER", 0, Start::From(journal.next_seq()));
         opts.idle = Some(IdleStrategy::Block);
         opts.receive_only = true;
+        opts.name = Some("replayer following the stream".into());
         opts.listen = r.follow_listen;
         let mut feed = crate::NodeClient::connect(&follow_cfg, opts)?;
         feed.set_raw();
@@ -282,6 +305,14 @@ pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error>
             "replayer.follow_tcp",
         )?)
     };
+    replayer_log(format!(
+        "replayer of session {}: following the stream into the journal {} from message {}; \
+         serving gap fills and rewinds on {}",
+        cfg.bus.session,
+        cfg.replayer_journal_dir().display(),
+        journal.next_seq(),
+        r.listen
+    ));
     let mut replayer = Replayer::new(cfg.session(), r.max_packet, r.max_messages_per_request);
     let mut buf = vec![0u8; 65_536];
     let mut records = Vec::with_capacity(1 << 20);
@@ -367,6 +398,10 @@ pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error>
     }
     journal.flush()?;
     journal.sync()?;
+    replayer_log(format!(
+        "replayer: stopped at message {}",
+        journal.next_seq().saturating_sub(1)
+    ));
     Ok(())
 }
 

@@ -21,7 +21,19 @@ use seqbus_transport::udp::{self, Outbox};
 use seqbus_transport::Publisher;
 
 use crate::idle::Idler;
+use crate::watch::record;
 use crate::{io_error, now_ns, Error};
+
+/// The target of the sequencer's log records (`seqbus.sequencer` in Python).
+const TARGET: &str = "seqbus::sequencer";
+
+fn info(text: String) {
+    record(log::Level::Info, TARGET, text);
+}
+
+fn warn(text: String) {
+    record(log::Level::Warn, TARGET, text);
+}
 
 /// Most upstream datagrams handled before the waiting messages are persisted and published.
 const MAX_DATAGRAMS_PER_BATCH: usize = 256;
@@ -75,11 +87,11 @@ impl Log for JournalLog {
     fn discard_from(&mut self, seq: u64) -> Result<(), StoreError> {
         let next = self.journal.next_seq();
         if let Some(path) = self.journal.discard_from(seq).map_err(store_error)? {
-            eprintln!(
-                "seqbus sequencer: messages {seq}..{next} of this journal were never published \
-                 and the leader does not hold them: moved aside to {}",
+            warn(format!(
+                "sequencer: messages {seq}..{next} of this journal were never published and the \
+                 leader does not hold them: moved aside to {}",
                 path.display()
-            );
+            ));
         }
         Ok(())
     }
@@ -91,33 +103,33 @@ impl Log for JournalLog {
     }
 }
 
-/// Opens the journal in `dir`, reporting on stderr a torn tail that was cut.
+/// Opens the journal in `dir`, reporting (a log record) a torn tail that was cut.
 pub(crate) fn open_journal(cfg: &Config, dir: &Path) -> Result<Journal, Error> {
     let journal = Journal::open(dir, cfg.session().0, cfg.sequencer.segment_size)?;
     let r = journal.recovery();
     if let Some((path, offset, reason)) = &r.truncated_at {
-        eprintln!(
-            "seqbus sequencer: journal {}: a write cut short at offset {offset} ({reason}, \
-             {} bytes, nothing valid after it) was cut off; the journal continues at {}",
+        warn(format!(
+            "sequencer: journal {}: a write cut short at offset {offset} ({reason}, {} bytes, \
+             nothing valid after it) was cut off; the journal continues at {}",
             path.display(),
             r.truncated_bytes,
             journal.next_seq()
-        );
+        ));
     }
     if r.reserved_bytes > 0 {
-        eprintln!(
-            "seqbus sequencer: journal {}: {} zero bytes past the last record (space the writer \
-             had reserved; it did not close) were cut; the journal continues at {}",
+        info(format!(
+            "sequencer: journal {}: {} zero bytes past the last record (space the writer had \
+             reserved; it did not close) were cut; the journal continues at {}",
             dir.display(),
             r.reserved_bytes,
             journal.next_seq()
-        );
+        ));
     }
     if let Some(path) = &r.torn_segment {
-        eprintln!(
-            "seqbus sequencer: journal segment {} was created but never written (moved aside)",
+        warn(format!(
+            "sequencer: journal segment {} was created but never written (moved aside)",
             path.display()
-        );
+        ));
     }
     Ok(journal)
 }
@@ -167,17 +179,17 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     match &cfg.auth {
         Some(a) => {
             member.set_keys(Arc::new(a.keys.iter().cloned().collect()));
-            eprintln!(
-                "seqbus sequencer: upstream authentication ON: {} account keys ([auth]); \
-                 packets without their account's MAC, replayed or stale are dropped and counted",
+            info(format!(
+                "sequencer: upstream authentication ON: {} account keys ([auth]); packets \
+                 without their account's MAC, replayed or stale are dropped and counted",
                 a.keys.len()
-            );
+            ));
         }
-        None => eprintln!(
-            "seqbus sequencer: upstream authentication OFF (no [auth]): any host that can reach \
-             {} can send commands as any account; for trusted networks only (docs/sites.md)",
+        None => warn(format!(
+            "sequencer: upstream authentication OFF (no [auth]): any host that can reach {} \
+             can send commands as any account; for trusted networks only (docs/sites.md)",
             sc.upstream
-        ),
+        )),
     }
     let upstream = udp::bind(sc.upstream, sc.recv_buffer).map_err(io_error(format!(
         "sequencer.upstream {}: bind",
@@ -253,20 +265,34 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     } else {
         None
     };
-    if clustered {
-        eprintln!(
-            "seqbus sequencer: member {id} of {} ({}), journal {} up to {}, term {}",
+    let who = if clustered {
+        format!("sequencer {id}")
+    } else {
+        "sequencer".to_string()
+    };
+    let cluster = if clustered {
+        format!(
+            ", member {id} of {} ({}), term {}",
             members.len(),
             members
                 .iter()
                 .map(|m| m.id.to_string())
                 .collect::<Vec<_>>()
                 .join(", "),
-            cfg.journal_dir().display(),
-            member.last_index(),
             member.term()
-        );
-    }
+        )
+    } else {
+        String::new()
+    };
+    info(format!(
+        "{who}: session {}{cluster}: commands on {}, publishing on {}; journal {} holds \
+         messages up to {}",
+        cfg.bus.session,
+        sc.upstream,
+        crate::transports::publishing(cfg),
+        cfg.journal_dir().display(),
+        log.journal.next_seq().saturating_sub(1)
+    ));
     let result = sequence(
         cfg,
         &stop,
@@ -297,6 +323,12 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
                 }))
             }
         }
+    }
+    if result.is_ok() {
+        info(format!(
+            "{who}: stopped at message {}",
+            log.journal.next_seq().saturating_sub(1)
+        ));
     }
     result
 }
@@ -550,7 +582,7 @@ fn report(id: u16, e: &Event) {
             started: false,
         } => format!("switchover to member {target} gave up (it did not catch up in time)"),
     };
-    eprintln!("seqbus sequencer {id}: {line}");
+    info(format!("sequencer {id}: {line}"));
 }
 
 /// The journal directory of cluster member `id` as `cfg` names it (for tools).

@@ -49,7 +49,7 @@ impl TcpFront {
             None => None,
         };
         let t = &cfg.tcp;
-        let server = TcpServer::bind(
+        let mut server = TcpServer::bind(
             tcp::ServerConfig {
                 listen,
                 session: cfg.session(),
@@ -63,6 +63,9 @@ impl TcpFront {
             next_seq,
         )
         .map_err(io_error(format!("replayer.tcp_listen {listen}: bind")))?;
+        server.set_log(crate::transports::tcp_log(format!(
+            "SoupBinTCP server at {listen}"
+        )));
         Ok(Some(TcpFront { server }))
     }
 
@@ -179,9 +182,7 @@ impl Channels {
                     message: format!("{key} {server}: {e}"),
                 }
             })?;
-            c.set_log(Box::new(move |line| {
-                eprintln!("seqbus link {server}: {line}")
-            }));
+            c.set_log(crate::transports::tcp_log(format!("link to {server}")));
             clients.push(c);
         }
         let n = clients.len();
@@ -409,9 +410,9 @@ pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     let mut front = TcpFront::bind(cfg, start)?;
     let mut down = crate::transports::publisher(cfg, start, None)?;
     let mut channels = Channels::open(cfg, &b.channels, start, "bridge.channels")?;
-    eprintln!(
-        "seqbus bridge: session {}, journal {} from message {start}; links {}; republishing on \
-         {}; commands in on {}, gap fills on {}",
+    bridge_log(format!(
+        "bridge: session {}, journal {} from message {start}; links {}; republishing on {}; \
+         commands in on {}, gap fills on {}",
         session.as_str(),
         b.journal_dir.display(),
         b.channels
@@ -419,12 +420,10 @@ pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
             .map(|a| a.to_string())
             .collect::<Vec<_>>()
             .join(", "),
-        cfg.downstream
-            .group
-            .map_or("the subscribers".to_string(), |g| g.to_string()),
+        crate::transports::publishing(cfg),
         cfg.sequencer.upstream,
         r.listen
-    );
+    ));
     let mut replayer = Replayer::new(session, r.max_packet, r.max_messages_per_request);
     let mut writer = MoldWriter::new(cfg.bus.max_packet);
     let mut outbox = Outbox::default();
@@ -481,7 +480,7 @@ pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
                     .map_err(io_error("downstream: publish"))?;
                 std::thread::sleep(Duration::from_millis(5));
             }
-            eprintln!("seqbus bridge: the session ended at message {end}");
+            bridge_log(format!("bridge: the session ended at message {end}"));
             break;
         }
         // this site's commands out, over every link
@@ -543,14 +542,16 @@ pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
         );
     }
     if malformed > 0 {
-        eprintln!("seqbus bridge: {malformed} malformed upstream datagrams dropped");
+        bridge_log(format!(
+            "bridge: {malformed} malformed upstream datagrams dropped"
+        ));
     }
     let s = channels.stats();
-    eprintln!(
-        "seqbus bridge: stopped at message {next}; first copies per link {:?}, later copies {:?}, \
+    bridge_log(format!(
+        "bridge: stopped at message {next}; first copies per link {:?}, later copies {:?}, \
          commands sent per link {:?}; NAKs to this site's senders {}",
         s.first, s.later, s.upstream, gaps.naks
-    );
+    ));
     journal.flush()?;
     journal.sync()?;
     Ok(())

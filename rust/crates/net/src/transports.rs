@@ -64,8 +64,9 @@ pub(crate) fn client_config(
 
 fn tcp_client(cfg: &Config) -> Result<TcpClient, Error> {
     let t = &cfg.tcp;
-    TcpClient::new(
-        client_config(cfg, t.connect.unwrap_or(t.listen), None),
+    let server = t.connect.unwrap_or(t.listen);
+    let mut client = TcpClient::new(
+        client_config(cfg, server, None),
         // At live: a rewinding node fills history from its replayers as over UDP; after a
         // lost connection the client logs in again from its next sequence number.
         0,
@@ -73,6 +74,15 @@ fn tcp_client(cfg: &Config) -> Result<TcpClient, Error> {
     .map_err(|e| Error::Option {
         name: "tcp",
         message: e.to_string(),
+    })?;
+    client.set_log(tcp_log(format!("SoupBinTCP client of {server}")));
+    Ok(client)
+}
+
+/// A SoupBinTCP server's or client's log: one `seqbus::tcp` record per line, `who: line`.
+pub(crate) fn tcp_log(who: String) -> Box<dyn FnMut(&str) + Send + Sync> {
+    Box::new(move |line| {
+        crate::watch::record(log::Level::Info, "seqbus::tcp", format!("{who}: {line}"))
     })
 }
 
@@ -113,7 +123,7 @@ pub(crate) fn publisher(
         }
         Transport::Tcp => {
             let t = &cfg.tcp;
-            let server = TcpServer::bind(
+            let mut server = TcpServer::bind(
                 tcp::ServerConfig {
                     listen: t.listen,
                     session: cfg.session(),
@@ -127,6 +137,7 @@ pub(crate) fn publisher(
                 next_seq,
             )
             .map_err(io_error(format!("tcp.listen {}: bind", t.listen)))?;
+            server.set_log(tcp_log(format!("SoupBinTCP server at {}", t.listen)));
             Box::new(server)
         }
         Transport::Shm => {
@@ -140,6 +151,29 @@ pub(crate) fn publisher(
             Box::new(MemoryPublisher::new(memory_bus(cfg)?).map_err(io_error("memory bus"))?)
         }
     })
+}
+
+/// Where the sequencer of `cfg` publishes, as its records say it (`udp-multicast GROUP on
+/// INTERFACE`, ...).
+pub(crate) fn publishing(cfg: &Config) -> String {
+    let d = &cfg.downstream;
+    match d.transport {
+        Transport::UdpMulticast => match d.group {
+            Some(g) => format!("udp-multicast {g} on {}", d.interface),
+            None => "udp-multicast".to_string(),
+        },
+        Transport::UdpUnicast => format!(
+            "udp-unicast to {}",
+            d.subscribers
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Transport::Tcp => format!("SoupBinTCP at {}", cfg.tcp.listen),
+        Transport::Shm => format!("the shared-memory ring {}", cfg.shm_path().display()),
+        Transport::Memory => format!("the in-process bus {:?}", cfg.memory_name()),
+    }
 }
 
 /// What reads `transport` off the network: a UDP socket (multicast, or bound to `listen` for
@@ -244,7 +278,26 @@ pub fn run_dispatcher(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> 
     let path = cfg.shm_path();
     let mut publisher = ShmPublisher::create(&path, cfg.shm.capacity)
         .map_err(io_error(format!("shm.path {}: create", path.display())))?;
+    let from = crate::watch::Stream::of_transport(
+        cfg,
+        cfg.downstream.transport,
+        cfg.shm.dispatcher_listen,
+    );
+    crate::watch::record(
+        log::Level::Info,
+        "seqbus::dispatcher",
+        format!(
+            "dispatcher of session {}: reading {from}, writing the ring {}",
+            cfg.bus.session,
+            path.display()
+        ),
+    );
     shm::run_dispatcher(source.as_mut(), &mut publisher, &stop).map_err(io_error("dispatcher"))?;
+    crate::watch::record(
+        log::Level::Info,
+        "seqbus::dispatcher",
+        "dispatcher: stopped".to_string(),
+    );
     Ok(())
 }
 

@@ -38,6 +38,21 @@ impl LoopClient {
     }
 }
 
+impl Drop for LoopClient {
+    fn drop(&mut self) {
+        let node = self
+            .inner
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(node) = node {
+            // dropped by Python, holding the GIL, which the client's thread needs for its log
+            // records (to Python `logging`) while it stops
+            Python::with_gil(|py| py.allow_threads(move || drop(node)));
+        }
+    }
+}
+
 #[pymethods]
 impl LoopClient {
     #[new]

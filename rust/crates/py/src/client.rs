@@ -330,7 +330,13 @@ impl Drop for Background {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            // dropped by Python, holding the GIL, which the thread's last log records (to
+            // Python `logging`) need: let it go while waiting
+            Python::with_gil(|py| {
+                py.allow_threads(|| {
+                    let _ = thread.join();
+                })
+            });
         }
     }
 }

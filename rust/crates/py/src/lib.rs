@@ -10,6 +10,7 @@ mod client;
 mod delivery;
 mod errors;
 mod journal;
+mod logs;
 mod sim;
 
 use seqbus_core::delivery as core_delivery;
@@ -17,6 +18,8 @@ use seqbus_core::delivery as core_delivery;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    logs::install(m.py())?;
+    m.add_function(wrap_pyfunction!(logs::log_to_python, m)?)?;
     m.add_class::<batch::PyClock>()?;
     m.add_class::<client::NodeClient>()?;
     m.add_class::<aio::LoopClient>()?;

@@ -17,6 +17,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    seqbus_net::log_to_stderr("seqbus-dispatcher", log::LevelFilter::Info);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         if let Err(e) = signal_hook::flag::register(sig, stop.clone()) {
