@@ -87,11 +87,7 @@ impl Log for JournalLog {
     fn discard_from(&mut self, seq: u64) -> Result<(), StoreError> {
         let next = self.journal.next_seq();
         if let Some(path) = self.journal.discard_from(seq).map_err(store_error)? {
-            warn(format!(
-                "sequencer: messages {seq}..{next} of this journal were never published and the \
-                 leader does not hold them: moved aside to {}",
-                path.display()
-            ));
+            warn(discarded_line(seq, next, &path));
         }
         Ok(())
     }
@@ -101,6 +97,24 @@ impl Log for JournalLog {
             .store(self.journal.dir())
             .map_err(store_error)
     }
+}
+
+/// The line that says which messages a follower moved aside: `from` up to (not including)
+/// `next`, printed inclusive ("messages 27874 to 27879": 27880 is not among them).
+fn discarded_line(from: u64, next: u64, path: &Path) -> String {
+    let what = if next == from + 1 {
+        format!(
+            "message {from} of this journal was never published and the leader does not hold it"
+        )
+    } else {
+        format!(
+            "messages {from} to {} ({} of them) of this journal were never published and the \
+             leader does not hold them",
+            next - 1,
+            next - from
+        )
+    };
+    format!("sequencer: {what}: moved aside to {}", path.display())
 }
 
 /// Opens the journal in `dir`, reporting (a log record) a torn tail that was cut.
@@ -614,5 +628,17 @@ mod tests {
             100
         );
         assert_eq!(max_held("[sequencer]\nmax_held = 0\n"), 0);
+    }
+
+    #[test]
+    fn the_moved_aside_line_names_the_last_message_moved_not_the_next() {
+        let p = Path::new("/j/discarded/x");
+        let line = discarded_line(27874, 27880, p);
+        assert!(
+            line.contains("messages 27874 to 27879 (6 of them)"),
+            "{line}"
+        );
+        assert!(!line.contains("27880"), "{line}");
+        assert!(discarded_line(5, 6, p).contains("message 5 of this journal was never"));
     }
 }
