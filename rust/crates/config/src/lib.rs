@@ -1108,7 +1108,10 @@ group = "239.1.2.3:30001"
         let c = Config::from_str(&cluster("suspicion_phi = 0\n")).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(c.cluster.unwrap().suspicion_phi, 0.0);
         let e = err(&cluster("suspicion_phi = -1.0\n"));
-        assert!(e.starts_with("<string>: cluster.suspicion_phi: must be between"), "{e}");
+        assert!(
+            e.starts_with("<string>: cluster.suspicion_phi: must be between"),
+            "{e}"
+        );
     }
 
     #[test]

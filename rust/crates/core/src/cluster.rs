@@ -37,8 +37,8 @@ use seqbus_wire::envelope::{Envelope, KIND_CONTROL};
 use seqbus_wire::mold::{MoldPacket, PacketKind, Request, REQUEST_LEN};
 use seqbus_wire::{Session, ENVELOPE_LEN};
 
-use crate::replayer::{MemoryStore, Store, StoreError};
 use crate::detector::Detector;
+use crate::replayer::{MemoryStore, Store, StoreError};
 use crate::rto::Rto;
 use crate::sequencer::{Recovered, Sequencer, SequencerParams};
 
@@ -631,7 +631,10 @@ impl Member {
     /// Whether this member takes the leader it follows for dead: silent for the election
     /// timeout at least, and past the suspicion φ ([`crate::detector`]).
     fn suspects_leader(&self, now_ns: u64) -> bool {
-        now_ns >= self.leader_heard_ns.saturating_add(self.p.election_timeout_ns)
+        now_ns
+            >= self
+                .leader_heard_ns
+                .saturating_add(self.p.election_timeout_ns)
             && self.leader_arrivals.suspects(
                 now_ns,
                 self.p.election_timeout_ns,

@@ -119,7 +119,9 @@ impl Detector {
         }
         let longest = self.intervals.iter().copied().max().unwrap_or(0);
         let learned = (longest as f64 * SURVIVED_MARGIN) as u64;
-        learned.min(floor_ns.saturating_mul(SURVIVED_CAP)).max(floor_ns)
+        learned
+            .min(floor_ns.saturating_mul(SURVIVED_CAP))
+            .max(floor_ns)
     }
 
     /// Whether the peer is taken for dead at `now_ns`: silent for at least what is

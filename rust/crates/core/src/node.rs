@@ -435,7 +435,9 @@ impl Node {
             let sent = self.upw.last_nonce();
             let fresh = match (n.answers, sent) {
                 (Some(a), Some(s)) => {
-                    a.boot_ns == s.boot_ns && a.counter <= s.counter && a.counter > self.nak_answered
+                    a.boot_ns == s.boot_ns
+                        && a.counter <= s.counter
+                        && a.counter > self.nak_answered
                 }
                 _ => false,
             };

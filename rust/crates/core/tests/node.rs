@@ -199,7 +199,9 @@ fn a_replayed_signed_nak_is_refused_as_stale() {
     };
     let resends = |node: &mut Node, now: u64| {
         let mut n = 0;
-        node.poll_transmit(now, &mut |_, d| n += usize::from(UpstreamPacket::parse(d).is_ok()));
+        node.poll_transmit(now, &mut |_, d| {
+            n += usize::from(UpstreamPacket::parse(d).is_ok())
+        });
         n
     };
     // the sequencer's NAK of the third packet (command 3 came, 2 was missing): taken
@@ -217,7 +219,13 @@ fn a_replayed_signed_nak_is_refused_as_stale() {
     }
     // one answering an older packet, another run's, or no packet at all: refused too
     node.handle_nak(now, &nak(Some(nonces[0])));
-    node.handle_nak(now, &nak(Some(Nonce { boot_ns: boot + 1, counter: 99 })));
+    node.handle_nak(
+        now,
+        &nak(Some(Nonce {
+            boot_ns: boot + 1,
+            counter: 99,
+        })),
+    );
     node.handle_nak(now, &nak(None));
     let st = node.stats();
     assert_eq!((st.naks, st.stale_naks), (1, 103));

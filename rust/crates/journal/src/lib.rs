@@ -212,7 +212,9 @@ fn header_crc(h: &[u8; SEGMENT_HEADER_LEN]) -> u32 {
 /// A segment header, checked: its session and first sequence, or where and why it is
 /// damaged (offset in the file, reason). Format 1 headers have no checksum and are taken
 /// as they read.
-pub fn check_segment_header(h: &[u8; SEGMENT_HEADER_LEN]) -> Result<([u8; 10], u64), (u64, String)> {
+pub fn check_segment_header(
+    h: &[u8; SEGMENT_HEADER_LEN],
+) -> Result<([u8; 10], u64), (u64, String)> {
     if &h[..8] == MAGIC {
         let stored = u32::from_le_bytes(h[HEADER_CRC_AT..HEADER_CRC_AT + 4].try_into().expect("4"));
         if stored != header_crc(h) {
@@ -225,7 +227,10 @@ pub fn check_segment_header(h: &[u8; SEGMENT_HEADER_LEN]) -> Result<([u8; 10], u
         return Err((0, "not a seqbus journal segment (bad magic)".into()));
     }
     let session = h[8..18].try_into().expect("10");
-    Ok((session, u64::from_le_bytes(h[24..32].try_into().expect("8"))))
+    Ok((
+        session,
+        u64::from_le_bytes(h[24..32].try_into().expect("8")),
+    ))
 }
 
 /// The session of the journal in `dir`, from its segments' headers: the one every header

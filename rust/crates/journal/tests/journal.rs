@@ -318,7 +318,10 @@ fn hard_state_survives_and_damage_is_an_error() {
 fn a_vote_record_behind_the_journal_is_refused_naming_it() {
     let d = tempfile::tempdir().unwrap();
     // a new member: no record, an empty journal (or one from before any election)
-    assert_eq!(HardState::load_for(d.path(), 0).unwrap(), HardState::default());
+    assert_eq!(
+        HardState::load_for(d.path(), 0).unwrap(),
+        HardState::default()
+    );
     // no record, but the journal holds entries of term 115
     let err = HardState::load_for(d.path(), 115).unwrap_err().to_string();
     assert!(err.contains("cluster-state: is missing"), "{err}");
@@ -831,7 +834,9 @@ fn a_damaged_segment_header_is_damage_named_and_repaired_from_a_peer() {
             Err(e) => panic!("{e}"),
         }
         // every reader names the damaged file and the header's checksum
-        let e = JournalReader::open_at_rest(&ours, S).unwrap_err().to_string();
+        let e = JournalReader::open_at_rest(&ours, S)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(&segs[0].display().to_string()), "{e}");
         assert!(e.contains("segment header: checksum does not match"), "{e}");
         let e = Journal::open(&ours, S, segment).unwrap_err().to_string();
@@ -871,7 +876,9 @@ fn segments_of_the_first_format_are_read_and_a_foreign_session_in_one_is_damage(
     // headers, named by the readers, and repaired from the peer (in format 2)
     flip_session(&segs[0]);
     assert_eq!(journal_session(&ours).unwrap(), S);
-    let e = JournalReader::open_at_rest(&ours, S).unwrap_err().to_string();
+    let e = JournalReader::open_at_rest(&ours, S)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains(&segs[0].display().to_string()), "{e}");
     let report = repair(&ours, S, &peer).unwrap();
     assert_eq!(report.rewritten, vec![(segs[0].clone(), 8)], "{report:?}");

@@ -177,6 +177,9 @@ pub(crate) struct Watch {
     /// Live packets counted at the last look, and when that count last moved.
     live: u64,
     live_ns: u64,
+    /// The node's next sequence at the last look: a node busy delivering (a rewind from the
+    /// replayers, a burst) reads no live packet meanwhile, and is not waiting for one.
+    next: u64,
     connected: bool,
     connected_ns: u64,
     /// Warnings of silence since the stream last moved.
@@ -224,6 +227,7 @@ impl Watch {
             started_ns: now_ns,
             live: 0,
             live_ns: now_ns,
+            next: 0,
             connected: false,
             connected_ns: 0,
             warnings: 0,
@@ -279,6 +283,9 @@ impl Watch {
         if live != self.live {
             self.live = live;
             self.stream_moved(now_ns, node);
+        } else if node.next_seq() != self.next {
+            self.next = node.next_seq();
+            self.next_warning_ns = self.next_warning_ns.max(now_ns + self.silence_ns);
         } else if now_ns >= self.next_warning_ns {
             self.silent(now_ns, node);
         }

@@ -35,7 +35,10 @@ fn a_receive_only_node_sends_no_hello_when_it_connects() {
     let mut buf = [0u8; 2048];
     let mut accounts = Vec::new();
     while !accounts.iter().any(|a: &Vec<u8>| a.starts_with(b"LOUD")) {
-        assert!(Instant::now() < deadline, "no hello from the sending node: {accounts:?}");
+        assert!(
+            Instant::now() < deadline,
+            "no hello from the sending node: {accounts:?}"
+        );
         let Ok((n, _)) = upstream.recv_from(&mut buf) else {
             continue;
         };

@@ -793,7 +793,10 @@ fn a_leader_that_pauses_now_and_then_is_slow_not_dead() {
         off_takeover as f64 / 1e6,
         on_takeover as f64 / 1e6
     );
-    assert!(off >= 10, "the pauses cost elections without the detector: {off}");
+    assert!(
+        off >= 10,
+        "the pauses cost elections without the detector: {off}"
+    );
     assert_eq!(on, 0, "the detector took a slow leader for a dead one");
     assert!(off_takeover < 100_000_000, "{off_takeover}");
     assert!(on_takeover < 200_000_000, "{on_takeover}");

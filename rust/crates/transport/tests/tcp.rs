@@ -158,7 +158,9 @@ fn a_lost_link_logs_where_the_next_login_asks_from() {
     let mut a = client(srv.local_addr().unwrap(), "s3cret", 1);
     let lines = Arc::new(Mutex::new(Vec::<String>::new()));
     let l2 = lines.clone();
-    a.set_log(Box::new(move |line| l2.lock().unwrap().push(line.to_string())));
+    a.set_log(Box::new(move |line| {
+        l2.lock().unwrap().push(line.to_string())
+    }));
     let mut got = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     while got.len() < 100 {
@@ -169,17 +171,25 @@ fn a_lost_link_logs_where_the_next_login_asks_from() {
     a.disconnect("test");
     a.resume_from(400);
     while a.stats().logins < 2 {
-        assert!(Instant::now() < deadline, "no second login: {:?}", lines.lock().unwrap());
+        assert!(
+            Instant::now() < deadline,
+            "no second login: {:?}",
+            lines.lock().unwrap()
+        );
         srv.poll(now(t0), &mut store, &mut |_| {});
         a.poll(now(t0), &mut |p| collect(&mut got, p)).unwrap();
     }
     let lines = lines.lock().unwrap().clone();
     assert!(
-        lines.iter().any(|l| l.ends_with("connection lost (test); logging in again")),
+        lines
+            .iter()
+            .any(|l| l.ends_with("connection lost (test); logging in again")),
         "{lines:?}"
     );
     assert!(
-        lines.iter().any(|l| l.ends_with("connected again; logging in from sequence 400")),
+        lines
+            .iter()
+            .any(|l| l.ends_with("connected again; logging in from sequence 400")),
         "{lines:?}"
     );
 }
