@@ -52,10 +52,16 @@ wheelhouse``), standing in for the package index. What the test provides besides
   Java the document is skipped, saying so.
 
 pytest runs inside a network namespace (scripts/in-netns.sh), where multicast works, but
-the docs' examples run on plain loopback (shared memory, unicast) unless they say otherwise.
+the docs' examples run on plain loopback (TCP, unicast) unless they say otherwise.
 
 A document stops at its first failing block, reported as ``docs/x.md:LINE: ...`` with the
 block's output (its background processes' included).
+
+Each document runs on the CPython running pytest and on the newest other one the machine has
+(docs/spark.md on the first only: its PySpark is linked from this environment). On the 2-core
+build machine with other work running: about 6 minutes on 3.11 (docs/spark.md 2 minutes,
+docs/quickstart.md 1.3) and 3.5 on 3.13, besides building the wheels (shared with the other
+packaging tests).
 """
 
 from __future__ import annotations
@@ -76,8 +82,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from scripts.wheels import find_python
 from tests.packaging.conftest import (
-    RFQ, WHEELHOUSE, Venv, Wheels, make_venv, outside_checkout,
+    RFQ, RUNNING, WHEELHOUSE, Venv, Wheels, make_venv, outside_checkout,
 )
 
 #: Every document the test reads: the README and docs/*.md, as they are when it is collected.
@@ -395,6 +402,10 @@ def run_block(block: Block, venv: Venv, work: Path, scratch: Path, env: dict[str
     return took
 
 
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
 def link_distributions(venv: Venv, names: tuple[str, ...], cwd: Path) -> None:
     """Links the files of each distribution ``names`` (its packages and its ``.dist-info``)
     from this environment into ``venv``'s site-packages."""
@@ -420,21 +431,33 @@ def doc_env(venv: Venv, wheels: Wheels) -> dict[str, str]:
 @pytest.mark.slow
 @pytest.mark.packaging
 @pytest.mark.parametrize("doc", RUNNABLE)
-def test_the_document_runs_from_the_wheels(doc: str, wheels: Wheels, tmp_path: Path) -> None:
+def test_the_document_runs_from_the_wheels(doc: str, python_version: str, wheels: Wheels,
+                                           tmp_path: Path) -> None:
+    """Each document on the CPython running pytest and on the newest other one the machine has
+    (one ``seqbus`` wheel per interpreter; the versions between cost minutes and add little)."""
+    other = [v for v in wheels.by_python if v != RUNNING]
+    if python_version not in (RUNNING, max(other, default=RUNNING, key=_version_key)):
+        pytest.skip(f"the docs run on CPython {RUNNING} and the newest other, "
+                    f"{max(other, key=_version_key)}, not on {python_version}")
     blocks = [b for b in ALL[doc] if b.runs]
     assert not [b for b in ALL[doc] if b.problems], "see test_every_block_says_what_it_is"
     if doc in LINKED:
+        if python_version != RUNNING:
+            pytest.skip(f"{doc} runs on CPython {RUNNING} only: its "
+                        f"{', '.join(LINKED[doc])} are linked from the test's own environment")
         from seqbus.spark import java_missing_reason
 
         if java_missing_reason() is not None:
             pytest.skip(f"{doc} runs Spark: {java_missing_reason()}")
+    python = sys.executable if python_version == RUNNING else find_python(python_version)
+    assert python is not None, f"CPython {python_version} built a wheel but is no longer found"
     here = outside_checkout(tmp_path)
     work, scratch = here / "work", here / "blocks"
     work.mkdir()
     scratch.mkdir()
     started = time.monotonic()
-    venv = make_venv(here / "venv")
-    venv.pip_install(str(wheels.seqbus), str(wheels.seqc), cwd=here)
+    venv = make_venv(here / "venv", python)
+    venv.pip_install(str(wheels.by_python[python_version]), str(wheels.seqc), cwd=here)
     link_distributions(venv, LINKED.get(doc, ()), here)
     (work / "dist").symlink_to(wheels.dir, target_is_directory=True)
     for dest, source in FIXTURES.get(doc, {}).items():
@@ -446,7 +469,8 @@ def test_the_document_runs_from_the_wheels(doc: str, wheels: Wheels, tmp_path: P
     for block in blocks:
         run.ran.append((block.where, block.kind, run_block(block, venv, work, scratch, env)))
     total = time.monotonic() - started
-    print(f"{doc}: set-up {setup:.1f} s, blocks {total - setup:.1f} s")
+    print(f"{doc} on CPython {python_version}: set-up {setup:.1f} s, blocks "
+          f"{total - setup:.1f} s")
     for where, kind, took in run.ran:
         print(f"  {where} {kind} {took:.1f} s")
 
