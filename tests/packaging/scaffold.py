@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from scripts.wheels import find_python
 from seqbus.up import SLOTS_FROM, bound_udp_ports
-from tests.packaging.conftest import Venv, Wheels, make_venv, outside_checkout
+from tests.packaging.conftest import RUNNING, Venv, Wheels, make_venv, outside_checkout
 
 #: The project's name, and so its package.
 NAME = "ledger"
@@ -31,7 +32,7 @@ class Project:
         return f"127.0.0.1:{self.port_base + SLOTS_FROM + n}"
 
 
-_made: dict[Path, Project] = {}
+_made: dict[tuple[Path, str], Project] = {}
 
 
 def free_port_base() -> int:
@@ -51,14 +52,18 @@ def free_port_base() -> int:
     raise RuntimeError("no free block of ports")
 
 
-def ledger_project(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory) -> Project:
-    """``seqbus new ledger`` from the seqbus wheel, then the README's ``pip install
-    --find-links DIR -e '.[dev]'`` (offline: the third-party wheels from the wheelhouse)."""
-    if wheels.dir in _made:
-        return _made[wheels.dir]
-    here = outside_checkout(tmp_path_factory.mktemp("new-project"))
-    venv = make_venv(here / "venv")
-    venv.pip_install(str(wheels.seqbus), cwd=here)
+def ledger_project(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory,
+                   version: str = RUNNING) -> Project:
+    """``seqbus new ledger`` from the seqbus wheel of CPython ``version`` (the one running
+    pytest by default), then the README's ``pip install --find-links DIR -e '.[dev]'``
+    (offline: the third-party wheels from the wheelhouse)."""
+    if (wheels.dir, version) in _made:
+        return _made[wheels.dir, version]
+    python = find_python(version)
+    assert python is not None and version in wheels.by_python, f"no CPython {version} here"
+    here = outside_checkout(tmp_path_factory.mktemp(f"new-project-{version}"))
+    venv = make_venv(here / "venv", python)
+    venv.pip_install(str(wheels.by_python[version]), cwd=here)
     base = free_port_base()
     venv.run([venv.bin("seqbus"), "new", NAME, "--port-base", str(base)], here)
     path = here / NAME
@@ -67,5 +72,5 @@ def ledger_project(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory) -> 
     command = f"pip install --find-links {wheels.dir} -e '.[dev]'"
     assert command in readme, readme
     venv.pip_install("--find-links", str(wheels.dir), "-e", ".[dev]", cwd=path)
-    _made[wheels.dir] = Project(venv, path, base)
-    return _made[wheels.dir]
+    _made[wheels.dir, version] = Project(venv, path, base)
+    return _made[wheels.dir, version]

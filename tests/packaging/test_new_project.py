@@ -3,7 +3,8 @@ environment outside the checkout, it writes a project (a schema, a pyproject.tom
 build hook, two typed nodes, harness tests, a one- and a three-sequencer bus, a README) that
 installs as its README says (``pip install --find-links DIR -e '.[dev]'``, DIR the wheels'
 directory: seqc and seqbus are not on PyPI), and whose ``pytest`` and ``mypy --strict`` pass at
-once; each fails on a broken node. Bad input is refused naming what is wrong."""
+once; each fails on a broken node. On each CPython of 3.11+ the machine has. Bad input is
+refused naming what is wrong."""
 
 from __future__ import annotations
 
@@ -21,8 +22,11 @@ from tests.packaging.scaffold import NAME, Project, ledger_project
 
 
 @pytest.fixture(scope="module")
-def project(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory) -> Project:
-    return ledger_project(wheels, tmp_path_factory)
+def project(python_version: str, wheels: Wheels,
+            tmp_path_factory: pytest.TempPathFactory) -> Project:
+    """The project on each CPython the machine has (``python_version``: the others are
+    skipped, saying where they were looked for)."""
+    return ledger_project(wheels, tmp_path_factory, python_version)
 
 
 @contextmanager
