@@ -278,7 +278,7 @@ pub fn journal_session(dir: &Path) -> Result<[u8; 10], JournalError> {
     let mut best: Option<([u8; 10], usize)> = None;
     for s in &unchecked {
         let n = unchecked.iter().filter(|t| *t == s).count();
-        if best.map_or(true, |(_, m)| n > m) {
+        if !matches!(best, Some((_, m)) if m >= n) {
             best = Some((*s, n));
         }
     }
