@@ -34,6 +34,7 @@ from typing import Any
 
 from seqbus.batch import MESSAGE_HEADER, RECORD_HEADER, RECORD_MESSAGE, RECORD_REWOUND
 from seqbus.errors import SeqbusError, SessionEndedError, TransportError
+from seqbus.logs import LEVELS
 from seqbus.runner import Start
 
 __all__ = ["Decoder", "add_command", "main", "message_packages"]
@@ -108,7 +109,7 @@ class Decoder:
         try:
             return name, dict(cls.decode(body).to_dict())
         except Exception as exc:  # noqa: BLE001 - a body this package cannot read
-            log.warning("%s: does not decode: %s", name, exc)
+            log.warning("tail: %s: does not decode: %s", name, exc)
             return name, None
 
 
@@ -237,12 +238,13 @@ def _connect(args: argparse.Namespace, start: Start) -> tuple[Any, str | None]:
 
 
 def main(args: argparse.Namespace) -> int:
-    if not logging.getLogger().handlers and not log.handlers:
-        console = logging.StreamHandler(sys.stderr)
-        console.setFormatter(logging.Formatter("seqbus tail: %(message)s"))
-        log.addHandler(console)
-        log.setLevel(logging.INFO)
-        log.propagate = False
+    from seqbus.logs import configured
+
+    with configured(args.log_level):
+        return _tail(args)
+
+
+def _tail(args: argparse.Namespace) -> int:
     for entry in [os.getcwd(), *reversed(args.path or [])]:
         sys.path.insert(0, entry)
     modules = args.messages or message_packages(Path.cwd())
@@ -250,7 +252,7 @@ def main(args: argparse.Namespace) -> int:
     start: Start = args.from_seq if args.from_seq is not None else "live"
     client, address = _connect(args, start)
     log.info(
-        "following %s from %s as %s/%d%s; decoding %s", args.config,
+        "tail: following %s from %s as %s/%d%s; decoding %s", args.config,
         f"sequence {args.from_seq}" if args.from_seq is not None else "live", args.account,
         args.instance, f" on {address}" if address else "", ", ".join(decoder.packages),
     )
@@ -269,13 +271,13 @@ def main(args: argparse.Namespace) -> int:
             try:
                 batch = client.poll(4096, POLL_TIMEOUT_S)
             except SessionEndedError:
-                log.info("the session ended (the sequencer ended it)")
+                log.info("tail: the session ended (the sequencer ended it)")
                 break
             if not batch:
                 if time.monotonic() - last_seen > QUIET_WARNING_S and not warned:
                     warned = True
                     log.warning(
-                        "nothing from the bus in %g s (%s): is it running (seqbus up -c %s)? "
+                        "tail: nothing from the bus in %g s (%s): is it running (seqbus up -c %s)? "
                         "messages show here as they are sequenced", QUIET_WARNING_S,
                         f"listening on {address}" if address else "no message yet",
                         args.config,
@@ -284,7 +286,7 @@ def main(args: argparse.Namespace) -> int:
             last_seen, warned = time.monotonic(), False
             for item in records(batch, decoder):
                 if isinstance(item, int):
-                    log.info("caught up at sequence %d: live from here", item)
+                    log.info("tail: caught up at sequence %d: live from here", item)
                     continue
                 write(format_line(item, args.json) + "\n")
                 printed += 1
@@ -297,7 +299,7 @@ def main(args: argparse.Namespace) -> int:
         for s, handler in previous.items():
             signal.signal(s, handler)
         client.close()
-    log.info("stopped after %d messages%s", printed,
+    log.info("tail: stopped after %d messages%s", printed,
              f" ({signal.Signals(stop[0]).name})" if stop else "")
     return 0
 
@@ -327,4 +329,6 @@ def add_command(sub: Any) -> None:
                    help="its instance (default: from its process id)")
     p.add_argument("--path", action="append",
                    help="prepend a directory to sys.path (the working directory is on it)")
+    p.add_argument("--log-level", choices=LEVELS, default="INFO", type=str.upper,
+                   help="the least level of the log lines written to stderr (default INFO)")
     p.set_defaults(func=main)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from seqbus.errors import ConfigError, SeqbusError
+from seqbus.logs import LEVELS
 
 __all__ = [
     "DEFAULT_NODES",
@@ -301,13 +302,14 @@ class Console(logging.Handler):
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty()
         self.line = ""
+        # the lines of seqbus.logs.Console, which the processes write theirs with
+        self.setFormatter(logging.Formatter(
+            "%(asctime)s.%(msecs)03d %(levelname)s up: %(message)s", "%Y-%m-%d %H:%M:%S"))
 
     def format(self, record: logging.LogRecord) -> str:
-        text = record.getMessage()
         if record.name == relay.name:
-            return text  # a process's own line, as it wrote it
-        level = "" if record.levelno < logging.WARNING else f"{record.levelname.lower()}: "
-        return f"seqbus up: {level}{text}"
+            return record.getMessage()  # a process's own line, as it wrote it
+        return super().format(record)
 
     def _clear(self) -> None:
         if self.tty and self.line:
@@ -673,18 +675,18 @@ def _start_replayer(bus: Bus, stop: list[int]) -> bool:
     return False
 
 
-def _setup_logging() -> Console:
+def _setup_logging(level: str) -> Console:
     console = Console()
     for name in (log.name, relay.name):
         logger = logging.getLogger(name)
         logger.handlers[:] = [console] if name == log.name else []
-        logger.setLevel(logging.INFO)
+        logger.setLevel(level)
     log.propagate = False  # its records (and the relayed lines) are written here, once
     return console
 
 
 def main(args: argparse.Namespace) -> int:
-    console = _setup_logging()
+    console = _setup_logging(args.log_level)
     default = "cluster.toml" if args.cluster else "bus.toml"
     path = Path(args.config or default)
     written = False
@@ -782,4 +784,7 @@ def add_command(sub: Any) -> None:
                    help="first port of a written configuration (default "
                    f"{DEFAULT_PORT_BASE}; it uses the next {SLOTS_FROM + MAX_NODES})")
     p.add_argument("--session", help="session name of a written configuration (default DEV)")
+    p.add_argument("--log-level", choices=LEVELS, default="INFO", type=str.upper,
+                   help="the least level of the lines written to stderr (default INFO: every "
+                   "event; WARNING: only what needs a look); the processes' own lines all pass")
     p.set_defaults(func=main)

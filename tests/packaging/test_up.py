@@ -61,9 +61,9 @@ def tail_records(text: str) -> list[dict[str, Any]]:
 
 
 def started_pids(log: str) -> dict[str, int]:
-    """``seqbus up``'s "started NAME: pid N" lines."""
+    """``seqbus up``'s "up: started NAME: pid N" lines."""
     return {m.group(1): int(m.group(2))
-            for m in re.finditer(r"seqbus up: started (.+?): pid (\d+)", log)}
+            for m in re.finditer(r"up: started (.+?): pid (\d+)", log)}
 
 
 def gone(pid: int) -> bool:
@@ -137,7 +137,7 @@ def test_a_cluster_two_nodes_and_a_tail_lose_nothing_when_the_leader_is_killed(
 
     up = processes.start("up", [seqbus, "up", "--cluster"], venv.env, cwd=cwd,
                          inherit_env=False)
-    wait_until("ready bus", lambda: "seqbus up: ready: sequencer" in processes.log("up"), 60,
+    wait_until("ready bus", lambda: "up: ready: sequencer" in processes.log("up"), 60,
                processes)
     pids = started_pids(processes.log("up"))
     assert set(pids) == {"sequencer 1", "sequencer 2", "sequencer 3", "replayer"}, pids
@@ -146,7 +146,7 @@ def test_a_cluster_two_nodes_and_a_tail_lose_nothing_when_the_leader_is_killed(
 
     tail = processes.start("tail", [seqbus, "tail", "-c", "cluster.toml", "--json"], venv.env,
                            cwd=cwd, inherit_env=False)
-    wait_until("tail following", lambda: "seqbus tail: following" in processes.log("tail"),
+    wait_until("tail following", lambda: "tail: following" in processes.log("tail"),
                60, processes)
     assert f"decoding bus (seqbus.bus, schema 1), {NAME} ({NAME}.messages" in processes.log(
         "tail")
@@ -177,12 +177,12 @@ def test_a_cluster_two_nodes_and_a_tail_lose_nothing_when_the_leader_is_killed(
             "SIGKILL; 2 of 3 sequencers running: the bus goes on") in up_log, up_log
     now = leader(config, venv.python, venv.env)
     assert now is not None and now != killed
-    assert re.search(rf"seqbus up: sequencer {now} \(pid \d+\) leads the bus, term \d+",
+    assert re.search(rf"up: sequencer {now} \(pid \d+\) leads the bus, term \d+",
                      up_log.split("killed by SIGKILL", 1)[1]), up_log
 
     tail.send_signal(signal.SIGTERM)
     assert tail.wait(timeout=30) == 0, processes.log("tail")
-    assert f"seqbus tail: stopped after {2 * TRANSFERS} messages (SIGTERM)" in processes.log(
+    assert f"tail: stopped after {2 * TRANSFERS} messages (SIGTERM)" in processes.log(
         "tail")
     live = tail_records(processes.log("tail"))
     assert len(live) == 2 * TRANSFERS, f"{len(live)} messages at the tail"
@@ -201,7 +201,7 @@ def test_a_cluster_two_nodes_and_a_tail_lose_nothing_when_the_leader_is_killed(
     up_log = processes.log("up")
     for name, pid in pids.items():
         if name != f"sequencer {killed}":
-            assert f"seqbus up: stopped {name} (pid {pid}): exit status 0" in up_log, up_log
+            assert f"up: stopped {name} (pid {pid}): exit status 0" in up_log, up_log
         assert gone(pid), f"{name} (pid {pid}) still running"
 
 
@@ -214,14 +214,14 @@ def test_up_writes_a_bus_refuses_a_second_and_tails_take_free_slots(
     base = free_port_base()
     up = processes.start("up", [seqbus, "up", "--port-base", str(base), "--nodes", "3"],
                          venv.env, cwd=here, inherit_env=False)
-    wait_until("ready bus", lambda: "seqbus up: ready: the sequencer answers" in
+    wait_until("ready bus", lambda: "up: ready: the sequencer answers" in
                processes.log("up"), 60, processes)
     pids = started_pids(processes.log("up"))
     assert set(pids) == {"sequencer", "replayer"}, pids
     written = tomllib.loads((here / "bus.toml").read_text())
     slots = [f"127.0.0.1:{base + 40 + i}" for i in range(3)]
     assert written["downstream"]["subscribers"] == slots
-    assert "seqbus up: wrote bus.toml: one sequencer, 3 node slots" in processes.log("up")
+    assert "up: wrote bus.toml: one sequencer, 3 node slots" in processes.log("up")
 
     second = subprocess.run([seqbus, "up"], cwd=here, env=venv.env, capture_output=True,
                             text=True, timeout=60, check=False)
@@ -235,7 +235,7 @@ def test_up_writes_a_bus_refuses_a_second_and_tails_take_free_slots(
                                      f"{NAME}.messages"], venv.env, cwd=here,
                         inherit_env=False)
         wait_until(f"tail {n} following",
-                   lambda n=n: "seqbus tail: following" in processes.log(f"tail{n}"), 60,
+                   lambda n=n: "tail: following" in processes.log(f"tail{n}"), 60,
                    processes)
     on = {m.group(1) for n in (1, 2)
           for m in re.finditer(r" on (127\.0\.0\.1:\d+);", processes.log(f"tail{n}"))}
@@ -244,8 +244,8 @@ def test_up_writes_a_bus_refuses_a_second_and_tails_take_free_slots(
     up.send_signal(signal.SIGINT)
     assert up.wait(timeout=60) == 0, processes.log("up")
     log = processes.log("up")
-    assert (f"seqbus up: SIGINT: stopping replayer (pid {pids['replayer']}), sequencer (pid "
+    assert (f"up: SIGINT: stopping replayer (pid {pids['replayer']}), sequencer (pid "
             f"{pids['sequencer']})") in log, log
     for name, pid in pids.items():
-        assert f"seqbus up: stopped {name} (pid {pid}): exit status 0" in log, log
+        assert f"up: stopped {name} (pid {pid}): exit status 0" in log, log
         assert gone(pid)
