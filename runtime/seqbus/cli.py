@@ -373,7 +373,7 @@ def _parser() -> argparse.ArgumentParser:
         "waits for, connected, no heartbeat (and the likely cause), a new leader, rewinding "
         "progress, caught up, stopped.",
     )
-    p.add_argument("target", help="the node class, e.g. examples.exchange.engine:MatchingEngine")
+    p.add_argument("target", help="the node class, e.g. seqbus.examples.exchange.engine:MatchingEngine")
     p.add_argument(
         "--arg", action="append", metavar="NAME=VALUE",
         help="a keyword argument of the class's constructor, converted to its annotation "
