@@ -22,11 +22,14 @@ from seqbus import _core
 from tests.conftest import seqbus_cli, udp_bound
 from tests.sdk.buslines import Lines, kill, start, unicast_config
 
-#: A node class for the processes: it logs where it stood when it caught up, and each Ping.
+#: Node classes for the processes: Watcher logs where it stood when it caught up, and each
+#: Ping; Sender posts `count` Pings and stops once it has seen the last; Slow takes 0.3 ms of
+#: this machine's clock per Ping.
 NODE_MODULE = '''\
 import logging
+import time
 
-from examples.pingpong.messages import PingpongNode, PingView
+from examples.pingpong.messages import Ping, PingpongNode, PingView
 
 log = logging.getLogger("lognode")
 
@@ -37,6 +40,28 @@ class Watcher(PingpongNode):
 
     def on_rewound(self) -> None:
         log.info("on_rewound at sequence %d", self.sequence())
+
+
+class Sender(PingpongNode):
+    def __init__(self, *, count: int) -> None:
+        super().__init__()
+        self.count = count
+
+    def on_opened(self) -> None:
+        for i in range(self.count):
+            self.post(Ping(id=i, sent_at_ns=0))
+
+    def on_ping(self, msg: PingView, mine: bool) -> None:
+        if mine and msg.id == self.count - 1:
+            log.info("all %d sent", self.count)
+            self.stop()
+
+
+class Slow(PingpongNode):
+    def on_ping(self, msg: PingView, mine: bool) -> None:
+        until = time.monotonic() + 0.0003
+        while time.monotonic() < until:
+            pass
 '''
 
 
@@ -115,6 +140,44 @@ def test_a_node_says_connected_caught_up_at_n_and_stopped_at_n_on_sigterm(
         assert sequencer.wait(timeout=15) == 0
     finally:
         if node is not None:
+            kill(node)
+        kill(sequencer)
+
+
+def test_a_slow_rewind_shows_its_progress_and_no_false_silence(tmp_path: Path) -> None:
+    """A node busy rewinding 12,000 messages at 0.3 ms each (three batches of at most 4,096)
+    reads no live packet for seconds: it is not waiting, so it says how far it is (every
+    second at debug level), not that the stream is silent."""
+    config, upstream, listens = unicast_config(tmp_path, subscribers=2)
+    (tmp_path / "lognode.py").write_text(NODE_MODULE)
+    sequencer = start([*seqbus_cli(), "sequencer", "-c", str(config)], tmp_path)
+    nodes: list[subprocess.Popen[bytes]] = []
+    try:
+        Lines(sequencer).wait_for(r"INFO sequencer: session LOGS01", timeout=30)
+        nodes.append(start([*seqbus_cli(), "node", "lognode:Sender", "-c", str(config),
+                            "--account", "SEND", "--arg", "count=12000"], tmp_path))
+        sender = Lines(nodes[-1])
+        sender.wait_for(r"lognode: all 12000 sent", timeout=90)
+        assert nodes[-1].wait(timeout=30) == 0, sender.text()
+        nodes.append(start([*seqbus_cli(), "node", "lognode:Slow", "-c", str(config),
+                            "--account", "SLOW", "--rewind", "--listen", listens[1],
+                            "--log-level", "DEBUG"], tmp_path))
+        slow = Lines(nodes[-1])
+        _, caught_up = slow.wait_for(r"caught up at sequence (\d+), live from here "
+                                     r"\(([\d,]+) messages replayed in ([\d.]+) s\)", timeout=90)
+        assert int(caught_up.group(1)) > 12000 and float(caught_up.group(3)) >= 3.0
+        # messages handed to the handlers so far, of the stream's end when the node knows it
+        progress = [
+            int(m.group(1).replace(",", ""))
+            for m in re.finditer(r"DEBUG node SLOW/1: rewinding: ([\d,]+) (?:of [\d,]+ messages "
+                                 r"\(\d+%\), [\d,]+/s|messages so far \(where the stream ends "
+                                 r"is not known yet)", slow.text())
+        ]
+        assert len(progress) >= 2, slow.text()
+        assert progress == sorted(progress) and progress[-1] <= int(caught_up.group(1))
+        assert "no heartbeat" not in slow.text(), slow.text()
+    finally:
+        for node in nodes:
             kill(node)
         kill(sequencer)
 
@@ -201,8 +264,12 @@ def test_library_users_get_the_records_through_the_seqbus_loggers(tmp_path: Path
     assert handler.find(r"sequencer: stopped at message \d+") is not None
 
 
-def test_a_rewinds_progress_is_a_bar_on_a_terminal_and_lines_elsewhere() -> None:
+def test_a_rewinds_progress_is_a_bar_on_a_terminal_and_lines_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import io
+
+    monkeypatch.setenv("COLUMNS", "200")  # the bar is cut to the terminal's width
 
     from seqbus.logs import PROGRESS_LOGGER, Console
 

@@ -496,9 +496,16 @@ impl Node {
         self.next
     }
 
-    /// One past the highest sequence known to exist (0: not known yet): where a rewind ends.
+    /// One past the highest sequence known to exist (0: not known yet): where a rewind ends,
+    /// once [`Node::head_known`].
     pub fn head(&self) -> u64 {
         self.head
+    }
+
+    /// True once [`Node::head`] came from the stream's end itself (a live packet or a
+    /// heartbeat), not only from retransmitted history.
+    pub fn head_known(&self) -> bool {
+        self.head_known
     }
 
     /// True when a packet is being delivered (the I/O layer then need not read more).

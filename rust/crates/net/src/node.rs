@@ -452,6 +452,7 @@ impl NodeClient {
             }
             // A ring has no socket: sleep on its futex, at most 1 ms so that replayer answers
             // on the request socket are read promptly.
+            self.watch.waiting();
             let left = until.saturating_duration_since(Instant::now());
             if !(self.block && self.feed.wait(left.min(Duration::from_millis(1)))) {
                 self.wait_fds.clear();
@@ -500,6 +501,13 @@ impl NodeClient {
             until = until.min(now + Duration::from_millis(1));
         }
         until
+    }
+
+    /// Its owner waits for the client's fds outside [`NodeClient::poll`] (`crate::notify`):
+    /// what it says of a silent stream counts that time as waiting (a node that is busy
+    /// elsewhere is not waiting for a heartbeat).
+    pub fn waiting(&mut self) {
+        self.watch.waiting();
     }
 
     /// The idle strategy this client waits with (`node.idle`, or the option's).

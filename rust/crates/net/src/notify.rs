@@ -373,6 +373,10 @@ fn run(s: &Shared, max_records: usize) {
             Some(was) => now.ready != was.ready || now.in_flight < was.in_flight,
         };
         seen = Some(now);
+        if n == 0 {
+            // it sleeps below (unless woken at once): waiting for the stream
+            client.waiting();
+        }
         if n > 0 || news {
             // handed over before the client is let go: whoever reads the client's state next
             // (its commands in flight, through `with_client`) finds the batch that confirmed

@@ -171,20 +171,24 @@ pub(crate) struct Watch {
     stream: Stream,
     /// (member id, upstream address) of each sequencer: one, id 0, without `[cluster]`.
     sequencers: Vec<(u16, SocketAddr)>,
-    /// A stream silent this long is reported.
+    /// A stream silent this long, while the node waits for it, is reported.
     silence_ns: u64,
-    started_ns: u64,
     /// Live packets counted at the last look, and when that count last moved.
     live: u64,
     live_ns: u64,
-    /// The node's next sequence at the last look: a node busy delivering (a rewind from the
-    /// replayers, a burst) reads no live packet meanwhile, and is not waiting for one.
-    next: u64,
+    /// When the client last looked, and whether it has waited (idle) since: only the time a
+    /// node spends waiting counts as silence — one busy in its handlers, or delivering a
+    /// rewind, reads no live packet meanwhile and is not waiting for one.
+    look_ns: u64,
+    waited: bool,
+    /// Time spent waiting since the stream last moved, and the amount of it that is reported
+    /// next.
+    quiet_ns: u64,
+    warn_at_ns: u64,
     connected: bool,
     connected_ns: u64,
     /// Warnings of silence since the stream last moved.
     warnings: u32,
-    next_warning_ns: u64,
     ready: bool,
     ready_warned: bool,
     rewind: Option<Rewind>,
@@ -224,14 +228,15 @@ impl Watch {
             stream,
             sequencers,
             silence_ns,
-            started_ns: now_ns,
             live: 0,
             live_ns: now_ns,
-            next: 0,
+            look_ns: now_ns,
+            waited: false,
+            quiet_ns: 0,
+            warn_at_ns: silence_ns,
             connected: false,
             connected_ns: 0,
             warnings: 0,
-            next_warning_ns: now_ns + silence_ns,
             // a node that asks for its next command sequence (hello → SenderState) is ready
             // once the sequencer answered
             ready: !asks,
@@ -280,15 +285,18 @@ impl Watch {
 
     /// Once per pass of the client's poll: `live` is the count of live packets read so far.
     pub(crate) fn look(&mut self, now_ns: u64, node: &Node, live: u64) {
+        let since = now_ns.saturating_sub(self.look_ns);
+        self.look_ns = now_ns;
         if live != self.live {
             self.live = live;
             self.stream_moved(now_ns, node);
-        } else if node.next_seq() != self.next {
-            self.next = node.next_seq();
-            self.next_warning_ns = self.next_warning_ns.max(now_ns + self.silence_ns);
-        } else if now_ns >= self.next_warning_ns {
-            self.silent(now_ns, node);
+        } else if self.waited {
+            self.quiet_ns += since;
+            if self.quiet_ns >= self.warn_at_ns {
+                self.silent(node);
+            }
         }
+        self.waited = false;
         if node.leader() != self.leader || node.epoch() != self.epoch {
             self.leader = node.leader();
             self.epoch = node.epoch();
@@ -337,7 +345,7 @@ impl Watch {
                 let done = node.next_seq().saturating_sub(r.from);
                 let rate = done as f64 / r.started.elapsed().as_secs_f64().max(1e-3);
                 let text = match node.head() {
-                    head if head > r.from => {
+                    head if head > r.from && node.head_known() => {
                         let total = head - r.from;
                         format!(
                             "{}: rewinding: {} of {} messages ({}%), {}/s",
@@ -349,7 +357,8 @@ impl Watch {
                         )
                     }
                     _ => format!(
-                        "{}: rewinding: {} messages so far (the stream's end is not known yet)",
+                        "{}: rewinding: {} messages so far (where the stream ends is not known \
+                         yet: no live packet read)",
                         self.who,
                         thousands(done)
                     ),
@@ -357,6 +366,13 @@ impl Watch {
                 self.emit(level, REWIND_TARGET, text);
             }
         }
+    }
+
+    /// The client is about to wait for the network (or its owner is, `crate::notify`): the
+    /// time until the next look counts as silence if no live packet comes.
+    #[inline]
+    pub(crate) fn waiting(&mut self) {
+        self.waited = true;
     }
 
     /// After each delivery: a rewinding node that caught up says where (`live`: as for
@@ -409,14 +425,15 @@ impl Watch {
         }
         self.live_ns = now_ns;
         self.warnings = 0;
-        self.next_warning_ns = now_ns + self.silence_ns;
+        self.quiet_ns = 0;
+        self.warn_at_ns = self.silence_ns;
     }
 
     #[cold]
-    fn silent(&mut self, now_ns: u64, node: &Node) {
+    fn silent(&mut self, node: &Node) {
         self.warnings += 1;
         let interval = (self.silence_ns << self.warnings.min(16)).min(MAX_WARNING_INTERVAL_NS);
-        self.next_warning_ns = now_ns + interval;
+        self.warn_at_ns = self.quiet_ns + interval;
         let since = if self.connected {
             format!(
                 " (the last at sequence {})",
@@ -425,7 +442,7 @@ impl Watch {
         } else {
             " since it started".to_string()
         };
-        let quiet = now_ns.saturating_sub(self.live_ns.max(self.started_ns));
+        let quiet = self.quiet_ns;
         let causes = self.causes(node);
         let text = format!(
             "{}: no heartbeat for {} from {} on {} (session {}){since}; {}",
