@@ -736,6 +736,16 @@ mod tests {
     }
 
     #[test]
+    fn multicast_that_cannot_be_joined_does_not_come_back() {
+        // an interface address no interface of this host has: the group cannot be joined
+        let elsewhere = Ipv4Addr::new(198, 51, 100, 1);
+        assert_eq!(
+            multicast_comes_back(Ipv4Addr::new(239, 255, 77, 78), elsewhere),
+            Some(false)
+        );
+    }
+
+    #[test]
     fn numbers_read_well() {
         assert_eq!(thousands(0), "0");
         assert_eq!(thousands(999), "999");
