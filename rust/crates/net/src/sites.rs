@@ -182,7 +182,8 @@ impl Channels {
                     message: format!("{key} {server}: {e}"),
                 }
             })?;
-            c.set_log(crate::transports::tcp_log(format!("link to {server}")));
+            // its lines name the server
+            c.set_log(crate::transports::tcp_log(format!("{key} link")));
             clients.push(c);
         }
         let n = clients.len();

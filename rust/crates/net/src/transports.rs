@@ -75,14 +75,25 @@ fn tcp_client(cfg: &Config) -> Result<TcpClient, Error> {
         name: "tcp",
         message: e.to_string(),
     })?;
-    client.set_log(tcp_log(format!("SoupBinTCP client of {server}")));
+    // its lines name the server
+    client.set_log(tcp_log("SoupBinTCP client".to_string()));
     Ok(client)
 }
 
-/// A SoupBinTCP server's or client's log: one `seqbus::tcp` record per line, `who: line`.
+/// A SoupBinTCP server's or client's log: one `seqbus::tcp` record per line, `who: line`. A
+/// client that keeps failing to connect (it tries again, backing off) says so once at info
+/// level, then at debug level until something else happens.
 pub(crate) fn tcp_log(who: String) -> Box<dyn FnMut(&str) + Send + Sync> {
+    let mut failing = false;
     Box::new(move |line| {
-        crate::watch::record(log::Level::Info, "seqbus::tcp", format!("{who}: {line}"))
+        let refused = line.contains("cannot connect");
+        let level = if refused && failing {
+            log::Level::Debug
+        } else {
+            log::Level::Info
+        };
+        failing = refused;
+        crate::watch::record(level, "seqbus::tcp", format!("{who}: {line}"))
     })
 }
 

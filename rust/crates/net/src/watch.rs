@@ -393,10 +393,12 @@ impl Watch {
         }
         let Some(r) = self.rewind.take() else { return };
         let at = node.next_seq().saturating_sub(1);
+        let replayed = at.saturating_sub(r.from.saturating_sub(1));
         let text = format!(
-            "{}: caught up at sequence {at}, live from here ({} messages replayed in {:.1} s)",
+            "{}: caught up at sequence {at}, live from here ({} message{} replayed in {:.1} s)",
             self.who,
-            thousands(at.saturating_sub(r.from.saturating_sub(1))),
+            thousands(replayed),
+            if replayed == 1 { "" } else { "s" },
             r.started.elapsed().as_secs_f64()
         );
         self.emit(Level::Info, TARGET, text);
