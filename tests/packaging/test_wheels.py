@@ -29,8 +29,9 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 
 from tests.conftest import ROOT, VENV_BIN, Processes, free_tcp_port, free_udp_port
+from scripts.wheels import BUILD_ENV
 from tests.packaging.conftest import (
-    RFQ, Venv, Wheels, ext_suffix, outside_checkout, rfq_config, run_rfq_desk,
+    RFQ, RUNNING, Venv, Wheels, ext_suffix, outside_checkout, rfq_config, run_rfq_desk,
 )
 from tests.transports.harness import udp_bound, wait_for
 
@@ -115,6 +116,38 @@ def test_seqbus_wheel_holds_the_compiled_modules_under_a_matching_manylinux_tag(
                           capture_output=True, text=True, timeout=120, check=True).stdout
     assert f'is consistent with the following platform tag: "{platform}"' in " ".join(
         show.split()), show
+
+
+def test_every_wheel_carries_the_one_rust_core_and_it_keeps_to_the_stable_abi(
+    wheels: Wheels, tmp_path: Path
+) -> None:
+    """The core is built once and shared (scripts/wheels.py): it must use nothing outside
+    Python 3.11's stable ABI. A Cython module, built for one interpreter, is the control:
+    abi3audit finds its symbols outside the stable ABI."""
+    cores, controls = set(), {}
+    for version, wheel in wheels.by_python.items():
+        with zipfile.ZipFile(wheel) as zf:
+            cores.add(zf.read("seqbus/_core.abi3.so"))
+            controls[version] = zf.read(f"seqbus/_codec_support{ext_suffix(version)}")
+    assert len(cores) == 1, "the wheels carry different Rust cores"
+    core, control = tmp_path / "_core.abi3.so", tmp_path / "_codec_support.abi3.so"
+    core.write_bytes(cores.pop())
+    control.write_bytes(controls[RUNNING])
+    audit = BUILD_ENV / RUNNING / "bin" / "abi3audit"  # requirements-build.txt
+
+    def report(path: Path) -> dict[str, object]:
+        done = subprocess.run([str(audit), "--report", "--assume-minimum-abi3", "3.11",
+                               str(path)], capture_output=True, text=True, timeout=120,
+                              check=False, cwd=tmp_path)
+        result: dict[str, object] = json.loads(done.stdout)["specs"][str(path)]["object"]["result"]
+        assert (done.returncode == 0) == (result["is_abi3"] is True), done.stderr[-2000:]
+        return result
+
+    shared = report(core)
+    assert shared["is_abi3"] and shared["non_abi3_symbols"] == [], shared
+    assert shared["computed"] == "3.11", shared
+    cython = report(control)
+    assert not cython["is_abi3"] and "_PyBytes_Resize" in cython["non_abi3_symbols"], cython
 
 
 def test_the_installed_seqbus_is_the_wheel_not_the_checkout(py_wheel_venv: Venv,
