@@ -168,7 +168,8 @@ def _core_wheel(out: Path, config_settings: Mapping[str, Any] | None,
                                f"{', '.join(p.name for p in found)}")
         if found:
             print(f"seqbus_build: the Rust core from {found[0]}", flush=True)
-            return Path(shutil.copy2(found[0], out / found[0].name))
+            shutil.copy2(found[0], out / found[0].name)
+            return out / found[0].name
     inner = maturin.build_wheel(str(out), _maturin_settings(config_settings), metadata_directory)
     if "-abi3-" not in inner:
         raise RuntimeError(f"maturin built {inner}, not an abi3 wheel: the core is expected to "
@@ -292,8 +293,9 @@ def _write_wheel(stage: Path, out_dir: Path) -> str:
     """Zip ``stage`` into a wheel in ``out_dir`` (dist-info last, RECORD regenerated)."""
     info = _dist_info(stage)
     tag = _retag(info)
-    files = sorted(p for p in stage.rglob("*") if p.is_file() and p.parent != info)
-    meta = sorted(p for p in info.iterdir() if p.name != "RECORD")
+    files = sorted(p for p in stage.rglob("*") if p.is_file() and info not in p.parents)
+    # the dist-info last; it may have folders of its own (newer maturin writes sboms/)
+    meta = sorted(p for p in info.rglob("*") if p.is_file() and p != info / "RECORD")
     record = info / "RECORD"
     lines = [_record_line(p, p.relative_to(stage).as_posix()) for p in [*files, *meta]]
     lines.append(f"{record.relative_to(stage).as_posix()},,")
