@@ -355,7 +355,7 @@ def test_node_sends_fields_and_refuses_what_is_not_a_message() -> None:
             self.send(Ping(id=2, sent_at_ns=20))
             self.send(Ping.encode_fields(id=3, sent_at_ns=30))
             for bad in ("some text", 5, None, {"id": 4}):
-                with pytest.raises(TypeError, match="needs a generated message or an encoded"):
+                with pytest.raises(TypeError, match="takes a generated message or an encoded body"):
                     self.send(bad)
 
         def on_ping(self, msg: PingView, mine: bool) -> None:
