@@ -30,6 +30,30 @@ fn params(account: &str, start: Start) -> NodeParams {
     }
 }
 
+/// A session that holds only its start (what a sequencer sequences first), in a store, and a
+/// replayer over it.
+fn started_session(session: Session, now: u64) -> (MemoryStore, Replayer) {
+    let mut seq = Sequencer::new(
+        SequencerParams {
+            session,
+            max_packet: 1472,
+            heartbeat_ns: 1_000_000,
+            clock_tick_ns: 0,
+            term: 0,
+            leader: 0,
+            max_held: seqbus_core::sequencer::MAX_HELD,
+        },
+        Recovered::new_session(),
+        now,
+    );
+    let mut store = MemoryStore::default();
+    for (_, m) in seq.pending() {
+        store.push(m);
+    }
+    seq.published(now);
+    (store, Replayer::new(session, 60_000, 2000))
+}
+
 #[test]
 fn a_rewind_keeps_replay_depth_requests_outstanding() {
     use seqbus_wire::mold::Request;
@@ -64,25 +88,7 @@ fn a_finished_rewind_awaits_no_more_answers() {
     // poll its request socket on every turn)
     let session = Session::new(SESSION).unwrap();
     let now = 1_000_000_000;
-    let mut seq = Sequencer::new(
-        SequencerParams {
-            session,
-            max_packet: 1472,
-            heartbeat_ns: 1_000_000,
-            clock_tick_ns: 0,
-            term: 0,
-            leader: 0,
-            max_held: seqbus_core::sequencer::MAX_HELD,
-        },
-        Recovered::new_session(),
-        now,
-    );
-    let mut store = MemoryStore::default();
-    for (_, m) in seq.pending() {
-        store.push(m);
-    }
-    seq.published(now);
-    let mut replayer = Replayer::new(session, 60_000, 2000);
+    let (mut store, mut replayer) = started_session(session, now);
     let mut n = Node::new(params("R", Start::From(1)), now);
     n.set_replay_depth(4);
     let mut out = Vec::new();
@@ -129,25 +135,7 @@ fn a_replayed_signed_nak_is_refused_as_stale() {
     // the node rewinds a session that holds only its start, then is live (a rewinding node
     // holds its commands back)
     let session = Session::new(SESSION).unwrap();
-    let mut seq = Sequencer::new(
-        SequencerParams {
-            session,
-            max_packet: 1472,
-            heartbeat_ns: 1_000_000,
-            clock_tick_ns: 0,
-            term: 0,
-            leader: 0,
-            max_held: seqbus_core::sequencer::MAX_HELD,
-        },
-        Recovered::new_session(),
-        now,
-    );
-    let mut store = MemoryStore::default();
-    for (_, m) in seq.pending() {
-        store.push(m);
-    }
-    seq.published(now);
-    let mut replayer = Replayer::new(session, 60_000, 2000);
+    let (mut store, mut replayer) = started_session(session, now);
     let mut out = Vec::new();
     for _ in 0..100 {
         if !node.is_rewinding() {
