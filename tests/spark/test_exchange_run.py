@@ -81,15 +81,29 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                     "--segment-mb", "1"], check=True, capture_output=True, timeout=600)
     from seqbus.archive import JournalArchiver
 
-    # Where segments end is fixed by the journal and the segment size; whether one ends inside
-    # a fragmented message is the run's chance (a few in a 300,000-order run at 64 KiB, none
-    # at times). Sizes are tried in turn, each sealing the journal anew, until one cuts a
-    # fragmented message in two; the archive the tests read is that one.
+    # Where segments end is fixed by the journal and the segment size: the writer starts a new
+    # segment when a record (16 bytes and the message) would take the current one past
+    # segment_bytes (its header is 32 bytes). A size that ends the first segment right after
+    # the first fragment of a fragmented message cuts that message in two; the candidates are
+    # the first fragmented messages past `base` (the segments are about that size), computed
+    # from the records' sizes, so the archive the tests read always has one.
+    from seqbus.archive import Archive
+
     base = (64 << 10) if ORDERS >= 50_000 else 4096
-    for attempt in range(8):
+    raw = Archive(mb1).raw_table().select(["flags", "body"])
+    candidates, offset = [], 32
+    for flags, body in zip(raw.column("flags").to_pylist(), raw.column("body").to_pylist(),
+                           strict=True):
+        offset += 16 + 32 + len(body)
+        if flags == 1 and offset >= base:
+            candidates.append(offset)
+            if len(candidates) == 4:
+                break
+    del raw
+    assert candidates, "the run has no fragmented message past the first segment"
+    for attempt, size in enumerate(candidates):
         small = tmp / f"small-{attempt}.archive"
-        a = JournalArchiver(workdir / "journal", small, sess.schemas(),
-                            segment_bytes=base + attempt * (base // 16))
+        a = JournalArchiver(workdir / "journal", small, sess.schemas(), segment_bytes=size)
         a.catch_up()
         a.seal()
         if sess.crossing(small) > 0:
