@@ -158,6 +158,8 @@ fn write_report(path: &Path, r: &Result<Report, String>) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let usage = "usage: transport_bus sequencer|replayer|dispatcher|node|inproc CONFIG ...";
+    // the roles' records (logins refused, links closed, ...) on stderr, as the binaries do
+    seqbus_net::log_to_stderr("transport_bus", log::LevelFilter::Info);
     if args.len() < 3 {
         eprintln!("{usage}");
         std::process::exit(2);
