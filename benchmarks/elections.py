@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from seqbus.demo import bus_config, cluster_config, free_udp_port
+from seqbus.demo import _stop, bus_config, cluster_config, free_udp_port
 
 FIELDS = ("takeovers", "elections", "held_suspicions", "own_pauses", "quorum_stepdowns")
 
@@ -35,18 +34,6 @@ def _status(address: str) -> dict[str, Any]:
             return doc
     except (OSError, ValueError):
         return {}
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def run(phi: float, seconds: float, loops: int) -> dict[str, Any]:
