@@ -285,9 +285,10 @@ def test_a_rewinds_progress_is_a_bar_on_a_terminal_and_lines_elsewhere(
     console = Console(tty)
     console.emit(record(PROGRESS_LOGGER, logging.DEBUG, progress))
     assert tty.getvalue() == f"\r\x1b[K[#####...............] {progress}"  # in place
-    console.emit(record("seqbus.node", logging.INFO, "node ME/1: caught up"))
-    assert tty.getvalue().endswith("\r\x1b[K" + console.format(
-        record("seqbus.node", logging.INFO, "node ME/1: caught up")) + "\n")
+    # one record, emitted and then formatted again: two would carry two times
+    caught_up = record("seqbus.node", logging.INFO, "node ME/1: caught up")
+    console.emit(caught_up)
+    assert tty.getvalue().endswith("\r\x1b[K" + console.format(caught_up) + "\n")
     assert console.bar == ""  # cleared, not drawn again
 
     plain = io.StringIO()
