@@ -17,7 +17,14 @@ from typing import Protocol
 from seqbus.errors import SeqbusError
 from seqbus.logs import LEVELS, configured
 from seqbus.node import Node
-from seqbus.runner import POLL_TIMEOUT_S, Start, run, stop_on_signals, stopped_by
+from seqbus.runner import (
+    POLL_TIMEOUT_S,
+    Start,
+    importable_from,
+    run,
+    stop_on_signals,
+    stopped_by,
+)
 
 __all__ = ["load_node_class", "main"]
 
@@ -141,10 +148,7 @@ def _cmd_node(args: argparse.Namespace) -> int:
 def _node(args: argparse.Namespace) -> int:
     from seqbus.node_args import constructor_arguments
 
-    # MODULE is found as `python -m` would find it: from the working directory first (a
-    # console script has only its own directory on sys.path), then each --path before that
-    for entry in [os.getcwd(), *reversed(args.path or [])]:
-        sys.path.insert(0, entry)
+    importable_from(args.path)
     cls = load_node_class(args.target)
     start: Start = "rewind" if args.rewind else args.from_seq if args.from_seq else "live"
     kwargs = constructor_arguments(cls, args.arg or [])

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
+import sys
 import threading
 import time
 import weakref
@@ -36,6 +38,14 @@ POLL_TIMEOUT_S = 0.05
 READY_TIMEOUT_S = 10.0
 #: How long a stopping node waits for the stream to confirm what it sent (docs/sdk.md).
 DRAIN_TIMEOUT_S = 5.0
+
+
+def importable_from(paths: Sequence[str] | None) -> None:
+    """Makes application modules importable as ``python -m`` would: the working directory
+    first on ``sys.path`` (a console script has only its own directory there), then each of
+    ``paths`` before it (``--path`` of ``seqbus node`` and ``seqbus tail``)."""
+    for entry in [os.getcwd(), *reversed(paths or [])]:
+        sys.path.insert(0, entry)
 
 log = logging.getLogger("seqbus.runner")
 #: The records of a node's life (what the Rust core says of its client goes here too).

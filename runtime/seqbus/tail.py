@@ -35,7 +35,7 @@ from typing import Any
 from seqbus.batch import MESSAGE_HEADER, RECORD_HEADER, RECORD_MESSAGE, RECORD_REWOUND
 from seqbus.errors import SeqbusError, SessionEndedError, TransportError
 from seqbus.logs import LEVELS
-from seqbus.runner import Start
+from seqbus.runner import Start, importable_from
 
 __all__ = ["Decoder", "add_command", "main", "message_packages"]
 
@@ -245,8 +245,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _tail(args: argparse.Namespace) -> int:
-    for entry in [os.getcwd(), *reversed(args.path or [])]:
-        sys.path.insert(0, entry)
+    importable_from(args.path)
     modules = args.messages or message_packages(Path.cwd())
     decoder = Decoder(modules)
     start: Start = args.from_seq if args.from_seq is not None else "live"
