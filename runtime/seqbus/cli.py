@@ -440,7 +440,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--count", type=int, default=20000, help="ping-pong round trips to measure")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.add_argument("--unicast", action="store_true", help="use UDP unicast, not multicast")
-    p.add_argument("--timeout", type=float, default=120.0, help="give up after this many s")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="give up after this many s (default 120, and 2 s more per 1,000 orders or round trips)",
+    )
     p.add_argument(
         "--idle",
         choices=("hybrid", "block", "spin-yield", "busy-spin"),

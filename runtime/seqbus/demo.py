@@ -689,6 +689,8 @@ PINGPONG_REPORT = (("bus", "pingpong"), ("pingpong.Ping", "pingpong.Pong", "id")
 
 def main(args: argparse.Namespace) -> int:
     notes: list[str] = []
+    if args.timeout is None:  # a run of 300,000 orders takes minutes on a loaded machine
+        args.timeout = 120.0 + (args.orders if args.exchange else args.count) / 500
     in_netns = os.environ.get(NETNS_ENV) == "1"
     if not args.unicast and not in_netns:
         _reexec_in_netns(_argv(args))  # returns only when no namespace could be made

@@ -301,9 +301,9 @@ def crossing(path: Path, records: list[tuple[int, bytes]] | None = None) -> int:
     first: dict[Any, int] = {}
     n = 0
     for seq, flags, account in items:
-        if flags == 1:
+        if flags & MORE:  # a first fragment (FIRST | MORE) or a middle one
             first.setdefault(account, seq)
-        elif flags == 2:
+        elif flags & LAST:
             if bisect.bisect_right(starts, first.pop(account, seq)) != bisect.bisect_right(starts, seq):
                 n += 1
     return n
