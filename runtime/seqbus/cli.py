@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from seqbus.errors import SeqbusError
+from seqbus.errors import SeqbusError, TransportError
 from seqbus.logs import LEVELS, configured
 from seqbus.node import Node
 from seqbus.runner import (
@@ -25,8 +25,11 @@ from seqbus.runner import (
     stop_on_signals,
     stopped_by,
 )
+from seqbus.up import listen_candidates
 
 __all__ = ["load_node_class", "main"]
+
+log = logging.getLogger("seqbus.cli")
 
 
 class _Service(Protocol):
@@ -163,11 +166,26 @@ def _node(args: argparse.Namespace) -> int:
     logging.getLogger("seqbus.node").addFilter(
         lambda record: not hasattr(record, "seqbus_failure")
     )
+    # on a udp-unicast bus without --listen, the first free node slot (seqbus up's layout)
+    slots = [args.listen] if args.listen else listen_candidates(args.config)
     try:
-        run(
-            node, args.config, args.account, args.instance, start=start, listen=args.listen,
-            on_error=args.on_error, skip=args.skip or (),
-        )
+        for i, listen in enumerate(slots):
+            if listen is not None and not args.listen:
+                log.info("%s/%d: listens on node slot %s", args.account, args.instance, listen)
+            try:
+                run(
+                    node, args.config, args.account, args.instance, start=start, listen=listen,
+                    on_error=args.on_error, skip=args.skip or (),
+                )
+            except TransportError as exc:  # the slot was taken since it was read: the next one
+                if args.listen or listen is None or "in use" not in str(exc).lower():
+                    raise
+                if i + 1 == len(slots):
+                    raise SeqbusError(f"no free node slot: {', '.join(map(str, slots))}") from exc
+                log.warning("%s/%d: node slot %s was taken meanwhile (%s): the next one",
+                            args.account, args.instance, listen, exc)
+                continue
+            break
     except Exception:
         failure = node.stats.failure
         if failure is None:
@@ -392,7 +410,12 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         help="prepend a directory to sys.path (the working directory is on it already)",
     )
-    p.add_argument("--listen", metavar="HOST:PORT", help="udp-unicast receive address")
+    p.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="udp-unicast receive address (default: node.listen, else the first free node slot "
+        "of downstream.subscribers)",
+    )
     start = p.add_mutually_exclusive_group()
     start.add_argument("--rewind", action="store_true", help="replay the stream from the start")
     start.add_argument("--from", dest="from_seq", type=int, metavar="SEQ", help="replay from SEQ")

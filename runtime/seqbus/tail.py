@@ -36,6 +36,7 @@ from seqbus.batch import MESSAGE_HEADER, RECORD_HEADER, RECORD_MESSAGE, RECORD_R
 from seqbus.errors import SeqbusError, SessionEndedError, TransportError
 from seqbus.logs import LEVELS
 from seqbus.runner import Start, importable_from
+from seqbus.up import listen_candidates
 
 __all__ = ["Decoder", "add_command", "main", "message_packages"]
 
@@ -196,31 +197,10 @@ def records(batch: bytes, decoder: Decoder) -> list[dict[str, Any] | int]:
     return out
 
 
-def _listen_addresses(config: str) -> list[str | None]:
-    """Where to receive the stream: [None] (the configuration says, or needs no address), or
-    the node slots of a ``udp-unicast`` downstream no socket holds, the last first (nodes are
-    told to take the first ones)."""
-    from seqbus.up import free_slots, layout
-
-    plan = layout(Path(config))
-    doc = tomllib.loads(Path(config).read_text())
-    if plan.transport != "udp-unicast" or doc.get("node", {}).get("listen"):
-        return [None]
-    free = free_slots(plan.slots)
-    candidates = list(reversed(plan.slots if free is None else free))
-    if not candidates:
-        raise SeqbusError(
-            f"{config}: every node slot of downstream.subscribers is in use "
-            f"({', '.join(plan.slots)}): stop a node, or add an address to the list and restart "
-            "the bus"
-        )
-    return list(candidates)
-
-
 def _connect(args: argparse.Namespace, start: Start) -> tuple[Any, str | None]:
     from seqbus import _core
 
-    addresses = [args.listen] if args.listen else _listen_addresses(args.config)
+    addresses = [args.listen] if args.listen else listen_candidates(args.config, last_first=True)
     errors = []
     for address in addresses:
         try:

@@ -276,6 +276,27 @@ def free_slots(slots: list[str]) -> list[str] | None:
     return None if bound is None else [s for s in slots if _port(s) not in bound]
 
 
+def listen_candidates(config: str | Path, *, last_first: bool = False) -> list[str | None]:
+    """Where a node or ``seqbus tail`` may receive the stream of ``config``'s bus: ``[None]``
+    when the configuration says (``node.listen``) or its transport needs no address, else the
+    node slots of its ``udp-unicast`` downstream that no socket of this host holds (all of them
+    when that cannot be read), in order or the last first (``seqbus tail`` takes the last ones,
+    leaving the first to nodes). Every slot in use is an error naming them."""
+    plan = layout(Path(config))
+    doc = tomllib.loads(Path(config).read_text())
+    if plan.transport != "udp-unicast" or doc.get("node", {}).get("listen"):
+        return [None]
+    free = free_slots(plan.slots)
+    candidates: list[str | None] = list(plan.slots if free is None else free)
+    if not candidates:
+        raise SeqbusError(
+            f"{config}: every node slot of downstream.subscribers is in use "
+            f"({', '.join(plan.slots)}): stop a node, or add an address to the list and restart "
+            "the bus"
+        )
+    return candidates[::-1] if last_first else candidates
+
+
 def _check_ports(plan: Layout) -> None:
     """Every address the bus binds must be free: a bus already running on this configuration
     (another ``seqbus up``, or processes it left) is named before anything starts."""
@@ -604,12 +625,9 @@ def join_text(plan: Layout) -> str:
         for slot in plan.slots:
             taken = free is not None and slot not in free
             lines.append(f"  {slot}" + ("   (in use)" if taken else ""))
-        first = next((s for s in plan.slots if free is None or s in free), plan.slots[0])
-        lines.append("for example:")
-        lines.append(
-            f"  seqbus node MODULE:CLASS -c {config} --account NAME --listen {first} --rewind"
-        )
-        lines.append(f"  seqbus tail -c {config}            (it takes a free slot itself)")
+        lines.append("for example (each takes a free slot itself; --listen HOST:PORT chooses one):")
+        lines.append(f"  seqbus node MODULE:CLASS -c {config} --account NAME --rewind")
+        lines.append(f"  seqbus tail -c {config}")
         lines.append(
             f"More slots: a configuration with more (seqbus up -c new.toml --nodes N), or add "
             f"addresses to downstream.subscribers in {config} and restart seqbus up."

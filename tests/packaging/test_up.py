@@ -141,8 +141,9 @@ def test_a_cluster_two_nodes_and_a_tail_lose_nothing_when_the_leader_is_killed(
                processes)
     pids = started_pids(processes.log("up"))
     assert set(pids) == {"sequencer 1", "sequencer 2", "sequencer 3", "replayer"}, pids
-    # what nodes need: the configuration and the slots
-    assert f"--listen {project.slot(0)}" in processes.log("up")
+    # what nodes need: the configuration and the slots (a node takes a free one itself)
+    assert f"\n  {project.slot(0)}\n" in processes.log("up")
+    assert "each takes a free slot itself" in processes.log("up")
 
     tail = processes.start("tail", [seqbus, "tail", "-c", "cluster.toml", "--json"], venv.env,
                            cwd=cwd, inherit_env=False)
@@ -153,9 +154,15 @@ def test_a_cluster_two_nodes_and_a_tail_lose_nothing_when_the_leader_is_killed(
     processes.start("ledger", [seqbus, "node", f"{NAME}.nodes:Ledger", "-c", "cluster.toml",
                                "--account", "LEDGER", "--listen", project.slot(0), "--rewind"],
                     venv.env, cwd=cwd, inherit_env=False)
+    wait_until("the ledger connected", lambda: "connected to the sequencers" in
+               processes.log("ledger"), 60, processes)
+    # no --listen: the first slot no socket holds (the ledger has the first, the tail the last)
     teller = processes.start("teller", [seqbus, "node", f"{NAME}.nodes:Teller", "-c",
-                                        "cluster.toml", "--account", "TELLER", "--listen",
-                                        project.slot(1)], venv.env, cwd=cwd, inherit_env=False)
+                                        "cluster.toml", "--account", "TELLER"], venv.env,
+                             cwd=cwd, inherit_env=False)
+    wait_until("the teller on a slot", lambda: "TELLER/1: listens on node slot" in
+               processes.log("teller"), 60, processes)
+    assert f"TELLER/1: listens on node slot {project.slot(1)}" in processes.log("teller")
 
     def seen(kind: str) -> int:
         return sum(1 for r in tail_records(processes.log("tail"))
@@ -239,7 +246,20 @@ def test_up_writes_a_bus_refuses_a_second_and_tails_take_free_slots(
                    processes)
     on = {m.group(1) for n in (1, 2)
           for m in re.finditer(r" on (127\.0\.0\.1:\d+);", processes.log(f"tail{n}"))}
-    assert on == set(slots[1:]), on  # the last slots first: nodes are told the first ones
+    assert on == set(slots[1:]), on  # the last slots first: nodes take the first ones
+
+    # a node with no --listen takes the one slot left; the next one is refused, naming them
+    processes.start("ledger", [seqbus, "node", f"{NAME}.nodes:Ledger", "-c", "bus.toml",
+                               "--account", "LEDGER"], venv.env, cwd=here, inherit_env=False)
+    wait_until("the ledger connected", lambda: "connected to the sequencer" in
+               processes.log("ledger"), 60, processes)
+    assert f"LEDGER/1: listens on node slot {slots[0]}" in processes.log("ledger")
+    refused = subprocess.run([seqbus, "node", f"{NAME}.nodes:Teller", "-c", "bus.toml",
+                              "--account", "TELLER"], cwd=here, env=venv.env,
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode != 0
+    assert (f"every node slot of downstream.subscribers is in use ({', '.join(slots)})"
+            in refused.stderr), refused.stderr
 
     up.send_signal(signal.SIGINT)
     assert up.wait(timeout=60) == 0, processes.log("up")

@@ -122,9 +122,6 @@ def create(
         "package": package,
         "node_base": f"{_camel(package)}Node",
         "schema_id": str(SCHEMA_ID),
-        "slot1": slots[0],
-        "slot2": slots[1],
-        "slot3": slots[2],
         "slots": f"{slots[0]} to {slots[-1]}",
         "wheels": str(wheels) if wheels else "DIR",
         "wheels_said": (f"`{wheels}`, where the installed seqbus came from" if wheels else
