@@ -158,7 +158,7 @@ pub struct SequencerConfig {
 }
 
 /// `[downstream]`
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DownstreamConfig {
     pub transport: Transport,
@@ -173,6 +173,29 @@ pub struct DownstreamConfig {
     /// Node addresses the sequencer sends to (`udp-unicast`).
     #[serde(default)]
     pub subscribers: Vec<SocketAddr>,
+    /// The bus's downstream key (docs/sites.md, "Downstream authentication"): 64 hexadecimal
+    /// digits here, or a file holding them (or the 32 raw bytes) in `key_file`.
+    #[serde(default)]
+    pub key: Option<String>,
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// The key read from `key` or `key_file` when parsed: every MoldUDP64 datagram carries
+    /// its MAC.
+    #[serde(skip)]
+    pub signing: Option<seqbus_wire::auth::Key>,
+}
+
+impl std::fmt::Debug for DownstreamConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DownstreamConfig")
+            .field("transport", &self.transport)
+            .field("group", &self.group)
+            .field("interface", &self.interface)
+            .field("ttl", &self.ttl)
+            .field("subscribers", &self.subscribers)
+            .field("keyed", &self.signing.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// `[replayer]`

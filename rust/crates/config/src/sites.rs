@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use seqbus_wire::auth::{Key, KEY_LEN};
+use seqbus_wire::auth::{Key, KEY_LEN, MAC_LEN};
 use seqbus_wire::Account;
 use serde::Deserialize;
 
@@ -104,11 +104,34 @@ pub(crate) fn check(cfg: &Config) -> Result<(), (&'static str, String)> {
             }
         }
         // a command packet must hold a fragment beside header, block header and trailer
-        if cfg.bus.max_packet < 28 + 16 + seqbus_wire::auth::TRAILER_LEN + 64 {
+        if cfg.bus.max_packet < 28 + 16 + seqbus_wire::auth::TRAILER_LEN + 64 + cfg.mold_trailer()
+        {
             return Err((
                 "bus.max_packet",
-                "must be at least 140 with [auth] (room for the MAC)".into(),
+                format!(
+                    "must be at least {} with [auth] (room for the MAC)",
+                    140 + cfg.mold_trailer()
+                ),
             ));
+        }
+    }
+    let d = &cfg.downstream;
+    if d.key.is_some() && d.key_file.is_some() {
+        return Err(("downstream.key", "give either key or key_file".into()));
+    }
+    if d.key.is_some() || d.key_file.is_some() {
+        // a packet must hold a block of 64 bytes beside header and MAC
+        let least = seqbus_wire::mold::MOLD_HEADER_LEN + 2 + 64 + MAC_LEN;
+        for (name, v) in [
+            ("bus.max_packet", cfg.bus.max_packet),
+            ("replayer.max_packet", cfg.replayer.max_packet),
+        ] {
+            if v < least {
+                return Err((
+                    name,
+                    format!("must be at least {least} with downstream.key (room for the MAC)"),
+                ));
+            }
         }
     }
     let r = &cfg.replayer;
@@ -210,6 +233,17 @@ pub(crate) fn resolve(cfg: &mut Config) -> Result<(), (&'static str, String)> {
     if let Some(b) = cfg.bridge.as_mut() {
         b.journal_dir = base.join(&b.journal_dir);
     }
+    let d = &mut cfg.downstream;
+    d.signing = match (&d.key, &d.key_file) {
+        (Some(hex), _) => {
+            Some(Key::from_hex(hex).map_err(|m| ("downstream.key", m))?)
+        }
+        (None, Some(file)) => {
+            let path = base.join(file);
+            Some(read_key(&path).map_err(|m| ("downstream.key_file", m))?)
+        }
+        (None, None) => None,
+    };
     let Some(a) = cfg.auth.as_mut() else {
         return Ok(());
     };
@@ -223,24 +257,12 @@ pub(crate) fn resolve(cfg: &mut Config) -> Result<(), (&'static str, String)> {
                     format!("account {:?}: key: {m}", k.account),
                 )
             })?,
-            (None, Some(file)) => {
-                let path = base.join(file);
-                let bytes = std::fs::read(&path).map_err(|e| {
-                    (
-                        "auth.accounts",
-                        format!("account {:?}: key_file {}: {e}", k.account, path.display()),
-                    )
-                })?;
-                match <[u8; KEY_LEN]>::try_from(bytes.as_slice()) {
-                    Ok(raw) if std::str::from_utf8(&bytes).is_err() => Key::new(raw),
-                    _ => Key::from_hex(&String::from_utf8_lossy(&bytes)).map_err(|m| {
-                        (
-                            "auth.accounts",
-                            format!("account {:?}: key_file {}: {m}", k.account, path.display()),
-                        )
-                    })?,
-                }
-            }
+            (None, Some(file)) => read_key(&base.join(file)).map_err(|m| {
+                (
+                    "auth.accounts",
+                    format!("account {:?}: key_file {m}", k.account),
+                )
+            })?,
             (None, None) => unreachable!("checked"),
         };
         keys.push((account, key));
@@ -249,7 +271,44 @@ pub(crate) fn resolve(cfg: &mut Config) -> Result<(), (&'static str, String)> {
     Ok(())
 }
 
+/// A key file: 64 hexadecimal digits, or the 32 raw bytes. The error starts with the path and
+/// never repeats the file's text.
+fn read_key(path: &std::path::Path) -> Result<Key, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    match <[u8; KEY_LEN]>::try_from(bytes.as_slice()) {
+        Ok(raw) if std::str::from_utf8(&bytes).is_err() => Ok(Key::new(raw)),
+        _ => Key::from_hex(&String::from_utf8_lossy(&bytes))
+            .map_err(|m| format!("{}: {m}", path.display())),
+    }
+}
+
 impl Config {
+    /// The bus's downstream key (`downstream.key` / `key_file`), when it has one.
+    pub fn downstream_key(&self) -> Option<&Key> {
+        self.downstream.signing.as_ref()
+    }
+
+    /// Bytes every MoldUDP64 datagram carries after its packet: the MAC with a downstream
+    /// key, else none.
+    pub fn mold_trailer(&self) -> usize {
+        if self.downstream.key.is_some() || self.downstream.key_file.is_some() {
+            MAC_LEN
+        } else {
+            0
+        }
+    }
+
+    /// Largest MoldUDP64 packet of the stream (before its MAC): `bus.max_packet` less the
+    /// trailer.
+    pub fn mold_max_packet(&self) -> usize {
+        self.bus.max_packet - self.mold_trailer()
+    }
+
+    /// Largest MoldUDP64 packet of a replayer's answer (before its MAC).
+    pub fn replay_max_packet(&self) -> usize {
+        self.replayer.max_packet - self.mold_trailer()
+    }
+
     /// The key of `account` (1–8 characters), when `[auth]` names it.
     pub fn account_key(&self, account: &str) -> Option<Key> {
         let a = seqbus_wire::account(account).ok()?;
@@ -273,6 +332,53 @@ mod tests {
         Config::from_str(&format!("{BASE}{text}"))
             .unwrap_err()
             .to_string()
+    }
+
+    #[test]
+    fn a_downstream_key_is_read_named_when_bad_and_never_shown() {
+        let plain = Config::from_str(BASE).unwrap();
+        assert!(plain.downstream_key().is_none());
+        assert_eq!((plain.mold_trailer(), plain.mold_max_packet()), (0, 1472));
+        let c = Config::from_str(&format!("{BASE}key = \"{HEX}\"\n")).unwrap();
+        assert!(c.downstream_key().is_some());
+        assert_eq!(c.mold_max_packet(), 1472 - 16);
+        assert_eq!(c.replay_max_packet(), c.replayer.max_packet - 16);
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("0001020304"), "{shown}");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("down.key"), [0xf7u8; 32]).unwrap();
+        let p = dir.path().join("bus.toml");
+        std::fs::write(&p, format!("{BASE}key_file = \"down.key\"\n")).unwrap();
+        let f = Config::from_path(&p).unwrap();
+        assert_eq!(
+            f.downstream_key(),
+            Some(&seqbus_wire::auth::Key::new([0xf7; 32]))
+        );
+        let e = Config::from_str(&format!("{BASE}key = \"secretsecret\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("<string>: downstream.key: a key is 32 bytes"), "{e}");
+        assert!(!e.contains("secretsecret"), "{e}");
+        let e = Config::from_str(&format!("{BASE}key_file = \"/nonexistent/down.key\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("<string>: downstream.key_file: /nonexistent/down.key:"),
+            "{e}"
+        );
+        let e = Config::from_str(&format!("{BASE}key = \"{HEX}\"\nkey_file = \"x\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("downstream.key: give either key or key_file"), "{e}");
+        let e = Config::from_str(&format!(
+            "{BASE}key = \"{HEX}\"\n[replayer]\nmax_packet = 90\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("replayer.max_packet: must be at least 102 with downstream.key"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -7,6 +7,12 @@
 //! and a window of the last [`WINDOW`] counters of that boot, as IPsec's anti-replay window
 //! (RFC 4303 §3.4.3) does: a counter seen before is a replay, one older than the window or of
 //! an older boot is stale.
+//!
+//! Downstream (docs/sites.md, "Downstream authentication"): with a bus-wide downstream key,
+//! every MoldUDP64 datagram carries [`MAC_LEN`] bytes after its last message block, the MAC of
+//! everything before them ([`seal_downstream`], [`open_downstream`]). It needs no nonce: a
+//! captured genuine packet sent again carries the genuine messages of its sequence numbers,
+//! which a node drops as duplicates.
 
 /// Bytes of a key.
 pub const KEY_LEN: usize = 32;
@@ -66,6 +72,39 @@ impl Key {
         let want = self.mac(data);
         mac.len() == MAC_LEN && want.iter().zip(mac).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
     }
+}
+
+/// Separates downstream MACs from upstream ones: a key used for both never makes an upstream
+/// packet's MAC valid downstream.
+const DOWNSTREAM_CONTEXT: &[u8] = b"seqbus downstream MoldUDP64\0";
+
+impl Key {
+    /// The downstream MAC of `packet` (a whole MoldUDP64 packet).
+    pub fn downstream_mac(&self, packet: &[u8]) -> [u8; MAC_LEN] {
+        let mut h = blake3::Hasher::new_keyed(&self.0);
+        h.update(DOWNSTREAM_CONTEXT);
+        h.update(packet);
+        h.finalize().as_bytes()[..MAC_LEN]
+            .try_into()
+            .expect("16 bytes")
+    }
+}
+
+/// Appends `packet` and its downstream MAC to `out` (the datagram a keyed bus sends).
+pub fn seal_downstream(key: &Key, packet: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(packet);
+    out.extend_from_slice(&key.downstream_mac(packet));
+}
+
+/// The MoldUDP64 packet of a datagram sealed by [`seal_downstream`] with `key`; None when the
+/// trailer is missing or the MAC is not that of the bytes before it (compared in constant
+/// time).
+pub fn open_downstream<'a>(key: &Key, datagram: &'a [u8]) -> Option<&'a [u8]> {
+    let cut = datagram.len().checked_sub(MAC_LEN)?;
+    let (packet, mac) = datagram.split_at(cut);
+    let want = key.downstream_mac(packet);
+    let diff = want.iter().zip(mac).fold(0u8, |d, (a, b)| d | (a ^ b));
+    (diff == 0).then_some(packet)
 }
 
 /// A sender's nonce: its start and the number of packets it sealed since.
@@ -167,6 +206,28 @@ mod tests {
         assert!(!b.verify(b"hello", &m));
         assert!(!a.verify(b"hellp", &m));
         assert!(!a.verify(b"hello", &m[..15]));
+    }
+
+    #[test]
+    fn downstream_datagrams_open_only_with_their_key_and_unaltered() {
+        let key = Key::new([3; 32]);
+        let packet = b"SESSION001\0\0\0\0\0\0\0\x07\0\x01\0\x02hi";
+        let mut d = Vec::new();
+        seal_downstream(&key, packet, &mut d);
+        assert_eq!(d.len(), packet.len() + MAC_LEN);
+        assert_eq!(open_downstream(&key, &d), Some(&packet[..]));
+        assert_eq!(open_downstream(&Key::new([4; 32]), &d), None, "another key");
+        for i in 0..d.len() {
+            let mut altered = d.clone();
+            altered[i] ^= 0x40;
+            assert_eq!(open_downstream(&key, &altered), None, "byte {i} altered");
+        }
+        assert_eq!(open_downstream(&key, packet), None, "no trailer");
+        assert_eq!(open_downstream(&key, &d[..MAC_LEN - 1]), None, "too short");
+        // an upstream MAC of the same bytes under the same key is not a downstream one
+        let mut upstream_style = packet.to_vec();
+        upstream_style.extend_from_slice(&key.mac(packet));
+        assert_eq!(open_downstream(&key, &upstream_style), None);
     }
 
     #[test]
