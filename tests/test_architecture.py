@@ -1,11 +1,17 @@
 """docs/architecture.md stays true: it names every crate of the workspace and every Python
-package, and the crates depend on each other without a cycle (dev-dependencies included)."""
+package, its table of the crates' dependencies is what ``cargo metadata`` says (a dependency
+added or dropped without the table fails here), and the crates depend on each other without a
+cycle (dev-dependencies included). The Python modules of ``seqbus`` import each other without
+a circle, but for the one named below."""
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -14,15 +20,61 @@ from tests.conftest import ROOT
 DOC = (ROOT / "docs" / "architecture.md").read_text()
 
 
-def workspace() -> dict[str, set[str]]:
-    """crate → the workspace crates it uses (normal, dev and build dependencies)."""
+def metadata() -> dict[str, list[tuple[str, str]]]:
+    """crate → (workspace crate it uses, kind: "normal", "dev" or "build")."""
     if shutil.which("cargo") is None:
         pytest.skip("cargo is not installed")
     meta = json.loads(subprocess.run(
         ["cargo", "metadata", "--format-version", "1", "--no-deps", "--offline"],
         cwd=ROOT / "rust", check=True, capture_output=True, text=True, timeout=120).stdout)
     names = {p["name"] for p in meta["packages"]}
-    return {p["name"]: {d["name"] for d in p["dependencies"]} & names for p in meta["packages"]}
+    return {p["name"]: [(d["name"], d["kind"] or "normal") for d in p["dependencies"]
+                        if d["name"] in names] for p in meta["packages"]}
+
+
+def workspace() -> dict[str, set[str]]:
+    """crate → the workspace crates it uses (normal, dev and build dependencies)."""
+    return {crate: {d for d, _ in deps} for crate, deps in metadata().items()}
+
+
+def documented_dependencies() -> dict[str, tuple[set[str], set[str]]]:
+    """crate → (what it uses, what only its tests use), from docs/architecture.md's table
+    ``| crate | uses | its tests also use |``: short names (``wire`` for ``seqbus-wire``),
+    comma-separated, a note in parentheses after a name, ``—`` for none."""
+    head = "| crate | uses | its tests also use |"
+    assert head in DOC, f"docs/architecture.md has no table {head!r}"
+    rows = DOC.split(head, 1)[1].split("\n\n", 1)[0].strip().splitlines()[1:]
+
+    def names(cell: str) -> set[str]:
+        bare = re.sub(r"\([^)]*\)", "", cell)
+        return {f"seqbus-{n.strip()}" for n in bare.split(",") if n.strip() not in ("", "—")}
+
+    table = {}
+    for row in rows:
+        crate, uses, tests = (c.strip() for c in row.strip("|").split("|"))
+        table[crate.strip("`")] = (names(uses), names(tests))
+    return table
+
+
+def test_the_dependency_table_is_what_cargo_says() -> None:
+    documented = documented_dependencies()
+    actual = {
+        crate: ({d for d, kind in deps if kind != "dev"},
+                {d for d, kind in deps if kind == "dev"})
+        for crate, deps in metadata().items()
+    }
+    assert sorted(documented) == sorted(actual), "crates in the table and in the workspace"
+    wrong = {c: {"docs": documented[c], "cargo": actual[c]}
+             for c in actual if documented[c] != actual[c]}
+    assert wrong == {}, f"docs/architecture.md's dependency table is out of date: {wrong}"
+
+
+def test_the_table_parser_sees_a_missing_dependency() -> None:
+    """The check above can fail: a row with one dependency fewer parses to another set."""
+    doc = documented_dependencies()
+    assert doc["seqbus-net"][0] == {"seqbus-config", "seqbus-transport", "seqbus-journal",
+                                    "seqbus-core", "seqbus-wire"}
+    assert doc["seqbus-sim"] == ({"seqbus-core", "seqbus-wire"}, {"seqbus-archive"})
 
 
 def test_every_crate_is_named_and_no_crate_depends_on_itself() -> None:
@@ -49,3 +101,93 @@ def test_every_python_package_is_named() -> None:
     )
     assert "seqbus.archive" in packages and "seqc" in packages
     assert [p for p in packages if f"`{p}`" not in DOC] == []
+
+
+def _imports(package: Path, prefix: str) -> dict[str, set[str]]:
+    """module → the modules of ``package`` it imports (anywhere in the file, functions and
+    ``TYPE_CHECKING`` blocks included). A compiled module (``.pyx``, ``_core``) imports
+    nothing of the package."""
+    modules: dict[str, Path] = {}
+    for path in package.rglob("*.py"):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    compiled = {".".join(p.relative_to(package.parent).with_suffix("").parts)
+                for p in package.rglob("*.pyx")} | {f"{prefix}._core"}
+
+    def resolve(name: str) -> str | None:
+        if name in compiled:
+            return None
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        here = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = here.split(".")[: len(here.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules.keys() | compiled
+                           else base for a in node.names]
+            else:
+                continue
+            for target in targets:
+                if target == prefix or target.startswith(prefix + "."):
+                    found = resolve(target)
+                    if found is not None and found != module:
+                        graph[module].add(found)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+#: The one circle left (issue 33): a node runs admin commands with the bus's generated codecs,
+#: and the bus's generated package also holds ``BusNode``, a ``seqbus.Node``.
+KNOWN = [["seqbus.admin", "seqbus.bus", "seqbus.bus.node", "seqbus.node"]]
+
+
+def test_the_python_modules_import_each_other_without_a_circle() -> None:
+    found = circles(_imports(ROOT / "runtime" / "seqbus", "seqbus"))
+    assert found == KNOWN, f"import circles in runtime/seqbus: {found}"
+
+
+def test_a_circle_is_found() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []

@@ -35,13 +35,13 @@ import re
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, overload
 
-from seqbus.batch import RECORD_HEADER
+from seqbus.batch import sender as batch_sender
 from seqbus.errors import DecodeError, SeqbusError
 
 if TYPE_CHECKING:
-    from seqbus.node import Buffer, Dispatch, Node
+    from seqbus.batch import Buffer, Dispatch
 
 __all__ = [
     "DEFAULT_SENDER",
@@ -58,6 +58,28 @@ __all__ = [
 ]
 
 log = logging.getLogger("seqbus.admin")
+
+
+class _Counters(Protocol):
+    admin_commands: int
+    admin_errors: int
+
+
+class AdminTarget(Protocol):
+    """What running an admin command needs of a node (a :class:`seqbus.Node`): who it is, its
+    counters, the sequence it stands at, a way to post the reply and its class's commands."""
+
+    ADMIN_SENDERS: ClassVar[frozenset[str] | None]
+    _seqbus_admin_commands_: ClassVar[dict[str, AdminCommandSpec]]
+    account: str
+    instance: int
+
+    @property
+    def stats(self) -> _Counters: ...
+
+    def sequence(self) -> int: ...
+
+    def post(self, message: Any) -> None: ...
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -292,16 +314,7 @@ def bus_dispatch(inner: Dispatch | None) -> Dispatch:
     return dispatch
 
 
-def _sender_of(buf: Buffer, offset: int) -> str:
-    """The sender account in the envelope of the record whose body starts at ``offset``."""
-    start = offset - RECORD_HEADER.size
-    if start < 0:
-        return ""
-    account: bytes = RECORD_HEADER.unpack_from(buf, start)[5]
-    return account.rstrip(b"\0 ").decode("ascii", "replace")
-
-
-def run_admin_command(node: Node, buf: Buffer, offset: int, length: int) -> None:
+def run_admin_command(node: AdminTarget, buf: Buffer, offset: int, length: int) -> None:
     """Decode, check and run one AdminCommand for ``node`` and post its AdminReply."""
     from seqbus import bus
 
@@ -323,7 +336,7 @@ def run_admin_command(node: Node, buf: Buffer, offset: int, length: int) -> None
         return
     if target != node.account:
         return  # the class listed the admin topic: every account's commands come here
-    sender = _sender_of(buf, offset)
+    sender = batch_sender(buf, offset)
     node.stats.admin_commands += 1
     status, text = _execute(node, sender, name, args)
     if len(text) > MAX_REPLY_TEXT:
@@ -340,7 +353,7 @@ def run_admin_command(node: Node, buf: Buffer, offset: int, length: int) -> None
     )
 
 
-def _execute(node: Node, sender: str, name: str, args: list[str]) -> tuple[Any, str]:
+def _execute(node: AdminTarget, sender: str, name: str, args: list[str]) -> tuple[Any, str]:
     from seqbus.bus import AdminStatus
 
     allowed = type(node).ADMIN_SENDERS
@@ -432,11 +445,10 @@ def send_admin_command(
     from seqbus import bus
 
     from seqbus import _core
-    from seqbus.batch import MESSAGE_HEADER, RECORD_MESSAGE
-    from seqbus.node import _account_key
+    from seqbus.batch import RECORD_MESSAGE, account_key, message_type, records
 
-    target_key = _account_key(target)
-    sender_key = _account_key(sender)
+    target_key = account_key(target)
+    sender_key = account_key(sender)
     if sender_key == target_key:
         raise SeqbusError(
             f"the sender account must not be the target's ({target}): its commands would take "
@@ -487,23 +499,18 @@ def send_admin_command(
                     "stream: a node of that account rewinding it later will run it)"
                 )
             batch = client.poll(4096, min(0.05, left))
-            at = 0
-            while at < len(batch):
-                head = RECORD_HEADER.unpack_from(batch, at)
-                length, kind, seq, account = head[0], head[1], head[2], head[5]
-                body = at + RECORD_HEADER.size
-                at += length
-                if kind != RECORD_MESSAGE or length < RECORD_HEADER.size + MESSAGE_HEADER.size:
+            for r in records(batch):
+                if r.record_type != RECORD_MESSAGE:
                     continue
-                template_id, schema_id = MESSAGE_HEADER.unpack_from(batch, body)[1:3]
+                schema_id, template_id = message_type(batch, r)
                 if schema_id != _core.BUS_SCHEMA_ID:
                     continue
-                size = length - RECORD_HEADER.size
+                seq, account, body, size = r.sequence, r.account, r.body, r.end - r.body
                 if (
                     not sequence
                     and template_id == _core.ADMIN_COMMAND_TEMPLATE_ID
                     and account == sender_key
-                    and head[4] == command_seq
+                    and r.command_seq == command_seq
                 ):
                     seen = bus.AdminCommand.decode(batch, body, size)
                     if seen.request_id != request_id:
@@ -528,7 +535,7 @@ def send_admin_command(
                         reply_sequence=seq,
                         status=reply.status.name,
                         text=reply.text,
-                        replied_by=head[6],
+                        replied_by=r.instance,
                     )
     finally:
         client.close()

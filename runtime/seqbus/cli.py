@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import json
 import logging
 import os
@@ -16,11 +15,11 @@ from typing import Protocol
 
 from seqbus.errors import SeqbusError, TransportError
 from seqbus.logs import LEVELS, configured
-from seqbus.node import Node
 from seqbus.runner import (
     POLL_TIMEOUT_S,
     Start,
     importable_from,
+    load_node_class,
     run,
     stop_on_signals,
     stopped_by,
@@ -36,26 +35,6 @@ class _Service(Protocol):
     def stop(self) -> None: ...
 
     def join(self, timeout: float) -> bool: ...
-
-
-def load_node_class(target: str) -> type[Node]:
-    """``package.module:ClassName`` → the class, which must subclass :class:`seqbus.Node`."""
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise SeqbusError(f"node must be given as MODULE:CLASS, not {target!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise SeqbusError(f"cannot import {module_name!r}: {exc}") from exc
-    obj: object = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise SeqbusError(f"{module_name!r} has no attribute {attr!r}") from None
-    if not (isinstance(obj, type) and issubclass(obj, Node)):
-        raise SeqbusError(f"{target} is not a subclass of seqbus.Node")
-    return obj
 
 
 def _serve(service: _Service, role: str) -> None:

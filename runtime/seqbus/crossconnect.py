@@ -19,7 +19,6 @@ Delivery rule: each bus's stream is delivered complete and in its own order. Acr
 
 from __future__ import annotations
 
-import struct
 import threading
 import time
 from collections import deque
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from seqbus import _core
+from seqbus.batch import RECORD_REWOUND, records
 from seqbus.errors import SeqbusError, TransportError
 from seqbus.node import Node, OnError
 from seqbus.runner import (
@@ -42,11 +42,6 @@ from seqbus.runner import (
 __all__ = ["BusSpec", "CrossConnect", "Merge", "run_cross"]
 
 Merge = Literal["arrival", "time"]
-
-#: length, type, reserved, sequence, then the envelope whose first field is the time.
-_HEADER = struct.Struct("<IHHQQ")
-_REWOUND = 2
-
 
 @dataclass
 class BusSpec:
@@ -132,25 +127,19 @@ class CrossConnect:
             if self.record_order:
                 self._note(i, batch)
             return b.node.handle_batch(batch)
-        at = 0
         n = 0
-        while at < len(batch):
-            length, kind, _, seq, ts = _HEADER.unpack_from(batch, at)
-            if kind == _REWOUND:
-                ts = b._watermark  # no time of its own: in place in its bus's order
+        for r in records(batch):
+            # a caught-up record has no time of its own: in place in its bus's order
+            ts = b._watermark if r.record_type == RECORD_REWOUND else r.timestamp_ns
             b._watermark = max(b._watermark, ts)
-            b._queue.append((ts, seq, kind, batch[at : at + length]))
-            at += length
+            b._queue.append((ts, r.sequence, r.record_type, batch[r.offset : r.end]))
             n += 1
         return n
 
     def _note(self, i: int, batch: bytes) -> None:
-        at = 0
-        while at < len(batch):
-            length, kind, _, seq, _ = _HEADER.unpack_from(batch, at)
-            if kind != _REWOUND:
-                self.order.append((i, seq))
-            at += length
+        for r in records(batch):
+            if r.record_type != RECORD_REWOUND:
+                self.order.append((i, r.sequence))
 
     def _release(self) -> int:
         """Hands out, in (time, bus, sequence) order, every queued record no other bus can
@@ -170,7 +159,7 @@ class CrossConnect:
                 if other._watermark < ts or (other._watermark == ts and j < i):
                     return n  # bus j may still bring an earlier record
             _, seq, kind, record = buses[i]._queue.popleft()
-            if self.record_order and kind != _REWOUND:
+            if self.record_order and kind != RECORD_REWOUND:
                 self.order.append((i, seq))
                 self.order_times.append(ts)
             buses[i].node.handle_batch(record)

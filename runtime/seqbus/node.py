@@ -34,6 +34,9 @@ from seqbus import _core
 from seqbus._codec_support import Handler
 from seqbus.admin import AdminCommandSpec, bus_dispatch, collect_admin_commands, run_admin_command
 from seqbus.batch import (
+    Buffer,
+    Dispatch,
+    account_key,
     MESSAGE_HEADER,
     RECORD_HEADER,
     RECORD_REWOUND,
@@ -59,8 +62,6 @@ log = logging.getLogger("seqbus.node")
 _LAST_NS = 2**64 - 2
 #: A message type as the topic filter sees it: (schema id, template id).
 Topic = tuple[int, int]
-#: What a batch or an encoded body may be.
-Buffer = bytes | bytearray | memoryview | mmap.mmap
 #: What ``send`` hands to the client.
 Body = bytes | bytearray | memoryview
 
@@ -78,7 +79,6 @@ class Message(Protocol):
 
 #: What ``send`` and ``post`` take: a generated message, or an encoded body (bytes-like).
 Sendable = Message | bytes | bytearray | memoryview | mmap.mmap
-Dispatch = Callable[[Any, int, Buffer, int, int, bool], bool]
 #: What a node does when a handler raises: "stop" (fail-stop, the default) or "skip".
 OnError = Literal["stop", "skip"]
 _ON_ERROR = ("stop", "skip")
@@ -270,16 +270,6 @@ def _check_handlers(cls: type[Node]) -> None:
             "(a method whose name begins with on_ is a handler, on_<message in snake_case>; "
             "name a method that is not one otherwise)"
         )
-
-
-def _account_key(account: str) -> bytes:
-    try:
-        raw = account.encode("ascii")
-    except UnicodeEncodeError:
-        raise SeqbusError(f"account {account!r} is not ASCII") from None
-    if not 0 < len(raw) <= 8 or b"\0" in raw:
-        raise SeqbusError(f"account {account!r} must be 1 to 8 ASCII characters")
-    return raw.ljust(8, b"\0")
 
 
 class Node:
@@ -559,7 +549,7 @@ class Node:
         self, client: Client, account: str, instance: int, *, rewinding: bool = False
     ) -> None:
         """Bind the node to a transport client and call :meth:`on_opened`."""
-        self._account_key = _account_key(account)
+        self._account_key = account_key(account)
         self.account = account
         self.instance = instance
         self._client = client

@@ -9,6 +9,7 @@ command it sent or queued, then the client is closed.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import signal
@@ -28,7 +29,7 @@ from seqbus.node import Node, OnError
 if TYPE_CHECKING:
     from seqbus import _core
 
-__all__ = ["NodeSpec", "Start", "run", "run_many", "stop_on_signals"]
+__all__ = ["NodeSpec", "Start", "load_node_class", "run", "run_many", "stop_on_signals"]
 
 #: Where a node starts: "live" (the default), "rewind" (the whole persisted stream) or a
 #: sequence number to replay from.
@@ -38,6 +39,26 @@ POLL_TIMEOUT_S = 0.05
 READY_TIMEOUT_S = 10.0
 #: How long a stopping node waits for the stream to confirm what it sent (docs/sdk.md).
 DRAIN_TIMEOUT_S = 5.0
+
+
+def load_node_class(target: str) -> type[Node]:
+    """``package.module:ClassName`` → the class, which must subclass :class:`seqbus.Node`."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise SeqbusError(f"node must be given as MODULE:CLASS, not {target!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SeqbusError(f"cannot import {module_name!r}: {exc}") from exc
+    obj: object = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise SeqbusError(f"{module_name!r} has no attribute {attr!r}") from None
+    if not (isinstance(obj, type) and issubclass(obj, Node)):
+        raise SeqbusError(f"{target} is not a subclass of seqbus.Node")
+    return obj
 
 
 def importable_from(paths: Sequence[str] | None) -> None:

@@ -32,7 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from seqbus.batch import MESSAGE_HEADER, RECORD_HEADER, RECORD_MESSAGE, RECORD_REWOUND
+from seqbus.batch import MESSAGE_HEADER, RECORD_MESSAGE, RECORD_REWOUND
+from seqbus.batch import records as batch_records
 from seqbus.errors import SeqbusError, SessionEndedError, TransportError
 from seqbus.logs import LEVELS
 from seqbus.runner import Start, importable_from
@@ -172,28 +173,21 @@ def format_line(record: dict[str, Any], as_json: bool) -> str:
 def records(batch: bytes, decoder: Decoder) -> list[dict[str, Any] | int]:
     """The message records of one batch, decoded; a caught-up record is its sequence (int)."""
     out: list[dict[str, Any] | int] = []
-    offset, end = 0, len(batch)
-    while offset + RECORD_HEADER.size <= end:
-        (length, kind, seq, ts, command_seq, account, instance, _kind, _flags,
-         body_len) = RECORD_HEADER.unpack_from(batch, offset)
-        if length < RECORD_HEADER.size:
-            raise SeqbusError(f"a batch record of {length} bytes at offset {offset}")
-        if kind == RECORD_MESSAGE:
-            body = batch[offset + RECORD_HEADER.size : offset + length]
-            name, fields = decoder.decode(body)
+    for r in batch_records(batch):
+        if r.record_type == RECORD_MESSAGE:
+            name, fields = decoder.decode(batch[r.body : r.end])
             out.append({
-                "sequence": seq,
-                "timestamp_ns": ts,
-                "account": account.rstrip(b"\0 ").decode("ascii", "replace"),
-                "instance": instance,
-                "command_seq": command_seq,
+                "sequence": r.sequence,
+                "timestamp_ns": r.timestamp_ns,
+                "account": r.sender,
+                "instance": r.instance,
+                "command_seq": r.command_seq,
                 "type": name,
-                "size": body_len,
+                "size": r.body_length,
                 "fields": fields,
             })
-        elif kind == RECORD_REWOUND:
-            out.append(seq)
-        offset += length
+        elif r.record_type == RECORD_REWOUND:
+            out.append(r.sequence)
     return out
 
 

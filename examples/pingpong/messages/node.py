@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from seqbus import Node
+from seqbus.node import Node
 
 from ._codec import (
     PingView,

@@ -273,7 +273,7 @@ def a_last(m: dict[str, Any]) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     """Runs a node class over the archive offline and prints its statistics."""
     from seqbus.archive import Archive, replay
-    from seqbus.cli import load_node_class
+    from seqbus.runner import load_node_class
 
     for d in reversed(args.path or []):
         sys.path.insert(0, d)

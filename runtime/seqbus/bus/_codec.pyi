@@ -6,7 +6,7 @@ import mmap
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar, Final
 
-from seqbus import Node
+from seqbus.node import Node
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 WritableBuffer = bytearray | memoryview | mmap.mmap
