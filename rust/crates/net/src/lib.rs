@@ -31,6 +31,7 @@
 //! this crate only joins them, as the configuration says.
 
 pub mod discovery;
+mod downstream_auth;
 pub mod idle;
 mod node;
 pub mod notify;

@@ -2,6 +2,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,7 @@ use seqbus_transport::udp::{self, Outbox};
 use seqbus_transport::Feed;
 use socket2::{SockAddr, Socket};
 
+use crate::downstream_auth::Verifier;
 use crate::idle::{IdleStrategy, Idler};
 use crate::notify::Waker;
 use crate::watch::{Stream, Watch};
@@ -96,6 +98,10 @@ pub struct NodeClient {
     live: u64,
     /// What the client says it is doing (`log` records: connected, silence, caught up, ...).
     watch: Watch,
+    /// With a downstream key: checks replayers' answers (the feed checks the stream itself).
+    answers: Option<Verifier>,
+    /// Downstream datagrams dropped for a missing or wrong MAC (stream and answers).
+    forged: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for NodeClient {
@@ -134,6 +140,19 @@ impl NodeClient {
             .name
             .clone()
             .unwrap_or_else(|| format!("node {}/{}", opts.account, opts.instance));
+        // with a downstream key, datagrams without its MAC never reach the protocol
+        let forged = Arc::new(AtomicU64::new(0));
+        let feed = crate::transports::verified(
+            cfg,
+            nc.transport.unwrap_or(cfg.downstream.transport),
+            feed,
+            &forged,
+            &who,
+            crate::watch::TARGET,
+        );
+        let answers = cfg
+            .downstream_key()
+            .map(|k| Verifier::new(k.clone(), forged.clone(), who.clone(), crate::watch::TARGET));
         // a node asks for its next command sequence unless it rewinds from the start (it
         // numbers its commands from 1 then) or never sends
         let asks = opts.start != Start::From(1) && !opts.receive_only;
@@ -176,7 +195,8 @@ impl NodeClient {
                 start: opts.start,
                 topics: opts.topics,
                 window,
-                max_packet: cfg.bus.max_packet,
+                // its commands' fragments must fit a downstream packet beside the MAC
+                max_packet: cfg.mold_max_packet(),
                 retry_ns: nc.retry_ms * 1_000_000,
                 request_timeout_ns: nc.request_timeout_ms * 1_000_000,
                 request_backoff_max_ns: nc.request_backoff_max_ms.max(nc.request_timeout_ms)
@@ -236,6 +256,8 @@ impl NodeClient {
             waker: None,
             live: 0,
             watch,
+            answers,
+            forged,
         };
         c.flush()?;
         Ok(c)
@@ -349,7 +371,14 @@ impl NodeClient {
                 Some(d) if seqbus_wire::upstream::Nak::is_nak(d) => {
                     self.node.handle_nak(self.rep_now, d)
                 }
-                Some(d) => self.node.handle_datagram(self.rep_now, src, d),
+                Some(d) => match self.answers.as_mut() {
+                    None => self.node.handle_datagram(self.rep_now, src, d),
+                    Some(v) => {
+                        if let Some(p) = v.open(d) {
+                            self.node.handle_datagram(self.rep_now, src, p)
+                        }
+                    }
+                },
                 None => self.node.note_malformed(),
             }
             return Ok(true);
@@ -554,6 +583,12 @@ impl NodeClient {
 
     pub fn stats(&self) -> NodeStats {
         self.node.stats()
+    }
+
+    /// Downstream datagrams (of the stream or of replayers) dropped because the bus has a
+    /// downstream key and their MAC was missing or wrong: forged or altered.
+    pub fn downstream_forged(&self) -> u64 {
+        self.forged.load(Ordering::Relaxed)
     }
 
     /// Raw mode for following replayers (`seqbus_core::Node::set_raw`).

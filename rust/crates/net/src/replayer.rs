@@ -11,6 +11,7 @@ use seqbus_core::{Replayer, Store, StoreError};
 use seqbus_journal::JournalReader;
 use socket2::Socket;
 
+use crate::downstream_auth::Sealer;
 use crate::idle::{IdleStrategy, Idler};
 use crate::{io_error, Error};
 use seqbus_config::Config;
@@ -95,13 +96,16 @@ impl Pacer {
     }
 }
 
-/// Sends the answers in `outbox` to `to`, paced; a requester that is gone is its own problem.
+/// Sends the answers in `outbox` to `to`, paced, each with its MAC when the bus has a
+/// downstream key (`sealer`); a requester that is gone is its own problem.
 pub(crate) fn answer(
     socket: &Socket,
     outbox: &mut Outbox,
     to: &socket2::SockAddr,
     pacer: &mut Option<Pacer>,
+    sealer: &mut Option<Sealer>,
 ) {
+    crate::downstream_auth::seal(sealer, outbox);
     if let Some(p) = pacer.as_mut() {
         for d in outbox.datagrams() {
             p.take(d.len());
@@ -123,6 +127,7 @@ pub(crate) struct Serving {
     /// `replayer.tcp_listen`: SoupBinTCP clients, whose commands go to `sequencers`.
     front: Option<crate::sites::TcpFront>,
     sequencers: Vec<socket2::SockAddr>,
+    sealer: Option<Sealer>,
 }
 
 impl Serving {
@@ -154,7 +159,12 @@ impl Serving {
             // it cannot tell the leader: every member's upstream (the others drop the copy)
             sequencers: cfg.members().iter().map(|m| m.upstream.into()).collect(),
             journal,
-            replayer: Replayer::new(cfg.session(), r.max_packet, r.max_messages_per_request),
+            replayer: Replayer::new(
+                cfg.session(),
+                cfg.replay_max_packet(),
+                r.max_messages_per_request,
+            ),
+            sealer: crate::downstream_auth::sealer(cfg),
             announcer: crate::discovery::Announcer::open(cfg, r.listen)?,
             pacer: Pacer::new(r.pace_mb_per_s, r.max_packet),
         })
@@ -216,7 +226,13 @@ impl Serving {
                 self.replayer
                     .handle_request(d, &mut self.journal, &mut |p| outbox.push(p))?;
                 if !outbox.is_empty() {
-                    answer(&self.socket, &mut outbox, &rx.from(i), &mut self.pacer);
+                    answer(
+                        &self.socket,
+                        &mut outbox,
+                        &rx.from(i),
+                        &mut self.pacer,
+                        &mut self.sealer,
+                    );
                 }
             }
         }
@@ -313,7 +329,12 @@ pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error>
         journal.next_seq(),
         r.listen
     ));
-    let mut replayer = Replayer::new(cfg.session(), r.max_packet, r.max_messages_per_request);
+    let mut replayer = Replayer::new(
+        cfg.session(),
+        cfg.replay_max_packet(),
+        r.max_messages_per_request,
+    );
+    let mut sealer = crate::downstream_auth::sealer(cfg);
     let mut buf = vec![0u8; 65_536];
     let mut records = Vec::with_capacity(1 << 20);
     let mut outbox = Outbox::default();
@@ -365,7 +386,7 @@ pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error>
         {
             replayer.handle_request(&buf[..n], &mut journal, &mut |p| outbox.push(p))?;
             if !outbox.is_empty() {
-                answer(&listen, &mut outbox, &from, &mut pacer);
+                answer(&listen, &mut outbox, &from, &mut pacer, &mut sealer);
             }
             work += 1;
         }

@@ -205,6 +205,14 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
             sc.upstream
         )),
     }
+    if cfg.downstream_key().is_some() {
+        info(
+            "sequencer: downstream authentication ON (downstream.key): every UDP datagram of \
+             the stream and of the replayers' answers carries a MAC; readers with the key drop \
+             and count those without"
+                .to_string(),
+        );
+    }
     let upstream = udp::bind(sc.upstream, sc.recv_buffer).map_err(io_error(format!(
         "sequencer.upstream {}: bind",
         sc.upstream
@@ -353,7 +361,8 @@ fn member_params(cfg: &Config, id: u16, members: &[MemberConfig]) -> MemberParam
     MemberParams {
         sequencer: SequencerParams {
             session: cfg.session(),
-            max_packet: cfg.bus.max_packet,
+            // with a downstream key, room for the MAC the publisher adds
+            max_packet: cfg.mold_max_packet(),
             heartbeat_ns: sc.heartbeat_ms * 1_000_000,
             clock_tick_ns: sc.clock_tick_ms * 1_000_000,
             term: 0,
@@ -407,6 +416,14 @@ fn sequence(
     });
     let mut idler = Idler::new(sc.idle);
     let mut outbox = Outbox::default();
+    let mut answers = cfg.downstream_key().map(|k| {
+        crate::downstream_auth::Verifier::new(
+            k.clone(),
+            Arc::new(AtomicU64::new(0)),
+            format!("sequencer {}", member.id()),
+            "seqbus::sequencer",
+        )
+    });
     let rx_slots = 64;
     let mut rx = udp::RecvBatch::new(rx_slots, 65_536);
     let mut rx_peer = udp::RecvBatch::new(16, 65_536);
@@ -469,9 +486,17 @@ fn sequence(
                             .iter()
                             .position(|a| a.as_socket() == from.as_socket())
                         {
-                            member
-                                .handle_replayer(now, r, d, log)
-                                .map_err(Error::Persist)?;
+                            // with a downstream key its answers carry a MAC, as every
+                            // replayer's do
+                            let d = match answers.as_mut() {
+                                Some(v) => v.open(d),
+                                None => Some(d),
+                            };
+                            if let Some(d) = d {
+                                member
+                                    .handle_replayer(now, r, d, log)
+                                    .map_err(Error::Persist)?;
+                            }
                         }
                     }
                 }

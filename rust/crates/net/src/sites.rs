@@ -425,8 +425,10 @@ pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
         cfg.sequencer.upstream,
         r.listen
     ));
-    let mut replayer = Replayer::new(session, r.max_packet, r.max_messages_per_request);
-    let mut writer = MoldWriter::new(cfg.bus.max_packet);
+    // with a downstream key, what it republishes (its publisher) and its answers carry a MAC
+    let mut replayer = Replayer::new(session, cfg.replay_max_packet(), r.max_messages_per_request);
+    let mut sealer = crate::downstream_auth::sealer(cfg);
+    let mut writer = MoldWriter::new(cfg.mold_max_packet());
     let mut outbox = Outbox::default();
     let mut answers = Outbox::default();
     let mut rx = udp::RecvBatch::new(64, 65_536);
@@ -512,7 +514,7 @@ pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
         {
             replayer.handle_request(&buf[..n], &mut journal, &mut |p| answers.push(p))?;
             if !answers.is_empty() {
-                crate::replayer::answer(&requests, &mut answers, &from, &mut pacer);
+                crate::replayer::answer(&requests, &mut answers, &from, &mut pacer, &mut sealer);
             }
             work += 1;
         }

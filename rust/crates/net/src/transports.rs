@@ -5,7 +5,7 @@
 //! configuration and the transports' own settings.
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use seqbus_config::{Config, TcpConfig, Transport};
@@ -105,6 +105,21 @@ pub(crate) fn publisher(
     next_seq: u64,
     from: Option<SocketAddr>,
 ) -> Result<Box<dyn Publisher>, Error> {
+    let inner = plain_publisher(cfg, next_seq, from)?;
+    // with a downstream key every UDP datagram carries its MAC (crate::downstream_auth)
+    Ok(match (cfg.downstream_key(), cfg.downstream.transport) {
+        (Some(key), Transport::UdpMulticast | Transport::UdpUnicast) => Box::new(
+            crate::downstream_auth::SealingPublisher::new(inner, key.clone()),
+        ),
+        _ => inner,
+    })
+}
+
+fn plain_publisher(
+    cfg: &Config,
+    next_seq: u64,
+    from: Option<SocketAddr>,
+) -> Result<Box<dyn Publisher>, Error> {
     let d = &cfg.downstream;
     Ok(match d.transport {
         Transport::UdpMulticast => {
@@ -184,6 +199,33 @@ pub(crate) fn publishing(cfg: &Config) -> String {
         Transport::Tcp => format!("SoupBinTCP at {}", cfg.tcp.listen),
         Transport::Shm => format!("the shared-memory ring {}", cfg.shm_path().display()),
         Transport::Memory => format!("the in-process bus {:?}", cfg.memory_name()),
+    }
+}
+
+/// `feed`, read through a [`crate::downstream_auth::Verifier`] when the bus has a downstream
+/// key and `transport` is UDP (the datagrams that carry a MAC); dropped datagrams count in
+/// `forged`, and `who` names the reader in its records (target `target`).
+pub(crate) fn verified(
+    cfg: &Config,
+    transport: Transport,
+    feed: Box<dyn Feed>,
+    forged: &Arc<AtomicU64>,
+    who: &str,
+    target: &'static str,
+) -> Box<dyn Feed> {
+    match (cfg.downstream_key(), transport) {
+        (Some(key), Transport::UdpMulticast | Transport::UdpUnicast) => {
+            Box::new(crate::downstream_auth::VerifiedFeed::new(
+                feed,
+                crate::downstream_auth::Verifier::new(
+                    key.clone(),
+                    forged.clone(),
+                    who.to_string(),
+                    target,
+                ),
+            ))
+        }
+        _ => feed,
     }
 }
 
@@ -267,7 +309,7 @@ pub(crate) fn feed(cfg: &Config, listen: Option<SocketAddr>) -> Result<Box<dyn F
 /// Runs this host's dispatcher until `stop` is set or the session ends: reads the stream as
 /// `downstream.transport` says and writes every packet once into the ring at `shm.path`.
 pub fn run_dispatcher(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
-    let mut source = match cfg.downstream.transport {
+    let source = match cfg.downstream.transport {
         Transport::UdpUnicast => {
             let listen = cfg.shm.dispatcher_listen.expect("checked when parsed");
             network_feed(
@@ -286,6 +328,16 @@ pub fn run_dispatcher(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> 
             })
         }
     };
+    // the ring is host-local: what comes in keyed is checked here and written without its MAC
+    let forged = Arc::new(AtomicU64::new(0));
+    let mut source = verified(
+        cfg,
+        cfg.downstream.transport,
+        source,
+        &forged,
+        "dispatcher",
+        "seqbus::dispatcher",
+    );
     let path = cfg.shm_path();
     let mut publisher = ShmPublisher::create(&path, cfg.shm.capacity)
         .map_err(io_error(format!("shm.path {}: create", path.display())))?;
@@ -304,10 +356,17 @@ pub fn run_dispatcher(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> 
         ),
     );
     shm::run_dispatcher(source.as_mut(), &mut publisher, &stop).map_err(io_error("dispatcher"))?;
+    let dropped = forged.load(Ordering::Relaxed);
     crate::watch::record(
         log::Level::Info,
         "seqbus::dispatcher",
-        "dispatcher: stopped".to_string(),
+        if dropped > 0 {
+            format!(
+                "dispatcher: stopped; {dropped} downstream datagrams without a valid MAC dropped"
+            )
+        } else {
+            "dispatcher: stopped".to_string()
+        },
     );
     Ok(())
 }

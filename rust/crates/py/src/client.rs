@@ -267,6 +267,7 @@ pub(crate) fn stats_dict<'py>(
         ("probes", s.probes),
         ("srtt_ns", s.srtt_ns),
         ("rto_ns", s.rto_ns),
+        ("downstream_forged", client.downstream_forged()),
     ] {
         d.set_item(k, v)?;
     }
