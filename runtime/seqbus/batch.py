@@ -28,6 +28,7 @@ __all__ = [
     "RECORD_TIME",
     "Record",
     "account_key",
+    "record_at",
     "message_type",
     "pack_record",
     "records",
@@ -94,24 +95,31 @@ class Record(NamedTuple):
         return self.account.rstrip(b"\0 ").decode("ascii", "replace")
 
 
+def record_at(batch: Buffer, offset: int) -> Record:
+    """The record at ``offset``; one shorter than its header, or one that runs past the batch,
+    raises :class:`~seqbus.errors.DecodeError`."""
+    end = len(batch)
+    size = RECORD_HEADER.size
+    if offset + size > end:
+        raise DecodeError("Record", "record_length", offset, f"{end - offset} bytes left")
+    record = Record(offset, *RECORD_HEADER.unpack_from(batch, offset))
+    if record.length < size or offset + record.length > end:
+        raise DecodeError(
+            "Record", "record_length", offset,
+            f"{record.length} bytes (header {size}, {end - offset} left in the batch)",
+        )
+    return record
+
+
 def records(batch: Buffer, start: int = 0) -> Iterator[Record]:
     """The records of ``batch`` from offset ``start`` on. A record shorter than its header, or
     one that runs past the batch, raises :class:`~seqbus.errors.DecodeError`."""
     end = len(batch)
     offset = start
-    unpack = RECORD_HEADER.unpack_from
-    size = RECORD_HEADER.size
     while offset < end:
-        if offset + size > end:
-            raise DecodeError("Record", "record_length", offset, f"{end - offset} bytes left")
-        record = Record(offset, *unpack(batch, offset))
-        if record.length < size or offset + record.length > end:
-            raise DecodeError(
-                "Record", "record_length", offset,
-                f"{record.length} bytes (header {size}, {end - offset} left in the batch)",
-            )
+        record = record_at(batch, offset)
         yield record
-        offset += record.length
+        offset = record.end
 
 
 def message_type(batch: Buffer, record: Record) -> tuple[int, int]:

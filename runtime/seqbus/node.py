@@ -34,13 +34,13 @@ from seqbus import _core
 from seqbus._codec_support import Handler
 from seqbus.admin import AdminCommandSpec, bus_dispatch, collect_admin_commands, run_admin_command
 from seqbus.batch import (
+    RECORD_REWOUND,
+    RECORD_TIME,
     Buffer,
     Dispatch,
     account_key,
-    MESSAGE_HEADER,
-    RECORD_HEADER,
-    RECORD_REWOUND,
-    RECORD_TIME,
+    message_type,
+    record_at,
 )
 from seqbus.errors import BackPressureError, DecodeError, SeqbusError, UnknownMessageError
 
@@ -641,7 +641,8 @@ class Node:
             if stop == _STOP_TIMER:
                 self._fire_timers()
             else:
-                length, kind, seq = RECORD_HEADER.unpack_from(data, offset)[:3]
+                record = record_at(data, offset)
+                length, kind, seq = record.length, record.record_type, record.sequence
                 if stop == _STOP_SKIP:
                     # the clock stands at message #seq, at or past the next sequence to skip
                     self._skip_at = bisect.bisect_left(skips, seq)
@@ -659,9 +660,7 @@ class Node:
                     if stop in (_STOP_SKIP, _STOP_ERROR):
                         self.stats.messages += 1
                     elif stop == _STOP_UNKNOWN:
-                        _block, template_id, schema_id, _version = MESSAGE_HEADER.unpack_from(
-                            data, offset - length + RECORD_HEADER.size
-                        )
+                        schema_id, template_id = message_type(data, record)
                         self.stats.messages += 1
                         self._unknown(schema_id, template_id, seq)
                     elif kind == RECORD_TIME:
@@ -705,11 +704,9 @@ class Node:
     def _handler_raised(self, error: BaseException, data: bytes, offset: int, seq: int) -> None:
         """The dispatch of the message record at ``offset`` raised ``error``: record it, then
         skip the message or stop (raise it), as the policy says."""
-        _block, template_id, schema_id, _version = MESSAGE_HEADER.unpack_from(
-            data, offset + RECORD_HEADER.size
-        )
-        message_type, handler = self._message_type(schema_id, template_id)
-        self._failed(error, seq, message_type, handler, schema_id, template_id)
+        schema_id, template_id = message_type(data, record_at(data, offset))
+        type_name, handler = self._message_type(schema_id, template_id)
+        self._failed(error, seq, type_name, handler, schema_id, template_id)
         self._skipped(seq)
 
     def _failed(

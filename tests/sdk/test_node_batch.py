@@ -214,3 +214,34 @@ def test_corrupt_batches_raise_decode_error(batch: bytes, field: str) -> None:
 def test_bad_account_is_rejected() -> None:
     with pytest.raises(SeqbusError, match="1 to 8"):
         Recorder().attach(FakeClient(), "MUCH-TOO-LONG", 1)
+
+
+def test_seqbus_batch_reads_every_record_and_refuses_a_cut_one() -> None:
+    """seqbus.batch, the one Python reader of the layout, against records packed here."""
+    from seqbus.batch import account_key, message_type, record_at, records, sender
+
+    batch = (pack_record(RECORD_MESSAGE, 7, timestamp_ns=70, command_seq=3,
+                         account=account_key("GW"), instance=2, body=ping(5))
+             + pack_record(RECORD_TIME, 8, timestamp_ns=80)
+             + pack_record(RECORD_REWOUND, 8))
+    got = list(records(batch))
+    assert [(r.record_type, r.sequence) for r in got] == [
+        (RECORD_MESSAGE, 7), (RECORD_TIME, 8), (RECORD_REWOUND, 8)]
+    first = got[0]
+    assert (first.timestamp_ns, first.command_seq, first.sender, first.instance) == (
+        70, 3, "GW", 2)
+    assert batch[first.body : first.end] == ping(5) and first.body_length == len(ping(5))
+    assert message_type(batch, first) == (SCHEMA, 1)
+    assert sender(batch, first.body) == "GW"
+    assert record_at(batch, got[1].offset) == got[1]
+    assert got[2].end == len(batch)
+
+    with pytest.raises(DecodeError, match="record_length at offset 0"):
+        list(records(batch[:20]))  # shorter than a header
+    with pytest.raises(DecodeError, match=r"Record.record_length at offset 0: 64 bytes \(header 48, 63 left"):
+        list(records(batch[: first.end - 1]))  # the body runs past the batch
+    with pytest.raises(DecodeError, match="shorter than a message header"):
+        short = pack_record(RECORD_MESSAGE, 9, body=b"abcd")
+        message_type(short, record_at(short, 0))
+    with pytest.raises(SeqbusError, match="1 to 8 ASCII characters"):
+        account_key("TOOLONGNAME")
