@@ -34,6 +34,8 @@ class Site:
     extra: str = ""
     #: The sequencer's idle clock (0: none, so that the stream ends with the last command).
     clock_tick_ms: int = 20
+    #: ``downstream.key`` of the site (docs/sites.md, "Downstream authentication"); "" for none.
+    downstream_key: str = ""
 
     @property
     def group_address(self) -> str:
@@ -59,6 +61,7 @@ class Site:
             if discovery
             else ""
         )
+        key = f'key = "{self.downstream_key}"\n' if self.downstream_key else ""
         return f"""\
 [bus]
 session = "{SESSION}"
@@ -72,7 +75,7 @@ clock_tick_ms = {self.clock_tick_ms}
 transport = "udp-multicast"
 group = "{self.group_address}:{self.group}"
 interface = "{self.iface}"
-
+{key}
 [replayer]
 listen = "{self.iface}:{replayer_listen or self.replayer}"
 
