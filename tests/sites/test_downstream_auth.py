@@ -150,7 +150,10 @@ def test_a_forged_packet_on_the_group_is_counted_and_not_delivered(
         # the real message of that sequence number, sent after them
         s.send(HEADER + BODY.pack(b"REAL".ljust(8, b"\0"), 1))
         wait_for(lambda: any(t == "REAL" for _, t, _ in got), 10, "the real message", pump)
-        assert [g for g in got if g[1] in ("REAL", "FORGED")] == [(nxt, "REAL", 1)], got
+        # nothing forged reached the application; the real message came at or after the
+        # sequence number the forgeries claimed (a control message may come first)
+        real = [g for g in got if g[1] in ("REAL", "FORGED")]
+        assert [g[1:] for g in real] == [("REAL", 1)] and real[0][0] >= nxt, (nxt, got)
         assert r.stats()["downstream_forged"] == 2
         assert r.stats()["malformed"] == 0
         # every node with the key drops them
