@@ -271,9 +271,14 @@ fn port() -> u16 {
 }
 
 fn start_bus(idle: &str, extra: &str) -> Bench {
+    start_bus_with(idle, extra, "")
+}
+
+/// [`start_bus`] with `down` added to `[downstream]` (a `key`).
+fn start_bus_with(idle: &str, extra: &str, down: &str) -> Bench {
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
-        "[bus]\nsession = \"BENCH\"\n[sequencer]\nupstream = \"127.0.0.1:{}\"\nidle = \"{idle}\"\nfsync = \"none\"\n{extra}\n[downstream]\ntransport = \"udp-multicast\"\ngroup = \"239.30.0.1:{}\"\n[replayer]\nlisten = \"127.0.0.1:{}\"\n",
+        "[bus]\nsession = \"BENCH\"\n[sequencer]\nupstream = \"127.0.0.1:{}\"\nidle = \"{idle}\"\nfsync = \"none\"\n{extra}\n[downstream]\ntransport = \"udp-multicast\"\ngroup = \"239.30.0.1:{}\"\n{down}[replayer]\nlisten = \"127.0.0.1:{}\"\n",
         port(),
         port(),
         port()
@@ -464,22 +469,30 @@ const AUTH: &str = "[auth]\naccounts = [\n\
     { account = \"R1\", key = \"0404040404040404040404040404040404040404040404040404040404040404\" },\n\
 ]\n";
 
-/// The MAC's cost: `rounds` times, keys off then keys on, each on a fresh bus: the round trip
-/// (sequencer and node busy-spinning) and the throughput to 2 nodes (`BENCH_IDLE`, default
-/// `block`), of one sender; medians over the rounds.
+/// The downstream key of the third bus of [`mac`].
+const DOWNSTREAM_KEY: &str =
+    "key = \"0505050505050505050505050505050505050505050505050505050505050505\"\n";
+
+/// The MACs' cost: `rounds` times, keys off, upstream keys on (`[auth]`), then the downstream
+/// key on (`downstream.key`), each on a fresh bus: the round trip (sequencer and node
+/// busy-spinning) and the throughput to 2 nodes (`BENCH_IDLE`, default `block`), of one
+/// sender; medians over the rounds.
 fn mac(samples: usize, messages: u64, rounds: usize) {
     let idle = std::env::var("BENCH_IDLE").unwrap_or("block".into());
-    let mut p50 = [Vec::new(), Vec::new()];
-    let mut p99 = [Vec::new(), Vec::new()];
-    let mut tput = [Vec::new(), Vec::new()];
+    let mut p50 = [Vec::new(), Vec::new(), Vec::new()];
+    let mut p99 = [Vec::new(), Vec::new(), Vec::new()];
+    let mut tput = [Vec::new(), Vec::new(), Vec::new()];
     for _ in 0..rounds {
-        for (i, auth) in ["", AUTH].into_iter().enumerate() {
-            let b = start_bus("busy-spin", auth);
+        for (i, (auth, down)) in [("", ""), (AUTH, ""), ("", DOWNSTREAM_KEY)]
+            .into_iter()
+            .enumerate()
+        {
+            let b = start_bus_with("busy-spin", auth, down);
             let (a, z) = round_trip(&b.cfg, samples);
             drop(b);
             p50[i].push(a);
             p99[i].push(z);
-            let b = start_bus(&idle, &format!("clock_tick_ms = 0\n{auth}"));
+            let b = start_bus_with(&idle, &format!("clock_tick_ms = 0\n{auth}"), down);
             tput[i].push(throughput(&b.cfg, messages, false).0);
         }
     }
@@ -498,6 +511,23 @@ fn mac(samples: usize, messages: u64, rounds: usize) {
     }
     assert_eq!(ok, n);
     let mac_ns = (thread_cpu_ns() - cpu0) as f64 / f64::from(n);
+    // the downstream MAC alone: sealing and opening a full MoldUDP64 packet
+    let full = [0x5au8; 1472 - 16];
+    let n_down = 200_000u32;
+    let mut sealed = Vec::with_capacity(1472);
+    let cpu0 = thread_cpu_ns();
+    let mut ok = 0u32;
+    for i in 0..n_down {
+        let mut p = full;
+        p[..4].copy_from_slice(&i.to_le_bytes());
+        sealed.clear();
+        seqbus_wire::auth::seal_downstream(&key, &p, &mut sealed);
+        ok += u32::from(
+            seqbus_wire::auth::open_downstream(&key, std::hint::black_box(&sealed)).is_some(),
+        );
+    }
+    assert_eq!(ok, n_down);
+    let down_ns = (thread_cpu_ns() - cpu0) as f64 / f64::from(n_down);
     // median (least–greatest) of the rounds
     let med = |v: &mut Vec<f64>| {
         let m = percentile(v, 0.5);
@@ -511,26 +541,28 @@ fn mac(samples: usize, messages: u64, rounds: usize) {
             hi / scale
         )
     };
-    let (off50, on50) = (med(&mut p50[0]), med(&mut p50[1]));
-    let (off99, on99) = (med(&mut p99[0]), med(&mut p99[1]));
-    let (offt, ont) = (med(&mut tput[0]), med(&mut tput[1]));
-    println!("| MAC (BLAKE3 keyed), median (least–greatest) of {rounds} rounds | keys off (same run) | keys on | ratio of medians |");
-    println!("|---|---|---|---|");
+    let [off50, on50, down50] = p50.each_mut().map(med);
+    let [off99, on99, down99] = p99.each_mut().map(med);
+    let [offt, ont, downt] = tput.each_mut().map(med);
+    println!("| MAC (BLAKE3 keyed), median (least–greatest) of {rounds} rounds | keys off (same run) | upstream keys on (`[auth]`) | ratio | downstream key on (`downstream.key`) | ratio |");
+    println!("|---|---|---|---|---|---|");
     let tput_row = format!("throughput, one sender → 2 nodes, idle {idle}");
-    for (what, off, on, scale, unit) in [
-        ("round trip p50, busy-spin", off50, on50, 1.0, "µs"),
-        ("round trip p99, busy-spin", off99, on99, 1.0, "µs"),
-        (tput_row.as_str(), offt, ont, 1e6, "M msg/s"),
+    for (what, off, on, down, scale, unit) in [
+        ("round trip p50, busy-spin", off50, on50, down50, 1.0, "µs"),
+        ("round trip p99, busy-spin", off99, on99, down99, 1.0, "µs"),
+        (tput_row.as_str(), offt, ont, downt, 1e6, "M msg/s"),
     ] {
         println!(
-            "| {what} | {} | {} | {:.2}× |",
+            "| {what} | {} | {} | {:.2}× | {} | {:.2}× |",
             cell(off, scale, unit),
             cell(on, scale, unit),
-            on.0 / off.0
+            on.0 / off.0,
+            cell(down, scale, unit),
+            down.0 / off.0
         );
     }
     println!(
-        "| the MAC alone: seal + verify a 92-byte packet (one command), CPU time | — | {mac_ns:.0} ns | — |"
+        "| the MAC alone, CPU time | — | seal + verify a 92-byte command packet: {mac_ns:.0} ns | — | seal + open a 1,472-byte packet: {down_ns:.0} ns | — |"
     );
 }
 
