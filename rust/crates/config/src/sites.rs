@@ -104,8 +104,7 @@ pub(crate) fn check(cfg: &Config) -> Result<(), (&'static str, String)> {
             }
         }
         // a command packet must hold a fragment beside header, block header and trailer
-        if cfg.bus.max_packet < 28 + 16 + seqbus_wire::auth::TRAILER_LEN + 64 + cfg.mold_trailer()
-        {
+        if cfg.bus.max_packet < 28 + 16 + seqbus_wire::auth::TRAILER_LEN + 64 + cfg.mold_trailer() {
             return Err((
                 "bus.max_packet",
                 format!(
@@ -235,9 +234,7 @@ pub(crate) fn resolve(cfg: &mut Config) -> Result<(), (&'static str, String)> {
     }
     let d = &mut cfg.downstream;
     d.signing = match (&d.key, &d.key_file) {
-        (Some(hex), _) => {
-            Some(Key::from_hex(hex).map_err(|m| ("downstream.key", m))?)
-        }
+        (Some(hex), _) => Some(Key::from_hex(hex).map_err(|m| ("downstream.key", m))?),
         (None, Some(file)) => {
             let path = base.join(file);
             Some(read_key(&path).map_err(|m| ("downstream.key_file", m))?)
@@ -357,7 +354,10 @@ mod tests {
         let e = Config::from_str(&format!("{BASE}key = \"secretsecret\"\n"))
             .unwrap_err()
             .to_string();
-        assert!(e.starts_with("<string>: downstream.key: a key is 32 bytes"), "{e}");
+        assert!(
+            e.starts_with("<string>: downstream.key: a key is 32 bytes"),
+            "{e}"
+        );
         assert!(!e.contains("secretsecret"), "{e}");
         let e = Config::from_str(&format!("{BASE}key_file = \"/nonexistent/down.key\"\n"))
             .unwrap_err()
@@ -369,7 +369,10 @@ mod tests {
         let e = Config::from_str(&format!("{BASE}key = \"{HEX}\"\nkey_file = \"x\"\n"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("downstream.key: give either key or key_file"), "{e}");
+        assert!(
+            e.contains("downstream.key: give either key or key_file"),
+            "{e}"
+        );
         let e = Config::from_str(&format!(
             "{BASE}key = \"{HEX}\"\n[replayer]\nmax_packet = 90\n"
         ))
