@@ -39,7 +39,7 @@ RUST_DIR = "generated/rust"
 #: The bus schema's IR, built into the archive crate.
 BUS_IR = "rust/crates/archive/src/bus.ir.json"
 #: Files of a generated package (anything else there, e.g. a compiled extension, is not ours).
-GENERATED_SUFFIXES = {".pyx", ".py", ".pyi", ".typed", ".rs"}
+GENERATED_SUFFIXES = {".pyx", ".py", ".pyi", ".typed", ".rs", ".json"}
 
 
 def idl(package: str) -> Path:

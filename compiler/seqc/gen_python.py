@@ -20,6 +20,10 @@ CTYPES = {
 }
 
 
+#: The file of a generated package that holds its schema's IR (``seqc ir --json``).
+IR_FILE = "ir.json"
+
+
 def ctype_of(prim: str) -> str:
     return CTYPES[prim]
 
@@ -402,6 +406,9 @@ def generate(schema: ir.Schema, python_package: str | None = None) -> dict[str, 
             continue  # a types-only file: no node base
         path = f"{pkg.replace('.', '/')}/{name}"
         out[path] = env.get_template(template).render(ctx) if template else ""
+    # the schema's IR, shipped as data beside the code it describes: what an archive writer or
+    # a report needs of the layout, read with seqbus.archive.package_ir (no seqc at run time)
+    out[f"{pkg.replace('.', '/')}/{IR_FILE}"] = ir.to_json(schema)
     return out
 
 

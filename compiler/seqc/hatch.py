@@ -45,7 +45,7 @@ from seqc.diagnostics import CompileError
 __all__ = ["SeqcBuildHook", "hatch_register_build_hook"]
 
 #: Generated files that ship (the .pyx and Cython's .c are build inputs only).
-SHIPPED_SUFFIXES = (".py", ".pyi", ".typed", sysconfig.get_config_var("EXT_SUFFIX") or ".so")
+SHIPPED_SUFFIXES = (".py", ".pyi", ".typed", ".json", sysconfig.get_config_var("EXT_SUFFIX") or ".so")
 
 
 class SeqcBuildHook(BuildHookInterface[BuilderConfig]):

@@ -58,7 +58,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: The examples ``seqbus demo`` runs, shipped as ``seqbus.examples.<name>``.
 EXAMPLES = ("exchange", "pingpong")
 #: Files of an example that ship (its own code, schemas, generated package; not build products).
-EXAMPLE_SUFFIXES = {".py", ".pyi", ".pyx", ".pxd", ".idl", ".typed"}
+EXAMPLE_SUFFIXES = {".py", ".pyi", ".pyx", ".pxd", ".idl", ".typed", ".json"}
 #: The oldest glibc the wheel runs with, and its platform tag (docs/packaging.md).
 GLIBC = "2.28"
 MANYLINUX = "manylinux_2_28"

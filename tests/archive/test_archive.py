@@ -275,13 +275,22 @@ def test_fragmented_message_is_reassembled(tmp_path: Path, schemas: list[tuple[i
     assert a.problems == []
 
 
-def test_schemas_are_given_as_idl_or_as_ir(tmp_path: Path) -> None:
-    from seqbus.archive import load_ir
+def test_schemas_are_given_as_idl_as_ir_or_as_the_generated_package(tmp_path: Path) -> None:
+    from seqbus.archive import load_ir, package_ir
 
     idl = sess.idl("exchange")
     ir_file = tmp_path / "exchange.json"
     ir_file.write_text(sess.ir_json("exchange"))
     assert load_ir([idl]) == load_ir([ir_file])
+    # the IR seqc wrote beside the generated package is the one `seqc ir --json` prints
+    assert load_ir(["examples.exchange.messages"]) == load_ir([ir_file])
+    assert package_ir("seqbus.bus")[:2] == (1, "bus")
+    with pytest.raises(ArchiveError, match="a module, not a package seqc generated"):
+        package_ir("seqbus.errors")
+    with pytest.raises(ArchiveError, match="seqbus.archive: has no ir.json"):
+        package_ir("seqbus.archive")
+    with pytest.raises(ArchiveError, match="no.such.package: not an importable package"):
+        load_ir(["no.such.package"])
     assert load_ir([idl])[0][:2] == (json.loads(ir_file.read_text())["schema_id"], "exchange")
     bad = tmp_path / "bad.idl"
     bad.write_text("package bad;\nschema 9 version 1;\nmessage M = 1 { x: nosuchtype; }\n")

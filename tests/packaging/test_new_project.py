@@ -61,6 +61,10 @@ def test_a_new_project_installs_and_its_tests_and_type_checks_pass(project: Proj
         NAME: f"{NAME}.messages"}
     # the editable install generated and compiled the messages beside the package
     assert (package / "messages" / "node.py").is_file()
+    # with the schema's IR beside it: an archive of the project's journal needs no seqc
+    shipped = venv.run([venv.python, "-c", "from seqbus.archive import package_ir; "
+                        f"print(package_ir('{NAME}.messages')[1])"], path)
+    assert shipped.strip() == NAME, shipped
     assert venv.module_file(f"{NAME}.messages", path).resolve() == (
         package / "messages" / "__init__.py").resolve()
     # seqc is a build requirement only; pyarrow is nothing this project needs

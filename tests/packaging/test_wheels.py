@@ -262,6 +262,20 @@ def test_the_sdk_alone_has_no_top_level_bus_and_runs_seqbus_admin_and_status(
                              env=env, capture_output=True, text=True, timeout=60, check=False)
     assert refused.returncode != 0 and "sequencer.statuss" in refused.stderr, refused.stderr
 
+    # the application's journal sealed with only the wheel (no seqc): the schema given as the
+    # generated package, whose IR ships beside its code
+    seq.send_signal(signal.SIGTERM)
+    assert seq.wait(timeout=60) == 0, processes.logs()
+    sealed = subprocess.run(
+        [sdk_venv.bin("seqbus"), "archive", "seal", str(work / "journal"), str(work / "s.archive"),
+         "--schema", "seqbus.examples.exchange.messages"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert sealed.returncode == 0, sealed.stderr
+    assert re.search(r"s\.archive: sealed, [1-9]\d* records in 1 segments", sealed.stdout), (
+        sealed.stdout)
+    manifest = json.loads((work / "s.archive" / "archive.json").read_text())
+    assert {(s["schema_id"], s["package"]) for s in manifest["schemas"]} >= {(7, "exchange")}
+
 
 def test_the_sdk_alone_archives_from_ir_and_says_an_idl_needs_seqc(
     py_sdk_venv: Venv, tmp_path: Path
@@ -280,9 +294,15 @@ try:
     load_ir([{str(idl)!r}])
 except ArchiveError as exc:
     print(exc)
+# the IR of generated packages, shipped with them: what the demo's Spark report reads
+print([ir[:2] for ir in load_ir(["seqbus.examples.pingpong.messages", "seqbus.bus"])])
+from seqbus.spark.demo_report import _ir
+print([_ir(p)[:2] for p in ("bus", "exchange", "pingpong")])
 """], work)
     assert out.splitlines() == [
         "[(1, 'bus')]",
-        f"{idl}: compiling .idl needs seqc; give its IR JSON instead (seqc ir --json "
-        "SCHEMA.idl > FILE)",
+        f"{idl}: compiling .idl needs seqc; give the package seqc generated from it "
+        "(e.g. exchange.messages) or its IR JSON (seqc ir --json SCHEMA.idl > FILE) instead",
+        "[(2, 'pingpong'), (1, 'bus')]",
+        "[(1, 'bus'), (7, 'exchange'), (2, 'pingpong')]",
     ], out

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from seqbus.archive.archiver import JournalArchiver
     from seqbus.archive.reader import Archive, SegmentRef, Slice, VerifyReport
     from seqbus.archive.offline import replay
-    from seqbus.archive.writer import ArchiveWriter, load_ir
+    from seqbus.archive.writer import ArchiveWriter, load_ir, package_ir
 
 __all__ = [
     "Archive",
@@ -34,12 +34,14 @@ __all__ = [
     "Slice",
     "VerifyReport",
     "load_ir",
+    "package_ir",
     "replay",
 ]
 
 _LAZY = {
     "Archive": "reader", "SegmentRef": "reader", "Slice": "reader", "VerifyReport": "reader",
-    "ArchiveWriter": "writer", "load_ir": "writer", "JournalArchiver": "archiver",
+    "ArchiveWriter": "writer", "load_ir": "writer", "package_ir": "writer",
+    "JournalArchiver": "archiver",
     "replay": "offline",
 }
 

@@ -221,7 +221,9 @@ def _schemas(paths: list[str] | None) -> list[tuple[int, str, str]]:
 
     if not paths:
         raise ArchiveError("give the schema of every package the session carries: --schema "
-                           "SCHEMA.idl, or its IR (written by `seqc ir --json SCHEMA.idl`)")
+                           "with its generated Python package (e.g. exchange.messages: the IR "
+                           "it ships), its IR file (`seqc ir --json SCHEMA.idl`) or its .idl "
+                           "(needs seqc)")
     return load_ir(paths)
 
 
@@ -338,9 +340,10 @@ def add_commands(sub: Any) -> None:
         q = asub.add_parser(name, help=helptext)
         q.add_argument("journal", help="the sequencer's journal directory")
         q.add_argument("out", help="the archive directory to create")
-        q.add_argument("--schema", action="append", metavar="IDL_OR_IR",
-                       help="a package the session carries: its .idl, or its IR JSON (seqc ir "
-                       "--json); repeatable")
+        q.add_argument("--schema", action="append", metavar="PACKAGE_IR_OR_IDL",
+                       help="a package the session carries: its generated Python package "
+                       "(exchange.messages), its IR JSON (seqc ir --json), or its .idl (needs "
+                       "seqc); repeatable")
         q.add_argument("--segment-mb", type=int, default=64, help="archive segment size (MiB)")
         if name == "follow":
             q.add_argument("--interval", type=float, default=0.05, help="poll interval (s)")

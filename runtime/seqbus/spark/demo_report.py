@@ -6,38 +6,32 @@ directory; it returns the lines to print (or why the report could not run).
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from seqbus.archive.errors import ArchiveError
 
 #: What a report needs: the packages the session carries, and (request type, response type,
 #: key field) whose sequencing latency it shows.
 ReportSpec = tuple[tuple[str, ...], tuple[str, str, str]]
 
 
-def _idl(package: str) -> Path:
-    """The schema of ``package``: in the checkout (the bus's in schemas/, an example's with its
-    example, examples/<package>/), else the copy an installed wheel ships (seqbus/bus/bus.idl,
-    seqbus/examples/<package>/)."""
-    seqbus = Path(__file__).resolve().parents[1]
-    root = seqbus.parents[1]
-    candidates = [root / "schemas" / f"{package}.idl",
-                  root / "examples" / package / f"{package}.idl",
-                  seqbus / package / f"{package}.idl",
-                  seqbus / "examples" / package / f"{package}.idl"]
-    return next((c for c in candidates if c.exists()), candidates[0])
-
-
 def _ir(package: str) -> tuple[int, str, str]:
-    seqc = shutil.which("seqc") or str(Path(sys.executable).parent / "seqc")
-    idl = _idl(package)
-    text = subprocess.run([seqc, "ir", "--json", str(idl)], check=True, capture_output=True,
-                          text=True, timeout=60).stdout
-    return int(json.loads(text)["schema_id"]), package, text
+    """(schema id, package, IR JSON) of ``package``, the bus's or an example's, from the IR seqc
+    wrote beside its generated code: the bus's in ``seqbus/bus/``, an example's in its
+    ``messages/`` package (``examples/<package>/`` in the checkout, ``seqbus/examples/<package>/``
+    in an installed wheel). Nothing here needs seqc."""
+    from seqbus.archive.writer import IR_FILE, parse_ir
+
+    seqbus = Path(__file__).resolve().parents[1]
+    candidates = [seqbus / package / IR_FILE,
+                  seqbus.parents[1] / "examples" / package / "messages" / IR_FILE,
+                  seqbus / "examples" / package / "messages" / IR_FILE]
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        raise OSError(f"no IR of {package} at {', '.join(map(str, candidates))}")
+    return parse_ir(found.read_text(), str(found))
 
 
 def archive_and_report(journal_dir: Path, archive_dir: Path, spec: ReportSpec) -> list[str]:
@@ -54,8 +48,8 @@ def archive_and_report(journal_dir: Path, archive_dir: Path, spec: ReportSpec) -
         return [f"Spark report skipped: {reason}"]
     try:
         schemas = [_ir(p) for p in spec[0]]
-    except (OSError, subprocess.CalledProcessError) as exc:
-        return [f"Spark report skipped: cannot get the schema IR from seqc ({exc})"]
+    except (OSError, ArchiveError) as exc:
+        return [f"Spark report skipped: cannot read the schema IR ({exc})"]
 
     from seqbus.archive import Archive, JournalArchiver
     from seqbus.spark import reports, session
