@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
+use seqbus_journal::RecordError;
+
 use crate::format::{self, le_u32, le_u64};
 use crate::{ArchiveError, Result};
 
@@ -166,32 +168,36 @@ impl Segment {
             return Err(self.problem(offset, sequence, "index entry points outside the segment"));
         }
         let len = le_u32(s, at) as usize;
-        if !(format::ENVELOPE_LEN..=format::MAX_MESSAGE_LEN).contains(&len) {
+        if len < format::ENVELOPE_LEN {
             return Err(self.problem(offset, sequence, format!("bad record length {len}")));
         }
-        let left = s.len() - at - format::RECORD_HEADER_LEN;
-        if left < len {
-            return Err(self.problem(
-                offset,
-                sequence,
-                format!("a record of {len} bytes runs past the end of the file ({left} left)"),
-            ));
-        }
-        let seq = le_u64(s, at + 8);
-        let message = &s[at + format::RECORD_HEADER_LEN..at + format::RECORD_HEADER_LEN + len];
-        let crc = le_u32(s, at + 4);
-        // sequence and message lie back to back: one pass (the same value as record_crc)
-        if crc32c::crc32c(&s[at + 8..at + format::RECORD_HEADER_LEN + len]) != crc {
-            return Err(self.problem(
-                offset,
-                sequence,
-                if seq != sequence {
-                    format!("record holds sequence {seq} and fails its checksum")
-                } else {
-                    "checksum (crc32c) mismatch".to_string()
-                },
-            ));
-        }
+        // the journal's codec: its length limit, its checksum over sequence and message
+        let (seq, message) = match seqbus_journal::decode_record(&s[at..]) {
+            Ok((r, _)) => (r.sequence, r.message),
+            Err(RecordError::Incomplete) => {
+                let left = s.len() - at - format::RECORD_HEADER_LEN;
+                return Err(self.problem(
+                    offset,
+                    sequence,
+                    format!("a record of {len} bytes runs past the end of the file ({left} left)"),
+                ));
+            }
+            Err(RecordError::Invalid(_)) if len > format::MAX_MESSAGE_LEN => {
+                return Err(self.problem(offset, sequence, format!("bad record length {len}")));
+            }
+            Err(RecordError::Invalid(_)) => {
+                let seq = le_u64(s, at + 8);
+                return Err(self.problem(
+                    offset,
+                    sequence,
+                    if seq != sequence {
+                        format!("record holds sequence {seq} and fails its checksum")
+                    } else {
+                        "checksum (crc32c) mismatch".to_string()
+                    },
+                ));
+            }
+        };
         if seq != sequence {
             return Err(self.problem(
                 offset,

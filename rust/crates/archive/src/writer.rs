@@ -32,6 +32,8 @@ pub struct ArchiveWriter {
     segment_bytes: u64,
     active: Option<Active>,
     next_sequence: Option<u64>,
+    /// The record being written, encoded by the journal's codec (reused).
+    record: Vec<u8>,
 }
 
 fn now_ns() -> u64 {
@@ -99,6 +101,7 @@ impl ArchiveWriter {
             segment_bytes,
             active: None,
             next_sequence: None,
+            record: Vec::new(),
         })
     }
 
@@ -139,14 +142,11 @@ impl ArchiveWriter {
         }
         let ts = le_u64(message, 0);
         let a = self.active.as_mut().expect("active segment");
-        let mut head = [0u8; format::RECORD_HEADER_LEN];
-        head[0..4].copy_from_slice(&(message.len() as u32).to_le_bytes());
-        head[4..8].copy_from_slice(&format::record_crc(sequence, message).to_le_bytes());
-        head[8..16].copy_from_slice(&sequence.to_le_bytes());
+        self.record.clear();
+        seqbus_journal::encode_record(&mut self.record, sequence, message);
         let offset = a.info.bytes;
         a.seg
-            .write_all(&head)
-            .and_then(|_| a.seg.write_all(message))
+            .write_all(&self.record)
             .map_err(|e| ArchiveError::io(&a.seg_path, e))?;
         let mut entry = [0u8; format::INDEX_ENTRY_LEN];
         entry[0..8].copy_from_slice(&offset.to_le_bytes());

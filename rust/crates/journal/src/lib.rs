@@ -153,7 +153,8 @@ pub enum RecordError {
     Invalid(String),
 }
 
-/// Encodes a record.
+/// Encodes a record (the archive's segments hold the same records).
+#[inline]
 pub fn encode_record(out: &mut Vec<u8>, sequence: u64, message: &[u8]) {
     let start = out.len();
     out.extend_from_slice(&(message.len() as u32).to_le_bytes());
@@ -167,6 +168,7 @@ pub fn encode_record(out: &mut Vec<u8>, sequence: u64, message: &[u8]) {
 }
 
 /// Decodes the record at the front of `buf`; returns it and its total length.
+#[inline]
 pub fn decode_record(buf: &[u8]) -> Result<(Record<'_>, usize), RecordError> {
     if buf.len() < RECORD_HEADER_LEN {
         return Err(RecordError::Incomplete);

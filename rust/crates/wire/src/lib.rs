@@ -127,12 +127,19 @@ pub(crate) fn be_u16(b: &[u8], at: usize) -> u16 {
 pub(crate) fn be_u64(b: &[u8], at: usize) -> u64 {
     u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
-pub(crate) fn le_u16(b: &[u8], at: usize) -> u16 {
+/// The little-endian `u16` at `at` (panics past the end: callers check lengths first). These
+/// three are the project's one set of byte readers; the archive's formats use them too.
+#[inline]
+pub fn le_u16(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
 }
-pub(crate) fn le_u32(b: &[u8], at: usize) -> u32 {
+/// The little-endian `u32` at `at`.
+#[inline]
+pub fn le_u32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
-pub(crate) fn le_u64(b: &[u8], at: usize) -> u64 {
+/// The little-endian `u64` at `at`.
+#[inline]
+pub fn le_u64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
