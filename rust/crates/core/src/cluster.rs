@@ -39,6 +39,7 @@ use seqbus_wire::{Session, ENVELOPE_LEN};
 
 use crate::detector::Detector;
 use crate::replayer::{MemoryStore, Store, StoreError};
+use crate::rng::Rng;
 use crate::rto::Rto;
 use crate::sequencer::{Recovered, Sequencer, SequencerParams};
 
@@ -252,19 +253,6 @@ impl Peer {
         if let Some(at) = sent {
             self.rto.sample(now_ns.saturating_sub(at));
         }
-    }
-}
-
-/// splitmix64, for election timeouts.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
     }
 }
 
@@ -550,7 +538,7 @@ impl Member {
         // randomised over [t, 1.5 t): two standbys rarely time out together (Raft §5.2),
         // and a dead leader is noticed within 1.5 election timeouts
         let t = self.p.election_timeout_ns;
-        self.election_deadline = now_ns + t + self.rng.next() % (t / 2).max(1);
+        self.election_deadline = now_ns + t + self.rng.next_u64() % (t / 2).max(1);
     }
 
     fn save_vote(&mut self, log: &mut dyn Log) -> Result<(), StoreError> {

@@ -13,6 +13,7 @@ pub mod delivery;
 pub mod detector;
 pub mod node;
 pub mod replayer;
+pub mod rng;
 pub mod rto;
 pub mod sequencer;
 
@@ -20,6 +21,7 @@ pub use cluster::{Log, Member, MemberParams, MemoryLog, Role};
 pub use delivery::{Clock, Delivery, DeliveryStats};
 pub use node::{Dest, Node, NodeError, NodeParams, NodeStats, SendError, Source, Start};
 pub use replayer::{MemoryStore, Replayer, ReplayerStats, Store, StoreError};
+pub use rng::Rng;
 pub use sequencer::{
     AccountKeys, NakHoldoff, Recovered, Sequencer, SequencerParams, SequencerStats,
 };

@@ -34,29 +34,8 @@ use seqbus_core::{
 use seqbus_wire::cluster::is_cluster_message;
 use seqbus_wire::Session;
 
-/// splitmix64: the network's seeded decisions.
-#[derive(Debug, Clone)]
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// True with probability `pct` percent.
-    pub fn chance(&mut self, pct: f64) -> bool {
-        pct > 0.0 && (self.next_u64() % 1_000_000) as f64 / 10_000.0 < pct
-    }
-
-    /// Uniform in `lo..=hi`.
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next_u64() % (hi - lo + 1)
-    }
-}
+/// The network's seeded decisions: the project's one generator, `seqbus_core::Rng`.
+pub use seqbus_core::Rng;
 
 /// What the network does to every datagram.
 #[derive(Debug, Clone, Copy)]
