@@ -11,6 +11,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Literal
 
 from seqbus import _core
@@ -218,6 +219,18 @@ class Stream:
             except BackPressureError:
                 return
             self.sent += 1
+
+    def send_all(self, n: int, check: Callable[[], None]) -> None:
+        """Sends until ``n`` bodies are out, polling between tries (back pressure clears only
+        while polled); ``check()`` raises when it has taken too long."""
+        while self.sent < n:
+            check()
+            self.send_upto(n)
+            self.poll()
+
+    def has(self, tag: str, n: int) -> bool:
+        """Polls once; whether ``n`` of ``tag``'s messages have come."""
+        return self.poll() >= 0 and len(self.from_tag(tag)) >= n
 
     def messages(self) -> list[tuple[int, bytes]]:
         return [(seq, data) for kind, seq, data in self.records if kind == MESSAGE]

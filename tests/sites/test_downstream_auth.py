@@ -192,35 +192,16 @@ def test_a_bridge_between_two_keyed_sites_delivers_end_to_end(
         lambda: sender.poll() >= 0 and sender.client.is_ready(), 30, "the sender", processes.logs
     )
     total = 500
-    sending = Deadline(60, "sending", processes.logs)
-    while sender.sent < total:
-        sending.check()
-        sender.send_upto(total)
-        sender.poll()
-    wait_until(
-        lambda: sender.poll() >= 0 and len(sender.from_tag("S1")) >= total,
-        60,
-        "the stream at site B",
-        processes.logs,
-    )
+    sender.send_all(total, Deadline(60, "sending", processes.logs).check)
+    wait_until(lambda: sender.has("S1", total), 60, "the stream at site B", processes.logs)
     assert sender.from_tag("S1") == list(range(total))
     # a late joiner at site B rewinds from the bridge's replayer (keyed answers)
     late = Stream(bus_b, "LATE", start="rewind")
-    wait_until(
-        lambda: late.poll() >= 0 and len(late.from_tag("S1")) >= total,
-        60,
-        "the late joiner at site B",
-        processes.logs,
-    )
+    wait_until(lambda: late.has("S1", total), 60, "the late joiner at site B", processes.logs)
     assert late.from_tag("S1") == list(range(total))
     # and at site A, the same under site A's key
     at_a = Stream(bus_a, "RA", start="rewind")
-    wait_until(
-        lambda: at_a.poll() >= 0 and len(at_a.from_tag("S1")) >= total,
-        60,
-        "a reader at site A",
-        processes.logs,
-    )
+    wait_until(lambda: at_a.has("S1", total), 60, "a reader at site A", processes.logs)
     for s in (sender, late, at_a):
         assert s.client.stats()["downstream_forged"] == 0, s.account
     assert "without a valid MAC" not in processes.logs()

@@ -51,17 +51,8 @@ def test_a_tiered_replayer_serves_a_late_joiner_while_the_first_tier_is_killed(
         lambda: sender.poll() >= 0 and sender.client.is_ready(), 20, "the sender", processes.logs
     )
     total = 30000
-    sending = Deadline(60, "sending the stream", processes.logs)
-    while sender.sent < total:
-        sending.check()
-        sender.send_upto(total)
-        sender.poll()
-    wait_until(
-        lambda: sender.poll() >= 0 and len(sender.from_tag("S1")) >= total,
-        60,
-        "the stream",
-        processes.logs,
-    )
+    sender.send_all(total, Deadline(60, "sending the stream", processes.logs).check)
+    wait_until(lambda: sender.has("S1", total), 60, "the stream", processes.logs)
     last = sender.messages()[-1][0]
     wait_until(
         lambda: len(journal_bytes(tmp_path / "journal-t2"))
