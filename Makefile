@@ -59,8 +59,9 @@ lint: venv ## ruff, rustfmt --check, clippy -D warnings, mypy --strict
 	cd rust && $(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(MAKE) typecheck
 
-typecheck: setup ## mypy --strict on the SDK, the compiler and the examples
+typecheck: setup ## mypy --strict on the SDK, the compiler and the examples; stubtest: _core.pyi against the built extension
 	$(VENV)/bin/mypy --strict runtime/seqbus compiler/seqc examples
+	$(VENV)/bin/python -m mypy.stubtest seqbus._core
 
 test-rust: ## cargo test of every crate
 	cd rust && $(CARGO) test --workspace --exclude seqbus-py -q

@@ -3,6 +3,46 @@
 from collections.abc import Mapping, Sequence
 from typing import Literal, final
 
+__all__ = [
+    "__version__",
+    "log_to_python",
+    "Clock",
+    "NodeClient",
+    "LoopClient",
+    "Sequencer",
+    "Replayer",
+    "Dispatcher",
+    "Bridge",
+    "SimBus",
+    "Delivery",
+    "check_config",
+    "status_endpoints",
+    "error_policy",
+    "verify_journal",
+    "repair_journal",
+    "walk_batch",
+    "TIME_GRID_NS",
+    "BUS_SCHEMA_ID",
+    "ADMIN_COMMAND_TEMPLATE_ID",
+    "ADMIN_REPLY_TEMPLATE_ID",
+    "RECORD_MESSAGE",
+    "RECORD_CAUGHT_UP",
+    "RECORD_TIME",
+    "RECORD_HEADER_LEN",
+    "STOP_END",
+    "STOP_RECORD",
+    "STOP_TIMER",
+    "STOP_UNKNOWN",
+    "STOP_SKIP",
+    "STOP_ERROR",
+    "ArchiveWriter",
+    "JournalArchiver",
+    "ArchiveReader",
+    "ArchiveVerifier",
+    "archive_segment_info",
+    "archive_bus_ir",
+]
+
 __version__: str
 #: Stream-time slot of "time advanced" records (a filtered message entering a new slot).
 TIME_GRID_NS: int
@@ -134,6 +174,7 @@ class Dispatcher:
     def stop(self) -> None: ...
     def join(self, timeout: float) -> bool: ...
 
+@final
 class Bridge:
     """This site's end of a bridge to a bus at another site (``[bridge]``, docs/sites.md)
     running on its own Rust thread until ``stop()`` or the end of the session."""
@@ -270,3 +311,83 @@ BUS_SCHEMA_ID: int
 #: AdminCommands of its own account whatever its topics.
 ADMIN_COMMAND_TEMPLATE_ID: int
 ADMIN_REPLY_TEMPLATE_ID: int
+
+# -- session archives (rust/crates/archive/src/python.rs; seqbus.archive wraps them) ------------
+
+#: (file, byte offset, sequence, what is wrong)
+_RawProblem = tuple[str, int, int, str]
+#: An Arrow column as exported: (length, null count, validity bitmap or None, buffers, children)
+_ColumnTree = tuple[int, int, bytes | None, list[bytes], list[object]]
+_Bytes = bytes | bytearray | memoryview
+
+@final
+class ArchiveWriter:
+    """Appends sequenced messages to a new archive (seqbus.archive.ArchiveWriter)."""
+
+    def __new__(
+        cls, dir: str, session: str, segment_bytes: int, schemas: list[tuple[int, str, str]]
+    ) -> ArchiveWriter: ...
+    @property
+    def next_sequence(self) -> int | None: ...
+    def append(self, sequence: int, message: _Bytes) -> None: ...
+    def append_many(self, first_sequence: int, buf: _Bytes) -> int: ...
+    def flush(self) -> None: ...
+    def seal(self) -> str:
+        """Seals the archive; returns its manifest as JSON."""
+
+@final
+class JournalArchiver:
+    """Archives a sequencer's journal as it grows (seqbus.archive.JournalArchiver)."""
+
+    def __new__(
+        cls,
+        journal_dir: str,
+        out: str,
+        segment_bytes: int,
+        schemas: list[tuple[int, str, str]],
+        start: int | None = None,
+    ) -> JournalArchiver: ...
+    def poll(self, max: int) -> int: ...
+    def position(self) -> tuple[int, int | None]: ...
+    def torn_tail(self) -> tuple[str, int] | None: ...
+    def seal(self) -> str: ...
+
+@final
+class ArchiveReader:
+    """Reads an archive over inclusive sequence ranges, across segments."""
+
+    def __new__(cls, dir: str) -> ArchiveReader: ...
+    def schemas(self) -> list[tuple[int, str, str, bool]]: ...
+    def type_names(self) -> dict[tuple[int, int], str]: ...
+    def segments(self) -> list[tuple[int, str, str, int, int, int, int]]: ...
+    def bounds(self, seq_lo: int, seq_hi: int, ts_lo: int, ts_hi: int) -> tuple[int, int] | None: ...
+    def plan(
+        self, seq_lo: int, seq_hi: int, ts_lo: int, ts_hi: int, max_rows: int
+    ) -> list[tuple[int, int]]: ...
+    def envelopes(self, lo: int, hi: int) -> tuple[int, dict[str, object], list[_RawProblem]]: ...
+    def raw(self, lo: int, hi: int) -> tuple[int, dict[str, object], list[_RawProblem]]: ...
+    def typed(
+        self, lo: int, hi: int, schema_id: int, message: str
+    ) -> tuple[int, list[_ColumnTree], list[_RawProblem]]: ...
+    def stream(self, lo: int, hi: int) -> tuple[list[tuple[int, int, bytes]], list[_RawProblem]]: ...
+
+@final
+class ArchiveVerifier:
+    """Checks an archive's segments one by one, then what lies across them."""
+
+    def __new__(cls) -> ArchiveVerifier: ...
+    def segment(
+        self, seg: str, idx: str, expect_first: int | None = None
+    ) -> tuple[int, int, int, int, list[_RawProblem]]: ...
+    def finish(self, sealed: bool) -> list[_RawProblem]: ...
+    @property
+    def fragmented_messages(self) -> int: ...
+    @property
+    def abandoned_messages(self) -> int: ...
+    def take_warnings(self) -> list[_RawProblem]: ...
+
+def archive_segment_info(seg: str, idx: str) -> tuple[int, int]:
+    """(first sequence, record count) of a segment and its index."""
+
+def archive_bus_ir() -> str:
+    """The bus schema's IR (JSON) built into the archive readers."""

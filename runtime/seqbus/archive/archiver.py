@@ -13,18 +13,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any
 
-from seqbus.archive._native import core
+from seqbus.archive._native import NativeArchiver, core
 from seqbus.archive.errors import ArchiveError
 from seqbus.archive.writer import DEFAULT_SEGMENT_BYTES
-
-
-class _Native(Protocol):
-    def poll(self, max: int) -> int: ...
-    def position(self) -> tuple[int, int | None]: ...
-    def torn_tail(self) -> tuple[str, int] | None: ...
-    def seal(self) -> str: ...
 
 
 class JournalArchiver:
@@ -42,12 +35,12 @@ class JournalArchiver:
     ) -> None:
         self.out = Path(out)
         try:
-            self._a: _Native | None = cast(_Native, cast(Any, core).JournalArchiver(
-                str(journal_dir), str(out), segment_bytes, list(schemas), start))
+            self._a: NativeArchiver | None = core.JournalArchiver(
+                str(journal_dir), str(out), segment_bytes, list(schemas), start)
         except (OSError, ValueError) as exc:
             raise ArchiveError(str(exc)) from None
 
-    def _native(self) -> _Native:
+    def _native(self) -> NativeArchiver:
         if self._a is None:
             raise ArchiveError(f"{self.out}: the archive is sealed")
         return self._a
