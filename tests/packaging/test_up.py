@@ -3,7 +3,8 @@ virtual environment outside the checkout, with the project ``seqbus new`` wrote 
 root and no multicast (the buses send by UDP unicast to node slots on loopback).
 
 * Three sequencers (``seqbus up --cluster``), the project's Ledger and Teller as ``seqbus node``
-  processes and ``seqbus tail`` (the project's generated package, no pyarrow) exchange 1,000
+  processes and ``seqbus tail`` (the project's generated package, no pyarrow), every one of them
+  without any privilege (``setpriv``: no capability, none to gain), exchange 1,000
   transfers; the leading sequencer is killed (kill -9) midway. Checked on the stream the tail
   printed: every transfer once, each answered once with what a ledger replaying the transfers
   computes, each sender's command sequences 1..N without a hole, sequences rising; a tail
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -35,6 +37,10 @@ from tests.packaging.scaffold import NAME, Project, free_port_base, ledger_proje
 
 pytestmark = [pytest.mark.slow, pytest.mark.packaging]
 
+#: What runs a process without privileges: no capability in any set, none to be gained (what
+#: root has beyond a user's rights: no network namespaces, no interface set-up, no raw sockets).
+SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
+NO_PRIVILEGES = [SETPRIV, "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs"]
 TRANSFERS = 1000  # the Teller's default: 100 a second of stream time
 ACCOUNTS = ("ALICE", "BOB", "CAROL", "DAVE")
 
@@ -124,6 +130,13 @@ def check_the_stream(records: list[dict[str, Any]]) -> None:
     assert sorted(asked) == list(range(TRANSFERS)) and answered == set(asked)
 
 
+def capabilities(pid: int) -> dict[str, int]:
+    """The effective, permitted and bounding capability sets of process ``pid``."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return {k: int(v, 16) for k, v in re.findall(r"^(Cap(?:Eff|Prm|Bnd)):\s*([0-9a-f]+)$", status,
+                                               re.MULTILINE)}
+
+
 def test_a_cluster_two_nodes_and_a_tail_lose_nothing_when_the_leader_is_killed(
     project: Project, processes: Processes
 ) -> None:
@@ -135,34 +148,39 @@ def test_a_cluster_two_nodes_and_a_tail_lose_nothing_when_the_leader_is_killed(
     assert doc["downstream"]["transport"] == "udp-unicast" and "discovery" not in doc
     assert "239." not in config.read_text()
 
-    up = processes.start("up", [seqbus, "up", "--cluster"], venv.env, cwd=cwd,
+    up = processes.start("up", [*NO_PRIVILEGES, seqbus, "up", "--cluster"], venv.env, cwd=cwd,
                          inherit_env=False)
     wait_until("ready bus", lambda: "up: ready: sequencer" in processes.log("up"), 60,
                processes)
     pids = started_pids(processes.log("up"))
     assert set(pids) == {"sequencer 1", "sequencer 2", "sequencer 3", "replayer"}, pids
+    for pid in (up.pid, *pids.values()):  # the bus holds no capability at all
+        assert capabilities(pid) == {"CapEff": 0, "CapPrm": 0, "CapBnd": 0}, pid
     # what nodes need: the configuration and the slots (a node takes a free one itself)
     assert f"\n  {project.slot(0)}\n" in processes.log("up")
     assert "each takes a free slot itself" in processes.log("up")
 
-    tail = processes.start("tail", [seqbus, "tail", "-c", "cluster.toml", "--json"], venv.env,
-                           cwd=cwd, inherit_env=False)
+    tail = processes.start("tail", [*NO_PRIVILEGES, seqbus, "tail", "-c", "cluster.toml",
+                                    "--json"], venv.env, cwd=cwd, inherit_env=False)
     wait_until("tail following", lambda: "tail: following" in processes.log("tail"),
                60, processes)
     assert f"decoding bus (seqbus.bus, schema 1), {NAME} ({NAME}.messages" in processes.log(
         "tail")
-    processes.start("ledger", [seqbus, "node", f"{NAME}.nodes:Ledger", "-c", "cluster.toml",
-                               "--account", "LEDGER", "--listen", project.slot(0), "--rewind"],
-                    venv.env, cwd=cwd, inherit_env=False)
+    ledger = processes.start("ledger", [*NO_PRIVILEGES, seqbus, "node", f"{NAME}.nodes:Ledger",
+                                        "-c", "cluster.toml", "--account", "LEDGER", "--listen",
+                                        project.slot(0), "--rewind"],
+                             venv.env, cwd=cwd, inherit_env=False)
     wait_until("the ledger connected", lambda: "connected to the sequencers" in
                processes.log("ledger"), 60, processes)
     # no --listen: the first slot no socket holds (the ledger has the first, the tail the last)
-    teller = processes.start("teller", [seqbus, "node", f"{NAME}.nodes:Teller", "-c",
-                                        "cluster.toml", "--account", "TELLER"], venv.env,
+    teller = processes.start("teller", [*NO_PRIVILEGES, seqbus, "node", f"{NAME}.nodes:Teller",
+                                        "-c", "cluster.toml", "--account", "TELLER"], venv.env,
                              cwd=cwd, inherit_env=False)
     wait_until("the teller on a slot", lambda: "TELLER/1: listens on node slot" in
                processes.log("teller"), 60, processes)
     assert f"TELLER/1: listens on node slot {project.slot(1)}" in processes.log("teller")
+    for proc in (tail, ledger, teller):
+        assert capabilities(proc.pid) == {"CapEff": 0, "CapPrm": 0, "CapBnd": 0}, proc.args
 
     def seen(kind: str) -> int:
         return sum(1 for r in tail_records(processes.log("tail"))
