@@ -191,3 +191,86 @@ def test_the_python_modules_import_each_other_without_a_circle() -> None:
 def test_a_circle_is_found() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
+
+
+#: The Python packages of docs/architecture.md's table, by directory; a module belongs to the
+#: longest package that holds it.
+PYTHON_PACKAGES = {
+    "seqbus": ROOT / "runtime" / "seqbus",
+    "seqbus.bus": ROOT / "runtime" / "seqbus" / "bus",
+    "seqbus.archive": ROOT / "runtime" / "seqbus" / "archive",
+    "seqbus.spark": ROOT / "runtime" / "seqbus" / "spark",
+    "seqbus.scaffold": ROOT / "runtime" / "seqbus" / "scaffold",
+    "seqc": ROOT / "compiler" / "seqc",
+}
+#: Compiled modules of the runtime that are not packages of their own.
+COMPILED = ("seqbus._core", "seqbus._codec_support")
+_PYX_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import\s+([\w, ]+)|c?import\s+([\w.]+))",
+                         re.MULTILINE)
+
+
+def package_imports() -> dict[str, set[str]]:
+    """package → what its modules import (``.py`` anywhere in the file, and the ``import`` and
+    ``cimport`` lines of ``.pyx``): another package of the table, a compiled module of the runtime,
+    or a third-party distribution's top-level name. The standard library is left out."""
+    import sys
+
+    owners = sorted(PYTHON_PACKAGES, key=len, reverse=True)
+
+    def owner(module: str) -> str | None:
+        for c in COMPILED:
+            if module == c or module.startswith(c + "."):
+                return c
+        return next((p for p in owners if module == p or module.startswith(p + ".")), None)
+
+    def named(module: str) -> str | None:
+        top = module.split(".")[0]
+        if top in sys.stdlib_module_names or top in ("__future__", "cython", "libc", "cpython"):
+            return None
+        return owner(module) or top
+
+    found: dict[str, set[str]] = {p: set() for p in PYTHON_PACKAGES}
+    for package, directory in PYTHON_PACKAGES.items():
+        for path in [*directory.rglob("*.py"), *directory.rglob("*.pyx")]:
+            if "build" in path.parts:
+                continue
+            base = directory.parents[package.count(".")]  # the directory on sys.path
+            dotted = ".".join(path.relative_to(base).with_suffix("").parts)
+            if owner(dotted.removesuffix(".__init__")) != package:
+                continue  # a subpackage with a row of its own
+            modules: list[str] = []
+            if path.suffix == ".py":
+                for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                    if isinstance(node, ast.Import):
+                        modules += [a.name for a in node.names]
+                    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                        modules += [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                for base, names, plain in _PYX_IMPORT.findall(path.read_text()):
+                    modules += [plain] if plain else [
+                        f"{base}.{n.split()[0]}" for n in names.split(",") if n.strip()]
+            found[package] |= {n for m in modules if (n := named(m)) is not None} - {package}
+    return found
+
+
+def documented_packages() -> dict[str, set[str]]:
+    """package → the names in backticks of its "built on" cell (a note in parentheses left
+    out) in docs/architecture.md's table of Python packages."""
+    head = "| package | what it owns | built on"
+    rows = DOC.split(head, 1)[1].split("\n\n", 1)[0].strip().splitlines()[2:]
+    table = {}
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split(" | ")]
+        package = re.match(r"`([\w.]+)`", cells[0])
+        assert package, row
+        table[package.group(1)] = set(re.findall(r"`([A-Za-z_][\w.-]*)`", re.sub(r"\([^)]*\)", "",
+                                                                           cells[-1])))
+    return table
+
+
+def test_the_python_packages_table_says_what_each_package_imports() -> None:
+    documented = documented_packages()
+    actual = package_imports()
+    wrong = {p: {"docs": sorted(documented.get(p, set())), "code": sorted(actual[p])}
+             for p in PYTHON_PACKAGES if documented.get(p, set()) != actual[p]}
+    assert wrong == {}, f"docs/architecture.md's Python packages table is out of date: {wrong}"
