@@ -156,7 +156,9 @@ def test_a_cluster_two_nodes_and_a_tail_lose_nothing_when_the_leader_is_killed(
     assert set(pids) == {"sequencer 1", "sequencer 2", "sequencer 3", "replayer"}, pids
     for pid in (up.pid, *pids.values()):  # the bus holds no capability at all
         assert capabilities(pid) == {"CapEff": 0, "CapPrm": 0, "CapBnd": 0}, pid
-    # what nodes need: the configuration and the slots (a node takes a free one itself)
+    # what nodes need: the configuration and the slots (a node takes a free one itself),
+    # printed after the ready line
+    wait_until("the join text", lambda: "More slots:" in processes.log("up"), 30, processes)
     assert f"\n  {project.slot(0)}\n" in processes.log("up")
     assert "each takes a free slot itself" in processes.log("up")
 
