@@ -186,6 +186,8 @@ class Layout:
     replayer_process: bool
     #: (address, key, "udp" or "tcp") of every socket the sequencers and replayer bind.
     binds: list[tuple[str, str, str]] = field(default_factory=list)
+    #: ``node.listen``: where every node of this configuration receives, if it says.
+    node_listen: str | None = None
 
     @property
     def cluster(self) -> bool:
@@ -232,7 +234,8 @@ def layout(config: Path) -> Layout:
         if listen:
             binds.append((str(listen), "replayer.follow_listen", "udp"))
     return Layout(config, str(bus.get("session", "")), members, slots if transport ==
-                  "udp-unicast" else [], transport, replayer_process, binds)
+                  "udp-unicast" else [], transport, replayer_process, binds,
+                  str(node["listen"]) if node.get("listen") else None)
 
 
 # -- ports ----------------------------------------------------------------------------------
@@ -283,8 +286,7 @@ def listen_candidates(config: str | Path, *, last_first: bool = False) -> list[s
     when that cannot be read), in order or the last first (``seqbus tail`` takes the last ones,
     leaving the first to nodes). Every slot in use is an error naming them."""
     plan = layout(Path(config))
-    doc = tomllib.loads(Path(config).read_text())
-    if plan.transport != "udp-unicast" or doc.get("node", {}).get("listen"):
+    if plan.transport != "udp-unicast" or plan.node_listen:
         return [None]
     free = free_slots(plan.slots)
     candidates: list[str | None] = list(plan.slots if free is None else free)
