@@ -92,7 +92,7 @@ class Record(NamedTuple):
     @property
     def sender(self) -> str:
         """The sender's account as text."""
-        return self.account.rstrip(b"\0 ").decode("ascii", "replace")
+        return _account_text(self.account)
 
 
 def record_at(batch: Buffer, offset: int) -> Record:
@@ -146,7 +146,10 @@ def sender(batch: Buffer, body: int) -> str:
     start = body - RECORD_HEADER.size
     if start < 0:
         return ""
-    account: bytes = RECORD_HEADER.unpack_from(batch, start)[5]
+    return _account_text(RECORD_HEADER.unpack_from(batch, start)[5])
+
+
+def _account_text(account: bytes) -> str:
     return account.rstrip(b"\0 ").decode("ascii", "replace")
 
 
