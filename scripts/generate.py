@@ -7,8 +7,8 @@ The table below is the one place that says which schema's code goes where:
   runtime (``runtime/seqbus/bus/``), so it ships with ``seqbus``;
 * each example's schema → a ``messages`` package inside its example
   (``examples/exchange/messages/`` is :mod:`examples.exchange.messages`);
-* every schema → a Rust module in ``generated/rust/`` (the ``seqbus-codecs`` crate), beside
-  the support module they share;
+* every schema → code for each other language (``TARGETS``): a Rust module in
+  ``generated/rust/`` (the ``seqbus-codecs`` crate), beside the support module they share;
 * the bus's schema → its IR as JSON, built into the archive readers
   (``rust/crates/archive/src/bus.ir.json``): control messages are always decoded by name.
 
@@ -35,7 +35,11 @@ PYTHON = list(SCHEMAS.values())
 #: Schemas generated for Rust only: the compiler's case of every kind of field, so that
 #: `cargo test` builds (and the codecs crate's tests run) what seqc writes for each of them.
 RUST_ONLY = ["tests/compiler/cases/ok_all_types/input.idl"]
-RUST_DIR = "generated/rust"
+#: Generated code for every language besides Python: language → (seqc module, directory).
+#: Every schema (the Python ones and RUST_ONLY) is generated for each.
+TARGETS = {
+    "rust": ("seqc.gen_rust", "generated/rust"),
+}
 #: The bus schema's IR, built into the archive crate.
 BUS_IR = "rust/crates/archive/src/bus.ir.json"
 #: Files of a generated package (anything else there, e.g. a compiled extension, is not ours).
@@ -54,7 +58,9 @@ def python_module(package: str) -> str:
 
 def generate() -> dict[Path, str]:
     """Path (absolute) → text of every generated file."""
-    from seqc import compile_files, gen_python, gen_rust
+    import importlib
+
+    from seqc import compile_files, gen_python
 
     files: dict[Path, str] = {}
     schemas = []
@@ -63,13 +69,15 @@ def generate() -> dict[Path, str]:
         schemas.append(schema)
         for rel, text in gen_python.generate(schema, package).items():
             files[ROOT / root / rel] = text
-    rust = {}
-    rust_schemas = schemas + [compile_files([idl])[0] for idl in RUST_ONLY]
-    for schema in rust_schemas:
-        rust.update(gen_rust.generate(schema))
-    rust.update(gen_rust.generate_index(rust_schemas))
-    for rel, text in rust.items():
-        files[ROOT / RUST_DIR / rel] = text
+    all_schemas = schemas + [compile_files([idl])[0] for idl in RUST_ONLY]
+    for module, directory in TARGETS.values():
+        gen = importlib.import_module(module)
+        out: dict[str, str] = {}
+        for schema in all_schemas:
+            out.update(gen.generate(schema))
+        out.update(gen.generate_index(all_schemas))
+        for rel, text in out.items():
+            files[ROOT / directory / rel] = text
     from seqc.ir import to_json
 
     files[ROOT / BUS_IR] = to_json(schemas[0])
@@ -80,7 +88,7 @@ def committed() -> set[Path]:
     """The generated files in the tree now: everything in each generated package and in
     generated/rust with a source suffix."""
     dirs = [ROOT / root / package.replace(".", "/") for _, package, root in PYTHON]
-    dirs.append(ROOT / RUST_DIR)
+    dirs += [ROOT / directory for _, directory in TARGETS.values()]
     found = {p for d in dirs if d.is_dir() for p in d.rglob("*")
              if p.is_file() and p.suffix in GENERATED_SUFFIXES and "__pycache__" not in p.parts}
     return found | {ROOT / BUS_IR}

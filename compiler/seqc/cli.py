@@ -27,23 +27,31 @@ def _python_packages(pairs: list[str], schemas: list[Schema]) -> dict[str, str]:
     return out
 
 
+#: Targets besides Python: language → the module generating it. Each has
+#: ``generate(schema) -> {relative path: text}`` and ``generate_index(schemas)`` (the files
+#: shared by every schema of one output directory: support code, an index module).
+TARGETS = {
+    "rust": "seqc.gen_rust",
+}
+
+
 def _generate(args: argparse.Namespace) -> int:
+    import importlib
+
     schemas = compile_files(args.schemas)
     langs = args.lang or ["python"]
     out = Path(args.output)
     packages = _python_packages(args.python_package or [], schemas)
     for lang in langs:
+        target = str(out / lang if args.layout == "tree" else out)
         if lang == "python":
             for schema in schemas:
-                files = gen_python.generate(schema, packages.get(schema.package))
-                gen_python.write(files, str(out / "python" if args.layout == "tree" else out))
-        elif lang == "rust":
-            from seqc import gen_rust
-
-            rust_dir = str(out / "rust" if args.layout == "tree" else out)
-            for schema in schemas:
-                gen_python.write(gen_rust.generate(schema), rust_dir)
-            gen_python.write(gen_rust.generate_index(schemas), rust_dir)
+                gen_python.write(gen_python.generate(schema, packages.get(schema.package)), target)
+            continue
+        gen = importlib.import_module(TARGETS[lang])
+        for schema in schemas:
+            gen_python.write(gen.generate(schema), target)
+        gen_python.write(gen.generate_index(schemas), target)
     if "python" in langs and not args.no_build:
         from seqc.build import build
         build(str(out / "python" if args.layout == "tree" else out))
@@ -94,7 +102,7 @@ def parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="generate code for schemas")
     g.add_argument("schemas", nargs="+", metavar="SCHEMA")
     g.add_argument("-o", "--output", required=True, metavar="DIR")
-    g.add_argument("--lang", action="append", choices=["python", "rust"],
+    g.add_argument("--lang", action="append", choices=["python", *TARGETS],
                    help="target language (repeatable; default python)")
     g.add_argument("--no-build", action="store_true", help="do not compile the Cython")
     g.add_argument("--python-package", action="append", metavar="IDL=DOTTED",
@@ -102,7 +110,8 @@ def parser() -> argparse.ArgumentParser:
                    "exchange=myapp.messages: written to myapp/messages/); repeatable; "
                    "default: the IDL package name")
     g.add_argument("--layout", choices=["tree", "flat"], default="tree",
-                   help="tree: DIR/python/<pkg>, DIR/rust/<pkg>.rs (default); flat: DIR/<pkg>")
+                   help="tree: DIR/<lang>/... (DIR/python/<pkg>, DIR/rust/<pkg>.rs; default); "
+                   "flat: DIR/<pkg>")
     g.set_defaults(func=_generate)
     b = sub.add_parser("build", help="compile generated Cython packages under DIR in place")
     b.add_argument("dir", metavar="DIR", nargs="+")
