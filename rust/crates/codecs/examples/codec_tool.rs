@@ -7,7 +7,7 @@
 use std::io::{self, BufRead, Write};
 
 fn unhex(text: &str) -> Result<Vec<u8>, String> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return Err(format!("odd number of hex digits ({})", text.len()));
     }
     (0..text.len())
@@ -64,6 +64,8 @@ fn main() {
             Ok(bin) => line(&package, &bin),
             Err(e) => serde_json::json!({ "error": e }).to_string(),
         };
-        writeln!(out, "{reply}").and_then(|()| out.flush()).expect("stdout is writable");
+        writeln!(out, "{reply}")
+            .and_then(|()| out.flush())
+            .expect("stdout is writable");
     }
 }
