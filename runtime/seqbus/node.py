@@ -212,7 +212,7 @@ def _body_of(message: object, method: str = "send") -> Body:
 
 
 #: The hooks of :class:`Node` whose names begin like handlers'.
-_HOOKS = frozenset({"on_opened", "on_rewound", "on_closed"})
+_HOOKS = frozenset({"on_opened", "on_rewound", "on_batch", "on_closed"})
 
 
 def _close_handlers(name: str, handlers: list[str]) -> list[str]:
@@ -301,6 +301,12 @@ class Node:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "handle_batch" in cls.__dict__:
+            raise TypeError(
+                f"{cls.__qualname__} overrides handle_batch, which is how batches are fed to a "
+                "node (a live node is fed by its client without it): to see every batch, "
+                "override on_batch(batch) instead"
+            )
         _check_handlers(cls)
         cls._seqbus_admin_commands_ = collect_admin_commands(cls)
         # The class's handlers become Handler descriptors: the generated dispatch then calls
@@ -335,8 +341,10 @@ class Node:
         self._account_key = b""
         self._client: Client | None = None
         #: The client's ``poll_walk`` (``seqbus._core.NodeClient``'s poll, walk and flush in
-        #: one call) when it has one and the class does not override ``handle_batch``.
+        #: one call) when it has one.
         self._poll_walk: Callable[..., PollWalked | None] | None = None
+        #: :meth:`on_batch` when the class overrides it (no call per batch otherwise).
+        self._on_batch = None if type(self).on_batch is Node.on_batch else self.on_batch
         self._flush: Callable[[], None] = _no_flush
         self._clock = _core.Clock()
         self._rewinding = False
@@ -396,6 +404,11 @@ class Node:
 
     def on_rewound(self) -> None:
         """Called when a rewinding node has caught up with the live stream."""
+
+    def on_batch(self, batch: bytes) -> None:
+        """Called with each batch the node was handed (``seqbus.batch`` reads its records),
+        after its records went to the handlers: for a node that audits or records the stream
+        as delivered. Not called unless a class overrides it."""
 
     def on_closed(self) -> None:
         """Called once when the loop running the node stops cleanly (``stop()``, a stop event,
@@ -553,9 +566,7 @@ class Node:
         self.account = account
         self.instance = instance
         self._client = client
-        # a class that overrides handle_batch sees every batch through it, as before
-        fused = type(self).handle_batch is Node.handle_batch
-        self._poll_walk = getattr(client, "poll_walk", None) if fused else None
+        self._poll_walk = getattr(client, "poll_walk", None)
         self._flush = getattr(client, "flush", _no_flush)
         self._rewinding = rewinding
         self.on_opened()
@@ -586,6 +597,8 @@ class Node:
                     # the walk stopped for this side (a time record, timers due, ...), which
                     # walked on from there: what those handlers sent goes now too
                     self._flush()
+                if self._on_batch is not None:
+                    self._on_batch(got[0])
         else:
             batch = client.poll(max_records, timeout)
             handled = self.handle_batch(batch) if batch else 0
@@ -601,8 +614,10 @@ class Node:
         The batch is walked in Rust (``_core.walk_batch``, with the node's clock), which calls
         the generated dispatch for each message without returning here; what needs this side
         (timers due, rewound, time advanced, an unknown message) comes back one by one.
-        A live node (``seqbus._core.NodeClient``) polls and walks in one call instead, unless
-        its class overrides this method: then every batch comes through it.
+        A live node (``seqbus._core.NodeClient``) polls and walks in one call instead; either
+        way the records go through the same walk and :meth:`on_batch` sees the batch after.
+        This is how a batch is fed to a node (replays, tests, asyncio), not a hook: a class
+        may not override it.
         """
         data = batch if type(batch) is bytes else bytes(batch)
         skips = self._skips
@@ -615,7 +630,10 @@ class Node:
             self._clock,
             skips[self._skip_at] if skips and self._skip_at < len(skips) else _NO_SKIP,
         )
-        return self._walked(data, offset, stop, records, error)
+        handled = self._walked(data, offset, stop, records, error)
+        if self._on_batch is not None:
+            self._on_batch(data)
+        return handled
 
     def _walked(self, data: bytes, offset: int, stop: int, records: int, error: object) -> int:
         """The rest of :meth:`handle_batch` once the walk from the batch's start returned."""

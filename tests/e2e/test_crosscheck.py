@@ -33,7 +33,6 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from examples.exchange import messages as x
@@ -89,11 +88,10 @@ class CrossNode(ExchangeNode):
         self.fired: list[Fired] = []
         self.end_ns: int | None = None
 
-    def handle_batch(self, batch: Any) -> int:
-        recs, caught_up = parse(bytes(batch))
+    def on_batch(self, batch: bytes) -> None:
+        recs, caught_up = parse(batch)
         self.records += recs
         self.caught_up += caught_up
-        return super().handle_batch(batch)
 
     def on_new_order(self, msg: NewOrderView, mine: bool) -> None:
         seq = self.sequence()

@@ -245,3 +245,59 @@ def test_seqbus_batch_reads_every_record_and_refuses_a_cut_one() -> None:
         message_type(short, record_at(short, 0))
     with pytest.raises(SeqbusError, match="1 to 8 ASCII characters"):
         account_key("TOOLONGNAME")
+
+
+class WalkingClient(FakeClient):
+    """Has ``poll_walk`` as seqbus._core.NodeClient does: poll and walk in one call."""
+
+    def __init__(self, batches: list[bytes]) -> None:
+        super().__init__(batches)
+        self.walked = 0
+
+    def poll_walk(self, max_records: int, timeout: float, node: Any, dispatchers: Any,
+                  account: bytes, clock: Any, skip_from: int = 2**63 - 1) -> Any:
+        from seqbus import _core
+
+        batch = self.poll(max_records, timeout)
+        if not batch:
+            return None
+        self.walked += 1
+        return (batch, *_core.walk_batch(batch, 0, node, dispatchers, account, clock, skip_from))
+
+
+class Auditor(Recorder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[bytes] = []
+
+    def on_batch(self, batch: bytes) -> None:
+        # after the batch's handlers: the last ping of the batch is already seen
+        self.batches.append(batch)
+        self.seen.append(("batch", len(batch), False, self.sequencer_time(), self.sequence()))
+
+
+@pytest.mark.parametrize("client_class", [FakeClient, WalkingClient])
+def test_on_batch_sees_each_batch_after_its_handlers_on_either_feed(client_class: Any) -> None:
+    first, second = msg(1, 100, ping(7)) + msg(2, 110, ping(8)), msg(3, 120, ping(9))
+    node = Auditor()
+    client = client_class([first, second])
+    node.attach(client, "ME", 1)
+    assert node.poll_once(0.0) == 2 and node.poll_once(0.0) == 1 and node.poll_once(0.0) == 0
+    assert node.batches == [first, second]
+    assert [s[0] for s in node.seen] == ["opened", "ping", "ping", "batch", "ping", "batch"]
+    assert node.seen[3][4] == 2 and node.seen[5][4] == 3
+    if client_class is WalkingClient:
+        assert client.walked == 2  # the fused path, with the hook on
+
+
+def test_a_node_without_on_batch_is_not_called_per_batch() -> None:
+    node = Recorder()
+    assert node._on_batch is None
+    assert Auditor()._on_batch is not None
+
+
+def test_overriding_handle_batch_is_refused_when_the_class_is_defined() -> None:
+    with pytest.raises(TypeError, match="override on_batch"):
+        class Overriding(FakePackageNode):
+            def handle_batch(self, batch: Any) -> int:
+                return 0
