@@ -39,11 +39,12 @@ RUST_ONLY = ["tests/compiler/cases/ok_all_types/input.idl"]
 #: Every schema (the Python ones and RUST_ONLY) is generated for each.
 TARGETS = {
     "rust": ("seqc.gen_rust", "generated/rust"),
+    "cpp": ("seqc.gen_cpp", "generated/cpp"),
 }
 #: The bus schema's IR, built into the archive crate.
 BUS_IR = "rust/crates/archive/src/bus.ir.json"
 #: Files of a generated package (anything else there, e.g. a compiled extension, is not ours).
-GENERATED_SUFFIXES = {".pyx", ".py", ".pyi", ".typed", ".rs", ".json"}
+GENERATED_SUFFIXES = {".pyx", ".py", ".pyi", ".typed", ".rs", ".json", ".hpp"}
 
 
 def idl(package: str) -> Path:

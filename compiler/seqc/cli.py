@@ -32,6 +32,7 @@ def _python_packages(pairs: list[str], schemas: list[Schema]) -> dict[str, str]:
 #: shared by every schema of one output directory: support code, an index module).
 TARGETS = {
     "rust": "seqc.gen_rust",
+    "cpp": "seqc.gen_cpp",
 }
 
 
@@ -49,8 +50,10 @@ def _generate(args: argparse.Namespace) -> int:
                 gen_python.write(gen_python.generate(schema, packages.get(schema.package)), target)
             continue
         gen = importlib.import_module(TARGETS[lang])
+        cpp_ns = gen.namespaces(args.cpp_namespace or [], schemas) if lang == "cpp" else {}
         for schema in schemas:
-            gen_python.write(gen.generate(schema), target)
+            opts = {"namespace": cpp_ns[schema.package]} if schema.package in cpp_ns else {}
+            gen_python.write(gen.generate(schema, **opts), target)
         gen_python.write(gen.generate_index(schemas), target)
     if "python" in langs and not args.no_build:
         from seqc.build import build
@@ -109,6 +112,9 @@ def parser() -> argparse.ArgumentParser:
                    help="import the Python package of IDL package IDL as DOTTED (e.g. "
                    "exchange=myapp.messages: written to myapp/messages/); repeatable; "
                    "default: the IDL package name")
+    g.add_argument("--cpp-namespace", action="append", metavar="IDL=NS",
+                   help="put the C++ code of IDL package IDL in namespace NS (e.g. "
+                   "exchange=myapp::messages); repeatable; default: the IDL package, dots as ::")
     g.add_argument("--layout", choices=["tree", "flat"], default="tree",
                    help="tree: DIR/<lang>/... (DIR/python/<pkg>, DIR/rust/<pkg>.rs; default); "
                    "flat: DIR/<pkg>")
