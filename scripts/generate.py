@@ -40,11 +40,16 @@ RUST_ONLY = ["tests/compiler/cases/ok_all_types/input.idl"]
 TARGETS = {
     "rust": ("seqc.gen_rust", "generated/rust"),
     "cpp": ("seqc.gen_cpp", "generated/cpp"),
+    "java": ("seqc.gen_java", "generated/java"),
 }
+#: The Java package of each schema's code (seqc --java-package), inside seqbus's own namespace
+#: as the Python packages are: generated/java/seqbus/examples/exchange/NewOrderDecoder.java.
+JAVA_PACKAGES = {"bus": "seqbus.bus", "exchange": "seqbus.examples.exchange",
+                 "pingpong": "seqbus.examples.pingpong", "alltypes": "seqbus.alltypes"}
 #: The bus schema's IR, built into the archive crate.
 BUS_IR = "rust/crates/archive/src/bus.ir.json"
 #: Files of a generated package (anything else there, e.g. a compiled extension, is not ours).
-GENERATED_SUFFIXES = {".pyx", ".py", ".pyi", ".typed", ".rs", ".json", ".hpp"}
+GENERATED_SUFFIXES = {".pyx", ".py", ".pyi", ".typed", ".rs", ".json", ".hpp", ".java"}
 
 
 def idl(package: str) -> Path:
@@ -75,7 +80,8 @@ def generate() -> dict[Path, str]:
         gen = importlib.import_module(module)
         out: dict[str, str] = {}
         for schema in all_schemas:
-            out.update(gen.generate(schema))
+            java = {"java_package": JAVA_PACKAGES[schema.package]} if module.endswith("java") else {}
+            out.update(gen.generate(schema, **java))
         out.update(gen.generate_index(all_schemas))
         for rel, text in out.items():
             files[ROOT / directory / rel] = text

@@ -33,6 +33,7 @@ def _python_packages(pairs: list[str], schemas: list[Schema]) -> dict[str, str]:
 TARGETS = {
     "rust": "seqc.gen_rust",
     "cpp": "seqc.gen_cpp",
+    "java": "seqc.gen_java",
 }
 
 
@@ -51,8 +52,11 @@ def _generate(args: argparse.Namespace) -> int:
             continue
         gen = importlib.import_module(TARGETS[lang])
         cpp_ns = gen.namespaces(args.cpp_namespace or [], schemas) if lang == "cpp" else {}
+        java_pk = gen.packages(args.java_package or [], schemas) if lang == "java" else {}
         for schema in schemas:
             opts = {"namespace": cpp_ns[schema.package]} if schema.package in cpp_ns else {}
+            if schema.package in java_pk:
+                opts = {"java_package": java_pk[schema.package]}
             gen_python.write(gen.generate(schema, **opts), target)
         gen_python.write(gen.generate_index(schemas), target)
     if "python" in langs and not args.no_build:
@@ -115,6 +119,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--cpp-namespace", action="append", metavar="IDL=NS",
                    help="put the C++ code of IDL package IDL in namespace NS (e.g. "
                    "exchange=myapp::messages); repeatable; default: the IDL package, dots as ::")
+    g.add_argument("--java-package", action="append", metavar="IDL=PKG",
+                   help="put the Java code of IDL package IDL in Java package PKG (e.g. "
+                   "exchange=com.example.exchange: written to com/example/exchange/); "
+                   "repeatable; default: the IDL package")
     g.add_argument("--layout", choices=["tree", "flat"], default="tree",
                    help="tree: DIR/<lang>/... (DIR/python/<pkg>, DIR/rust/<pkg>.rs; default); "
                    "flat: DIR/<pkg>")

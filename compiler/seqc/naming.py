@@ -112,3 +112,79 @@ def rust_field(name: str) -> str:
 
 def rust_module(package: str) -> str:
     return python_package(package)
+
+
+# ---- Java ------------------------------------------------------------------------------------
+
+JAVA_KEYWORDS = frozenset({
+    "abstract", "assert", "boolean", "break", "byte", "case", "catch", "char", "class", "const",
+    "continue", "default", "do", "double", "else", "enum", "extends", "final", "finally",
+    "float", "for", "goto", "if", "implements", "import", "instanceof", "int", "interface",
+    "long", "native", "new", "package", "private", "protected", "public", "return", "short",
+    "static", "strictfp", "super", "switch", "synchronized", "this", "throw", "throws",
+    "transient", "try", "void", "volatile", "while", "true", "false", "null", "var", "yield",
+    "record", "sealed", "permits", "non-sealed", "_",
+})
+#: Methods every generated Java class has (Object's, Iterator's, the flyweights' own): a field
+#: whose accessor would take one of these names gets a trailing underscore.
+JAVA_RESERVED_MEMBERS = frozenset({
+    "getClass", "hashCode", "equals", "clone", "toString", "notify", "notifyAll", "wait",
+    "finalize", "wrap", "wrapAndApplyHeader", "next", "hasNext", "count", "iterator", "remove",
+    "forEach", "forEachRemaining", "spliterator", "appendTo", "toJson", "encodedLength",
+    "messageName", "templateId", "writerVersion", "reencode", "copyFrom", "buffer", "offset",
+    "limit", "index",
+})
+#: Type names generated Java code uses unqualified (java.lang and the seqbus.codec runtime): a
+#: schema type of one of these names would shadow them.
+JAVA_RESERVED_TYPES = frozenset({
+    "Object", "String", "StringBuilder", "Override", "Math", "Integer", "Long", "Short", "Byte",
+    "Float", "Double", "Boolean", "Character", "Iterable", "Iterator", "NoSuchElementException",
+    "IllegalStateException", "SuppressWarnings", "Deprecated", "Override", "System",
+    "ReadBuffer", "MutableBuffer", "ArrayBuffer", "NioBuffer", "Frames", "Chars", "Utf8", "Json",
+    "Ranges", "EncodeCursor", "MessageDecoder", "PackageDecoder", "DecodeException",
+    "EncodeException",
+})
+
+
+def java_member(name: str) -> str:
+    """``order_id`` → ``orderId``; a Java keyword or a reserved member gets a trailing ``_``."""
+    parts = [p for p in name.split("_") if p]
+    out = parts[0] + "".join(p[:1].upper() + p[1:] for p in parts[1:]) if parts else name
+    if out in JAVA_KEYWORDS or out in JAVA_RESERVED_MEMBERS:
+        out += "_"
+    return out
+
+
+def java_capital(name: str) -> str:
+    """``order_id`` → ``OrderId``: the part after ``has``, ``get``, ``append``, ``clear``."""
+    return camel(name)
+
+
+def java_package(package: str) -> str:
+    """The default Java package of IDL package ``package``: the same dotted name, a segment that
+    is a Java keyword getting a trailing ``_`` (``exchange.orders`` → ``exchange.orders``)."""
+    return ".".join(p + "_" if p in JAVA_KEYWORDS else p for p in package.split("."))
+
+
+def is_java_package(dotted: str) -> bool:
+    """True for a dotted Java package name of identifiers that are not keywords."""
+    return all(p.isidentifier() and p.isascii() and p not in JAVA_KEYWORDS
+               for p in dotted.split("."))
+
+
+def java_messages_class(package: str) -> str:
+    """``exchange`` → ``ExchangeMessages``: the per-package entry (header, dispatch)."""
+    return camel(python_package(package)) + "Messages"
+
+
+def java_decoder(name: str) -> str:
+    return name + "Decoder"
+
+
+def java_encoder(name: str) -> str:
+    return name + "Encoder"
+
+
+def java_handler(message: str) -> str:
+    """``NewOrder`` → ``onNewOrder``."""
+    return "on" + message

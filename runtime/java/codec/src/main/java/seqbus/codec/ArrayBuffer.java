@@ -1,0 +1,141 @@
+package seqbus.codec;
+
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
+import java.util.Arrays;
+
+/**
+ * A {@link MutableBuffer} over a {@code byte[]}: index 0 is the array's first byte. Reads and
+ * writes go through little-endian array views ({@link VarHandle}s the JIT turns into plain
+ * loads and stores), so no {@code Unsafe} is involved and an index outside the array can never
+ * touch other memory.
+ */
+public final class ArrayBuffer implements MutableBuffer {
+    private static final VarHandle SHORT = view(short[].class);
+    private static final VarHandle INT = view(int[].class);
+    private static final VarHandle LONG = view(long[].class);
+    private static final VarHandle FLOAT = view(float[].class);
+    private static final VarHandle DOUBLE = view(double[].class);
+
+    private static VarHandle view(Class<?> arrayType) {
+        return MethodHandles.byteArrayViewVarHandle(arrayType, ByteOrder.LITTLE_ENDIAN);
+    }
+
+    private byte[] array;
+
+    /** A buffer over an empty array; {@link #wrap(byte[])} points it at bytes. */
+    public ArrayBuffer() {
+        this.array = new byte[0];
+    }
+
+    public ArrayBuffer(byte[] array) {
+        this.array = array;
+    }
+
+    /** A buffer over a new zeroed array of {@code capacity} bytes. */
+    public static ArrayBuffer allocate(int capacity) {
+        return new ArrayBuffer(new byte[capacity]);
+    }
+
+    /** Point this buffer at {@code array} (no allocation). */
+    public ArrayBuffer wrap(byte[] array) {
+        this.array = array;
+        return this;
+    }
+
+    /** The array read and written (not a copy). */
+    public byte[] array() {
+        return array;
+    }
+
+    /** A copy of {@code length} bytes from {@code index}. */
+    public byte[] copyOf(int index, int length) {
+        return Arrays.copyOfRange(array, index, index + length);
+    }
+
+    @Override
+    public int capacity() {
+        return array.length;
+    }
+
+    @Override
+    public byte getByte(int index) {
+        return array[index];
+    }
+
+    @Override
+    public short getShort(int index) {
+        return (short) SHORT.get(array, index);
+    }
+
+    @Override
+    public int getInt(int index) {
+        return (int) INT.get(array, index);
+    }
+
+    @Override
+    public long getLong(int index) {
+        return (long) LONG.get(array, index);
+    }
+
+    @Override
+    public float getFloat(int index) {
+        return (float) FLOAT.get(array, index);
+    }
+
+    @Override
+    public double getDouble(int index) {
+        return (double) DOUBLE.get(array, index);
+    }
+
+    @Override
+    public void getBytes(int index, byte[] dst, int dstOffset, int length) {
+        System.arraycopy(array, index, dst, dstOffset, length);
+    }
+
+    @Override
+    public void putByte(int index, byte value) {
+        array[index] = value;
+    }
+
+    @Override
+    public void putShort(int index, short value) {
+        SHORT.set(array, index, value);
+    }
+
+    @Override
+    public void putInt(int index, int value) {
+        INT.set(array, index, value);
+    }
+
+    @Override
+    public void putLong(int index, long value) {
+        LONG.set(array, index, value);
+    }
+
+    @Override
+    public void putFloat(int index, float value) {
+        FLOAT.set(array, index, value);
+    }
+
+    @Override
+    public void putDouble(int index, double value) {
+        DOUBLE.set(array, index, value);
+    }
+
+    @Override
+    public void putBytes(int index, byte[] src, int srcOffset, int length) {
+        System.arraycopy(src, srcOffset, array, index, length);
+    }
+
+    @Override
+    public void putBytes(int index, ReadBuffer src, int srcIndex, int length) {
+        src.getBytes(srcIndex, array, index, length);
+    }
+
+    @Override
+    public void setMemory(int index, int length, byte value) {
+        Arrays.fill(array, index, index + length, value);
+    }
+}
