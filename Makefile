@@ -11,6 +11,7 @@ export PATH := $(VENV)/bin:$(PATH)
 CARGO := cargo
 SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
+.PHONY: test-java java-tool bench-java
 .PHONY: help fuzz setup venv ext spark-jar generate generated-build check-generated system-deps fmt lint \
         test test-rust test-python typecheck bench demo clean wheels wheelhouse stress
 
@@ -73,8 +74,17 @@ test-python: setup system-deps wheelhouse ## pytest (inside a private network na
 test: setup system-deps ## every test: cargo test, generated-code check, mypy, pytest
 	$(MAKE) test-rust
 	$(MAKE) check-generated
+	$(MAKE) test-java
 	$(MAKE) typecheck
 	$(MAKE) test-python
+
+# Maven, quiet and non-interactive; its downloads go to ~/.m2 (offline once they are there)
+MVN ?= mvn -q -B -Dstyle.color=never
+test-java: venv ## the Java codecs (runtime/java, Maven): compile generated/java, test vectors, malformed input, evolution; install seqbus-codec into ~/.m2
+	$(MVN) -f runtime/java/pom.xml install
+
+java-tool: venv ## build the Java codec tool (no tests); run: java -cp runtime/java/codec/target/classes:runtime/java/codec/target/test-classes seqbus.codec.tool.CodecTool PACKAGE
+	$(MVN) -f runtime/java/pom.xml test-compile
 
 stress: ## `make test` 3 times in a row under two busy loops per core: PASS/FAIL per run (STRESS_RUNS, STRESS_LOAD; docs/testing.md)
 	bash scripts/stress.sh

@@ -21,7 +21,7 @@ public final class EverythingItemsEncoder {
     private int index;
     private MutableBuffer buffer;
     private int block;
-    /** The next group or variable-length field (groups first, in declaration order). */
+    /** The next group or variable-length field to write (groups, then variable-length fields). */
     private int tail;
     /** The group before {@code tail} may still take entries. */
     private boolean open;
@@ -87,7 +87,8 @@ public final class EverythingItemsEncoder {
     private void begin$(int i, String field) {
         if (tail > i) {
             throw new EncodeException(field, "written after a later group or variable-length "
-                                      + "field, or twice (each is written once, in declaration order)");
+                                      + "field, or twice (each is written once: groups first, then "
+                                      + "variable-length fields, each in declaration order)");
         }
         closeOpen$();
         while (tail < i) {
@@ -149,13 +150,14 @@ public final class EverythingItemsEncoder {
 
     /**
      * Write every field of the decoded {@code d} (read and checked through its getters; its
-     * groups are iterated from the start). Fixed fields first, then each group and
-     * variable-length field in order: call it right after {@code next()}.
+     * groups are iterated from the start): fixed fields, then groups, then variable-length
+     * fields: call it right after {@code next()}.
      */
     public EverythingItemsEncoder copyFrom(EverythingItemsDecoder d) {
         id(d.id());
-        begin$(1, "Everything.items.label");
-        d.copyLabel(cursor, "Everything.items.label");
+        if (d.hasNote()) {
+            note(d.note());
+        }
         {
             EverythingItemsSubDecoder g = d.sub();
             EverythingItemsSubEncoder e = subCount(g.count());
@@ -163,9 +165,8 @@ public final class EverythingItemsEncoder {
                 e.next().copyFrom(g.next());
             }
         }
-        if (d.hasNote()) {
-            note(d.note());
-        }
+        begin$(1, "Everything.items.label");
+        d.copyLabel(cursor, "Everything.items.label");
         return this;
     }
 }

@@ -16,7 +16,7 @@ import seqbus.codec.ReadBuffer;
  *
  * <p>A flyweight writing one message straight into a buffer: {@link #wrapAndApplyHeader}
  * writes the header and a zeroed block (a field not set reads 0, an optional one absent), the
- * setters write fixed fields in any order; groups and variable-length fields follow, each at
+ * setters write fixed fields in any order; then groups and then variable-length fields, each at
  * most once and in declaration order (one not written is written empty); {@link #encodedLength}
  * finishes the message and returns its length. Nothing is allocated.
  */
@@ -29,7 +29,7 @@ public final class EpochEncoder {
     private final EncodeCursor cursor = new EncodeCursor();
     private MutableBuffer buffer;
     private int block;
-    /** The next group or variable-length field (groups first, in declaration order). */
+    /** The next group or variable-length field to write (groups, then variable-length fields). */
     private int tail;
     /** The group before {@code tail} may still take entries. */
     private boolean open;
@@ -79,7 +79,8 @@ public final class EpochEncoder {
     private void begin$(int i, String field) {
         if (tail > i) {
             throw new EncodeException(field, "written after a later group or variable-length "
-                                      + "field, or twice (each is written once, in declaration order)");
+                                      + "field, or twice (each is written once: groups first, then "
+                                      + "variable-length fields, each in declaration order)");
         }
         close$();
         while (tail < i) {
@@ -112,8 +113,8 @@ public final class EpochEncoder {
 
     /**
      * Write every field of the decoded {@code d} (read and checked through its getters; its
-     * groups are iterated from the start). Fixed fields first, then each group and
-     * variable-length field in order: call it right after wrapping.
+     * groups are iterated from the start): fixed fields, then groups, then variable-length
+     * fields: call it right after wrapping.
      */
     public EpochEncoder copyFrom(EpochDecoder d) {
         term(d.term());

@@ -21,7 +21,7 @@ public final class NewOrderLegsEncoder {
     private int index;
     private MutableBuffer buffer;
     private int block;
-    /** The next group or variable-length field (groups first, in declaration order). */
+    /** The next group or variable-length field to write (groups, then variable-length fields). */
     private int tail;
     /** The group before {@code tail} may still take entries. */
     private boolean open;
@@ -87,7 +87,8 @@ public final class NewOrderLegsEncoder {
     private void begin$(int i, String field) {
         if (tail > i) {
             throw new EncodeException(field, "written after a later group or variable-length "
-                                      + "field, or twice (each is written once, in declaration order)");
+                                      + "field, or twice (each is written once: groups first, then "
+                                      + "variable-length fields, each in declaration order)");
         }
         closeOpen$();
         while (tail < i) {
@@ -138,8 +139,8 @@ public final class NewOrderLegsEncoder {
 
     /**
      * Write every field of the decoded {@code d} (read and checked through its getters; its
-     * groups are iterated from the start). Fixed fields first, then each group and
-     * variable-length field in order: call it right after {@code next()}.
+     * groups are iterated from the start): fixed fields, then groups, then variable-length
+     * fields: call it right after {@code next()}.
      */
     public NewOrderLegsEncoder copyFrom(NewOrderLegsDecoder d) {
         d.copySymbol(buffer, block + 0);
