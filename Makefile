@@ -12,6 +12,7 @@ CARGO := cargo
 SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 .PHONY: test-java java-tool bench-java
+.PHONY: test-cpp cpp-tool fuzz-cpp bench-cpp
 .PHONY: help fuzz setup venv ext spark-jar generate generated-build check-generated system-deps fmt lint \
         test test-rust test-python typecheck bench demo clean wheels wheelhouse stress
 
@@ -75,6 +76,7 @@ test: setup system-deps ## every test: cargo test, generated-code check, mypy, p
 	$(MAKE) test-rust
 	$(MAKE) check-generated
 	$(MAKE) test-java
+	$(MAKE) test-cpp
 	$(MAKE) typecheck
 	$(MAKE) test-python
 
@@ -85,6 +87,23 @@ test-java: venv ## the Java codecs (runtime/java, Maven): compile generated/java
 
 java-tool: venv ## build the Java codec tool (no tests); run: java -cp runtime/java/codec/target/classes:runtime/java/codec/target/test-classes seqbus.codec.tool.CodecTool PACKAGE
 	$(MVN) -f runtime/java/pom.xml test-compile
+
+# The C++ package (runtime/cpp, CMake) built with its tests under ASan/UBSan in var/build/cpp
+CPP_BUILD := $(CURDIR)/var/build/cpp
+CPP_CONFIGURE = cmake -S runtime/cpp -B $(CPP_BUILD) -DSEQBUS_SEQC=$(VENV)/bin/seqc >/dev/null
+test-cpp: venv system-deps ## the C++ codecs (runtime/cpp, CMake, ASan/UBSan): GoogleTest (vectors, malformed input, evolution), the codec tool, a short fuzz run, find_package(seqbus) from an install prefix
+	$(CPP_CONFIGURE)
+	cmake --build $(CPP_BUILD) -j 2
+	cd $(CPP_BUILD) && ctest --output-on-failure
+
+cpp-tool: venv ## build the C++ codec tool (no tests); run: var/build/cpp/codec/seqbus-cpp-codec PACKAGE
+	$(CPP_CONFIGURE)
+	cmake --build $(CPP_BUILD) --target seqbus-cpp-codec -j 2
+
+fuzz-cpp: venv ## fuzz the C++ decoders under ASan/UBSan with FUZZ_INPUTS inputs (FUZZ_SEED; not part of `make test`)
+	$(CPP_CONFIGURE)
+	cmake --build $(CPP_BUILD) --target seqbus-cpp-fuzz -j 2
+	$(CPP_BUILD)/codec/seqbus-cpp-fuzz --vectors schemas/vectors --inputs $(FUZZ_INPUTS) --seed $(FUZZ_SEED)
 
 stress: ## `make test` 3 times in a row under two busy loops per core: PASS/FAIL per run (STRESS_RUNS, STRESS_LOAD; docs/testing.md)
 	bash scripts/stress.sh
@@ -109,6 +128,7 @@ $(WHEELHOUSE)/.stamp: requirements-dev.txt scripts/wheels.py $(BUILD_ENV)/.stamp
 	@touch $@
 
 FUZZ_INPUTS ?= 1000000
+FUZZ_SEED ?= 1
 fuzz: ## every wire, journal and SoupBinTCP parser fuzzed with FUZZ_INPUTS inputs each (not part of `make test`)
 	cd rust && SEQBUS_FUZZ_INPUTS=$(FUZZ_INPUTS) $(CARGO) test --release -p seqbus-wire --test fuzz -- --nocapture
 	cd rust && SEQBUS_FUZZ_INPUTS=$(FUZZ_INPUTS) $(CARGO) test --release -p seqbus-journal --test journal -- --nocapture record_

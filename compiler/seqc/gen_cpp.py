@@ -137,7 +137,10 @@ def read_expr(t: ir.Type, p: str, where: str, field: str, off: str) -> str:
         assert t.primitive is not None
         return (f"{rt}::check_enum(static_cast<{t.name}>({rt}::load<{CPP_PRIM[t.primitive]}>"
                 f"({p})), {where}, {field}, {off}, \"{t.name}\")")
-    return f"{view_name(t.name)}({p}, {off}, {where})"
+    # a struct view names its errors "Message.field.Struct.inner": the path to it, when known
+    # here as a literal, joined to the field's name (adjacent literals concatenate)
+    path = f'{where} "." {field}' if where.startswith('"') else where
+    return f"{view_name(t.name)}({p}, {off}, {path})"
 
 
 def store_stmt(t: ir.Type, q: str, v: str, path: str) -> str:

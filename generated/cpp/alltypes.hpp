@@ -285,7 +285,8 @@ inline void append_json(std::string& out, const EverythingEmptyView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const EverythingEmptyView& v, EverythingEmptyBuilder& b) {
   (void)v;
   (void)b;
@@ -379,7 +380,8 @@ inline void append_json(std::string& out, const EverythingItemsSubView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const EverythingItemsSubView& v, EverythingItemsSubBuilder& b) {
   b.v(v.v());
   b.blob(v.blob());
@@ -513,10 +515,11 @@ inline void append_json(std::string& out, const EverythingItemsView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const EverythingItemsView& v, EverythingItemsBuilder& b) {
   b.id(v.id());
-  b.label(v.label());
+  b.note(v.note());
   {
     auto g_ = b.sub();
     for (const auto& e_ : v.sub()) {
@@ -524,7 +527,7 @@ inline void copy(const EverythingItemsView& v, EverythingItemsBuilder& b) {
       copy(e_, eb_);
     }
   }
-  b.note(v.note());
+  b.label(v.label());
 }
 
 /// Bytes this code writes for what `v` reads.
@@ -651,7 +654,7 @@ class EverythingView : public seqbus::codec::detail::level_view {
 
   OuterView outer() const {
     const std::uint8_t* q_ = buf_ + at_ + 59;
-    return OuterView(q_, at_ + 59, "Everything");
+    return OuterView(q_, at_ + 59, "Everything" "." "outer");
   }
 
   std::optional<std::uint64_t> o_u64() const {
@@ -669,7 +672,7 @@ class EverythingView : public seqbus::codec::detail::level_view {
   std::optional<OuterView> o_outer() const {
     const std::uint8_t* q_ = buf_ + at_ + 82;
     if (!seqbus::codec::detail::load_presence(q_, "Everything", "o_outer", at_ + 82)) return std::nullopt;
-    return OuterView(q_ + 1, at_ + 83, "Everything");
+    return OuterView(q_ + 1, at_ + 83, "Everything" "." "o_outer");
   }
 
   std::optional<double> o_f64() const {
@@ -982,7 +985,8 @@ inline void append_json(std::string& out, const EverythingView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const EverythingView& v, EverythingBuilder& b) {
   b.b(v.b());
   b.u8v(v.u8v());
@@ -1012,8 +1016,6 @@ inline void copy(const EverythingView& v, EverythingBuilder& b) {
       copy(e_, eb_);
     }
   }
-  b.text(v.text());
-  b.data(v.data());
   {
     auto g_ = b.empty();
     for (const auto& e_ : v.empty()) {
@@ -1021,6 +1023,8 @@ inline void copy(const EverythingView& v, EverythingBuilder& b) {
       copy(e_, eb_);
     }
   }
+  b.text(v.text());
+  b.data(v.data());
 }
 
 /// Bytes this code writes for what `v` reads.
@@ -1134,7 +1138,8 @@ inline void append_json(std::string& out, const EmptyView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const EmptyView& v, EmptyBuilder& b) {
   (void)v;
   (void)b;

@@ -309,7 +309,8 @@ inline void append_json(std::string& out, const ClockTickView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const ClockTickView& v, ClockTickBuilder& b) {
   (void)v;
   (void)b;
@@ -432,7 +433,8 @@ inline void append_json(std::string& out, const SessionStartView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const SessionStartView& v, SessionStartBuilder& b) {
   b.session(v.session());
 }
@@ -608,7 +610,8 @@ inline void append_json(std::string& out, const SenderStateView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const SenderStateView& v, SenderStateBuilder& b) {
   b.next_command_seq(v.next_command_seq());
   b.account(v.account());
@@ -712,7 +715,8 @@ inline void append_json(std::string& out, const AdminCommandArgsView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const AdminCommandArgsView& v, AdminCommandArgsBuilder& b) {
   b.value(v.value());
 }
@@ -868,11 +872,11 @@ inline void append_json(std::string& out, const AdminCommandView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const AdminCommandView& v, AdminCommandBuilder& b) {
   b.target(v.target());
   b.request_id(v.request_id());
-  b.name(v.name());
   {
     auto g_ = b.args();
     for (const auto& e_ : v.args()) {
@@ -880,6 +884,7 @@ inline void copy(const AdminCommandView& v, AdminCommandBuilder& b) {
       copy(e_, eb_);
     }
   }
+  b.name(v.name());
 }
 
 /// Bytes this code writes for what `v` reads.
@@ -1064,7 +1069,8 @@ inline void append_json(std::string& out, const AdminReplyView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const AdminReplyView& v, AdminReplyBuilder& b) {
   b.command_sequence(v.command_sequence());
   b.request_id(v.request_id());
@@ -1222,7 +1228,8 @@ inline void append_json(std::string& out, const EpochView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const EpochView& v, EpochBuilder& b) {
   b.term(v.term());
   b.leader(v.leader());

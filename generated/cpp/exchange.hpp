@@ -264,7 +264,8 @@ inline void append_json(std::string& out, const NewOrderLegsFillsView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const NewOrderLegsFillsView& v, NewOrderLegsFillsBuilder& b) {
   b.qty(v.qty());
   b.price(v.price());
@@ -388,7 +389,8 @@ inline void append_json(std::string& out, const NewOrderLegsView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const NewOrderLegsView& v, NewOrderLegsBuilder& b) {
   b.symbol(v.symbol());
   b.ratio(v.ratio());
@@ -469,7 +471,7 @@ class NewOrderView : public seqbus::codec::detail::level_view {
 
   PriceView price() const {
     const std::uint8_t* q_ = buf_ + at_ + 21;
-    return PriceView(q_, at_ + 21, "NewOrder");
+    return PriceView(q_, at_ + 21, "NewOrder" "." "price");
   }
 
   std::uint32_t quantity() const {
@@ -659,7 +661,8 @@ inline void append_json(std::string& out, const NewOrderView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const NewOrderView& v, NewOrderBuilder& b) {
   b.order_id(v.order_id());
   b.client_id(v.client_id());
@@ -813,7 +816,8 @@ inline void append_json(std::string& out, const OrderAcceptedView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const OrderAcceptedView& v, OrderAcceptedBuilder& b) {
   b.order_id(v.order_id());
   b.at(v.at());
@@ -973,7 +977,8 @@ inline void append_json(std::string& out, const OrderRejectedView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const OrderRejectedView& v, OrderRejectedBuilder& b) {
   b.order_id(v.order_id());
   b.at(v.at());
@@ -1110,7 +1115,8 @@ inline void append_json(std::string& out, const CancelOrderView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const CancelOrderView& v, CancelOrderBuilder& b) {
   b.order_id(v.order_id());
   b.client_id(v.client_id());
@@ -1257,7 +1263,8 @@ inline void append_json(std::string& out, const OrderCancelledView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const OrderCancelledView& v, OrderCancelledBuilder& b) {
   b.order_id(v.order_id());
   b.at(v.at());
@@ -1343,7 +1350,7 @@ class TradeView : public seqbus::codec::detail::level_view {
 
   PriceView price() const {
     const std::uint8_t* q_ = buf_ + at_ + 16;
-    return PriceView(q_, at_ + 16, "Trade");
+    return PriceView(q_, at_ + 16, "Trade" "." "price");
   }
 
   std::uint32_t quantity() const {
@@ -1462,7 +1469,8 @@ inline void append_json(std::string& out, const TradeView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const TradeView& v, TradeBuilder& b) {
   b.trade_id(v.trade_id());
   b.symbol(v.symbol());
@@ -1537,7 +1545,7 @@ class BookUpdateLevelsView : public seqbus::codec::detail::level_view {
 
   PriceView price() const {
     const std::uint8_t* q_ = buf_ + at_ + 1;
-    return PriceView(q_, at_ + 1, "BookUpdate.levels");
+    return PriceView(q_, at_ + 1, "BookUpdate.levels" "." "price");
   }
 
   std::uint64_t quantity() const {
@@ -1601,7 +1609,8 @@ inline void append_json(std::string& out, const BookUpdateLevelsView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const BookUpdateLevelsView& v, BookUpdateLevelsBuilder& b) {
   b.side(v.side());
   copy(v.price(), b.price());
@@ -1738,7 +1747,8 @@ inline void append_json(std::string& out, const BookUpdateView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const BookUpdateView& v, BookUpdateBuilder& b) {
   b.symbol(v.symbol());
   b.at(v.at());

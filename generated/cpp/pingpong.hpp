@@ -136,7 +136,8 @@ inline void append_json(std::string& out, const PingView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const PingView& v, PingBuilder& b) {
   b.id(v.id());
   b.sent_at_ns(v.sent_at_ns());
@@ -271,7 +272,8 @@ inline void append_json(std::string& out, const PongView& v) {
   out += '}';
 }
 
-/// Writes what `v` reads into `b` (fields this code does not know are left out).
+/// Writes what `v` reads into `b` (fields this code does not know are left out): the fixed
+/// fields, then the groups, then the variable-length fields, the order of the wire.
 inline void copy(const PongView& v, PongBuilder& b) {
   b.id(v.id());
   b.ping_sent_at_ns(v.ping_sent_at_ns());
