@@ -1,4 +1,4 @@
-"""The archive classes of ``seqbus._core`` (rust/crates/archive/src/python.rs), typed by the
+"""The archive classes of ``seqbus._core`` (rust/crates/py/src/archive.rs), typed by the
 extension's stub (``seqbus/_core.pyi``, checked against the built extension by stubtest in
 ``make typecheck``)."""
 

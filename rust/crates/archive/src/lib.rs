@@ -26,9 +26,6 @@ pub mod typed;
 pub mod verify;
 pub mod writer;
 
-#[cfg(feature = "python")]
-pub mod python;
-
 pub use manifest::{Manifest, SegmentInfo};
 pub use reader::ArchiveReader;
 pub use segment::{Problem, Segment};

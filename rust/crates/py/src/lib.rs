@@ -5,6 +5,7 @@
 use pyo3::prelude::*;
 
 mod aio;
+mod archive;
 mod batch;
 mod client;
 mod delivery;
@@ -55,6 +56,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("STOP_UNKNOWN", batch::STOP_UNKNOWN)?;
     m.add("STOP_SKIP", batch::STOP_SKIP)?;
     m.add("STOP_ERROR", batch::STOP_ERROR)?;
-    seqbus_archive::python::register(m)?;
+    archive::register(m)?;
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! The pyo3 functions behind `seqbus.archive` (registered into `seqbus._core` by
-//! rust/crates/py). They convert and release the GIL; the work is in the modules above.
+//! The pyo3 classes and functions behind `seqbus.archive` (seqbus-archive's writer, archiver,
+//! reader and verifier). They convert and release the GIL; the work is in seqbus-archive.
 //! Column buffers cross as `bytes` (one copy of each finished buffer) that pyarrow wraps
 //! without copying again.
 
@@ -10,11 +10,13 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use crate::columns::{pack_bits, Column, Data, EnvelopeColumns, EnvelopePrefix, RawColumns, Utf8};
-use crate::reader::{ArchiveReader, Mode};
-use crate::segment::{Problem, Segment};
-use crate::typed::{TypedColumns, TypedDecoder};
-use crate::{ir, verify, ArchiveError};
+use seqbus_archive::columns::{
+    pack_bits, Column, Data, EnvelopeColumns, EnvelopePrefix, RawColumns, Utf8,
+};
+use seqbus_archive::reader::{ArchiveReader, Mode};
+use seqbus_archive::segment::{Problem, Segment};
+use seqbus_archive::typed::{TypedColumns, TypedDecoder};
+use seqbus_archive::{ir, verify, ArchiveError};
 
 fn err(e: ArchiveError) -> PyErr {
     match e {
@@ -44,11 +46,11 @@ fn open(seg: &str, idx: &str) -> PyResult<Segment> {
 
 #[pyclass(module = "seqbus._core", name = "ArchiveWriter")]
 pub struct PyArchiveWriter {
-    inner: Option<crate::ArchiveWriter>,
+    inner: Option<seqbus_archive::ArchiveWriter>,
 }
 
 impl PyArchiveWriter {
-    fn w(&mut self) -> PyResult<&mut crate::ArchiveWriter> {
+    fn w(&mut self) -> PyResult<&mut seqbus_archive::ArchiveWriter> {
         self.inner
             .as_mut()
             .ok_or_else(|| PyValueError::new_err("the archive writer is closed"))
@@ -64,8 +66,9 @@ impl PyArchiveWriter {
         segment_bytes: u64,
         schemas: Vec<(u16, String, String)>,
     ) -> PyResult<Self> {
-        let w = crate::ArchiveWriter::create(Path::new(dir), session, segment_bytes, &schemas)
-            .map_err(err)?;
+        let w =
+            seqbus_archive::ArchiveWriter::create(Path::new(dir), session, segment_bytes, &schemas)
+                .map_err(err)?;
         Ok(PyArchiveWriter { inner: Some(w) })
     }
 
@@ -120,11 +123,11 @@ impl PyArchiveWriter {
 
 #[pyclass(module = "seqbus._core", name = "JournalArchiver")]
 pub struct PyJournalArchiver {
-    inner: Option<crate::journal::Archiver>,
+    inner: Option<seqbus_archive::journal::Archiver>,
 }
 
 impl PyJournalArchiver {
-    fn a(&mut self) -> PyResult<&mut crate::journal::Archiver> {
+    fn a(&mut self) -> PyResult<&mut seqbus_archive::journal::Archiver> {
         self.inner
             .as_mut()
             .ok_or_else(|| PyValueError::new_err("the archive is sealed"))
@@ -142,7 +145,7 @@ impl PyJournalArchiver {
         schemas: Vec<(u16, String, String)>,
         start: Option<u64>,
     ) -> PyResult<Self> {
-        let a = crate::journal::Archiver::create(
+        let a = seqbus_archive::journal::Archiver::create(
             Path::new(journal_dir),
             Path::new(out),
             segment_bytes,
@@ -498,7 +501,7 @@ fn export<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyTuple>> {
 /// The bus's schema IR built into the extension (`seqc ir --json schemas/bus.idl`).
 #[pyfunction]
 fn archive_bus_ir() -> &'static str {
-    crate::reader::BUS_IR
+    seqbus_archive::reader::BUS_IR
 }
 
 /// Adds the archive functions and classes to `seqbus._core`.
