@@ -4,7 +4,9 @@
 The table below is the one place that says which schema's code goes where:
 
 * the bus's own schema (``schemas/bus.idl``) → the Python package ``seqbus.bus``, inside the
-  runtime (``runtime/seqbus/bus/``), so it ships with ``seqbus``;
+  runtime (``runtime/seqbus/bus/``), so it ships with ``seqbus``; its node base is
+  ``seqbus.bus.node.BusNode``, not imported by ``seqbus.bus`` (``seqbus.node`` imports
+  ``seqbus.bus``);
 * each example's schema → a ``messages`` package inside its example
   (``examples/exchange/messages/`` is :mod:`examples.exchange.messages`);
 * every schema → code for each other language (``TARGETS``): a Rust module in
@@ -73,7 +75,10 @@ def generate() -> dict[Path, str]:
     for idl, package, root in PYTHON:
         (schema,) = compile_files([idl])
         schemas.append(schema)
-        for rel, text in gen_python.generate(schema, package).items():
+        # seqbus.node runs admin commands with seqbus.bus's codecs, so seqbus.bus leaves its
+        # node base to seqbus.bus.node (BusNode) instead of importing it: no import circle
+        export_node = package != "seqbus.bus"
+        for rel, text in gen_python.generate(schema, package, export_node=export_node).items():
             files[ROOT / root / rel] = text
     all_schemas = schemas + [compile_files([idl])[0] for idl in RUST_ONLY]
     for module, directory in TARGETS.values():

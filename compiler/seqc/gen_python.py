@@ -377,12 +377,16 @@ VIEW_FAST_METHODS = {"to_value": "_value", "to_dict": "_dict"}
 SUPPORT_ABI = 12
 
 
-def generate(schema: ir.Schema, python_package: str | None = None) -> dict[str, str]:
+def generate(schema: ir.Schema, python_package: str | None = None, *,
+             export_node: bool = True) -> dict[str, str]:
     """Relative path → text of every file of the Python package of ``schema``.
 
     ``python_package`` is the dotted import path of the package (``seqbus.bus``); by default
     the IDL package name (:func:`seqc.naming.python_package`). The paths follow it
     (``seqbus/bus/_codec.pyx``), relative to the directory that is on ``sys.path``.
+    ``export_node=False``: the package's ``__init__`` does not import its node base class
+    (``<package>.node``), so that ``seqbus.node`` may import the package (the bus's own
+    schema: every node runs admin commands with its codecs).
     """
     env = environment()
     pkg = python_package or naming.python_package(schema.package)
@@ -393,7 +397,8 @@ def generate(schema: ir.Schema, python_package: str | None = None) -> dict[str, 
            "view_field_names": sorted({f.name for b, _ in _all_blocks(schema) for f in b.fields}
                                        | {f.name for st in schema.structs for f in st.fields}
                                        | (set(VIEW_FAST_METHODS) if schema.messages else set())),
-           "view_fast_methods": VIEW_FAST_METHODS}
+           "view_fast_methods": VIEW_FAST_METHODS,
+           "export_node": export_node and bool(schema.messages)}
     out = {}
     for name, template in (
         ("_codec.pyx", "python/codec.pyx.j2"),

@@ -37,7 +37,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, overload
 
+from seqbus import _core, bus
+from seqbus.batch import RECORD_MESSAGE, account_key, message_type, records
 from seqbus.batch import sender as batch_sender
+from seqbus.bus import AdminStatus
 from seqbus.errors import DecodeError, SeqbusError
 
 if TYPE_CHECKING:
@@ -297,8 +300,6 @@ def help_text(commands: Mapping[str, AdminCommandSpec]) -> str:
 def bus_dispatch(inner: Dispatch | None) -> Dispatch:
     """The dispatch of schema ``bus`` for every node: runs an AdminCommand targeting the node,
     then hands the message to the class's own ``bus`` dispatch, if it has one (a ``BusNode``)."""
-    from seqbus import _core
-
     admin_template = _core.ADMIN_COMMAND_TEMPLATE_ID
 
     def dispatch(
@@ -316,7 +317,6 @@ def bus_dispatch(inner: Dispatch | None) -> Dispatch:
 
 def run_admin_command(node: AdminTarget, buf: Buffer, offset: int, length: int) -> None:
     """Decode, check and run one AdminCommand for ``node`` and post its AdminReply."""
-    from seqbus import bus
 
     try:
         view = bus.AdminCommand.decode(buf, offset, length)
@@ -354,7 +354,6 @@ def run_admin_command(node: AdminTarget, buf: Buffer, offset: int, length: int) 
 
 
 def _execute(node: AdminTarget, sender: str, name: str, args: list[str]) -> tuple[Any, str]:
-    from seqbus.bus import AdminStatus
 
     allowed = type(node).ADMIN_SENDERS
     if allowed is not None and sender not in allowed:
@@ -441,11 +440,6 @@ def send_admin_command(
     """
     import secrets
     import time
-
-    from seqbus import bus
-
-    from seqbus import _core
-    from seqbus.batch import RECORD_MESSAGE, account_key, message_type, records
 
     target_key = account_key(target)
     sender_key = account_key(sender)

@@ -28,7 +28,8 @@ def test_no_generated_package_takes_a_generic_top_level_name(tmp_path: Path, nam
 
 def test_the_bus_schema_ships_inside_seqbus(tmp_path: Path) -> None:
     res = subprocess.run(
-        [sys.executable, "-c", "from seqbus.bus import ClockTick, BusNode; import seqbus.bus as b;"
+        [sys.executable, "-c", "from seqbus.bus import ClockTick; from seqbus.bus.node import BusNode; "
+         "import seqbus.bus as b;"
          "print(b.SCHEMA_ID, ClockTick.TEMPLATE_ID, b.__file__)"],
         cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr

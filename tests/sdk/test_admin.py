@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from seqbus import bus
 import pytest
 from seqbus.bus import AdminCommand, AdminCommandArgs, AdminCommandView, AdminReplyView, AdminStatus
+from seqbus.bus.node import BusNode
 from examples.exchange.messages import OrderRejectedView, RejectReason
 from examples.pingpong.messages import Ping, PingpongNode, PingView, PongView
 
@@ -33,7 +34,7 @@ class Reply:
     text: str
 
 
-class Operator(bus.BusNode):
+class Operator(BusNode):
     """Sends admin commands and records every AdminCommand and AdminReply of the stream."""
 
     def __init__(self) -> None:

@@ -19,7 +19,7 @@ from examples.exchange.messages import (
 )
 from examples.pingpong.messages import Ping, PingpongNode
 from seqbus import Node
-from seqbus.bus import BusNode
+from seqbus.bus.node import BusNode
 
 
 class Recorder:

@@ -36,7 +36,6 @@ from ._codec import (
     EpochView as EpochView,
     EpochBuilder as EpochBuilder,
 )
-from .node import BusNode as BusNode
 
 __all__ = [
     "MESSAGES",
@@ -44,7 +43,6 @@ __all__ = [
     "SCHEMA_ID",
     "SCHEMA_VERSION",
     "decode",
-    "BusNode",
     "MessageKind",
     "EnvelopeFlags",
     "AdminStatus",
