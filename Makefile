@@ -13,6 +13,7 @@ SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"
 
 .PHONY: test-java java-tool bench-java
 .PHONY: test-cpp cpp-tool fuzz-cpp bench-cpp
+.PHONY: build-nodes test-nodes
 .PHONY: help fuzz setup venv ext spark-jar generate generated-build check-generated system-deps fmt lint \
         test test-rust test-python typecheck bench demo clean wheels wheelhouse stress
 
@@ -77,6 +78,7 @@ test: setup system-deps ## every test: cargo test, generated-code check, mypy, p
 	$(MAKE) check-generated
 	$(MAKE) test-java
 	$(MAKE) test-cpp
+	$(MAKE) test-nodes NODES_PYTEST=0  # tests/languages runs with test-python
 	$(MAKE) typecheck
 	$(MAKE) test-python
 
@@ -95,6 +97,29 @@ test-cpp: venv system-deps ## the C++ codecs (runtime/cpp, CMake, ASan/UBSan): G
 	$(CPP_CONFIGURE)
 	cmake --build $(CPP_BUILD) -j 2
 	cd $(CPP_BUILD) && ctest --output-on-failure
+
+# Nodes in C++ and Java (issue 31): the node library (rust/crates/ffi, a C ABI and the JNI
+# functions over the Rust node client), the C++ node (runtime/cpp/node) with its tests, the
+# seqbus package installed into a prefix, and the exchange examples built against it
+NODES_BUILD := $(CURDIR)/var/build/nodes
+build-nodes: venv ## the node library (libseqbus_ffi), the C++ node and its tests, the C++ and Java exchange examples (var/build/nodes)
+	cd rust && $(CARGO) build --release -q -p seqbus-ffi
+	cd rust && $(CARGO) build --release -q -p seqbus-net --bins
+	cmake -S runtime/cpp -B $(NODES_BUILD)/cpp -DSEQBUS_BUILD_TESTS=OFF -DSEQBUS_BUILD_NODE_TESTS=ON \
+		-DSEQBUS_SEQC=$(VENV)/bin/seqc -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(NODES_BUILD)/cpp -j 2
+	cmake --install $(NODES_BUILD)/cpp --prefix $(NODES_BUILD)/prefix >/dev/null
+	cmake -S examples/exchange/cpp -B $(NODES_BUILD)/examples-cpp -DCMAKE_PREFIX_PATH=$(NODES_BUILD)/prefix \
+		-DSEQBUS_SEQC=$(VENV)/bin/seqc -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(NODES_BUILD)/examples-cpp -j 2
+
+NODES_PYTEST ?= 1
+test-nodes: build-nodes system-deps ## nodes in C++ and Java: the C ABI's tests, the C++ node's (GoogleTest, on a real bus), and tests/languages (Python, C++ and Java market-data instances on one bus; NODES_PYTEST=0 leaves it to test-python)
+	cd rust && $(CARGO) test -q -p seqbus-ffi
+	cd $(NODES_BUILD)/cpp/node && ctest --output-on-failure
+ifeq ($(NODES_PYTEST),1)
+	bash scripts/in-netns.sh $(PY) -m pytest -q tests/languages
+endif
 
 cpp-tool: venv ## build the C++ codec tool (no tests); run: var/build/cpp/codec/seqbus-cpp-codec PACKAGE
 	$(CPP_CONFIGURE)
