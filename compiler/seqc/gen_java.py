@@ -99,6 +99,26 @@ def bit(position: int, primitive: str) -> str:
     return f"1 << {position}"
 
 
+def zero_stmts(buf: str, at: str, length: int) -> list[str]:
+    """Statements zeroing ``length`` bytes at ``at``: 8-byte stores, the last one overlapping
+    the one before when the length is not a multiple of 8 (a block is at least 8 bytes then),
+    narrower stores for a shorter block."""
+    out = []
+    if length >= 8:
+        offsets = list(range(0, length - 7, 8))
+        if length % 8:
+            offsets.append(length - 8)
+        out = [f"{buf}.putLong({at} + {o}, 0L);" for o in offsets]
+        return out
+    o = 0
+    for size, method, zero in ((4, "putInt", "0"), (2, "putShort", "(short) 0"),
+                               (1, "putByte", "(byte) 0")):
+        if length - o >= size:
+            out.append(f"{buf}.{method}({at} + {o}, {zero});")
+            o += size
+    return out
+
+
 def json_number(primitive: str, value: str) -> str:
     """A statement appending a number to ``out`` as canonical JSON writes it."""
     if primitive == "u64":
@@ -265,7 +285,7 @@ def environment() -> jinja2.Environment:
     )
     env.globals.update(
         jtype=jtype, get_expr=get_expr, put_stmt=put_stmt, checked=checked, literal=literal,
-        bit=bit, json_number=json_number, java_doc=java_doc, decoder=naming.java_decoder,
+        bit=bit, json_number=json_number, zero_stmts=zero_stmts, java_doc=java_doc, decoder=naming.java_decoder,
         encoder=naming.java_encoder, screaming=naming.screaming, handler=naming.java_handler,
         block_accessors=block_accessors, struct_accessors=struct_accessors,
         HEADER=layout.MESSAGE_HEADER_SIZE, SECTION=layout.SECTION_HEADER_SIZE,

@@ -42,15 +42,16 @@ public final class EmptyEncoder {
     /** Start the message at {@code offset}, in at most {@code capacity} bytes. */
     public EmptyEncoder wrapAndApplyHeader(MutableBuffer buffer, int offset, int capacity) {
         cursor.reset(buffer, offset, capacity, PATH);
-        this.buffer = buffer;
+        if (this.buffer != buffer) {  // a reference store costs a GC write barrier
+            this.buffer = buffer;
+        }
         int at = cursor.claim(10, PATH);
-        buffer.putShort(at, (short) BLOCK_LENGTH);
-        buffer.putShort(at + 2, (short) TEMPLATE_ID);
-        buffer.putShort(at + 4, (short) AlltypesMessages.SCHEMA_ID);
-        buffer.putShort(at + 6, (short) AlltypesMessages.SCHEMA_VERSION);
+        // block length, template id, schema id, version: one little-endian long
+        buffer.putLong(at, BLOCK_LENGTH | (long) TEMPLATE_ID << 16 | (long) AlltypesMessages.SCHEMA_ID << 32
+                       | (long) AlltypesMessages.SCHEMA_VERSION << 48);
         block = at + 8;
-        buffer.putByte(block + BLOCK_LENGTH, (byte) 0);
-        buffer.putByte(block + BLOCK_LENGTH + 1, (byte) 0);
+        // the section header: groups, variable-length fields
+        buffer.putShort(block + BLOCK_LENGTH, (short) (0 | 0 << 8));
         tail = 0;
         open = false;
         return this;

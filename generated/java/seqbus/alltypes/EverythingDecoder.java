@@ -17,11 +17,13 @@ import seqbus.codec.Utf8;
  * All of it.
  *
  * <p>A flyweight over the bytes of one message: {@link #wrap} checks the header and the
- * frame (every group and variable-length field lies inside the message), each getter reads its
- * field when called and checks its value (a {@link DecodeException} names field and offset).
- * Nothing is allocated but what a getter documents (a String, a byte[]). Groups and
- * variable-length fields can be read in any order; group decoders are owned by this one and
- * re-pointed by each call.
+ * block; each getter reads its field when called and checks it (a {@link DecodeException}
+ * names field and offset), a group or variable-length field where it is reached, every byte
+ * inside the message. Nothing is allocated but what a getter documents (a String, a byte[]).
+ * Groups and variable-length fields can be read in any order (the first group costs nothing to
+ * find; a later one or a variable-length field, a walk over the groups before it, unless they
+ * were iterated to their end); group decoders are owned by this one and re-pointed by each
+ * call. {@link #encodedLength} walks the whole message, so it checks every frame.
  */
 public final class EverythingDecoder implements MessageDecoder {
     /** The message's template id. */
@@ -39,6 +41,10 @@ public final class EverythingDecoder implements MessageDecoder {
     private int blockLength;
     private int numGroups;
     private int numVars;
+    /** Where the groups start, right after the block (and the section header). */
+    private int tailStart;
+    /** The positions below and {@code end} are known: the tail was walked. */
+    private boolean scanned;
     private int end;
     private EverythingDecoder shadow;
     private EverythingEncoder encoder;
@@ -54,11 +60,13 @@ public final class EverythingDecoder implements MessageDecoder {
     /**
      * Point this decoder at the message of {@code length} bytes at {@code offset}, written at
      * any version of the schema: checks the header (schema id, template id, block length) and
-     * that every group and variable-length field lies inside those bytes.
+     * that the block lies inside those bytes.
      */
     public EverythingDecoder wrap(ReadBuffer buffer, int offset, int length) {
         int bl = Frames.header(buffer, offset, length, MSG, AlltypesMessages.SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH);
-        this.buffer = buffer;
+        if (this.buffer != buffer) {  // a reference store costs a GC write barrier
+            this.buffer = buffer;
+        }
         this.base = offset;
         this.limit = offset + length;
         this.block = offset + Frames.HEADER_SIZE;
@@ -66,7 +74,10 @@ public final class EverythingDecoder implements MessageDecoder {
         int tail = block + bl;
         this.numGroups = buffer.getByte(tail) & 0xFF;
         this.numVars = buffer.getByte(tail + 1) & 0xFF;
-        this.end = scan$(tail + Frames.SECTION_HEADER_SIZE);
+        this.tailStart = tail + Frames.SECTION_HEADER_SIZE;
+        this.scanned = false;
+        itemsGroup.reset$();
+        emptyGroup.reset$();
         return this;
     }
 
@@ -90,22 +101,33 @@ public final class EverythingDecoder implements MessageDecoder {
         return blockLength;
     }
 
+    /** The message's length: walks (and so checks) every group and variable-length field. */
     @Override
     public int encodedLength() {
+        if (!scanned) {
+            scan$();
+        }
         return end - base;
     }
 
-    /** Record where each known group and variable-length field starts; returns the end. */
-    private int scan$(int pos) {
+    /**
+     * Walk the tail (checking each group and variable-length field against the message's end):
+     * record where each known one starts and where the tail ends. A known group already
+     * iterated to its end is not walked again.
+     */
+    private void scan$() {
+        int pos = tailStart;
         itemsAt = -1;
         if (numGroups > 0) {
             itemsAt = pos;
-            pos = Frames.skipGroup(buffer, pos, limit, 1, MSG, "items", base);
+            int e = itemsGroup.endIfIterated$(pos);
+            pos = e >= 0 ? e : Frames.skipGroup(buffer, pos, limit, 1, MSG, "items", base);
         }
         emptyAt = -1;
         if (numGroups > 1) {
             emptyAt = pos;
-            pos = Frames.skipGroup(buffer, pos, limit, 1, MSG, "empty", base);
+            int e = emptyGroup.endIfIterated$(pos);
+            pos = e >= 0 ? e : Frames.skipGroup(buffer, pos, limit, 1, MSG, "empty", base);
         }
         for (int i = 2; i < numGroups; i++) {
             pos = Frames.skipGroup(buffer, pos, limit, 1, MSG, "", base);
@@ -123,7 +145,8 @@ public final class EverythingDecoder implements MessageDecoder {
         for (int i = 2; i < numVars; i++) {
             pos = Frames.skipVar(buffer, pos, limit, MSG, "", base);
         }
-        return pos;
+        end = pos;
+        scanned = true;
     }
 
     public boolean b() {
@@ -339,50 +362,70 @@ public final class EverythingDecoder implements MessageDecoder {
 
     /** Group items: its entries, from the first (the same flyweight every call). */
     public EverythingItemsDecoder items() {
-        return itemsGroup.wrap(buffer, itemsAt, base, limit);
+        return itemsGroup.wrap(buffer, numGroups > 0 ? tailStart : -1, base, limit);
     }
 
     /** Bytes of string text. */
     public int textLength() {
-        return textAt < 0 ? 0 : buffer.getInt(textAt);
+        int at = textAt$();
+        return at < 0 ? 0 : buffer.getInt(at);
+    }
+
+    private int textAt$() {
+        if (!scanned) {
+            scan$();
+        }
+        return textAt;
     }
 
     /** The text, checked to be UTF-8; allocates a String. */
     public String text() {
-        if (textAt < 0) {
+        int at = textAt$();
+        if (at < 0) {
             return "";
         }
-        return Utf8.decode(buffer, textAt + 4, buffer.getInt(textAt), MSG, "text", base);
+        return Utf8.decode(buffer, at + 4, buffer.getInt(at), MSG, "text", base);
     }
 
     /** Append the text, checked to be UTF-8, to {@code out} (no allocation). */
     public StringBuilder appendText(StringBuilder out) {
-        if (textAt < 0) {
+        int at = textAt$();
+        if (at < 0) {
             return out;
         }
-        return Utf8.append(out, buffer, textAt + 4, buffer.getInt(textAt), false, MSG, "text", base);
+        return Utf8.append(out, buffer, at + 4, buffer.getInt(at), false, MSG, "text", base);
     }
 
     /** Copy up to {@code length} bytes of the UTF-8 (unchecked); returns bytes copied. */
     public int getText(byte[] dst, int dstOffset, int length) {
-        int n = Math.min(textLength(), length);
+        int at = textAt$();
+        int n = at < 0 ? 0 : Math.min(buffer.getInt(at), length);
         if (n > 0) {
-            buffer.getBytes(textAt + 4, dst, dstOffset, n);
+            buffer.getBytes(at + 4, dst, dstOffset, n);
         }
         return n;
     }
 
     void copyText(EncodeCursor cursor, String field) {
-        if (textAt < 0) {
+        int at = textAt$();
+        if (at < 0) {
             cursor.emptyVar(field);
             return;
         }
-        cursor.putUtf8(buffer, textAt + 4, buffer.getInt(textAt), MSG, "text", base);
+        cursor.putUtf8(buffer, at + 4, buffer.getInt(at), MSG, "text", base);
     }
 
     /** Bytes of bytes data. */
     public int dataLength() {
-        return dataAt < 0 ? 0 : buffer.getInt(dataAt);
+        int at = dataAt$();
+        return at < 0 ? 0 : buffer.getInt(at);
+    }
+
+    private int dataAt$() {
+        if (!scanned) {
+            scan$();
+        }
+        return dataAt;
     }
 
     /** The bytes, copied into a new array. */
@@ -394,23 +437,28 @@ public final class EverythingDecoder implements MessageDecoder {
 
     /** Copy up to {@code length} of the bytes into {@code dst}; returns bytes copied. */
     public int getData(byte[] dst, int dstOffset, int length) {
-        int n = Math.min(dataLength(), length);
+        int at = dataAt$();
+        int n = at < 0 ? 0 : Math.min(buffer.getInt(at), length);
         if (n > 0) {
-            buffer.getBytes(dataAt + 4, dst, dstOffset, n);
+            buffer.getBytes(at + 4, dst, dstOffset, n);
         }
         return n;
     }
 
     void copyData(EncodeCursor cursor, String field) {
-        if (dataAt < 0) {
+        int at = dataAt$();
+        if (at < 0) {
             cursor.emptyVar(field);
             return;
         }
-        cursor.putVar(buffer, dataAt + 4, buffer.getInt(dataAt), field);
+        cursor.putVar(buffer, at + 4, buffer.getInt(at), field);
     }
 
     /** Group empty: its entries, from the first (the same flyweight every call). */
     public EverythingEmptyDecoder empty() {
+        if (!scanned) {
+            scan$();
+        }
         return emptyGroup.wrap(buffer, emptyAt, base, limit);
     }
 
@@ -544,10 +592,13 @@ public final class EverythingDecoder implements MessageDecoder {
         appendTextJson$(out);
         out.append('"');
         out.append(",\"data\":");
-        if (dataAt < 0) {
-            out.append("\"\"");
-        } else {
-            Json.appendHex(out, buffer, dataAt + 4, buffer.getInt(dataAt));
+        {
+            int at = dataAt$();
+            if (at < 0) {
+                out.append("\"\"");
+            } else {
+                Json.appendHex(out, buffer, at + 4, buffer.getInt(at));
+            }
         }
         out.append(",\"empty\":");
         {
@@ -565,8 +616,9 @@ public final class EverythingDecoder implements MessageDecoder {
     }
 
     private void appendTextJson$(StringBuilder out) {
-        if (textAt >= 0) {
-            Utf8.append(out, buffer, textAt + 4, buffer.getInt(textAt), true, MSG, "text", base);
+        int at = textAt$();
+        if (at >= 0) {
+            Utf8.append(out, buffer, at + 4, buffer.getInt(at), true, MSG, "text", base);
         }
     }
 }

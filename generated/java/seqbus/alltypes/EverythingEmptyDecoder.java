@@ -32,25 +32,45 @@ public final class EverythingEmptyDecoder implements Iterable<EverythingEmptyDec
     private int blockLength;
     private int numGroups;
     private int numVars;
+    /** Where the groups start, right after the block (and the section header). */
+    private int tailStart;
+    /** The positions below and {@code end} are known: the tail was walked. */
+    private boolean scanned;
+    private int end;
+    /** The group header's position, or -1 (no group: the writer is older). */
+    private int start = -1;
     private int count;
     private int index;
-    private int nextEntry;
     private EverythingEmptyDecoder shadow;
 
+    /** Forget the group this decoder was on (its parent moved to other bytes). */
+    void reset$() {
+        start = -1;
+        count = 0;
+        index = 0;
+    }
+
+    /** Point at the group whose header is at {@code at} (-1: none), and check the header. */
     EverythingEmptyDecoder wrap(ReadBuffer buffer, int at, int base, int limit) {
-        this.buffer = buffer;
+        if (this.buffer != buffer) {  // a reference store costs a GC write barrier
+            this.buffer = buffer;
+        }
         this.base = base;
         this.limit = limit;
         this.index = 0;
+        this.start = at;
         if (at < 0) {
             this.count = 0;
             return this;
         }
-        this.count = Frames.knownGroup(buffer, at, MIN_BLOCK_LENGTH, MSG, FIELD, base);
-        this.blockLength = buffer.getShort(at) & 0xFFFF;
-        this.numGroups = buffer.getByte(at + 2) & 0xFF;
-        this.numVars = buffer.getByte(at + 3) & 0xFF;
-        this.nextEntry = at + Frames.GROUP_HEADER_SIZE;
+        if (limit - at < Frames.GROUP_HEADER_SIZE) {
+            throw Frames.truncated(MSG, FIELD, at - base, "group header");
+        }
+        long header = buffer.getLong(at);
+        this.count = Frames.groupCount(header, at, limit, MIN_BLOCK_LENGTH, MSG, FIELD, base);
+        this.blockLength = (int) header & 0xFFFF;
+        this.numGroups = (int) (header >>> 16) & 0xFF;
+        this.numVars = (int) (header >>> 24) & 0xFF;
         return this;
     }
 
@@ -70,11 +90,37 @@ public final class EverythingEmptyDecoder implements Iterable<EverythingEmptyDec
         if (index >= count) {
             throw new NoSuchElementException("Everything.empty has " + count + " entries");
         }
-        block = nextEntry;
-        int tail = block + blockLength;
-        nextEntry = (numGroups | numVars) == 0 ? tail : scan$(tail);
+        int at = index == 0 ? start + Frames.GROUP_HEADER_SIZE : entryEnd$();
+        if (limit - at < blockLength) {
+            throw Frames.truncated(MSG, FIELD, at - base, "group entry");
+        }
+        block = at;
+        tailStart = at + blockLength;
+        scanned = false;
         index++;
         return this;
+    }
+
+    /** The end of the current entry. */
+    private int entryEnd$() {
+        if ((numGroups | numVars) == 0) {
+            return tailStart;
+        }
+        if (!scanned) {
+            scan$();
+        }
+        return end;
+    }
+
+    /**
+     * The end of the group at {@code at} when this decoder has iterated it to its last entry
+     * (its parent then need not walk it again), else -1.
+     */
+    int endIfIterated$(int at) {
+        if (start != at || at < 0 || index < count) {
+            return -1;
+        }
+        return count == 0 ? start + Frames.GROUP_HEADER_SIZE : entryEnd$();
     }
 
     /** This flyweight: a group is iterated once, with no allocation. */
@@ -83,15 +129,21 @@ public final class EverythingEmptyDecoder implements Iterable<EverythingEmptyDec
         return this;
     }
 
-    /** Record where each known group and variable-length field starts; returns the end. */
-    private int scan$(int pos) {
+    /**
+     * Walk the tail (checking each group and variable-length field against the message's end):
+     * record where each known one starts and where the tail ends. A known group already
+     * iterated to its end is not walked again.
+     */
+    private void scan$() {
+        int pos = tailStart;
         for (int i = 0; i < numGroups; i++) {
             pos = Frames.skipGroup(buffer, pos, limit, 2, MSG, "empty", base);
         }
         for (int i = 0; i < numVars; i++) {
             pos = Frames.skipVar(buffer, pos, limit, MSG, "empty", base);
         }
-        return pos;
+        end = pos;
+        scanned = true;
     }
 
     /** Append the canonical JSON of the current entry (read with a decoder of its own). */
@@ -106,6 +158,8 @@ public final class EverythingEmptyDecoder implements Iterable<EverythingEmptyDec
         shadow.blockLength = blockLength;
         shadow.numGroups = numGroups;
         shadow.numVars = numVars;
+        shadow.tailStart = tailStart;
+        shadow.scanned = false;
         shadow.json$(out);
         return out;
     }

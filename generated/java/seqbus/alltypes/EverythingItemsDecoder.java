@@ -32,28 +32,48 @@ public final class EverythingItemsDecoder implements Iterable<EverythingItemsDec
     private int blockLength;
     private int numGroups;
     private int numVars;
+    /** Where the groups start, right after the block (and the section header). */
+    private int tailStart;
+    /** The positions below and {@code end} are known: the tail was walked. */
+    private boolean scanned;
+    private int end;
+    /** The group header's position, or -1 (no group: the writer is older). */
+    private int start = -1;
     private int count;
     private int index;
-    private int nextEntry;
     private EverythingItemsDecoder shadow;
     private int subAt = -1;
     private final EverythingItemsSubDecoder subGroup = new EverythingItemsSubDecoder();
     private int labelAt = -1;
 
+    /** Forget the group this decoder was on (its parent moved to other bytes). */
+    void reset$() {
+        start = -1;
+        count = 0;
+        index = 0;
+    }
+
+    /** Point at the group whose header is at {@code at} (-1: none), and check the header. */
     EverythingItemsDecoder wrap(ReadBuffer buffer, int at, int base, int limit) {
-        this.buffer = buffer;
+        if (this.buffer != buffer) {  // a reference store costs a GC write barrier
+            this.buffer = buffer;
+        }
         this.base = base;
         this.limit = limit;
         this.index = 0;
+        this.start = at;
         if (at < 0) {
             this.count = 0;
             return this;
         }
-        this.count = Frames.knownGroup(buffer, at, MIN_BLOCK_LENGTH, MSG, FIELD, base);
-        this.blockLength = buffer.getShort(at) & 0xFFFF;
-        this.numGroups = buffer.getByte(at + 2) & 0xFF;
-        this.numVars = buffer.getByte(at + 3) & 0xFF;
-        this.nextEntry = at + Frames.GROUP_HEADER_SIZE;
+        if (limit - at < Frames.GROUP_HEADER_SIZE) {
+            throw Frames.truncated(MSG, FIELD, at - base, "group header");
+        }
+        long header = buffer.getLong(at);
+        this.count = Frames.groupCount(header, at, limit, MIN_BLOCK_LENGTH, MSG, FIELD, base);
+        this.blockLength = (int) header & 0xFFFF;
+        this.numGroups = (int) (header >>> 16) & 0xFF;
+        this.numVars = (int) (header >>> 24) & 0xFF;
         return this;
     }
 
@@ -73,10 +93,38 @@ public final class EverythingItemsDecoder implements Iterable<EverythingItemsDec
         if (index >= count) {
             throw new NoSuchElementException("Everything.items has " + count + " entries");
         }
-        block = nextEntry;
-        nextEntry = scan$(block + blockLength);
+        int at = index == 0 ? start + Frames.GROUP_HEADER_SIZE : entryEnd$();
+        if (limit - at < blockLength) {
+            throw Frames.truncated(MSG, FIELD, at - base, "group entry");
+        }
+        block = at;
+        tailStart = at + blockLength;
+        scanned = false;
+        subGroup.reset$();
         index++;
         return this;
+    }
+
+    /** The end of the current entry. */
+    private int entryEnd$() {
+        if ((numGroups | numVars) == 0) {
+            return tailStart;
+        }
+        if (!scanned) {
+            scan$();
+        }
+        return end;
+    }
+
+    /**
+     * The end of the group at {@code at} when this decoder has iterated it to its last entry
+     * (its parent then need not walk it again), else -1.
+     */
+    int endIfIterated$(int at) {
+        if (start != at || at < 0 || index < count) {
+            return -1;
+        }
+        return count == 0 ? start + Frames.GROUP_HEADER_SIZE : entryEnd$();
     }
 
     /** This flyweight: a group is iterated once, with no allocation. */
@@ -85,12 +133,18 @@ public final class EverythingItemsDecoder implements Iterable<EverythingItemsDec
         return this;
     }
 
-    /** Record where each known group and variable-length field starts; returns the end. */
-    private int scan$(int pos) {
+    /**
+     * Walk the tail (checking each group and variable-length field against the message's end):
+     * record where each known one starts and where the tail ends. A known group already
+     * iterated to its end is not walked again.
+     */
+    private void scan$() {
+        int pos = tailStart;
         subAt = -1;
         if (numGroups > 0) {
             subAt = pos;
-            pos = Frames.skipGroup(buffer, pos, limit, 2, MSG, "items.sub", base);
+            int e = subGroup.endIfIterated$(pos);
+            pos = e >= 0 ? e : Frames.skipGroup(buffer, pos, limit, 2, MSG, "items.sub", base);
         }
         for (int i = 1; i < numGroups; i++) {
             pos = Frames.skipGroup(buffer, pos, limit, 2, MSG, "items", base);
@@ -103,7 +157,8 @@ public final class EverythingItemsDecoder implements Iterable<EverythingItemsDec
         for (int i = 1; i < numVars; i++) {
             pos = Frames.skipVar(buffer, pos, limit, MSG, "items", base);
         }
-        return pos;
+        end = pos;
+        scanned = true;
     }
 
     public long id() {
@@ -112,45 +167,57 @@ public final class EverythingItemsDecoder implements Iterable<EverythingItemsDec
 
     /** Bytes of string label. */
     public int labelLength() {
-        return labelAt < 0 ? 0 : buffer.getInt(labelAt);
+        int at = labelAt$();
+        return at < 0 ? 0 : buffer.getInt(at);
+    }
+
+    private int labelAt$() {
+        if (!scanned) {
+            scan$();
+        }
+        return labelAt;
     }
 
     /** The text, checked to be UTF-8; allocates a String. */
     public String label() {
-        if (labelAt < 0) {
+        int at = labelAt$();
+        if (at < 0) {
             return "";
         }
-        return Utf8.decode(buffer, labelAt + 4, buffer.getInt(labelAt), MSG, "items.label", base);
+        return Utf8.decode(buffer, at + 4, buffer.getInt(at), MSG, "items.label", base);
     }
 
     /** Append the text, checked to be UTF-8, to {@code out} (no allocation). */
     public StringBuilder appendLabel(StringBuilder out) {
-        if (labelAt < 0) {
+        int at = labelAt$();
+        if (at < 0) {
             return out;
         }
-        return Utf8.append(out, buffer, labelAt + 4, buffer.getInt(labelAt), false, MSG, "items.label", base);
+        return Utf8.append(out, buffer, at + 4, buffer.getInt(at), false, MSG, "items.label", base);
     }
 
     /** Copy up to {@code length} bytes of the UTF-8 (unchecked); returns bytes copied. */
     public int getLabel(byte[] dst, int dstOffset, int length) {
-        int n = Math.min(labelLength(), length);
+        int at = labelAt$();
+        int n = at < 0 ? 0 : Math.min(buffer.getInt(at), length);
         if (n > 0) {
-            buffer.getBytes(labelAt + 4, dst, dstOffset, n);
+            buffer.getBytes(at + 4, dst, dstOffset, n);
         }
         return n;
     }
 
     void copyLabel(EncodeCursor cursor, String field) {
-        if (labelAt < 0) {
+        int at = labelAt$();
+        if (at < 0) {
             cursor.emptyVar(field);
             return;
         }
-        cursor.putUtf8(buffer, labelAt + 4, buffer.getInt(labelAt), MSG, "items.label", base);
+        cursor.putUtf8(buffer, at + 4, buffer.getInt(at), MSG, "items.label", base);
     }
 
     /** Group sub: its entries, from the first (the same flyweight every call). */
     public EverythingItemsSubDecoder sub() {
-        return subGroup.wrap(buffer, subAt, base, limit);
+        return subGroup.wrap(buffer, numGroups > 0 ? tailStart : -1, base, limit);
     }
 
     /** True when the optional {@code note} is present. */
@@ -177,8 +244,9 @@ public final class EverythingItemsDecoder implements Iterable<EverythingItemsDec
         shadow.blockLength = blockLength;
         shadow.numGroups = numGroups;
         shadow.numVars = numVars;
-        shadow.subAt = subAt;
-        shadow.labelAt = labelAt;
+        shadow.tailStart = tailStart;
+        shadow.scanned = false;
+        shadow.subGroup.reset$();
         shadow.json$(out);
         return out;
     }
@@ -226,8 +294,9 @@ public final class EverythingItemsDecoder implements Iterable<EverythingItemsDec
     }
 
     private void appendLabelJson$(StringBuilder out) {
-        if (labelAt >= 0) {
-            Utf8.append(out, buffer, labelAt + 4, buffer.getInt(labelAt), true, MSG, "items.label", base);
+        int at = labelAt$();
+        if (at >= 0) {
+            Utf8.append(out, buffer, at + 4, buffer.getInt(at), true, MSG, "items.label", base);
         }
     }
 }

@@ -34,7 +34,10 @@ public final class EverythingItemsEncoder {
 
     void begin$(int count) {
         cursor.groupHeader(BLOCK_LENGTH, 1, 1, count, PATH);
-        this.buffer = cursor.buffer();
+        MutableBuffer b = cursor.buffer();
+        if (this.buffer != b) {  // a reference store costs a GC write barrier
+            this.buffer = b;
+        }
         this.count = count;
         this.index = 0;
     }
@@ -47,7 +50,11 @@ public final class EverythingItemsEncoder {
         if (index > 0) {
             finishEntry$();
         }
-        block = cursor.claimBlock(BLOCK_LENGTH, PATH);
+        int at = cursor.claim(BLOCK_LENGTH, PATH);
+        block = at;
+        buffer.putInt(at + 0, 0);
+        buffer.putShort(at + 4, (short) 0);
+        buffer.putByte(at + 6, (byte) 0);
         tail = 0;
         open = false;
         index++;

@@ -32,7 +32,10 @@ public final class EverythingItemsSubEncoder {
 
     void begin$(int count) {
         cursor.groupHeader(BLOCK_LENGTH, 0, 1, count, PATH);
-        this.buffer = cursor.buffer();
+        MutableBuffer b = cursor.buffer();
+        if (this.buffer != b) {  // a reference store costs a GC write barrier
+            this.buffer = b;
+        }
         this.count = count;
         this.index = 0;
     }
@@ -45,7 +48,9 @@ public final class EverythingItemsSubEncoder {
         if (index > 0) {
             finishEntry$();
         }
-        block = cursor.claimBlock(BLOCK_LENGTH, PATH);
+        int at = cursor.claim(BLOCK_LENGTH, PATH);
+        block = at;
+        buffer.putLong(at + 0, 0L);
         tail = 0;
         open = false;
         index++;

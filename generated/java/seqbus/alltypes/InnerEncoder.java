@@ -21,9 +21,14 @@ public final class InnerEncoder {
     private String path = "";
 
     InnerEncoder wrap(MutableBuffer buffer, int at, String path) {
-        this.buffer = buffer;
+        // references are stored only when they change: a store costs a GC write barrier
+        if (this.buffer != buffer) {
+            this.buffer = buffer;
+        }
+        if (this.path != path) {
+            this.path = path;
+        }
         this.at = at;
-        this.path = path;
         return this;
     }
 

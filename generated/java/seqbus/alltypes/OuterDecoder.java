@@ -25,11 +25,18 @@ public final class OuterDecoder {
     private final InnerDecoder innerStruct = new InnerDecoder();
 
     OuterDecoder wrap(ReadBuffer buffer, int at, int base, String msg, String path) {
-        this.buffer = buffer;
+        // references are stored only when they change: a store costs a GC write barrier
+        if (this.buffer != buffer) {
+            this.buffer = buffer;
+        }
+        if (this.msg != msg) {
+            this.msg = msg;
+        }
+        if (this.path != path) {
+            this.path = path;
+        }
         this.at = at;
         this.base = base;
-        this.msg = msg;
-        this.path = path;
         return this;
     }
 

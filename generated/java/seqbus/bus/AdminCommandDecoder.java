@@ -22,11 +22,13 @@ import seqbus.codec.Utf8;
  * whatever their topics; the topic filter reads `target` at offset 0 of the block.
  *
  * <p>A flyweight over the bytes of one message: {@link #wrap} checks the header and the
- * frame (every group and variable-length field lies inside the message), each getter reads its
- * field when called and checks its value (a {@link DecodeException} names field and offset).
- * Nothing is allocated but what a getter documents (a String, a byte[]). Groups and
- * variable-length fields can be read in any order; group decoders are owned by this one and
- * re-pointed by each call.
+ * block; each getter reads its field when called and checks it (a {@link DecodeException}
+ * names field and offset), a group or variable-length field where it is reached, every byte
+ * inside the message. Nothing is allocated but what a getter documents (a String, a byte[]).
+ * Groups and variable-length fields can be read in any order (the first group costs nothing to
+ * find; a later one or a variable-length field, a walk over the groups before it, unless they
+ * were iterated to their end); group decoders are owned by this one and re-pointed by each
+ * call. {@link #encodedLength} walks the whole message, so it checks every frame.
  */
 public final class AdminCommandDecoder implements MessageDecoder {
     /** The message's template id. */
@@ -44,6 +46,10 @@ public final class AdminCommandDecoder implements MessageDecoder {
     private int blockLength;
     private int numGroups;
     private int numVars;
+    /** Where the groups start, right after the block (and the section header). */
+    private int tailStart;
+    /** The positions below and {@code end} are known: the tail was walked. */
+    private boolean scanned;
     private int end;
     private AdminCommandDecoder shadow;
     private AdminCommandEncoder encoder;
@@ -54,11 +60,13 @@ public final class AdminCommandDecoder implements MessageDecoder {
     /**
      * Point this decoder at the message of {@code length} bytes at {@code offset}, written at
      * any version of the schema: checks the header (schema id, template id, block length) and
-     * that every group and variable-length field lies inside those bytes.
+     * that the block lies inside those bytes.
      */
     public AdminCommandDecoder wrap(ReadBuffer buffer, int offset, int length) {
         int bl = Frames.header(buffer, offset, length, MSG, BusMessages.SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH);
-        this.buffer = buffer;
+        if (this.buffer != buffer) {  // a reference store costs a GC write barrier
+            this.buffer = buffer;
+        }
         this.base = offset;
         this.limit = offset + length;
         this.block = offset + Frames.HEADER_SIZE;
@@ -66,7 +74,9 @@ public final class AdminCommandDecoder implements MessageDecoder {
         int tail = block + bl;
         this.numGroups = buffer.getByte(tail) & 0xFF;
         this.numVars = buffer.getByte(tail + 1) & 0xFF;
-        this.end = scan$(tail + Frames.SECTION_HEADER_SIZE);
+        this.tailStart = tail + Frames.SECTION_HEADER_SIZE;
+        this.scanned = false;
+        argsGroup.reset$();
         return this;
     }
 
@@ -90,17 +100,27 @@ public final class AdminCommandDecoder implements MessageDecoder {
         return blockLength;
     }
 
+    /** The message's length: walks (and so checks) every group and variable-length field. */
     @Override
     public int encodedLength() {
+        if (!scanned) {
+            scan$();
+        }
         return end - base;
     }
 
-    /** Record where each known group and variable-length field starts; returns the end. */
-    private int scan$(int pos) {
+    /**
+     * Walk the tail (checking each group and variable-length field against the message's end):
+     * record where each known one starts and where the tail ends. A known group already
+     * iterated to its end is not walked again.
+     */
+    private void scan$() {
+        int pos = tailStart;
         argsAt = -1;
         if (numGroups > 0) {
             argsAt = pos;
-            pos = Frames.skipGroup(buffer, pos, limit, 1, MSG, "args", base);
+            int e = argsGroup.endIfIterated$(pos);
+            pos = e >= 0 ? e : Frames.skipGroup(buffer, pos, limit, 1, MSG, "args", base);
         }
         for (int i = 1; i < numGroups; i++) {
             pos = Frames.skipGroup(buffer, pos, limit, 1, MSG, "", base);
@@ -113,7 +133,8 @@ public final class AdminCommandDecoder implements MessageDecoder {
         for (int i = 1; i < numVars; i++) {
             pos = Frames.skipVar(buffer, pos, limit, MSG, "", base);
         }
-        return pos;
+        end = pos;
+        scanned = true;
     }
 
     /** The text (trailing NULs and spaces off); allocates a String. */
@@ -146,45 +167,57 @@ public final class AdminCommandDecoder implements MessageDecoder {
 
     /** Bytes of string name. */
     public int nameLength() {
-        return nameAt < 0 ? 0 : buffer.getInt(nameAt);
+        int at = nameAt$();
+        return at < 0 ? 0 : buffer.getInt(at);
+    }
+
+    private int nameAt$() {
+        if (!scanned) {
+            scan$();
+        }
+        return nameAt;
     }
 
     /** The text, checked to be UTF-8; allocates a String. */
     public String name() {
-        if (nameAt < 0) {
+        int at = nameAt$();
+        if (at < 0) {
             return "";
         }
-        return Utf8.decode(buffer, nameAt + 4, buffer.getInt(nameAt), MSG, "name", base);
+        return Utf8.decode(buffer, at + 4, buffer.getInt(at), MSG, "name", base);
     }
 
     /** Append the text, checked to be UTF-8, to {@code out} (no allocation). */
     public StringBuilder appendName(StringBuilder out) {
-        if (nameAt < 0) {
+        int at = nameAt$();
+        if (at < 0) {
             return out;
         }
-        return Utf8.append(out, buffer, nameAt + 4, buffer.getInt(nameAt), false, MSG, "name", base);
+        return Utf8.append(out, buffer, at + 4, buffer.getInt(at), false, MSG, "name", base);
     }
 
     /** Copy up to {@code length} bytes of the UTF-8 (unchecked); returns bytes copied. */
     public int getName(byte[] dst, int dstOffset, int length) {
-        int n = Math.min(nameLength(), length);
+        int at = nameAt$();
+        int n = at < 0 ? 0 : Math.min(buffer.getInt(at), length);
         if (n > 0) {
-            buffer.getBytes(nameAt + 4, dst, dstOffset, n);
+            buffer.getBytes(at + 4, dst, dstOffset, n);
         }
         return n;
     }
 
     void copyName(EncodeCursor cursor, String field) {
-        if (nameAt < 0) {
+        int at = nameAt$();
+        if (at < 0) {
             cursor.emptyVar(field);
             return;
         }
-        cursor.putUtf8(buffer, nameAt + 4, buffer.getInt(nameAt), MSG, "name", base);
+        cursor.putUtf8(buffer, at + 4, buffer.getInt(at), MSG, "name", base);
     }
 
     /** Group args: its entries, from the first (the same flyweight every call). */
     public AdminCommandArgsDecoder args() {
-        return argsGroup.wrap(buffer, argsAt, base, limit);
+        return argsGroup.wrap(buffer, numGroups > 0 ? tailStart : -1, base, limit);
     }
 
     private AdminCommandDecoder shadow$() {
@@ -251,8 +284,9 @@ public final class AdminCommandDecoder implements MessageDecoder {
     }
 
     private void appendNameJson$(StringBuilder out) {
-        if (nameAt >= 0) {
-            Utf8.append(out, buffer, nameAt + 4, buffer.getInt(nameAt), true, MSG, "name", base);
+        int at = nameAt$();
+        if (at >= 0) {
+            Utf8.append(out, buffer, at + 4, buffer.getInt(at), true, MSG, "name", base);
         }
     }
 }

@@ -33,7 +33,10 @@ public final class BookUpdateLevelsEncoder {
 
     void begin$(int count) {
         cursor.groupHeader(BLOCK_LENGTH, 0, 0, count, PATH);
-        this.buffer = cursor.buffer();
+        MutableBuffer b = cursor.buffer();
+        if (this.buffer != b) {  // a reference store costs a GC write barrier
+            this.buffer = b;
+        }
         this.count = count;
         this.index = 0;
     }
@@ -43,12 +46,11 @@ public final class BookUpdateLevelsEncoder {
         if (index >= count) {
             throw new EncodeException(PATH, "more entries than its count, " + count);
         }
-        if (index > 0) {
-            finishEntry$();
-        }
-        block = cursor.claimBlock(BLOCK_LENGTH, PATH);
-        tail = 0;
-        open = false;
+        int at = cursor.claim(BLOCK_LENGTH, PATH);
+        block = at;
+        buffer.putLong(at + 0, 0L);
+        buffer.putLong(at + 8, 0L);
+        buffer.putLong(at + 14, 0L);
         index++;
         return this;
     }
@@ -56,9 +58,6 @@ public final class BookUpdateLevelsEncoder {
     void close$() {
         if (index < count) {
             throw new EncodeException(PATH, index + " of its " + count + " entries written");
-        }
-        if (index > 0) {
-            finishEntry$();
         }
     }
 

@@ -17,11 +17,13 @@ import seqbus.codec.Utf8;
  * Message NewOrder.
  *
  * <p>A flyweight over the bytes of one message: {@link #wrap} checks the header and the
- * frame (every group and variable-length field lies inside the message), each getter reads its
- * field when called and checks its value (a {@link DecodeException} names field and offset).
- * Nothing is allocated but what a getter documents (a String, a byte[]). Groups and
- * variable-length fields can be read in any order; group decoders are owned by this one and
- * re-pointed by each call.
+ * block; each getter reads its field when called and checks it (a {@link DecodeException}
+ * names field and offset), a group or variable-length field where it is reached, every byte
+ * inside the message. Nothing is allocated but what a getter documents (a String, a byte[]).
+ * Groups and variable-length fields can be read in any order (the first group costs nothing to
+ * find; a later one or a variable-length field, a walk over the groups before it, unless they
+ * were iterated to their end); group decoders are owned by this one and re-pointed by each
+ * call. {@link #encodedLength} walks the whole message, so it checks every frame.
  */
 public final class NewOrderDecoder implements MessageDecoder {
     /** The message's template id. */
@@ -39,6 +41,10 @@ public final class NewOrderDecoder implements MessageDecoder {
     private int blockLength;
     private int numGroups;
     private int numVars;
+    /** Where the groups start, right after the block (and the section header). */
+    private int tailStart;
+    /** The positions below and {@code end} are known: the tail was walked. */
+    private boolean scanned;
     private int end;
     private NewOrderDecoder shadow;
     private NewOrderEncoder encoder;
@@ -51,11 +57,13 @@ public final class NewOrderDecoder implements MessageDecoder {
     /**
      * Point this decoder at the message of {@code length} bytes at {@code offset}, written at
      * any version of the schema: checks the header (schema id, template id, block length) and
-     * that every group and variable-length field lies inside those bytes.
+     * that the block lies inside those bytes.
      */
     public NewOrderDecoder wrap(ReadBuffer buffer, int offset, int length) {
         int bl = Frames.header(buffer, offset, length, MSG, ExchangeMessages.SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH);
-        this.buffer = buffer;
+        if (this.buffer != buffer) {  // a reference store costs a GC write barrier
+            this.buffer = buffer;
+        }
         this.base = offset;
         this.limit = offset + length;
         this.block = offset + Frames.HEADER_SIZE;
@@ -63,7 +71,9 @@ public final class NewOrderDecoder implements MessageDecoder {
         int tail = block + bl;
         this.numGroups = buffer.getByte(tail) & 0xFF;
         this.numVars = buffer.getByte(tail + 1) & 0xFF;
-        this.end = scan$(tail + Frames.SECTION_HEADER_SIZE);
+        this.tailStart = tail + Frames.SECTION_HEADER_SIZE;
+        this.scanned = false;
+        legsGroup.reset$();
         return this;
     }
 
@@ -87,17 +97,27 @@ public final class NewOrderDecoder implements MessageDecoder {
         return blockLength;
     }
 
+    /** The message's length: walks (and so checks) every group and variable-length field. */
     @Override
     public int encodedLength() {
+        if (!scanned) {
+            scan$();
+        }
         return end - base;
     }
 
-    /** Record where each known group and variable-length field starts; returns the end. */
-    private int scan$(int pos) {
+    /**
+     * Walk the tail (checking each group and variable-length field against the message's end):
+     * record where each known one starts and where the tail ends. A known group already
+     * iterated to its end is not walked again.
+     */
+    private void scan$() {
+        int pos = tailStart;
         legsAt = -1;
         if (numGroups > 0) {
             legsAt = pos;
-            pos = Frames.skipGroup(buffer, pos, limit, 1, MSG, "legs", base);
+            int e = legsGroup.endIfIterated$(pos);
+            pos = e >= 0 ? e : Frames.skipGroup(buffer, pos, limit, 1, MSG, "legs", base);
         }
         for (int i = 1; i < numGroups; i++) {
             pos = Frames.skipGroup(buffer, pos, limit, 1, MSG, "", base);
@@ -115,7 +135,8 @@ public final class NewOrderDecoder implements MessageDecoder {
         for (int i = 2; i < numVars; i++) {
             pos = Frames.skipVar(buffer, pos, limit, MSG, "", base);
         }
-        return pos;
+        end = pos;
+        scanned = true;
     }
 
     public long orderId() {
@@ -202,50 +223,70 @@ public final class NewOrderDecoder implements MessageDecoder {
 
     /** Group legs: its entries, from the first (the same flyweight every call). */
     public NewOrderLegsDecoder legs() {
-        return legsGroup.wrap(buffer, legsAt, base, limit);
+        return legsGroup.wrap(buffer, numGroups > 0 ? tailStart : -1, base, limit);
     }
 
     /** Bytes of string account. */
     public int accountLength() {
-        return accountAt < 0 ? 0 : buffer.getInt(accountAt);
+        int at = accountAt$();
+        return at < 0 ? 0 : buffer.getInt(at);
+    }
+
+    private int accountAt$() {
+        if (!scanned) {
+            scan$();
+        }
+        return accountAt;
     }
 
     /** The text, checked to be UTF-8; allocates a String. */
     public String account() {
-        if (accountAt < 0) {
+        int at = accountAt$();
+        if (at < 0) {
             return "";
         }
-        return Utf8.decode(buffer, accountAt + 4, buffer.getInt(accountAt), MSG, "account", base);
+        return Utf8.decode(buffer, at + 4, buffer.getInt(at), MSG, "account", base);
     }
 
     /** Append the text, checked to be UTF-8, to {@code out} (no allocation). */
     public StringBuilder appendAccount(StringBuilder out) {
-        if (accountAt < 0) {
+        int at = accountAt$();
+        if (at < 0) {
             return out;
         }
-        return Utf8.append(out, buffer, accountAt + 4, buffer.getInt(accountAt), false, MSG, "account", base);
+        return Utf8.append(out, buffer, at + 4, buffer.getInt(at), false, MSG, "account", base);
     }
 
     /** Copy up to {@code length} bytes of the UTF-8 (unchecked); returns bytes copied. */
     public int getAccount(byte[] dst, int dstOffset, int length) {
-        int n = Math.min(accountLength(), length);
+        int at = accountAt$();
+        int n = at < 0 ? 0 : Math.min(buffer.getInt(at), length);
         if (n > 0) {
-            buffer.getBytes(accountAt + 4, dst, dstOffset, n);
+            buffer.getBytes(at + 4, dst, dstOffset, n);
         }
         return n;
     }
 
     void copyAccount(EncodeCursor cursor, String field) {
-        if (accountAt < 0) {
+        int at = accountAt$();
+        if (at < 0) {
             cursor.emptyVar(field);
             return;
         }
-        cursor.putUtf8(buffer, accountAt + 4, buffer.getInt(accountAt), MSG, "account", base);
+        cursor.putUtf8(buffer, at + 4, buffer.getInt(at), MSG, "account", base);
     }
 
     /** Bytes of bytes memo. */
     public int memoLength() {
-        return memoAt < 0 ? 0 : buffer.getInt(memoAt);
+        int at = memoAt$();
+        return at < 0 ? 0 : buffer.getInt(at);
+    }
+
+    private int memoAt$() {
+        if (!scanned) {
+            scan$();
+        }
+        return memoAt;
     }
 
     /** The bytes, copied into a new array. */
@@ -257,19 +298,21 @@ public final class NewOrderDecoder implements MessageDecoder {
 
     /** Copy up to {@code length} of the bytes into {@code dst}; returns bytes copied. */
     public int getMemo(byte[] dst, int dstOffset, int length) {
-        int n = Math.min(memoLength(), length);
+        int at = memoAt$();
+        int n = at < 0 ? 0 : Math.min(buffer.getInt(at), length);
         if (n > 0) {
-            buffer.getBytes(memoAt + 4, dst, dstOffset, n);
+            buffer.getBytes(at + 4, dst, dstOffset, n);
         }
         return n;
     }
 
     void copyMemo(EncodeCursor cursor, String field) {
-        if (memoAt < 0) {
+        int at = memoAt$();
+        if (at < 0) {
             cursor.emptyVar(field);
             return;
         }
-        cursor.putVar(buffer, memoAt + 4, buffer.getInt(memoAt), field);
+        cursor.putVar(buffer, at + 4, buffer.getInt(at), field);
     }
 
     private NewOrderDecoder shadow$() {
@@ -357,17 +400,21 @@ public final class NewOrderDecoder implements MessageDecoder {
         appendAccountJson$(out);
         out.append('"');
         out.append(",\"memo\":");
-        if (memoAt < 0) {
-            out.append("\"\"");
-        } else {
-            Json.appendHex(out, buffer, memoAt + 4, buffer.getInt(memoAt));
+        {
+            int at = memoAt$();
+            if (at < 0) {
+                out.append("\"\"");
+            } else {
+                Json.appendHex(out, buffer, at + 4, buffer.getInt(at));
+            }
         }
         out.append('}');
     }
 
     private void appendAccountJson$(StringBuilder out) {
-        if (accountAt >= 0) {
-            Utf8.append(out, buffer, accountAt + 4, buffer.getInt(accountAt), true, MSG, "account", base);
+        int at = accountAt$();
+        if (at >= 0) {
+            Utf8.append(out, buffer, at + 4, buffer.getInt(at), true, MSG, "account", base);
         }
     }
 }

@@ -32,27 +32,47 @@ public final class NewOrderLegsDecoder implements Iterable<NewOrderLegsDecoder>,
     private int blockLength;
     private int numGroups;
     private int numVars;
+    /** Where the groups start, right after the block (and the section header). */
+    private int tailStart;
+    /** The positions below and {@code end} are known: the tail was walked. */
+    private boolean scanned;
+    private int end;
+    /** The group header's position, or -1 (no group: the writer is older). */
+    private int start = -1;
     private int count;
     private int index;
-    private int nextEntry;
     private NewOrderLegsDecoder shadow;
     private int fillsAt = -1;
     private final NewOrderLegsFillsDecoder fillsGroup = new NewOrderLegsFillsDecoder();
 
+    /** Forget the group this decoder was on (its parent moved to other bytes). */
+    void reset$() {
+        start = -1;
+        count = 0;
+        index = 0;
+    }
+
+    /** Point at the group whose header is at {@code at} (-1: none), and check the header. */
     NewOrderLegsDecoder wrap(ReadBuffer buffer, int at, int base, int limit) {
-        this.buffer = buffer;
+        if (this.buffer != buffer) {  // a reference store costs a GC write barrier
+            this.buffer = buffer;
+        }
         this.base = base;
         this.limit = limit;
         this.index = 0;
+        this.start = at;
         if (at < 0) {
             this.count = 0;
             return this;
         }
-        this.count = Frames.knownGroup(buffer, at, MIN_BLOCK_LENGTH, MSG, FIELD, base);
-        this.blockLength = buffer.getShort(at) & 0xFFFF;
-        this.numGroups = buffer.getByte(at + 2) & 0xFF;
-        this.numVars = buffer.getByte(at + 3) & 0xFF;
-        this.nextEntry = at + Frames.GROUP_HEADER_SIZE;
+        if (limit - at < Frames.GROUP_HEADER_SIZE) {
+            throw Frames.truncated(MSG, FIELD, at - base, "group header");
+        }
+        long header = buffer.getLong(at);
+        this.count = Frames.groupCount(header, at, limit, MIN_BLOCK_LENGTH, MSG, FIELD, base);
+        this.blockLength = (int) header & 0xFFFF;
+        this.numGroups = (int) (header >>> 16) & 0xFF;
+        this.numVars = (int) (header >>> 24) & 0xFF;
         return this;
     }
 
@@ -72,10 +92,38 @@ public final class NewOrderLegsDecoder implements Iterable<NewOrderLegsDecoder>,
         if (index >= count) {
             throw new NoSuchElementException("NewOrder.legs has " + count + " entries");
         }
-        block = nextEntry;
-        nextEntry = scan$(block + blockLength);
+        int at = index == 0 ? start + Frames.GROUP_HEADER_SIZE : entryEnd$();
+        if (limit - at < blockLength) {
+            throw Frames.truncated(MSG, FIELD, at - base, "group entry");
+        }
+        block = at;
+        tailStart = at + blockLength;
+        scanned = false;
+        fillsGroup.reset$();
         index++;
         return this;
+    }
+
+    /** The end of the current entry. */
+    private int entryEnd$() {
+        if ((numGroups | numVars) == 0) {
+            return tailStart;
+        }
+        if (!scanned) {
+            scan$();
+        }
+        return end;
+    }
+
+    /**
+     * The end of the group at {@code at} when this decoder has iterated it to its last entry
+     * (its parent then need not walk it again), else -1.
+     */
+    int endIfIterated$(int at) {
+        if (start != at || at < 0 || index < count) {
+            return -1;
+        }
+        return count == 0 ? start + Frames.GROUP_HEADER_SIZE : entryEnd$();
     }
 
     /** This flyweight: a group is iterated once, with no allocation. */
@@ -84,12 +132,18 @@ public final class NewOrderLegsDecoder implements Iterable<NewOrderLegsDecoder>,
         return this;
     }
 
-    /** Record where each known group and variable-length field starts; returns the end. */
-    private int scan$(int pos) {
+    /**
+     * Walk the tail (checking each group and variable-length field against the message's end):
+     * record where each known one starts and where the tail ends. A known group already
+     * iterated to its end is not walked again.
+     */
+    private void scan$() {
+        int pos = tailStart;
         fillsAt = -1;
         if (numGroups > 0) {
             fillsAt = pos;
-            pos = Frames.skipGroup(buffer, pos, limit, 2, MSG, "legs.fills", base);
+            int e = fillsGroup.endIfIterated$(pos);
+            pos = e >= 0 ? e : Frames.skipGroup(buffer, pos, limit, 2, MSG, "legs.fills", base);
         }
         for (int i = 1; i < numGroups; i++) {
             pos = Frames.skipGroup(buffer, pos, limit, 2, MSG, "legs", base);
@@ -97,7 +151,8 @@ public final class NewOrderLegsDecoder implements Iterable<NewOrderLegsDecoder>,
         for (int i = 0; i < numVars; i++) {
             pos = Frames.skipVar(buffer, pos, limit, MSG, "legs", base);
         }
-        return pos;
+        end = pos;
+        scanned = true;
     }
 
     /** The text (trailing NULs and spaces off); allocates a String. */
@@ -139,7 +194,7 @@ public final class NewOrderLegsDecoder implements Iterable<NewOrderLegsDecoder>,
 
     /** Group fills: its entries, from the first (the same flyweight every call). */
     public NewOrderLegsFillsDecoder fills() {
-        return fillsGroup.wrap(buffer, fillsAt, base, limit);
+        return fillsGroup.wrap(buffer, numGroups > 0 ? tailStart : -1, base, limit);
     }
 
     /** Append the canonical JSON of the current entry (read with a decoder of its own). */
@@ -154,7 +209,9 @@ public final class NewOrderLegsDecoder implements Iterable<NewOrderLegsDecoder>,
         shadow.blockLength = blockLength;
         shadow.numGroups = numGroups;
         shadow.numVars = numVars;
-        shadow.fillsAt = fillsAt;
+        shadow.tailStart = tailStart;
+        shadow.scanned = false;
+        shadow.fillsGroup.reset$();
         shadow.json$(out);
         return out;
     }

@@ -34,7 +34,10 @@ public final class NewOrderLegsEncoder {
 
     void begin$(int count) {
         cursor.groupHeader(BLOCK_LENGTH, 1, 0, count, PATH);
-        this.buffer = cursor.buffer();
+        MutableBuffer b = cursor.buffer();
+        if (this.buffer != b) {  // a reference store costs a GC write barrier
+            this.buffer = b;
+        }
         this.count = count;
         this.index = 0;
     }
@@ -47,7 +50,10 @@ public final class NewOrderLegsEncoder {
         if (index > 0) {
             finishEntry$();
         }
-        block = cursor.claimBlock(BLOCK_LENGTH, PATH);
+        int at = cursor.claim(BLOCK_LENGTH, PATH);
+        block = at;
+        buffer.putLong(at + 0, 0L);
+        buffer.putLong(at + 3, 0L);
         tail = 0;
         open = false;
         index++;

@@ -32,7 +32,10 @@ public final class NewOrderLegsFillsEncoder {
 
     void begin$(int count) {
         cursor.groupHeader(BLOCK_LENGTH, 0, 0, count, PATH);
-        this.buffer = cursor.buffer();
+        MutableBuffer b = cursor.buffer();
+        if (this.buffer != b) {  // a reference store costs a GC write barrier
+            this.buffer = b;
+        }
         this.count = count;
         this.index = 0;
     }
@@ -42,12 +45,10 @@ public final class NewOrderLegsFillsEncoder {
         if (index >= count) {
             throw new EncodeException(PATH, "more entries than its count, " + count);
         }
-        if (index > 0) {
-            finishEntry$();
-        }
-        block = cursor.claimBlock(BLOCK_LENGTH, PATH);
-        tail = 0;
-        open = false;
+        int at = cursor.claim(BLOCK_LENGTH, PATH);
+        block = at;
+        buffer.putLong(at + 0, 0L);
+        buffer.putLong(at + 4, 0L);
         index++;
         return this;
     }
@@ -55,9 +56,6 @@ public final class NewOrderLegsFillsEncoder {
     void close$() {
         if (index < count) {
             throw new EncodeException(PATH, index + " of its " + count + " entries written");
-        }
-        if (index > 0) {
-            finishEntry$();
         }
     }
 

@@ -17,11 +17,13 @@ import seqbus.codec.Utf8;
  * The rest of an order was cancelled.
  *
  * <p>A flyweight over the bytes of one message: {@link #wrap} checks the header and the
- * frame (every group and variable-length field lies inside the message), each getter reads its
- * field when called and checks its value (a {@link DecodeException} names field and offset).
- * Nothing is allocated but what a getter documents (a String, a byte[]). Groups and
- * variable-length fields can be read in any order; group decoders are owned by this one and
- * re-pointed by each call.
+ * block; each getter reads its field when called and checks it (a {@link DecodeException}
+ * names field and offset), a group or variable-length field where it is reached, every byte
+ * inside the message. Nothing is allocated but what a getter documents (a String, a byte[]).
+ * Groups and variable-length fields can be read in any order (the first group costs nothing to
+ * find; a later one or a variable-length field, a walk over the groups before it, unless they
+ * were iterated to their end); group decoders are owned by this one and re-pointed by each
+ * call. {@link #encodedLength} walks the whole message, so it checks every frame.
  */
 public final class OrderCancelledDecoder implements MessageDecoder {
     /** The message's template id. */
@@ -39,6 +41,10 @@ public final class OrderCancelledDecoder implements MessageDecoder {
     private int blockLength;
     private int numGroups;
     private int numVars;
+    /** Where the groups start, right after the block (and the section header). */
+    private int tailStart;
+    /** The positions below and {@code end} are known: the tail was walked. */
+    private boolean scanned;
     private int end;
     private OrderCancelledDecoder shadow;
     private OrderCancelledEncoder encoder;
@@ -46,11 +52,13 @@ public final class OrderCancelledDecoder implements MessageDecoder {
     /**
      * Point this decoder at the message of {@code length} bytes at {@code offset}, written at
      * any version of the schema: checks the header (schema id, template id, block length) and
-     * that every group and variable-length field lies inside those bytes.
+     * that the block lies inside those bytes.
      */
     public OrderCancelledDecoder wrap(ReadBuffer buffer, int offset, int length) {
         int bl = Frames.header(buffer, offset, length, MSG, ExchangeMessages.SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH);
-        this.buffer = buffer;
+        if (this.buffer != buffer) {  // a reference store costs a GC write barrier
+            this.buffer = buffer;
+        }
         this.base = offset;
         this.limit = offset + length;
         this.block = offset + Frames.HEADER_SIZE;
@@ -58,7 +66,8 @@ public final class OrderCancelledDecoder implements MessageDecoder {
         int tail = block + bl;
         this.numGroups = buffer.getByte(tail) & 0xFF;
         this.numVars = buffer.getByte(tail + 1) & 0xFF;
-        this.end = scan$(tail + Frames.SECTION_HEADER_SIZE);
+        this.tailStart = tail + Frames.SECTION_HEADER_SIZE;
+        this.scanned = false;
         return this;
     }
 
@@ -82,20 +91,30 @@ public final class OrderCancelledDecoder implements MessageDecoder {
         return blockLength;
     }
 
+    /** The message's length: walks (and so checks) every group and variable-length field. */
     @Override
     public int encodedLength() {
+        if (!scanned) {
+            scan$();
+        }
         return end - base;
     }
 
-    /** Record where each known group and variable-length field starts; returns the end. */
-    private int scan$(int pos) {
+    /**
+     * Walk the tail (checking each group and variable-length field against the message's end):
+     * record where each known one starts and where the tail ends. A known group already
+     * iterated to its end is not walked again.
+     */
+    private void scan$() {
+        int pos = tailStart;
         for (int i = 0; i < numGroups; i++) {
             pos = Frames.skipGroup(buffer, pos, limit, 1, MSG, "", base);
         }
         for (int i = 0; i < numVars; i++) {
             pos = Frames.skipVar(buffer, pos, limit, MSG, "", base);
         }
-        return pos;
+        end = pos;
+        scanned = true;
     }
 
     public long orderId() {

@@ -136,6 +136,18 @@ public final class ArrayBuffer implements MutableBuffer {
 
     @Override
     public void setMemory(int index, int length, byte value) {
-        Arrays.fill(array, index, index + length, value);
+        if (length > 64 || length < 8) {
+            Arrays.fill(array, index, index + length, value);
+            return;
+        }
+        // encoders zero each block they start: a few 8-byte stores, the last one overlapping,
+        // unrolled where the length is a constant (a call to Arrays.fill costs more)
+        java.util.Objects.checkFromIndexSize(index, length, array.length);
+        long wide = (value & 0xFFL) * 0x0101010101010101L;
+        int end = index + length - 8;
+        for (int i = index; i < end; i += 8) {
+            LONG.set(array, i, wide);
+        }
+        LONG.set(array, end, wide);
     }
 }

@@ -73,11 +73,6 @@ public final class Chars {
     /** Write {@code text} into the {@code n} bytes at {@code at}, NUL padded. */
     public static void put(MutableBuffer buffer, int at, int n, CharSequence text, String field) {
         int len = text.length();
-        for (int i = 0; i < len; i++) {
-            if (text.charAt(i) >= 0x80) {
-                throw new EncodeException(field, Json.quote(text) + " is not ASCII");
-            }
-        }
         if (len > n) {
             throw new EncodeException(field, Json.quote(text) + " is longer than " + n
                                       + " characters");
@@ -87,9 +82,15 @@ public final class Chars {
                                       + " ends in padding (a space or a NUL), which readers strip");
         }
         for (int i = 0; i < len; i++) {
-            buffer.putByte(at + i, (byte) text.charAt(i));
+            char c = text.charAt(i);
+            if (c >= 0x80) {
+                throw new EncodeException(field, Json.quote(text) + " is not ASCII");
+            }
+            buffer.putByte(at + i, (byte) c);
         }
-        buffer.setMemory(at + len, n - len, (byte) 0);
+        for (int i = len; i < n; i++) {
+            buffer.putByte(at + i, (byte) 0);
+        }
     }
 
     /** Write {@code length} ASCII bytes of {@code src} into the {@code n} bytes at {@code at}. */

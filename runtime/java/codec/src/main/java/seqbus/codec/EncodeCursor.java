@@ -11,7 +11,6 @@ public final class EncodeCursor {
     private int start;
     private int limit;
     private int end;
-    private String message = "";
 
     /** Start a message of {@code capacity} bytes at most at {@code offset}. */
     public void reset(MutableBuffer buffer, int offset, int capacity, String message) {
@@ -19,11 +18,12 @@ public final class EncodeCursor {
             throw new EncodeException(message, "offset " + offset + " and capacity " + capacity
                                       + " do not fit a buffer of " + buffer.capacity() + " bytes");
         }
-        this.buffer = buffer;
+        if (this.buffer != buffer) {  // a reference store costs a GC write barrier
+            this.buffer = buffer;
+        }
         this.start = offset;
         this.limit = offset;
         this.end = offset + capacity;
-        this.message = message;
     }
 
     public MutableBuffer buffer() {
@@ -51,13 +51,6 @@ public final class EncodeCursor {
         return at;
     }
 
-    /** Reserve a fixed block of {@code n} bytes, zeroed (fields not set read as 0 or absent). */
-    public int claimBlock(int n, String field) {
-        int at = claim(n, field);
-        buffer.setMemory(at, n, (byte) 0);
-        return at;
-    }
-
     /** Write a group header. */
     public void groupHeader(int blockLength, int numGroups, int numVars, int count,
                             String field) {
@@ -65,10 +58,9 @@ public final class EncodeCursor {
             throw new EncodeException(field, "count " + count + " is negative");
         }
         int at = claim(Frames.GROUP_HEADER_SIZE, field);
-        buffer.putShort(at, (short) blockLength);
-        buffer.putByte(at + 2, (byte) numGroups);
-        buffer.putByte(at + 3, (byte) numVars);
-        buffer.putInt(at + 4, count);
+        // block length u16, groups u8, variable-length fields u8, count u32: one long
+        buffer.putLong(at, blockLength | (long) numGroups << 16 | (long) numVars << 24
+                       | (count & 0xFFFFFFFFL) << 32);
     }
 
     /** Write an empty variable-length field. */
@@ -107,11 +99,12 @@ public final class EncodeCursor {
 
     /** Write a string field of {@code length} bytes of UTF-8, checked. */
     public void putUtf8(byte[] src, int srcOffset, int length, String field) {
-        ArrayBuffer view = new ArrayBuffer(src);
-        int bad = Utf8.invalidAt(view, srcOffset, length);
+        int at = limit;
+        putVar(src, srcOffset, length, field);
+        int bad = Utf8.invalidAt(buffer, at + Frames.VAR_LENGTH_SIZE, length);
         if (bad >= 0) {
+            limit = at;
             throw new EncodeException(field, "byte " + bad + " is not valid UTF-8");
         }
-        putVar(src, srcOffset, length, field);
     }
 }

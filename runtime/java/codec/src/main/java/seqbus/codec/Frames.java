@@ -40,9 +40,10 @@ public final class Frames {
         if (length < HEADER_SIZE) {
             throw truncated(msg, "header", 0, "message header");
         }
-        int bl = buffer.getShort(offset) & 0xFFFF;
-        int tid = buffer.getShort(offset + 2) & 0xFFFF;
-        int sid = buffer.getShort(offset + 4) & 0xFFFF;
+        long header = buffer.getLong(offset);
+        int bl = (int) header & 0xFFFF;
+        int tid = (int) (header >>> 16) & 0xFFFF;
+        int sid = (int) (header >>> 32) & 0xFFFF;
         if (sid != schemaId) {
             throw new DecodeException(msg, "header", 4,
                                       "schema id " + sid + ", expected " + schemaId);
@@ -143,18 +144,31 @@ public final class Frames {
     }
 
     /**
-     * Check the header of a group the reader knows, at {@code pos} (already skipped once, so
-     * within the message): entries of at least {@code minBlock} bytes. Returns the count.
+     * Check the header of a group the reader knows, at {@code at} (its 8 bytes read as one
+     * little-endian long: {@link #GROUP_HEADER_SIZE} bytes must lie before {@code limit}, which
+     * the caller checked): entries of at least {@code minBlock} bytes, no more entries than the
+     * rest of the message can hold (each takes its block, a header per nested group and a length
+     * per variable-length field at least), at most {@link #MAX_EMPTY_ENTRIES} that take no
+     * bytes. Returns the count.
      */
-    public static int knownGroup(ReadBuffer buffer, int pos, int minBlock, String msg,
+    public static int groupCount(long header, int at, int limit, int minBlock, String msg,
                                  String field, int base) {
-        int bl = buffer.getShort(pos) & 0xFFFF;
-        int count = buffer.getInt(pos + 4);
+        int bl = (int) header & 0xFFFF;
+        long count = header >>> 32;
         if (count != 0 && bl < minBlock) {
-            throw new DecodeException(msg, field, pos - base,
+            throw new DecodeException(msg, field, at - base,
                                       "entry block length " + bl + " is shorter than " + minBlock);
         }
-        return count;
+        long least = bl + GROUP_HEADER_SIZE * ((header >>> 16) & 0xFF)
+            + VAR_LENGTH_SIZE * ((header >>> 24) & 0xFF);
+        if (least == 0 && count > MAX_EMPTY_ENTRIES) {
+            throw new DecodeException(msg, field, at - base, count + " zero-length entries");
+        }
+        if (count * least > limit - at - GROUP_HEADER_SIZE) {
+            throw truncated(msg, field, at + GROUP_HEADER_SIZE - base,
+                            "group of " + count + " entries");
+        }
+        return (int) count;
     }
 
     // ---- values ----------------------------------------------------------------------------
@@ -196,7 +210,8 @@ public final class Frames {
         return new java.util.NoSuchElementException(path + " is absent");
     }
 
-    static DecodeException truncated(String msg, String field, int offset, String what) {
+    /** The error for {@code what} running past the end of the message. */
+    public static DecodeException truncated(String msg, String field, int offset, String what) {
         return new DecodeException(msg, field, offset, what + " runs past the end of the buffer");
     }
 

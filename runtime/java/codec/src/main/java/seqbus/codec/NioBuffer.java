@@ -135,8 +135,17 @@ public final class NioBuffer implements MutableBuffer {
 
     @Override
     public void setMemory(int index, int length, byte value) {
-        for (int i = 0; i < length; i++) {
-            buffer.put(index + i, value);
+        long wide = (value & 0xFFL) * 0x0101010101010101L;
+        if (length < 8) {
+            for (int i = 0; i < length; i++) {
+                buffer.put(index + i, value);
+            }
+            return;
         }
+        int end = index + length - 8;
+        for (int i = index; i < end; i += 8) {
+            LONG.set(buffer, i, wide);
+        }
+        LONG.set(buffer, end, wide);
     }
 }

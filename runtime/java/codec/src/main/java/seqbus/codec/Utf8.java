@@ -16,6 +16,14 @@ public final class Utf8 {
     public static int invalidAt(ReadBuffer buffer, int pos, int length) {
         int i = 0;
         while (i < length) {
+            if (length - i >= 8 && (buffer.getLong(pos + i) & 0x8080808080808080L) == 0) {
+                i += 8;  // eight ASCII bytes
+                continue;
+            }
+            if (buffer.getByte(pos + i) >= 0) {  // ASCII
+                i++;
+                continue;
+            }
             int n = sequence(buffer, pos + i, length - i);
             if (n < 0) {
                 return i;

@@ -194,7 +194,7 @@ class EvolutionTest {
         }
         parts[40] = group(0, 0, 0, 0);
         byte[] data = orderWithUnknownTail(concat(parts), 2);
-        DecodeException e = assertThrows(DecodeException.class, () -> read(1, data));
+        DecodeException e = assertThrows(DecodeException.class, () -> read(1, data).toJson());
         assertTrue(e.getMessage().contains("nested too deep"), e.getMessage());
     }
 
@@ -204,7 +204,7 @@ class EvolutionTest {
         System.arraycopy(group(0, 0, 0, 0xFFFFFFFFL), 0, data, 8 + 12 + 2, 8);
         assertThrows(DecodeException.class, () -> read(1, data).toJson());
         byte[] claimed = orderWithUnknownTail(group(0, 0, 0, 100_000), 2);
-        DecodeException e = assertThrows(DecodeException.class, () -> read(1, claimed));
+        DecodeException e = assertThrows(DecodeException.class, () -> read(1, claimed).toJson());
         assertTrue(e.getMessage().contains("100000 zero-length entries"), e.getMessage());
         byte[] fair = orderWithUnknownTail(group(0, 0, 0, 16), 2);
         assertEquals("n", new seqbus.evolution.v1.OrderDecoder()
