@@ -96,11 +96,11 @@ class InnerView {
   InnerView(const std::uint8_t* p, std::size_t off, const char* where) noexcept
       : p_(p), off_(off), where_(where) {}
 
-  std::uint8_t a() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint8_t a() const {
     return seqbus::codec::detail::load<std::uint8_t>(p_ + 0);
   }
 
-  float b() const {
+  SEQBUS_CODEC_ALWAYS_INLINE float b() const {
     return seqbus::codec::detail::load<float>(p_ + 1);
   }
 
@@ -118,12 +118,12 @@ class InnerBuilder {
 
   explicit InnerBuilder(std::uint8_t* p) noexcept : p_(p) {}
 
-  InnerBuilder& a(std::uint8_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE InnerBuilder& a(std::uint8_t v_) {
     seqbus::codec::detail::store<std::uint8_t>(p_ + 0, v_);
     return *this;
   }
 
-  InnerBuilder& b(float v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE InnerBuilder& b(float v_) {
     seqbus::codec::detail::store<float>(p_ + 1, v_);
     return *this;
   }
@@ -158,19 +158,19 @@ class OuterView {
   OuterView(const std::uint8_t* p, std::size_t off, const char* where) noexcept
       : p_(p), off_(off), where_(where) {}
 
-  InnerView inner() const {
+  SEQBUS_CODEC_ALWAYS_INLINE InnerView inner() const {
     return InnerView(p_ + 0, off_ + 0, where_);
   }
 
-  std::string_view tag() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view tag() const {
     return seqbus::codec::detail::load_char(p_ + 5, 3, where_, "Outer.tag", off_ + 5);
   }
 
-  seqbus::codec::byte_view raw() const {
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::byte_view raw() const {
     return seqbus::codec::byte_view(p_ + 8, 2);
   }
 
-  bool ok() const {
+  SEQBUS_CODEC_ALWAYS_INLINE bool ok() const {
     return seqbus::codec::detail::load_bool(p_ + 10, where_, "Outer.ok", off_ + 10);
   }
 
@@ -190,17 +190,17 @@ class OuterBuilder {
 
   InnerBuilder inner() noexcept { return InnerBuilder(p_ + 0); }
 
-  OuterBuilder& tag(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE OuterBuilder& tag(std::string_view v_) {
     seqbus::codec::detail::store_char(p_ + 5, 3, v_, "Outer.tag");
     return *this;
   }
 
-  OuterBuilder& raw(seqbus::codec::byte_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE OuterBuilder& raw(seqbus::codec::byte_view v_) {
     seqbus::codec::detail::store_byte(p_ + 8, 2, v_, "Outer.raw");
     return *this;
   }
 
-  OuterBuilder& ok(bool v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE OuterBuilder& ok(bool v_) {
     seqbus::codec::detail::store_bool(p_ + 10, v_);
     return *this;
   }
@@ -235,6 +235,8 @@ class EverythingEmptyView : public seqbus::codec::detail::level_view {
  public:
   /// The group's path in its message.
   static constexpr const char* PATH = "Everything.empty";
+  /// How deep the group nests (the message's own groups: 1).
+  static constexpr std::size_t DEPTH = 1;
   /// Bytes of the block this code writes.
   static constexpr std::uint16_t BLOCK_LENGTH = 0;
   /// Bytes of the block every writer writes (version 1's).
@@ -245,21 +247,36 @@ class EverythingEmptyView : public seqbus::codec::detail::level_view {
   /// A view that reads as all zeros and empty groups.
   EverythingEmptyView() noexcept = default;
   /// The entry whose block starts at `at` (used by seqbus::codec::group_view).
-  EverythingEmptyView(const std::uint8_t* buf, std::size_t len, std::size_t at, const seqbus::codec::detail::group_header& h,
-          std::size_t depth) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingEmptyView(const std::uint8_t* buf, std::size_t len, std::size_t at,
+                                     const seqbus::codec::detail::group_header& h) {
     buf_ = buf;
     len_ = len;
     at_ = at;
     bl_ = h.block_length;
-    depth_ = depth;
     seqbus::codec::detail::need(len, at, bl_, PATH, "", "group entry");
-    end_ = seqbus::codec::detail::scan_tail(buf, len, at + bl_, h.num_groups, h.num_vars, depth,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+    std::size_t pos_ = at + bl_;
+    if (SEQBUS_CODEC_UNLIKELY(h.num_groups != NUM_GROUPS || h.num_vars != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(buf, len, pos_, h.num_groups, h.num_vars, DEPTH,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+      return;
+    }
+    end_ = pos_;
+}
+
+  /// Skips the group of these entries whose header is at `pos` (at nesting `depth`), checking
+  /// it as it goes; returns the offset just past it.
+  SEQBUS_CODEC_ALWAYS_INLINE static std::size_t skip_group_(const std::uint8_t* p, std::size_t len, std::size_t pos,
+                                                            std::size_t depth, const char* where, const char* field,
+                                                            seqbus::codec::detail::group_header& h) {
+    h = seqbus::codec::detail::read_group_header(p, len, pos, depth, where, field);
+    pos += 8;
+    if (h.num_groups == 0 && h.num_vars == 0) return seqbus::codec::detail::skip_fixed_entries(len, pos, h, where, field);
+    return seqbus::codec::detail::skip_entries(p, len, pos, h, depth, where, field);
   }
 
  private:
   std::array<std::size_t, 0> items_{};
-  std::size_t depth_ = 0;
 };
 
 /// Writes one entry of group `Everything.empty` (from the group's next()).
@@ -304,6 +321,8 @@ class EverythingItemsSubView : public seqbus::codec::detail::level_view {
  public:
   /// The group's path in its message.
   static constexpr const char* PATH = "Everything.items.sub";
+  /// How deep the group nests (the message's own groups: 1).
+  static constexpr std::size_t DEPTH = 2;
   /// Bytes of the block this code writes.
   static constexpr std::uint16_t BLOCK_LENGTH = 8;
   /// Bytes of the block every writer writes (version 1's).
@@ -314,30 +333,55 @@ class EverythingItemsSubView : public seqbus::codec::detail::level_view {
   /// A view that reads as all zeros and empty groups.
   EverythingItemsSubView() noexcept = default;
   /// The entry whose block starts at `at` (used by seqbus::codec::group_view).
-  EverythingItemsSubView(const std::uint8_t* buf, std::size_t len, std::size_t at, const seqbus::codec::detail::group_header& h,
-          std::size_t depth) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingItemsSubView(const std::uint8_t* buf, std::size_t len, std::size_t at,
+                                     const seqbus::codec::detail::group_header& h) {
     buf_ = buf;
     len_ = len;
     at_ = at;
     bl_ = h.block_length;
-    depth_ = depth;
     seqbus::codec::detail::need(len, at, bl_, PATH, "", "group entry");
-    end_ = seqbus::codec::detail::scan_tail(buf, len, at + bl_, h.num_groups, h.num_vars, depth,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+    std::size_t pos_ = at + bl_;
+    if (SEQBUS_CODEC_UNLIKELY(h.num_groups != NUM_GROUPS || h.num_vars != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(buf, len, pos_, h.num_groups, h.num_vars, DEPTH,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+      return;
+    }
+    items_[0] = pos_;
+    pos_ = seqbus::codec::detail::skip_var(buf, len, pos_, PATH, "blob");
+    end_ = pos_;
+}
+
+  /// Skips the group of these entries whose header is at `pos` (at nesting `depth`), checking
+  /// it as it goes; returns the offset just past it.
+  SEQBUS_CODEC_ALWAYS_INLINE static std::size_t skip_group_(const std::uint8_t* p, std::size_t len, std::size_t pos,
+                                                            std::size_t depth, const char* where, const char* field,
+                                                            seqbus::codec::detail::group_header& h) {
+    h = seqbus::codec::detail::read_group_header(p, len, pos, depth, where, field);
+    pos += 8;
+    if (h.num_groups == 0 && h.num_vars == 0) return seqbus::codec::detail::skip_fixed_entries(len, pos, h, where, field);
+    if (SEQBUS_CODEC_UNLIKELY(h.num_groups != NUM_GROUPS || h.num_vars != NUM_VARS)) {
+      return seqbus::codec::detail::skip_entries(p, len, pos, h, depth, where, field);
+    }
+    for (std::uint32_t i = 0; i < h.count; ++i) {
+      seqbus::codec::detail::need(len, pos, h.block_length, where, field, "group entry");
+      pos += h.block_length;
+      pos = seqbus::codec::detail::skip_var(p, len, pos, where, field);
+    }
+    return pos;
   }
 
-  std::int64_t v() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::int64_t v() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load<std::int64_t>(q_);
   }
 
-  seqbus::codec::byte_view blob() const {
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::byte_view blob() const {
     return seqbus::codec::detail::load_bytes(buf_, len_, items_[0], "Everything.items.sub", "blob");
   }
 
  private:
   std::array<std::size_t, 1> items_{};
-  std::size_t depth_ = 0;
 };
 
 /// Writes one entry of group `Everything.items.sub` (from the group's next()).
@@ -352,12 +396,12 @@ class EverythingItemsSubBuilder {
   EverythingItemsSubBuilder(seqbus::codec::detail::encoder* e, std::uint8_t* blk, int level) noexcept
       : e_(e), blk_(blk), level_(level) {}
 
-  EverythingItemsSubBuilder& v(std::int64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingItemsSubBuilder& v(std::int64_t v_) {
     seqbus::codec::detail::store<std::int64_t>(blk_ + 0, v_);
     return *this;
   }
 
-  EverythingItemsSubBuilder& blob(seqbus::codec::byte_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingItemsSubBuilder& blob(seqbus::codec::byte_view v_) {
     seqbus::codec::detail::put_var(*e_, level_, blk_, 0, v_.data(), v_.size(), "Everything.items.sub.blob");
     return *this;
   }
@@ -399,6 +443,8 @@ class EverythingItemsView : public seqbus::codec::detail::level_view {
  public:
   /// The group's path in its message.
   static constexpr const char* PATH = "Everything.items";
+  /// How deep the group nests (the message's own groups: 1).
+  static constexpr std::size_t DEPTH = 1;
   /// Bytes of the block this code writes.
   static constexpr std::uint16_t BLOCK_LENGTH = 7;
   /// Bytes of the block every writer writes (version 1's).
@@ -409,32 +455,65 @@ class EverythingItemsView : public seqbus::codec::detail::level_view {
   /// A view that reads as all zeros and empty groups.
   EverythingItemsView() noexcept = default;
   /// The entry whose block starts at `at` (used by seqbus::codec::group_view).
-  EverythingItemsView(const std::uint8_t* buf, std::size_t len, std::size_t at, const seqbus::codec::detail::group_header& h,
-          std::size_t depth) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingItemsView(const std::uint8_t* buf, std::size_t len, std::size_t at,
+                                     const seqbus::codec::detail::group_header& h) {
     buf_ = buf;
     len_ = len;
     at_ = at;
     bl_ = h.block_length;
-    depth_ = depth;
     seqbus::codec::detail::need(len, at, bl_, PATH, "", "group entry");
-    end_ = seqbus::codec::detail::scan_tail(buf, len, at + bl_, h.num_groups, h.num_vars, depth,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+    std::size_t pos_ = at + bl_;
+    if (SEQBUS_CODEC_UNLIKELY(h.num_groups != NUM_GROUPS || h.num_vars != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(buf, len, pos_, h.num_groups, h.num_vars, DEPTH,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+      seqbus::codec::detail::read_group_headers(buf, len, items_.data(), groups_.data(), NUM_GROUPS,
+                                                DEPTH + 1, PATH);
+      return;
+    }
+    items_[0] = pos_;
+    pos_ = EverythingItemsSubView::skip_group_(buf, len, pos_, DEPTH + 1, PATH, "sub",
+                                   groups_[0]);
+    items_[1] = pos_;
+    pos_ = seqbus::codec::detail::skip_var(buf, len, pos_, PATH, "label");
+    end_ = pos_;
+}
+
+  /// Skips the group of these entries whose header is at `pos` (at nesting `depth`), checking
+  /// it as it goes; returns the offset just past it.
+  SEQBUS_CODEC_ALWAYS_INLINE static std::size_t skip_group_(const std::uint8_t* p, std::size_t len, std::size_t pos,
+                                                            std::size_t depth, const char* where, const char* field,
+                                                            seqbus::codec::detail::group_header& h) {
+    h = seqbus::codec::detail::read_group_header(p, len, pos, depth, where, field);
+    pos += 8;
+    if (h.num_groups == 0 && h.num_vars == 0) return seqbus::codec::detail::skip_fixed_entries(len, pos, h, where, field);
+    if (SEQBUS_CODEC_UNLIKELY(h.num_groups != NUM_GROUPS || h.num_vars != NUM_VARS)) {
+      return seqbus::codec::detail::skip_entries(p, len, pos, h, depth, where, field);
+    }
+    for (std::uint32_t i = 0; i < h.count; ++i) {
+      seqbus::codec::detail::need(len, pos, h.block_length, where, field, "group entry");
+      pos += h.block_length;
+      seqbus::codec::detail::group_header nested_;
+      pos = EverythingItemsSubView::skip_group_(p, len, pos, depth + 1, where, field, nested_);
+      pos = seqbus::codec::detail::skip_var(p, len, pos, where, field);
+    }
+    return pos;
   }
 
-  std::uint32_t id() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint32_t id() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load<std::uint32_t>(q_);
   }
 
-  std::string_view label() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view label() const {
     return seqbus::codec::detail::load_string(buf_, len_, items_[1], "Everything.items", "label");
   }
 
-  seqbus::codec::group_view<EverythingItemsSubView> sub() const {
-    return {buf_, len_, items_[0], depth_ + 1, "Everything.items", "sub"};
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_view<EverythingItemsSubView> sub() const {
+    return {buf_, len_, items_[0], groups_[0], "Everything.items", "sub"};
   }
 
-  std::optional<std::int16_t> note() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::optional<std::int16_t> note() const {
     const std::uint8_t* q_ = buf_ + at_ + 4;
     if (!seqbus::codec::detail::load_presence(q_, "Everything.items", "note", at_ + 4)) return std::nullopt;
     return seqbus::codec::detail::load<std::int16_t>(q_ + 1);
@@ -442,7 +521,7 @@ class EverythingItemsView : public seqbus::codec::detail::level_view {
 
  private:
   std::array<std::size_t, 2> items_{};
-  std::size_t depth_ = 0;
+  std::array<seqbus::codec::detail::group_header, 1> groups_{};
 };
 
 /// Writes one entry of group `Everything.items` (from the group's next()).
@@ -458,22 +537,23 @@ class EverythingItemsBuilder {
   EverythingItemsBuilder(seqbus::codec::detail::encoder* e, std::uint8_t* blk, int level) noexcept
       : e_(e), blk_(blk), level_(level) {}
 
-  EverythingItemsBuilder& id(std::uint32_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingItemsBuilder& id(std::uint32_t v_) {
     seqbus::codec::detail::store<std::uint32_t>(blk_ + 0, v_);
     return *this;
   }
 
-  EverythingItemsBuilder& label(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingItemsBuilder& label(std::string_view v_) {
     seqbus::codec::detail::put_string(*e_, level_, blk_, 1, v_, "Everything.items.label");
     return *this;
   }
 
-  seqbus::codec::group_builder<EverythingItemsSubBuilder> sub() {
-    std::uint8_t* h_ = seqbus::codec::detail::put_group(*e_, level_, blk_, 0, "Everything.items.sub");
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_builder<EverythingItemsSubBuilder> sub() {
+    std::uint8_t* h_ = seqbus::codec::detail::put_group(*e_, level_, blk_, 0, ITEMS[0],
+                                                        "Everything.items.sub");
     return {e_, level_, blk_, 0, h_, "Everything.items.sub"};
   }
 
-  EverythingItemsBuilder& note(std::optional<std::int16_t> v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingItemsBuilder& note(std::optional<std::int16_t> v_) {
     if (v_) {
       seqbus::codec::detail::store<std::int16_t>(blk_ + 5, *v_);
       blk_[4] = 1;
@@ -561,15 +641,33 @@ class EverythingView : public seqbus::codec::detail::level_view {
   EverythingView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 90, template 1) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  EverythingView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      seqbus::codec::detail::read_group_headers(data, size, items_.data(), groups_.data(), NUM_GROUPS,
+                                                0 + 1, NAME);
+      return;
+    }
+    items_[0] = pos_;
+    pos_ = EverythingItemsView::skip_group_(data, size, pos_, 0 + 1, NAME, "items",
+                                   groups_[0]);
+    items_[1] = pos_;
+    pos_ = EverythingEmptyView::skip_group_(data, size, pos_, 0 + 1, NAME, "empty",
+                                   groups_[1]);
+    items_[2] = pos_;
+    pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "text");
+    items_[3] = pos_;
+    pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "data");
+    end_ = pos_;
+}
   explicit EverythingView(seqbus::codec::byte_view b) : EverythingView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -577,134 +675,135 @@ class EverythingView : public seqbus::codec::detail::level_view {
   /// Bytes of the message, what this code does not know of it included.
   std::size_t wire_size() const noexcept { return end_; }
 
-  bool b() const {
+  SEQBUS_CODEC_ALWAYS_INLINE bool b() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load_bool(q_, "Everything", "b", at_ + 0);
   }
 
-  std::uint8_t u8v() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint8_t u8v() const {
     const std::uint8_t* q_ = buf_ + at_ + 1;
     return seqbus::codec::detail::load<std::uint8_t>(q_);
   }
 
-  std::uint16_t u16v() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint16_t u16v() const {
     const std::uint8_t* q_ = buf_ + at_ + 2;
     return seqbus::codec::detail::load<std::uint16_t>(q_);
   }
 
-  std::uint32_t u32v() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint32_t u32v() const {
     const std::uint8_t* q_ = buf_ + at_ + 4;
     return seqbus::codec::detail::load<std::uint32_t>(q_);
   }
 
-  std::uint64_t u64v() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t u64v() const {
     const std::uint8_t* q_ = buf_ + at_ + 8;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::int8_t i8v() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::int8_t i8v() const {
     const std::uint8_t* q_ = buf_ + at_ + 16;
     return seqbus::codec::detail::load<std::int8_t>(q_);
   }
 
-  std::int16_t i16v() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::int16_t i16v() const {
     const std::uint8_t* q_ = buf_ + at_ + 17;
     return seqbus::codec::detail::load<std::int16_t>(q_);
   }
 
-  std::int32_t i32v() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::int32_t i32v() const {
     const std::uint8_t* q_ = buf_ + at_ + 19;
     return seqbus::codec::detail::load<std::int32_t>(q_);
   }
 
-  std::int64_t i64v() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::int64_t i64v() const {
     const std::uint8_t* q_ = buf_ + at_ + 23;
     return seqbus::codec::detail::load<std::int64_t>(q_);
   }
 
-  float f32v() const {
+  SEQBUS_CODEC_ALWAYS_INLINE float f32v() const {
     const std::uint8_t* q_ = buf_ + at_ + 31;
     return seqbus::codec::detail::load<float>(q_);
   }
 
-  double f64v() const {
+  SEQBUS_CODEC_ALWAYS_INLINE double f64v() const {
     const std::uint8_t* q_ = buf_ + at_ + 35;
     return seqbus::codec::detail::load<double>(q_);
   }
 
-  std::string_view name() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view name() const {
     const std::uint8_t* q_ = buf_ + at_ + 43;
     return seqbus::codec::detail::load_char(q_, 6, "Everything", "name", at_ + 43);
   }
 
-  seqbus::codec::byte_view raw() const {
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::byte_view raw() const {
     const std::uint8_t* q_ = buf_ + at_ + 49;
     return seqbus::codec::byte_view(q_, 4);
   }
 
-  Color color() const {
+  SEQBUS_CODEC_ALWAYS_INLINE Color color() const {
     const std::uint8_t* q_ = buf_ + at_ + 53;
     return seqbus::codec::detail::check_enum(static_cast<Color>(seqbus::codec::detail::load<std::int16_t>(q_)), "Everything", "color", at_ + 53, "Color");
   }
 
-  Perm perm() const {
+  SEQBUS_CODEC_ALWAYS_INLINE Perm perm() const {
     const std::uint8_t* q_ = buf_ + at_ + 55;
     return Perm{seqbus::codec::detail::load<std::uint32_t>(q_)};
   }
 
-  OuterView outer() const {
+  SEQBUS_CODEC_ALWAYS_INLINE OuterView outer() const {
     const std::uint8_t* q_ = buf_ + at_ + 59;
     return OuterView(q_, at_ + 59, "Everything" "." "outer");
   }
 
-  std::optional<std::uint64_t> o_u64() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::optional<std::uint64_t> o_u64() const {
     const std::uint8_t* q_ = buf_ + at_ + 70;
     if (!seqbus::codec::detail::load_presence(q_, "Everything", "o_u64", at_ + 70)) return std::nullopt;
     return seqbus::codec::detail::load<std::uint64_t>(q_ + 1);
   }
 
-  std::optional<Color> o_color() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::optional<Color> o_color() const {
     const std::uint8_t* q_ = buf_ + at_ + 79;
     if (!seqbus::codec::detail::load_presence(q_, "Everything", "o_color", at_ + 79)) return std::nullopt;
     return seqbus::codec::detail::check_enum(static_cast<Color>(seqbus::codec::detail::load<std::int16_t>(q_ + 1)), "Everything", "o_color", at_ + 80, "Color");
   }
 
-  std::optional<OuterView> o_outer() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::optional<OuterView> o_outer() const {
     const std::uint8_t* q_ = buf_ + at_ + 82;
     if (!seqbus::codec::detail::load_presence(q_, "Everything", "o_outer", at_ + 82)) return std::nullopt;
     return OuterView(q_ + 1, at_ + 83, "Everything" "." "o_outer");
   }
 
-  std::optional<double> o_f64() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::optional<double> o_f64() const {
     const std::uint8_t* q_ = buf_ + at_ + 94;
     if (!seqbus::codec::detail::load_presence(q_, "Everything", "o_f64", at_ + 94)) return std::nullopt;
     return seqbus::codec::detail::load<double>(q_ + 1);
   }
 
-  std::optional<std::string_view> o_char() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::optional<std::string_view> o_char() const {
     const std::uint8_t* q_ = buf_ + at_ + 103;
     if (!seqbus::codec::detail::load_presence(q_, "Everything", "o_char", at_ + 103)) return std::nullopt;
     return seqbus::codec::detail::load_char(q_ + 1, 2, "Everything", "o_char", at_ + 104);
   }
 
-  seqbus::codec::group_view<EverythingItemsView> items() const {
-    return {buf_, len_, items_[0], 1, "Everything", "items"};
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_view<EverythingItemsView> items() const {
+    return {buf_, len_, items_[0], groups_[0], "Everything", "items"};
   }
 
-  std::string_view text() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view text() const {
     return seqbus::codec::detail::load_string(buf_, len_, items_[2], "Everything", "text");
   }
 
-  seqbus::codec::byte_view data() const {
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::byte_view data() const {
     return seqbus::codec::detail::load_bytes(buf_, len_, items_[3], "Everything", "data");
   }
 
-  seqbus::codec::group_view<EverythingEmptyView> empty() const {
-    return {buf_, len_, items_[1], 1, "Everything", "empty"};
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_view<EverythingEmptyView> empty() const {
+    return {buf_, len_, items_[1], groups_[1], "Everything", "empty"};
   }
 
  private:
   std::array<std::size_t, 4> items_{};
+  std::array<seqbus::codec::detail::group_header, 2> groups_{};
   std::uint16_t version_ = 0;
 };
 
@@ -726,90 +825,90 @@ class EverythingBuilder {
   };
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  EverythingBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 2, 2, "Everything")) {}
   EverythingBuilder(const EverythingBuilder&) = delete;
   EverythingBuilder& operator=(const EverythingBuilder&) = delete;
 
-  EverythingBuilder& b(bool v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& b(bool v_) {
     seqbus::codec::detail::store_bool(blk_ + 0, v_);
     return *this;
   }
 
-  EverythingBuilder& u8v(std::uint8_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& u8v(std::uint8_t v_) {
     seqbus::codec::detail::store<std::uint8_t>(blk_ + 1, v_);
     return *this;
   }
 
-  EverythingBuilder& u16v(std::uint16_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& u16v(std::uint16_t v_) {
     seqbus::codec::detail::store<std::uint16_t>(blk_ + 2, v_);
     return *this;
   }
 
-  EverythingBuilder& u32v(std::uint32_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& u32v(std::uint32_t v_) {
     seqbus::codec::detail::store<std::uint32_t>(blk_ + 4, v_);
     return *this;
   }
 
-  EverythingBuilder& u64v(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& u64v(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 8, v_);
     return *this;
   }
 
-  EverythingBuilder& i8v(std::int8_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& i8v(std::int8_t v_) {
     seqbus::codec::detail::store<std::int8_t>(blk_ + 16, v_);
     return *this;
   }
 
-  EverythingBuilder& i16v(std::int16_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& i16v(std::int16_t v_) {
     seqbus::codec::detail::store<std::int16_t>(blk_ + 17, v_);
     return *this;
   }
 
-  EverythingBuilder& i32v(std::int32_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& i32v(std::int32_t v_) {
     seqbus::codec::detail::store<std::int32_t>(blk_ + 19, v_);
     return *this;
   }
 
-  EverythingBuilder& i64v(std::int64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& i64v(std::int64_t v_) {
     seqbus::codec::detail::store<std::int64_t>(blk_ + 23, v_);
     return *this;
   }
 
-  EverythingBuilder& f32v(float v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& f32v(float v_) {
     seqbus::codec::detail::store<float>(blk_ + 31, v_);
     return *this;
   }
 
-  EverythingBuilder& f64v(double v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& f64v(double v_) {
     seqbus::codec::detail::store<double>(blk_ + 35, v_);
     return *this;
   }
 
-  EverythingBuilder& name(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& name(std::string_view v_) {
     seqbus::codec::detail::store_char(blk_ + 43, 6, v_, "Everything.name");
     return *this;
   }
 
-  EverythingBuilder& raw(seqbus::codec::byte_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& raw(seqbus::codec::byte_view v_) {
     seqbus::codec::detail::store_byte(blk_ + 49, 4, v_, "Everything.raw");
     return *this;
   }
 
-  EverythingBuilder& color(Color v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& color(Color v_) {
     seqbus::codec::detail::store_enum(blk_ + 53, v_, "Everything.color", "Color");
     return *this;
   }
 
-  EverythingBuilder& perm(Perm v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& perm(Perm v_) {
     seqbus::codec::detail::store<std::uint32_t>(blk_ + 55, v_.bits);
     return *this;
   }
 
   OuterBuilder outer() noexcept { return OuterBuilder(blk_ + 59); }
 
-  EverythingBuilder& o_u64(std::optional<std::uint64_t> v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& o_u64(std::optional<std::uint64_t> v_) {
     if (v_) {
       seqbus::codec::detail::store<std::uint64_t>(blk_ + 71, *v_);
       blk_[70] = 1;
@@ -819,7 +918,7 @@ class EverythingBuilder {
     return *this;
   }
 
-  EverythingBuilder& o_color(std::optional<Color> v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& o_color(std::optional<Color> v_) {
     if (v_) {
       seqbus::codec::detail::store_enum(blk_ + 80, *v_, "Everything.o_color", "Color");
       blk_[79] = 1;
@@ -840,7 +939,7 @@ class EverythingBuilder {
     return *this;
   }
 
-  EverythingBuilder& o_f64(std::optional<double> v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& o_f64(std::optional<double> v_) {
     if (v_) {
       seqbus::codec::detail::store<double>(blk_ + 95, *v_);
       blk_[94] = 1;
@@ -850,7 +949,7 @@ class EverythingBuilder {
     return *this;
   }
 
-  EverythingBuilder& o_char(std::optional<std::string_view> v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& o_char(std::optional<std::string_view> v_) {
     if (v_) {
       seqbus::codec::detail::store_char(blk_ + 104, 2, *v_, "Everything.o_char");
       blk_[103] = 1;
@@ -860,23 +959,25 @@ class EverythingBuilder {
     return *this;
   }
 
-  seqbus::codec::group_builder<EverythingItemsBuilder> items() {
-    std::uint8_t* h_ = seqbus::codec::detail::put_group(e_, 0, blk_, 0, "Everything.items");
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_builder<EverythingItemsBuilder> items() {
+    std::uint8_t* h_ = seqbus::codec::detail::put_group(e_, 0, blk_, 0, ITEMS[0],
+                                                        "Everything.items");
     return {&e_, 0, blk_, 0, h_, "Everything.items"};
   }
 
-  EverythingBuilder& text(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& text(std::string_view v_) {
     seqbus::codec::detail::put_string(e_, 0, blk_, 2, v_, "Everything.text");
     return *this;
   }
 
-  EverythingBuilder& data(seqbus::codec::byte_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EverythingBuilder& data(seqbus::codec::byte_view v_) {
     seqbus::codec::detail::put_var(e_, 0, blk_, 3, v_.data(), v_.size(), "Everything.data");
     return *this;
   }
 
-  seqbus::codec::group_builder<EverythingEmptyBuilder> empty() {
-    std::uint8_t* h_ = seqbus::codec::detail::put_group(e_, 0, blk_, 1, "Everything.empty");
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_builder<EverythingEmptyBuilder> empty() {
+    std::uint8_t* h_ = seqbus::codec::detail::put_group(e_, 0, blk_, 1, ITEMS[1],
+                                                        "Everything.empty");
     return {&e_, 0, blk_, 1, h_, "Everything.empty"};
   }
 
@@ -1082,15 +1183,21 @@ class EmptyView : public seqbus::codec::detail::level_view {
   EmptyView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 90, template 2) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  EmptyView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE EmptyView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      return;
+    }
+    end_ = pos_;
+}
   explicit EmptyView(seqbus::codec::byte_view b) : EmptyView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -1116,7 +1223,7 @@ class EmptyBuilder {
   static constexpr const seqbus::codec::detail::item_desc* ITEMS = nullptr;
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  EmptyBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE EmptyBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 0, 0, "Empty")) {}
   EmptyBuilder(const EmptyBuilder&) = delete;

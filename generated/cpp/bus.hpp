@@ -120,31 +120,31 @@ class EnvelopeView {
   EnvelopeView(const std::uint8_t* p, std::size_t off, const char* where) noexcept
       : p_(p), off_(off), where_(where) {}
 
-  std::uint64_t timestamp_ns() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t timestamp_ns() const {
     return seqbus::codec::detail::load<std::uint64_t>(p_ + 0);
   }
 
-  std::uint64_t command_seq() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t command_seq() const {
     return seqbus::codec::detail::load<std::uint64_t>(p_ + 8);
   }
 
-  std::string_view account() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view account() const {
     return seqbus::codec::detail::load_char(p_ + 16, 8, where_, "Envelope.account", off_ + 16);
   }
 
-  std::uint16_t instance() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint16_t instance() const {
     return seqbus::codec::detail::load<std::uint16_t>(p_ + 24);
   }
 
-  MessageKind kind() const {
+  SEQBUS_CODEC_ALWAYS_INLINE MessageKind kind() const {
     return seqbus::codec::detail::check_enum(static_cast<MessageKind>(seqbus::codec::detail::load<std::uint8_t>(p_ + 26)), where_, "Envelope.kind", off_ + 26, "MessageKind");
   }
 
-  EnvelopeFlags flags() const {
+  SEQBUS_CODEC_ALWAYS_INLINE EnvelopeFlags flags() const {
     return EnvelopeFlags{seqbus::codec::detail::load<std::uint8_t>(p_ + 27)};
   }
 
-  std::uint32_t body_length() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint32_t body_length() const {
     return seqbus::codec::detail::load<std::uint32_t>(p_ + 28);
   }
 
@@ -162,37 +162,37 @@ class EnvelopeBuilder {
 
   explicit EnvelopeBuilder(std::uint8_t* p) noexcept : p_(p) {}
 
-  EnvelopeBuilder& timestamp_ns(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EnvelopeBuilder& timestamp_ns(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(p_ + 0, v_);
     return *this;
   }
 
-  EnvelopeBuilder& command_seq(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EnvelopeBuilder& command_seq(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(p_ + 8, v_);
     return *this;
   }
 
-  EnvelopeBuilder& account(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EnvelopeBuilder& account(std::string_view v_) {
     seqbus::codec::detail::store_char(p_ + 16, 8, v_, "Envelope.account");
     return *this;
   }
 
-  EnvelopeBuilder& instance(std::uint16_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EnvelopeBuilder& instance(std::uint16_t v_) {
     seqbus::codec::detail::store<std::uint16_t>(p_ + 24, v_);
     return *this;
   }
 
-  EnvelopeBuilder& kind(MessageKind v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EnvelopeBuilder& kind(MessageKind v_) {
     seqbus::codec::detail::store_enum(p_ + 26, v_, "Envelope.kind", "MessageKind");
     return *this;
   }
 
-  EnvelopeBuilder& flags(EnvelopeFlags v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EnvelopeBuilder& flags(EnvelopeFlags v_) {
     seqbus::codec::detail::store<std::uint8_t>(p_ + 27, v_.bits);
     return *this;
   }
 
-  EnvelopeBuilder& body_length(std::uint32_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EnvelopeBuilder& body_length(std::uint32_t v_) {
     seqbus::codec::detail::store<std::uint32_t>(p_ + 28, v_);
     return *this;
   }
@@ -253,15 +253,21 @@ class ClockTickView : public seqbus::codec::detail::level_view {
   ClockTickView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 1, template 1) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  ClockTickView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE ClockTickView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      return;
+    }
+    end_ = pos_;
+}
   explicit ClockTickView(seqbus::codec::byte_view b) : ClockTickView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -287,7 +293,7 @@ class ClockTickBuilder {
   static constexpr const seqbus::codec::detail::item_desc* ITEMS = nullptr;
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  ClockTickBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE ClockTickBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 0, 0, "ClockTick")) {}
   ClockTickBuilder(const ClockTickBuilder&) = delete;
@@ -367,15 +373,21 @@ class SessionStartView : public seqbus::codec::detail::level_view {
   SessionStartView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 1, template 2) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  SessionStartView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE SessionStartView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      return;
+    }
+    end_ = pos_;
+}
   explicit SessionStartView(seqbus::codec::byte_view b) : SessionStartView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -383,7 +395,7 @@ class SessionStartView : public seqbus::codec::detail::level_view {
   /// Bytes of the message, what this code does not know of it included.
   std::size_t wire_size() const noexcept { return end_; }
 
-  std::string_view session() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view session() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load_char(q_, 10, "SessionStart", "session", at_ + 0);
   }
@@ -406,13 +418,13 @@ class SessionStartBuilder {
   static constexpr const seqbus::codec::detail::item_desc* ITEMS = nullptr;
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  SessionStartBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE SessionStartBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 0, 0, "SessionStart")) {}
   SessionStartBuilder(const SessionStartBuilder&) = delete;
   SessionStartBuilder& operator=(const SessionStartBuilder&) = delete;
 
-  SessionStartBuilder& session(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE SessionStartBuilder& session(std::string_view v_) {
     seqbus::codec::detail::store_char(blk_ + 0, 10, v_, "SessionStart.session");
     return *this;
   }
@@ -493,15 +505,21 @@ class SenderStateView : public seqbus::codec::detail::level_view {
   SenderStateView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 1, template 3) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  SenderStateView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE SenderStateView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      return;
+    }
+    end_ = pos_;
+}
   explicit SenderStateView(seqbus::codec::byte_view b) : SenderStateView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -509,27 +527,27 @@ class SenderStateView : public seqbus::codec::detail::level_view {
   /// Bytes of the message, what this code does not know of it included.
   std::size_t wire_size() const noexcept { return end_; }
 
-  std::uint64_t next_command_seq() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t next_command_seq() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::string_view account() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view account() const {
     const std::uint8_t* q_ = buf_ + at_ + 8;
     return seqbus::codec::detail::load_char(q_, 8, "SenderState", "account", at_ + 8);
   }
 
-  std::uint16_t instance() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint16_t instance() const {
     const std::uint8_t* q_ = buf_ + at_ + 16;
     return seqbus::codec::detail::load<std::uint16_t>(q_);
   }
 
-  std::uint64_t term() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t term() const {
     const std::uint8_t* q_ = bl_ >= 26 ? buf_ + at_ + 18 : seqbus::codec::detail::ZEROS;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::uint16_t leader() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint16_t leader() const {
     const std::uint8_t* q_ = bl_ >= 28 ? buf_ + at_ + 26 : seqbus::codec::detail::ZEROS;
     return seqbus::codec::detail::load<std::uint16_t>(q_);
   }
@@ -555,33 +573,33 @@ class SenderStateBuilder {
   static constexpr const seqbus::codec::detail::item_desc* ITEMS = nullptr;
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  SenderStateBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE SenderStateBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 0, 0, "SenderState")) {}
   SenderStateBuilder(const SenderStateBuilder&) = delete;
   SenderStateBuilder& operator=(const SenderStateBuilder&) = delete;
 
-  SenderStateBuilder& next_command_seq(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE SenderStateBuilder& next_command_seq(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 0, v_);
     return *this;
   }
 
-  SenderStateBuilder& account(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE SenderStateBuilder& account(std::string_view v_) {
     seqbus::codec::detail::store_char(blk_ + 8, 8, v_, "SenderState.account");
     return *this;
   }
 
-  SenderStateBuilder& instance(std::uint16_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE SenderStateBuilder& instance(std::uint16_t v_) {
     seqbus::codec::detail::store<std::uint16_t>(blk_ + 16, v_);
     return *this;
   }
 
-  SenderStateBuilder& term(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE SenderStateBuilder& term(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 18, v_);
     return *this;
   }
 
-  SenderStateBuilder& leader(std::uint16_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE SenderStateBuilder& leader(std::uint16_t v_) {
     seqbus::codec::detail::store<std::uint16_t>(blk_ + 26, v_);
     return *this;
   }
@@ -654,6 +672,8 @@ class AdminCommandArgsView : public seqbus::codec::detail::level_view {
  public:
   /// The group's path in its message.
   static constexpr const char* PATH = "AdminCommand.args";
+  /// How deep the group nests (the message's own groups: 1).
+  static constexpr std::size_t DEPTH = 1;
   /// Bytes of the block this code writes.
   static constexpr std::uint16_t BLOCK_LENGTH = 0;
   /// Bytes of the block every writer writes (version 1's).
@@ -664,25 +684,50 @@ class AdminCommandArgsView : public seqbus::codec::detail::level_view {
   /// A view that reads as all zeros and empty groups.
   AdminCommandArgsView() noexcept = default;
   /// The entry whose block starts at `at` (used by seqbus::codec::group_view).
-  AdminCommandArgsView(const std::uint8_t* buf, std::size_t len, std::size_t at, const seqbus::codec::detail::group_header& h,
-          std::size_t depth) {
+  SEQBUS_CODEC_ALWAYS_INLINE AdminCommandArgsView(const std::uint8_t* buf, std::size_t len, std::size_t at,
+                                     const seqbus::codec::detail::group_header& h) {
     buf_ = buf;
     len_ = len;
     at_ = at;
     bl_ = h.block_length;
-    depth_ = depth;
     seqbus::codec::detail::need(len, at, bl_, PATH, "", "group entry");
-    end_ = seqbus::codec::detail::scan_tail(buf, len, at + bl_, h.num_groups, h.num_vars, depth,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+    std::size_t pos_ = at + bl_;
+    if (SEQBUS_CODEC_UNLIKELY(h.num_groups != NUM_GROUPS || h.num_vars != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(buf, len, pos_, h.num_groups, h.num_vars, DEPTH,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+      return;
+    }
+    items_[0] = pos_;
+    pos_ = seqbus::codec::detail::skip_var(buf, len, pos_, PATH, "value");
+    end_ = pos_;
+}
+
+  /// Skips the group of these entries whose header is at `pos` (at nesting `depth`), checking
+  /// it as it goes; returns the offset just past it.
+  SEQBUS_CODEC_ALWAYS_INLINE static std::size_t skip_group_(const std::uint8_t* p, std::size_t len, std::size_t pos,
+                                                            std::size_t depth, const char* where, const char* field,
+                                                            seqbus::codec::detail::group_header& h) {
+    h = seqbus::codec::detail::read_group_header(p, len, pos, depth, where, field);
+    pos += 8;
+    if (h.num_groups == 0 && h.num_vars == 0) return seqbus::codec::detail::skip_fixed_entries(len, pos, h, where, field);
+    if (SEQBUS_CODEC_UNLIKELY(h.num_groups != NUM_GROUPS || h.num_vars != NUM_VARS)) {
+      return seqbus::codec::detail::skip_entries(p, len, pos, h, depth, where, field);
+    }
+    for (std::uint32_t i = 0; i < h.count; ++i) {
+      seqbus::codec::detail::need(len, pos, h.block_length, where, field, "group entry");
+      pos += h.block_length;
+      pos = seqbus::codec::detail::skip_var(p, len, pos, where, field);
+    }
+    return pos;
   }
 
-  std::string_view value() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view value() const {
     return seqbus::codec::detail::load_string(buf_, len_, items_[0], "AdminCommand.args", "value");
   }
 
  private:
   std::array<std::size_t, 1> items_{};
-  std::size_t depth_ = 0;
 };
 
 /// Writes one entry of group `AdminCommand.args` (from the group's next()).
@@ -697,7 +742,7 @@ class AdminCommandArgsBuilder {
   AdminCommandArgsBuilder(seqbus::codec::detail::encoder* e, std::uint8_t* blk, int level) noexcept
       : e_(e), blk_(blk), level_(level) {}
 
-  AdminCommandArgsBuilder& value(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE AdminCommandArgsBuilder& value(std::string_view v_) {
     seqbus::codec::detail::put_string(*e_, level_, blk_, 0, v_, "AdminCommand.args.value");
     return *this;
   }
@@ -755,15 +800,28 @@ class AdminCommandView : public seqbus::codec::detail::level_view {
   AdminCommandView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 1, template 4) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  AdminCommandView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE AdminCommandView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      seqbus::codec::detail::read_group_headers(data, size, items_.data(), groups_.data(), NUM_GROUPS,
+                                                0 + 1, NAME);
+      return;
+    }
+    items_[0] = pos_;
+    pos_ = AdminCommandArgsView::skip_group_(data, size, pos_, 0 + 1, NAME, "args",
+                                   groups_[0]);
+    items_[1] = pos_;
+    pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "name");
+    end_ = pos_;
+}
   explicit AdminCommandView(seqbus::codec::byte_view b) : AdminCommandView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -771,26 +829,27 @@ class AdminCommandView : public seqbus::codec::detail::level_view {
   /// Bytes of the message, what this code does not know of it included.
   std::size_t wire_size() const noexcept { return end_; }
 
-  std::string_view target() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view target() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load_char(q_, 8, "AdminCommand", "target", at_ + 0);
   }
 
-  std::uint64_t request_id() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t request_id() const {
     const std::uint8_t* q_ = buf_ + at_ + 8;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::string_view name() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view name() const {
     return seqbus::codec::detail::load_string(buf_, len_, items_[1], "AdminCommand", "name");
   }
 
-  seqbus::codec::group_view<AdminCommandArgsView> args() const {
-    return {buf_, len_, items_[0], 1, "AdminCommand", "args"};
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_view<AdminCommandArgsView> args() const {
+    return {buf_, len_, items_[0], groups_[0], "AdminCommand", "args"};
   }
 
  private:
   std::array<std::size_t, 2> items_{};
+  std::array<seqbus::codec::detail::group_header, 1> groups_{};
   std::uint16_t version_ = 0;
 };
 
@@ -815,29 +874,30 @@ class AdminCommandBuilder {
   };
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  AdminCommandBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE AdminCommandBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 1, 1, "AdminCommand")) {}
   AdminCommandBuilder(const AdminCommandBuilder&) = delete;
   AdminCommandBuilder& operator=(const AdminCommandBuilder&) = delete;
 
-  AdminCommandBuilder& target(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE AdminCommandBuilder& target(std::string_view v_) {
     seqbus::codec::detail::store_char(blk_ + 0, 8, v_, "AdminCommand.target");
     return *this;
   }
 
-  AdminCommandBuilder& request_id(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE AdminCommandBuilder& request_id(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 8, v_);
     return *this;
   }
 
-  AdminCommandBuilder& name(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE AdminCommandBuilder& name(std::string_view v_) {
     seqbus::codec::detail::put_string(e_, 0, blk_, 1, v_, "AdminCommand.name");
     return *this;
   }
 
-  seqbus::codec::group_builder<AdminCommandArgsBuilder> args() {
-    std::uint8_t* h_ = seqbus::codec::detail::put_group(e_, 0, blk_, 0, "AdminCommand.args");
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_builder<AdminCommandArgsBuilder> args() {
+    std::uint8_t* h_ = seqbus::codec::detail::put_group(e_, 0, blk_, 0, ITEMS[0],
+                                                        "AdminCommand.args");
     return {&e_, 0, blk_, 0, h_, "AdminCommand.args"};
   }
 
@@ -941,15 +1001,25 @@ class AdminReplyView : public seqbus::codec::detail::level_view {
   AdminReplyView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 1, template 5) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  AdminReplyView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE AdminReplyView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      return;
+    }
+    items_[0] = pos_;
+    pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "name");
+    items_[1] = pos_;
+    pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "text");
+    end_ = pos_;
+}
   explicit AdminReplyView(seqbus::codec::byte_view b) : AdminReplyView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -957,31 +1027,31 @@ class AdminReplyView : public seqbus::codec::detail::level_view {
   /// Bytes of the message, what this code does not know of it included.
   std::size_t wire_size() const noexcept { return end_; }
 
-  std::uint64_t command_sequence() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t command_sequence() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::uint64_t request_id() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t request_id() const {
     const std::uint8_t* q_ = buf_ + at_ + 8;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::string_view requester() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view requester() const {
     const std::uint8_t* q_ = buf_ + at_ + 16;
     return seqbus::codec::detail::load_char(q_, 8, "AdminReply", "requester", at_ + 16);
   }
 
-  AdminStatus status() const {
+  SEQBUS_CODEC_ALWAYS_INLINE AdminStatus status() const {
     const std::uint8_t* q_ = buf_ + at_ + 24;
     return seqbus::codec::detail::check_enum(static_cast<AdminStatus>(seqbus::codec::detail::load<std::uint8_t>(q_)), "AdminReply", "status", at_ + 24, "AdminStatus");
   }
 
-  std::string_view name() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view name() const {
     return seqbus::codec::detail::load_string(buf_, len_, items_[0], "AdminReply", "name");
   }
 
-  std::string_view text() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view text() const {
     return seqbus::codec::detail::load_string(buf_, len_, items_[1], "AdminReply", "text");
   }
 
@@ -1007,38 +1077,38 @@ class AdminReplyBuilder {
   };
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  AdminReplyBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE AdminReplyBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 0, 2, "AdminReply")) {}
   AdminReplyBuilder(const AdminReplyBuilder&) = delete;
   AdminReplyBuilder& operator=(const AdminReplyBuilder&) = delete;
 
-  AdminReplyBuilder& command_sequence(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE AdminReplyBuilder& command_sequence(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 0, v_);
     return *this;
   }
 
-  AdminReplyBuilder& request_id(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE AdminReplyBuilder& request_id(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 8, v_);
     return *this;
   }
 
-  AdminReplyBuilder& requester(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE AdminReplyBuilder& requester(std::string_view v_) {
     seqbus::codec::detail::store_char(blk_ + 16, 8, v_, "AdminReply.requester");
     return *this;
   }
 
-  AdminReplyBuilder& status(AdminStatus v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE AdminReplyBuilder& status(AdminStatus v_) {
     seqbus::codec::detail::store_enum(blk_ + 24, v_, "AdminReply.status", "AdminStatus");
     return *this;
   }
 
-  AdminReplyBuilder& name(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE AdminReplyBuilder& name(std::string_view v_) {
     seqbus::codec::detail::put_string(e_, 0, blk_, 0, v_, "AdminReply.name");
     return *this;
   }
 
-  AdminReplyBuilder& text(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE AdminReplyBuilder& text(std::string_view v_) {
     seqbus::codec::detail::put_string(e_, 0, blk_, 1, v_, "AdminReply.text");
     return *this;
   }
@@ -1135,15 +1205,21 @@ class EpochView : public seqbus::codec::detail::level_view {
   EpochView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 1, template 6) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  EpochView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE EpochView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      return;
+    }
+    end_ = pos_;
+}
   explicit EpochView(seqbus::codec::byte_view b) : EpochView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -1151,17 +1227,17 @@ class EpochView : public seqbus::codec::detail::level_view {
   /// Bytes of the message, what this code does not know of it included.
   std::size_t wire_size() const noexcept { return end_; }
 
-  std::uint64_t term() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t term() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::uint16_t leader() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint16_t leader() const {
     const std::uint8_t* q_ = buf_ + at_ + 8;
     return seqbus::codec::detail::load<std::uint16_t>(q_);
   }
 
-  std::uint16_t previous_leader() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint16_t previous_leader() const {
     const std::uint8_t* q_ = buf_ + at_ + 10;
     return seqbus::codec::detail::load<std::uint16_t>(q_);
   }
@@ -1187,23 +1263,23 @@ class EpochBuilder {
   static constexpr const seqbus::codec::detail::item_desc* ITEMS = nullptr;
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  EpochBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE EpochBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 0, 0, "Epoch")) {}
   EpochBuilder(const EpochBuilder&) = delete;
   EpochBuilder& operator=(const EpochBuilder&) = delete;
 
-  EpochBuilder& term(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EpochBuilder& term(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 0, v_);
     return *this;
   }
 
-  EpochBuilder& leader(std::uint16_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EpochBuilder& leader(std::uint16_t v_) {
     seqbus::codec::detail::store<std::uint16_t>(blk_ + 8, v_);
     return *this;
   }
 
-  EpochBuilder& previous_leader(std::uint16_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE EpochBuilder& previous_leader(std::uint16_t v_) {
     seqbus::codec::detail::store<std::uint16_t>(blk_ + 10, v_);
     return *this;
   }

@@ -136,11 +136,11 @@ class PriceView {
   PriceView(const std::uint8_t* p, std::size_t off, const char* where) noexcept
       : p_(p), off_(off), where_(where) {}
 
-  std::int64_t mantissa() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::int64_t mantissa() const {
     return seqbus::codec::detail::load<std::int64_t>(p_ + 0);
   }
 
-  std::int8_t exponent() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::int8_t exponent() const {
     return seqbus::codec::detail::load<std::int8_t>(p_ + 8);
   }
 
@@ -158,12 +158,12 @@ class PriceBuilder {
 
   explicit PriceBuilder(std::uint8_t* p) noexcept : p_(p) {}
 
-  PriceBuilder& mantissa(std::int64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE PriceBuilder& mantissa(std::int64_t v_) {
     seqbus::codec::detail::store<std::int64_t>(p_ + 0, v_);
     return *this;
   }
 
-  PriceBuilder& exponent(std::int8_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE PriceBuilder& exponent(std::int8_t v_) {
     seqbus::codec::detail::store<std::int8_t>(p_ + 8, v_);
     return *this;
   }
@@ -192,6 +192,8 @@ class NewOrderLegsFillsView : public seqbus::codec::detail::level_view {
  public:
   /// The group's path in its message.
   static constexpr const char* PATH = "NewOrder.legs.fills";
+  /// How deep the group nests (the message's own groups: 1).
+  static constexpr std::size_t DEPTH = 2;
   /// Bytes of the block this code writes.
   static constexpr std::uint16_t BLOCK_LENGTH = 12;
   /// Bytes of the block every writer writes (version 1's).
@@ -202,31 +204,46 @@ class NewOrderLegsFillsView : public seqbus::codec::detail::level_view {
   /// A view that reads as all zeros and empty groups.
   NewOrderLegsFillsView() noexcept = default;
   /// The entry whose block starts at `at` (used by seqbus::codec::group_view).
-  NewOrderLegsFillsView(const std::uint8_t* buf, std::size_t len, std::size_t at, const seqbus::codec::detail::group_header& h,
-          std::size_t depth) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderLegsFillsView(const std::uint8_t* buf, std::size_t len, std::size_t at,
+                                     const seqbus::codec::detail::group_header& h) {
     buf_ = buf;
     len_ = len;
     at_ = at;
     bl_ = h.block_length;
-    depth_ = depth;
     seqbus::codec::detail::need(len, at, bl_, PATH, "", "group entry");
-    end_ = seqbus::codec::detail::scan_tail(buf, len, at + bl_, h.num_groups, h.num_vars, depth,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+    std::size_t pos_ = at + bl_;
+    if (SEQBUS_CODEC_UNLIKELY(h.num_groups != NUM_GROUPS || h.num_vars != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(buf, len, pos_, h.num_groups, h.num_vars, DEPTH,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+      return;
+    }
+    end_ = pos_;
+}
+
+  /// Skips the group of these entries whose header is at `pos` (at nesting `depth`), checking
+  /// it as it goes; returns the offset just past it.
+  SEQBUS_CODEC_ALWAYS_INLINE static std::size_t skip_group_(const std::uint8_t* p, std::size_t len, std::size_t pos,
+                                                            std::size_t depth, const char* where, const char* field,
+                                                            seqbus::codec::detail::group_header& h) {
+    h = seqbus::codec::detail::read_group_header(p, len, pos, depth, where, field);
+    pos += 8;
+    if (h.num_groups == 0 && h.num_vars == 0) return seqbus::codec::detail::skip_fixed_entries(len, pos, h, where, field);
+    return seqbus::codec::detail::skip_entries(p, len, pos, h, depth, where, field);
   }
 
-  std::uint32_t qty() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint32_t qty() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load<std::uint32_t>(q_);
   }
 
-  std::int64_t price() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::int64_t price() const {
     const std::uint8_t* q_ = buf_ + at_ + 4;
     return seqbus::codec::detail::load<std::int64_t>(q_);
   }
 
  private:
   std::array<std::size_t, 0> items_{};
-  std::size_t depth_ = 0;
 };
 
 /// Writes one entry of group `NewOrder.legs.fills` (from the group's next()).
@@ -239,12 +256,12 @@ class NewOrderLegsFillsBuilder {
   NewOrderLegsFillsBuilder(seqbus::codec::detail::encoder* e, std::uint8_t* blk, int level) noexcept
       : e_(e), blk_(blk), level_(level) {}
 
-  NewOrderLegsFillsBuilder& qty(std::uint32_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderLegsFillsBuilder& qty(std::uint32_t v_) {
     seqbus::codec::detail::store<std::uint32_t>(blk_ + 0, v_);
     return *this;
   }
 
-  NewOrderLegsFillsBuilder& price(std::int64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderLegsFillsBuilder& price(std::int64_t v_) {
     seqbus::codec::detail::store<std::int64_t>(blk_ + 4, v_);
     return *this;
   }
@@ -283,6 +300,8 @@ class NewOrderLegsView : public seqbus::codec::detail::level_view {
  public:
   /// The group's path in its message.
   static constexpr const char* PATH = "NewOrder.legs";
+  /// How deep the group nests (the message's own groups: 1).
+  static constexpr std::size_t DEPTH = 1;
   /// Bytes of the block this code writes.
   static constexpr std::uint16_t BLOCK_LENGTH = 11;
   /// Bytes of the block every writer writes (version 1's).
@@ -293,40 +312,70 @@ class NewOrderLegsView : public seqbus::codec::detail::level_view {
   /// A view that reads as all zeros and empty groups.
   NewOrderLegsView() noexcept = default;
   /// The entry whose block starts at `at` (used by seqbus::codec::group_view).
-  NewOrderLegsView(const std::uint8_t* buf, std::size_t len, std::size_t at, const seqbus::codec::detail::group_header& h,
-          std::size_t depth) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderLegsView(const std::uint8_t* buf, std::size_t len, std::size_t at,
+                                     const seqbus::codec::detail::group_header& h) {
     buf_ = buf;
     len_ = len;
     at_ = at;
     bl_ = h.block_length;
-    depth_ = depth;
     seqbus::codec::detail::need(len, at, bl_, PATH, "", "group entry");
-    end_ = seqbus::codec::detail::scan_tail(buf, len, at + bl_, h.num_groups, h.num_vars, depth,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+    std::size_t pos_ = at + bl_;
+    if (SEQBUS_CODEC_UNLIKELY(h.num_groups != NUM_GROUPS || h.num_vars != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(buf, len, pos_, h.num_groups, h.num_vars, DEPTH,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+      seqbus::codec::detail::read_group_headers(buf, len, items_.data(), groups_.data(), NUM_GROUPS,
+                                                DEPTH + 1, PATH);
+      return;
+    }
+    items_[0] = pos_;
+    pos_ = NewOrderLegsFillsView::skip_group_(buf, len, pos_, DEPTH + 1, PATH, "fills",
+                                   groups_[0]);
+    end_ = pos_;
+}
+
+  /// Skips the group of these entries whose header is at `pos` (at nesting `depth`), checking
+  /// it as it goes; returns the offset just past it.
+  SEQBUS_CODEC_ALWAYS_INLINE static std::size_t skip_group_(const std::uint8_t* p, std::size_t len, std::size_t pos,
+                                                            std::size_t depth, const char* where, const char* field,
+                                                            seqbus::codec::detail::group_header& h) {
+    h = seqbus::codec::detail::read_group_header(p, len, pos, depth, where, field);
+    pos += 8;
+    if (h.num_groups == 0 && h.num_vars == 0) return seqbus::codec::detail::skip_fixed_entries(len, pos, h, where, field);
+    if (SEQBUS_CODEC_UNLIKELY(h.num_groups != NUM_GROUPS || h.num_vars != NUM_VARS)) {
+      return seqbus::codec::detail::skip_entries(p, len, pos, h, depth, where, field);
+    }
+    for (std::uint32_t i = 0; i < h.count; ++i) {
+      seqbus::codec::detail::need(len, pos, h.block_length, where, field, "group entry");
+      pos += h.block_length;
+      seqbus::codec::detail::group_header nested_;
+      pos = NewOrderLegsFillsView::skip_group_(p, len, pos, depth + 1, where, field, nested_);
+    }
+    return pos;
   }
 
-  std::string_view symbol() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view symbol() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load_char(q_, 8, "NewOrder.legs", "symbol", at_ + 0);
   }
 
-  std::uint16_t ratio() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint16_t ratio() const {
     const std::uint8_t* q_ = buf_ + at_ + 8;
     return seqbus::codec::detail::load<std::uint16_t>(q_);
   }
 
-  Side side() const {
+  SEQBUS_CODEC_ALWAYS_INLINE Side side() const {
     const std::uint8_t* q_ = buf_ + at_ + 10;
     return seqbus::codec::detail::check_enum(static_cast<Side>(seqbus::codec::detail::load<std::uint8_t>(q_)), "NewOrder.legs", "side", at_ + 10, "Side");
   }
 
-  seqbus::codec::group_view<NewOrderLegsFillsView> fills() const {
-    return {buf_, len_, items_[0], depth_ + 1, "NewOrder.legs", "fills"};
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_view<NewOrderLegsFillsView> fills() const {
+    return {buf_, len_, items_[0], groups_[0], "NewOrder.legs", "fills"};
   }
 
  private:
   std::array<std::size_t, 1> items_{};
-  std::size_t depth_ = 0;
+  std::array<seqbus::codec::detail::group_header, 1> groups_{};
 };
 
 /// Writes one entry of group `NewOrder.legs` (from the group's next()).
@@ -341,23 +390,24 @@ class NewOrderLegsBuilder {
   NewOrderLegsBuilder(seqbus::codec::detail::encoder* e, std::uint8_t* blk, int level) noexcept
       : e_(e), blk_(blk), level_(level) {}
 
-  NewOrderLegsBuilder& symbol(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderLegsBuilder& symbol(std::string_view v_) {
     seqbus::codec::detail::store_char(blk_ + 0, 8, v_, "NewOrder.legs.symbol");
     return *this;
   }
 
-  NewOrderLegsBuilder& ratio(std::uint16_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderLegsBuilder& ratio(std::uint16_t v_) {
     seqbus::codec::detail::store<std::uint16_t>(blk_ + 8, v_);
     return *this;
   }
 
-  NewOrderLegsBuilder& side(Side v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderLegsBuilder& side(Side v_) {
     seqbus::codec::detail::store_enum(blk_ + 10, v_, "NewOrder.legs.side", "Side");
     return *this;
   }
 
-  seqbus::codec::group_builder<NewOrderLegsFillsBuilder> fills() {
-    std::uint8_t* h_ = seqbus::codec::detail::put_group(*e_, level_, blk_, 0, "NewOrder.legs.fills");
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_builder<NewOrderLegsFillsBuilder> fills() {
+    std::uint8_t* h_ = seqbus::codec::detail::put_group(*e_, level_, blk_, 0, ITEMS[0],
+                                                        "NewOrder.legs.fills");
     return {e_, level_, blk_, 0, h_, "NewOrder.legs.fills"};
   }
 
@@ -433,15 +483,30 @@ class NewOrderView : public seqbus::codec::detail::level_view {
   NewOrderView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 7, template 1) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  NewOrderView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      seqbus::codec::detail::read_group_headers(data, size, items_.data(), groups_.data(), NUM_GROUPS,
+                                                0 + 1, NAME);
+      return;
+    }
+    items_[0] = pos_;
+    pos_ = NewOrderLegsView::skip_group_(data, size, pos_, 0 + 1, NAME, "legs",
+                                   groups_[0]);
+    items_[1] = pos_;
+    pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "account");
+    items_[2] = pos_;
+    pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "memo");
+    end_ = pos_;
+}
   explicit NewOrderView(seqbus::codec::byte_view b) : NewOrderView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -449,67 +514,68 @@ class NewOrderView : public seqbus::codec::detail::level_view {
   /// Bytes of the message, what this code does not know of it included.
   std::size_t wire_size() const noexcept { return end_; }
 
-  std::uint64_t order_id() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t order_id() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::uint32_t client_id() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint32_t client_id() const {
     const std::uint8_t* q_ = buf_ + at_ + 8;
     return seqbus::codec::detail::load<std::uint32_t>(q_);
   }
 
-  std::string_view symbol() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view symbol() const {
     const std::uint8_t* q_ = buf_ + at_ + 12;
     return seqbus::codec::detail::load_char(q_, 8, "NewOrder", "symbol", at_ + 12);
   }
 
-  Side side() const {
+  SEQBUS_CODEC_ALWAYS_INLINE Side side() const {
     const std::uint8_t* q_ = buf_ + at_ + 20;
     return seqbus::codec::detail::check_enum(static_cast<Side>(seqbus::codec::detail::load<std::uint8_t>(q_)), "NewOrder", "side", at_ + 20, "Side");
   }
 
-  PriceView price() const {
+  SEQBUS_CODEC_ALWAYS_INLINE PriceView price() const {
     const std::uint8_t* q_ = buf_ + at_ + 21;
     return PriceView(q_, at_ + 21, "NewOrder" "." "price");
   }
 
-  std::uint32_t quantity() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint32_t quantity() const {
     const std::uint8_t* q_ = buf_ + at_ + 30;
     return seqbus::codec::detail::load<std::uint32_t>(q_);
   }
 
-  std::optional<std::int64_t> stop_price() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::optional<std::int64_t> stop_price() const {
     const std::uint8_t* q_ = buf_ + at_ + 34;
     if (!seqbus::codec::detail::load_presence(q_, "NewOrder", "stop_price", at_ + 34)) return std::nullopt;
     return seqbus::codec::detail::load<std::int64_t>(q_ + 1);
   }
 
-  ExecInst inst() const {
+  SEQBUS_CODEC_ALWAYS_INLINE ExecInst inst() const {
     const std::uint8_t* q_ = buf_ + at_ + 43;
     return ExecInst{seqbus::codec::detail::load<std::uint16_t>(q_)};
   }
 
-  std::optional<std::uint64_t> expire_at() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::optional<std::uint64_t> expire_at() const {
     const std::uint8_t* q_ = bl_ >= 54 ? buf_ + at_ + 45 : seqbus::codec::detail::ZEROS;
     if (!seqbus::codec::detail::load_presence(q_, "NewOrder", "expire_at", at_ + 45)) return std::nullopt;
     return seqbus::codec::detail::load<std::uint64_t>(q_ + 1);
   }
 
-  seqbus::codec::group_view<NewOrderLegsView> legs() const {
-    return {buf_, len_, items_[0], 1, "NewOrder", "legs"};
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_view<NewOrderLegsView> legs() const {
+    return {buf_, len_, items_[0], groups_[0], "NewOrder", "legs"};
   }
 
-  std::string_view account() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view account() const {
     return seqbus::codec::detail::load_string(buf_, len_, items_[1], "NewOrder", "account");
   }
 
-  seqbus::codec::byte_view memo() const {
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::byte_view memo() const {
     return seqbus::codec::detail::load_bytes(buf_, len_, items_[2], "NewOrder", "memo");
   }
 
  private:
   std::array<std::size_t, 3> items_{};
+  std::array<seqbus::codec::detail::group_header, 1> groups_{};
   std::uint16_t version_ = 0;
 };
 
@@ -530,40 +596,40 @@ class NewOrderBuilder {
   };
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  NewOrderBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 1, 2, "NewOrder")) {}
   NewOrderBuilder(const NewOrderBuilder&) = delete;
   NewOrderBuilder& operator=(const NewOrderBuilder&) = delete;
 
-  NewOrderBuilder& order_id(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderBuilder& order_id(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 0, v_);
     return *this;
   }
 
-  NewOrderBuilder& client_id(std::uint32_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderBuilder& client_id(std::uint32_t v_) {
     seqbus::codec::detail::store<std::uint32_t>(blk_ + 8, v_);
     return *this;
   }
 
-  NewOrderBuilder& symbol(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderBuilder& symbol(std::string_view v_) {
     seqbus::codec::detail::store_char(blk_ + 12, 8, v_, "NewOrder.symbol");
     return *this;
   }
 
-  NewOrderBuilder& side(Side v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderBuilder& side(Side v_) {
     seqbus::codec::detail::store_enum(blk_ + 20, v_, "NewOrder.side", "Side");
     return *this;
   }
 
   PriceBuilder price() noexcept { return PriceBuilder(blk_ + 21); }
 
-  NewOrderBuilder& quantity(std::uint32_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderBuilder& quantity(std::uint32_t v_) {
     seqbus::codec::detail::store<std::uint32_t>(blk_ + 30, v_);
     return *this;
   }
 
-  NewOrderBuilder& stop_price(std::optional<std::int64_t> v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderBuilder& stop_price(std::optional<std::int64_t> v_) {
     if (v_) {
       seqbus::codec::detail::store<std::int64_t>(blk_ + 35, *v_);
       blk_[34] = 1;
@@ -573,12 +639,12 @@ class NewOrderBuilder {
     return *this;
   }
 
-  NewOrderBuilder& inst(ExecInst v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderBuilder& inst(ExecInst v_) {
     seqbus::codec::detail::store<std::uint16_t>(blk_ + 43, v_.bits);
     return *this;
   }
 
-  NewOrderBuilder& expire_at(std::optional<std::uint64_t> v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderBuilder& expire_at(std::optional<std::uint64_t> v_) {
     if (v_) {
       seqbus::codec::detail::store<std::uint64_t>(blk_ + 46, *v_);
       blk_[45] = 1;
@@ -588,17 +654,18 @@ class NewOrderBuilder {
     return *this;
   }
 
-  seqbus::codec::group_builder<NewOrderLegsBuilder> legs() {
-    std::uint8_t* h_ = seqbus::codec::detail::put_group(e_, 0, blk_, 0, "NewOrder.legs");
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_builder<NewOrderLegsBuilder> legs() {
+    std::uint8_t* h_ = seqbus::codec::detail::put_group(e_, 0, blk_, 0, ITEMS[0],
+                                                        "NewOrder.legs");
     return {&e_, 0, blk_, 0, h_, "NewOrder.legs"};
   }
 
-  NewOrderBuilder& account(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderBuilder& account(std::string_view v_) {
     seqbus::codec::detail::put_string(e_, 0, blk_, 1, v_, "NewOrder.account");
     return *this;
   }
 
-  NewOrderBuilder& memo(seqbus::codec::byte_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE NewOrderBuilder& memo(seqbus::codec::byte_view v_) {
     seqbus::codec::detail::put_var(e_, 0, blk_, 2, v_.data(), v_.size(), "NewOrder.memo");
     return *this;
   }
@@ -738,15 +805,21 @@ class OrderAcceptedView : public seqbus::codec::detail::level_view {
   OrderAcceptedView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 7, template 2) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  OrderAcceptedView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE OrderAcceptedView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      return;
+    }
+    end_ = pos_;
+}
   explicit OrderAcceptedView(seqbus::codec::byte_view b) : OrderAcceptedView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -754,12 +827,12 @@ class OrderAcceptedView : public seqbus::codec::detail::level_view {
   /// Bytes of the message, what this code does not know of it included.
   std::size_t wire_size() const noexcept { return end_; }
 
-  std::uint64_t order_id() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t order_id() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::uint64_t at() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t at() const {
     const std::uint8_t* q_ = buf_ + at_ + 8;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
@@ -782,18 +855,18 @@ class OrderAcceptedBuilder {
   static constexpr const seqbus::codec::detail::item_desc* ITEMS = nullptr;
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  OrderAcceptedBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE OrderAcceptedBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 0, 0, "OrderAccepted")) {}
   OrderAcceptedBuilder(const OrderAcceptedBuilder&) = delete;
   OrderAcceptedBuilder& operator=(const OrderAcceptedBuilder&) = delete;
 
-  OrderAcceptedBuilder& order_id(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE OrderAcceptedBuilder& order_id(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 0, v_);
     return *this;
   }
 
-  OrderAcceptedBuilder& at(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE OrderAcceptedBuilder& at(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 8, v_);
     return *this;
   }
@@ -874,15 +947,23 @@ class OrderRejectedView : public seqbus::codec::detail::level_view {
   OrderRejectedView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 7, template 3) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  OrderRejectedView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE OrderRejectedView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      return;
+    }
+    items_[0] = pos_;
+    pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "text");
+    end_ = pos_;
+}
   explicit OrderRejectedView(seqbus::codec::byte_view b) : OrderRejectedView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -890,22 +971,22 @@ class OrderRejectedView : public seqbus::codec::detail::level_view {
   /// Bytes of the message, what this code does not know of it included.
   std::size_t wire_size() const noexcept { return end_; }
 
-  std::uint64_t order_id() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t order_id() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::uint64_t at() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t at() const {
     const std::uint8_t* q_ = buf_ + at_ + 8;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  RejectReason reason() const {
+  SEQBUS_CODEC_ALWAYS_INLINE RejectReason reason() const {
     const std::uint8_t* q_ = buf_ + at_ + 16;
     return seqbus::codec::detail::check_enum(static_cast<RejectReason>(seqbus::codec::detail::load<std::uint8_t>(q_)), "OrderRejected", "reason", at_ + 16, "RejectReason");
   }
 
-  std::string_view text() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view text() const {
     return seqbus::codec::detail::load_string(buf_, len_, items_[0], "OrderRejected", "text");
   }
 
@@ -929,28 +1010,28 @@ class OrderRejectedBuilder {
   };
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  OrderRejectedBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE OrderRejectedBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 0, 1, "OrderRejected")) {}
   OrderRejectedBuilder(const OrderRejectedBuilder&) = delete;
   OrderRejectedBuilder& operator=(const OrderRejectedBuilder&) = delete;
 
-  OrderRejectedBuilder& order_id(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE OrderRejectedBuilder& order_id(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 0, v_);
     return *this;
   }
 
-  OrderRejectedBuilder& at(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE OrderRejectedBuilder& at(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 8, v_);
     return *this;
   }
 
-  OrderRejectedBuilder& reason(RejectReason v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE OrderRejectedBuilder& reason(RejectReason v_) {
     seqbus::codec::detail::store_enum(blk_ + 16, v_, "OrderRejected.reason", "RejectReason");
     return *this;
   }
 
-  OrderRejectedBuilder& text(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE OrderRejectedBuilder& text(std::string_view v_) {
     seqbus::codec::detail::put_string(e_, 0, blk_, 0, v_, "OrderRejected.text");
     return *this;
   }
@@ -1037,15 +1118,21 @@ class CancelOrderView : public seqbus::codec::detail::level_view {
   CancelOrderView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 7, template 4) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  CancelOrderView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE CancelOrderView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      return;
+    }
+    end_ = pos_;
+}
   explicit CancelOrderView(seqbus::codec::byte_view b) : CancelOrderView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -1053,12 +1140,12 @@ class CancelOrderView : public seqbus::codec::detail::level_view {
   /// Bytes of the message, what this code does not know of it included.
   std::size_t wire_size() const noexcept { return end_; }
 
-  std::uint64_t order_id() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t order_id() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::uint32_t client_id() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint32_t client_id() const {
     const std::uint8_t* q_ = buf_ + at_ + 8;
     return seqbus::codec::detail::load<std::uint32_t>(q_);
   }
@@ -1081,18 +1168,18 @@ class CancelOrderBuilder {
   static constexpr const seqbus::codec::detail::item_desc* ITEMS = nullptr;
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  CancelOrderBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE CancelOrderBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 0, 0, "CancelOrder")) {}
   CancelOrderBuilder(const CancelOrderBuilder&) = delete;
   CancelOrderBuilder& operator=(const CancelOrderBuilder&) = delete;
 
-  CancelOrderBuilder& order_id(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE CancelOrderBuilder& order_id(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 0, v_);
     return *this;
   }
 
-  CancelOrderBuilder& client_id(std::uint32_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE CancelOrderBuilder& client_id(std::uint32_t v_) {
     seqbus::codec::detail::store<std::uint32_t>(blk_ + 8, v_);
     return *this;
   }
@@ -1173,15 +1260,21 @@ class OrderCancelledView : public seqbus::codec::detail::level_view {
   OrderCancelledView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 7, template 5) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  OrderCancelledView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE OrderCancelledView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      return;
+    }
+    end_ = pos_;
+}
   explicit OrderCancelledView(seqbus::codec::byte_view b) : OrderCancelledView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -1189,17 +1282,17 @@ class OrderCancelledView : public seqbus::codec::detail::level_view {
   /// Bytes of the message, what this code does not know of it included.
   std::size_t wire_size() const noexcept { return end_; }
 
-  std::uint64_t order_id() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t order_id() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::uint64_t at() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t at() const {
     const std::uint8_t* q_ = buf_ + at_ + 8;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::uint32_t cancelled_quantity() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint32_t cancelled_quantity() const {
     const std::uint8_t* q_ = buf_ + at_ + 16;
     return seqbus::codec::detail::load<std::uint32_t>(q_);
   }
@@ -1222,23 +1315,23 @@ class OrderCancelledBuilder {
   static constexpr const seqbus::codec::detail::item_desc* ITEMS = nullptr;
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  OrderCancelledBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE OrderCancelledBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 0, 0, "OrderCancelled")) {}
   OrderCancelledBuilder(const OrderCancelledBuilder&) = delete;
   OrderCancelledBuilder& operator=(const OrderCancelledBuilder&) = delete;
 
-  OrderCancelledBuilder& order_id(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE OrderCancelledBuilder& order_id(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 0, v_);
     return *this;
   }
 
-  OrderCancelledBuilder& at(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE OrderCancelledBuilder& at(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 8, v_);
     return *this;
   }
 
-  OrderCancelledBuilder& cancelled_quantity(std::uint32_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE OrderCancelledBuilder& cancelled_quantity(std::uint32_t v_) {
     seqbus::codec::detail::store<std::uint32_t>(blk_ + 16, v_);
     return *this;
   }
@@ -1322,15 +1415,21 @@ class TradeView : public seqbus::codec::detail::level_view {
   TradeView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 7, template 6) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  TradeView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE TradeView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      return;
+    }
+    end_ = pos_;
+}
   explicit TradeView(seqbus::codec::byte_view b) : TradeView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -1338,42 +1437,42 @@ class TradeView : public seqbus::codec::detail::level_view {
   /// Bytes of the message, what this code does not know of it included.
   std::size_t wire_size() const noexcept { return end_; }
 
-  std::uint64_t trade_id() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t trade_id() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::string_view symbol() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view symbol() const {
     const std::uint8_t* q_ = buf_ + at_ + 8;
     return seqbus::codec::detail::load_char(q_, 8, "Trade", "symbol", at_ + 8);
   }
 
-  PriceView price() const {
+  SEQBUS_CODEC_ALWAYS_INLINE PriceView price() const {
     const std::uint8_t* q_ = buf_ + at_ + 16;
     return PriceView(q_, at_ + 16, "Trade" "." "price");
   }
 
-  std::uint32_t quantity() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint32_t quantity() const {
     const std::uint8_t* q_ = buf_ + at_ + 25;
     return seqbus::codec::detail::load<std::uint32_t>(q_);
   }
 
-  std::uint64_t buy_order_id() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t buy_order_id() const {
     const std::uint8_t* q_ = buf_ + at_ + 29;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::uint64_t sell_order_id() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t sell_order_id() const {
     const std::uint8_t* q_ = buf_ + at_ + 37;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  Side aggressor() const {
+  SEQBUS_CODEC_ALWAYS_INLINE Side aggressor() const {
     const std::uint8_t* q_ = buf_ + at_ + 45;
     return seqbus::codec::detail::check_enum(static_cast<Side>(seqbus::codec::detail::load<std::uint8_t>(q_)), "Trade", "aggressor", at_ + 45, "Side");
   }
 
-  std::uint64_t at() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t at() const {
     const std::uint8_t* q_ = buf_ + at_ + 46;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
@@ -1396,45 +1495,45 @@ class TradeBuilder {
   static constexpr const seqbus::codec::detail::item_desc* ITEMS = nullptr;
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  TradeBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE TradeBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 0, 0, "Trade")) {}
   TradeBuilder(const TradeBuilder&) = delete;
   TradeBuilder& operator=(const TradeBuilder&) = delete;
 
-  TradeBuilder& trade_id(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE TradeBuilder& trade_id(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 0, v_);
     return *this;
   }
 
-  TradeBuilder& symbol(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE TradeBuilder& symbol(std::string_view v_) {
     seqbus::codec::detail::store_char(blk_ + 8, 8, v_, "Trade.symbol");
     return *this;
   }
 
   PriceBuilder price() noexcept { return PriceBuilder(blk_ + 16); }
 
-  TradeBuilder& quantity(std::uint32_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE TradeBuilder& quantity(std::uint32_t v_) {
     seqbus::codec::detail::store<std::uint32_t>(blk_ + 25, v_);
     return *this;
   }
 
-  TradeBuilder& buy_order_id(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE TradeBuilder& buy_order_id(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 29, v_);
     return *this;
   }
 
-  TradeBuilder& sell_order_id(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE TradeBuilder& sell_order_id(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 37, v_);
     return *this;
   }
 
-  TradeBuilder& aggressor(Side v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE TradeBuilder& aggressor(Side v_) {
     seqbus::codec::detail::store_enum(blk_ + 45, v_, "Trade.aggressor", "Side");
     return *this;
   }
 
-  TradeBuilder& at(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE TradeBuilder& at(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 46, v_);
     return *this;
   }
@@ -1516,6 +1615,8 @@ class BookUpdateLevelsView : public seqbus::codec::detail::level_view {
  public:
   /// The group's path in its message.
   static constexpr const char* PATH = "BookUpdate.levels";
+  /// How deep the group nests (the message's own groups: 1).
+  static constexpr std::size_t DEPTH = 1;
   /// Bytes of the block this code writes.
   static constexpr std::uint16_t BLOCK_LENGTH = 22;
   /// Bytes of the block every writer writes (version 1's).
@@ -1526,41 +1627,56 @@ class BookUpdateLevelsView : public seqbus::codec::detail::level_view {
   /// A view that reads as all zeros and empty groups.
   BookUpdateLevelsView() noexcept = default;
   /// The entry whose block starts at `at` (used by seqbus::codec::group_view).
-  BookUpdateLevelsView(const std::uint8_t* buf, std::size_t len, std::size_t at, const seqbus::codec::detail::group_header& h,
-          std::size_t depth) {
+  SEQBUS_CODEC_ALWAYS_INLINE BookUpdateLevelsView(const std::uint8_t* buf, std::size_t len, std::size_t at,
+                                     const seqbus::codec::detail::group_header& h) {
     buf_ = buf;
     len_ = len;
     at_ = at;
     bl_ = h.block_length;
-    depth_ = depth;
     seqbus::codec::detail::need(len, at, bl_, PATH, "", "group entry");
-    end_ = seqbus::codec::detail::scan_tail(buf, len, at + bl_, h.num_groups, h.num_vars, depth,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+    std::size_t pos_ = at + bl_;
+    if (SEQBUS_CODEC_UNLIKELY(h.num_groups != NUM_GROUPS || h.num_vars != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(buf, len, pos_, h.num_groups, h.num_vars, DEPTH,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+      return;
+    }
+    end_ = pos_;
+}
+
+  /// Skips the group of these entries whose header is at `pos` (at nesting `depth`), checking
+  /// it as it goes; returns the offset just past it.
+  SEQBUS_CODEC_ALWAYS_INLINE static std::size_t skip_group_(const std::uint8_t* p, std::size_t len, std::size_t pos,
+                                                            std::size_t depth, const char* where, const char* field,
+                                                            seqbus::codec::detail::group_header& h) {
+    h = seqbus::codec::detail::read_group_header(p, len, pos, depth, where, field);
+    pos += 8;
+    if (h.num_groups == 0 && h.num_vars == 0) return seqbus::codec::detail::skip_fixed_entries(len, pos, h, where, field);
+    return seqbus::codec::detail::skip_entries(p, len, pos, h, depth, where, field);
   }
 
-  BookSide side() const {
+  SEQBUS_CODEC_ALWAYS_INLINE BookSide side() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::check_enum(static_cast<BookSide>(seqbus::codec::detail::load<std::uint8_t>(q_)), "BookUpdate.levels", "side", at_ + 0, "BookSide");
   }
 
-  PriceView price() const {
+  SEQBUS_CODEC_ALWAYS_INLINE PriceView price() const {
     const std::uint8_t* q_ = buf_ + at_ + 1;
     return PriceView(q_, at_ + 1, "BookUpdate.levels" "." "price");
   }
 
-  std::uint64_t quantity() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t quantity() const {
     const std::uint8_t* q_ = buf_ + at_ + 10;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::uint32_t orders() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint32_t orders() const {
     const std::uint8_t* q_ = buf_ + at_ + 18;
     return seqbus::codec::detail::load<std::uint32_t>(q_);
   }
 
  private:
   std::array<std::size_t, 0> items_{};
-  std::size_t depth_ = 0;
 };
 
 /// Writes one entry of group `BookUpdate.levels` (from the group's next()).
@@ -1573,19 +1689,19 @@ class BookUpdateLevelsBuilder {
   BookUpdateLevelsBuilder(seqbus::codec::detail::encoder* e, std::uint8_t* blk, int level) noexcept
       : e_(e), blk_(blk), level_(level) {}
 
-  BookUpdateLevelsBuilder& side(BookSide v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE BookUpdateLevelsBuilder& side(BookSide v_) {
     seqbus::codec::detail::store_enum(blk_ + 0, v_, "BookUpdate.levels.side", "BookSide");
     return *this;
   }
 
   PriceBuilder price() noexcept { return PriceBuilder(blk_ + 1); }
 
-  BookUpdateLevelsBuilder& quantity(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE BookUpdateLevelsBuilder& quantity(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 10, v_);
     return *this;
   }
 
-  BookUpdateLevelsBuilder& orders(std::uint32_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE BookUpdateLevelsBuilder& orders(std::uint32_t v_) {
     seqbus::codec::detail::store<std::uint32_t>(blk_ + 18, v_);
     return *this;
   }
@@ -1647,15 +1763,26 @@ class BookUpdateView : public seqbus::codec::detail::level_view {
   BookUpdateView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 7, template 7) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  BookUpdateView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE BookUpdateView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      seqbus::codec::detail::read_group_headers(data, size, items_.data(), groups_.data(), NUM_GROUPS,
+                                                0 + 1, NAME);
+      return;
+    }
+    items_[0] = pos_;
+    pos_ = BookUpdateLevelsView::skip_group_(data, size, pos_, 0 + 1, NAME, "levels",
+                                   groups_[0]);
+    end_ = pos_;
+}
   explicit BookUpdateView(seqbus::codec::byte_view b) : BookUpdateView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -1663,22 +1790,23 @@ class BookUpdateView : public seqbus::codec::detail::level_view {
   /// Bytes of the message, what this code does not know of it included.
   std::size_t wire_size() const noexcept { return end_; }
 
-  std::string_view symbol() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::string_view symbol() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load_char(q_, 8, "BookUpdate", "symbol", at_ + 0);
   }
 
-  std::uint64_t at() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t at() const {
     const std::uint8_t* q_ = buf_ + at_ + 8;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  seqbus::codec::group_view<BookUpdateLevelsView> levels() const {
-    return {buf_, len_, items_[0], 1, "BookUpdate", "levels"};
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_view<BookUpdateLevelsView> levels() const {
+    return {buf_, len_, items_[0], groups_[0], "BookUpdate", "levels"};
   }
 
  private:
   std::array<std::size_t, 1> items_{};
+  std::array<seqbus::codec::detail::group_header, 1> groups_{};
   std::uint16_t version_ = 0;
 };
 
@@ -1697,24 +1825,25 @@ class BookUpdateBuilder {
   };
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  BookUpdateBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE BookUpdateBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 1, 0, "BookUpdate")) {}
   BookUpdateBuilder(const BookUpdateBuilder&) = delete;
   BookUpdateBuilder& operator=(const BookUpdateBuilder&) = delete;
 
-  BookUpdateBuilder& symbol(std::string_view v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE BookUpdateBuilder& symbol(std::string_view v_) {
     seqbus::codec::detail::store_char(blk_ + 0, 8, v_, "BookUpdate.symbol");
     return *this;
   }
 
-  BookUpdateBuilder& at(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE BookUpdateBuilder& at(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 8, v_);
     return *this;
   }
 
-  seqbus::codec::group_builder<BookUpdateLevelsBuilder> levels() {
-    std::uint8_t* h_ = seqbus::codec::detail::put_group(e_, 0, blk_, 0, "BookUpdate.levels");
+  SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_builder<BookUpdateLevelsBuilder> levels() {
+    std::uint8_t* h_ = seqbus::codec::detail::put_group(e_, 0, blk_, 0, ITEMS[0],
+                                                        "BookUpdate.levels");
     return {&e_, 0, blk_, 0, h_, "BookUpdate.levels"};
   }
 

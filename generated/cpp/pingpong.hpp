@@ -58,15 +58,21 @@ class PingView : public seqbus::codec::detail::level_view {
   PingView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 2, template 1) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  PingView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE PingView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      return;
+    }
+    end_ = pos_;
+}
   explicit PingView(seqbus::codec::byte_view b) : PingView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -74,12 +80,12 @@ class PingView : public seqbus::codec::detail::level_view {
   /// Bytes of the message, what this code does not know of it included.
   std::size_t wire_size() const noexcept { return end_; }
 
-  std::uint64_t id() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t id() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::uint64_t sent_at_ns() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t sent_at_ns() const {
     const std::uint8_t* q_ = buf_ + at_ + 8;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
@@ -102,18 +108,18 @@ class PingBuilder {
   static constexpr const seqbus::codec::detail::item_desc* ITEMS = nullptr;
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  PingBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE PingBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 0, 0, "Ping")) {}
   PingBuilder(const PingBuilder&) = delete;
   PingBuilder& operator=(const PingBuilder&) = delete;
 
-  PingBuilder& id(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE PingBuilder& id(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 0, v_);
     return *this;
   }
 
-  PingBuilder& sent_at_ns(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE PingBuilder& sent_at_ns(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 8, v_);
     return *this;
   }
@@ -194,15 +200,21 @@ class PongView : public seqbus::codec::detail::level_view {
   PongView() noexcept = default;
   /// Checks the message in `data[0..size)`: its header (schema 2, template 2) and its
   /// structure; throws seqbus::codec::decode_error if they are not sound.
-  PongView(const std::uint8_t* data, std::size_t size) {
+  SEQBUS_CODEC_ALWAYS_INLINE PongView(const std::uint8_t* data, std::size_t size) {
     buf_ = data;
     len_ = size;
     at_ = seqbus::codec::HEADER;
     bl_ = seqbus::codec::detail::check_header(data, size, SCHEMA_ID, TEMPLATE_ID, MIN_BLOCK_LENGTH, NAME);
     version_ = seqbus::codec::detail::load<std::uint16_t>(data + 6);
-    end_ = seqbus::codec::detail::scan_tail(data, size, at_ + bl_ + 2, data[at_ + bl_], data[at_ + bl_ + 1], 0,
-                                            items_.data(), NUM_GROUPS, NUM_VARS, NAME);
-  }
+    std::size_t pos_ = at_ + bl_ + 2;
+    if (SEQBUS_CODEC_UNLIKELY(data[at_ + bl_] != NUM_GROUPS || data[at_ + bl_ + 1] != NUM_VARS)) {
+      // a writer of another version: its groups and fields found by position
+      end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
+                                                  items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      return;
+    }
+    end_ = pos_;
+}
   explicit PongView(seqbus::codec::byte_view b) : PongView(b.data(), b.size()) {}
 
   /// The schema version of the writer.
@@ -210,12 +222,12 @@ class PongView : public seqbus::codec::detail::level_view {
   /// Bytes of the message, what this code does not know of it included.
   std::size_t wire_size() const noexcept { return end_; }
 
-  std::uint64_t id() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t id() const {
     const std::uint8_t* q_ = buf_ + at_ + 0;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
 
-  std::uint64_t ping_sent_at_ns() const {
+  SEQBUS_CODEC_ALWAYS_INLINE std::uint64_t ping_sent_at_ns() const {
     const std::uint8_t* q_ = buf_ + at_ + 8;
     return seqbus::codec::detail::load<std::uint64_t>(q_);
   }
@@ -238,18 +250,18 @@ class PongBuilder {
   static constexpr const seqbus::codec::detail::item_desc* ITEMS = nullptr;
 
   /// Starts the message at `buf` (`cap` bytes): header, block of zeros, section header.
-  PongBuilder(std::uint8_t* buf, std::size_t cap)
+  SEQBUS_CODEC_ALWAYS_INLINE PongBuilder(std::uint8_t* buf, std::size_t cap)
       : blk_(seqbus::codec::detail::start_message(e_, buf, cap, BLOCK_LENGTH, TEMPLATE_ID, SCHEMA_ID, SCHEMA_VERSION,
                                                   ITEMS, 0, 0, "Pong")) {}
   PongBuilder(const PongBuilder&) = delete;
   PongBuilder& operator=(const PongBuilder&) = delete;
 
-  PongBuilder& id(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE PongBuilder& id(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 0, v_);
     return *this;
   }
 
-  PongBuilder& ping_sent_at_ns(std::uint64_t v_) {
+  SEQBUS_CODEC_ALWAYS_INLINE PongBuilder& ping_sent_at_ns(std::uint64_t v_) {
     seqbus::codec::detail::store<std::uint64_t>(blk_ + 8, v_);
     return *this;
   }

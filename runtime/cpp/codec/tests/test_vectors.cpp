@@ -183,8 +183,8 @@ TEST(Vectors, GroupCountsAndLengthsPastTheEndAreRefused) {
   auto bytes = order;
   seqbus::codec::detail::store<std::uint32_t>(bytes.data() + 87, 0x10000000u);  // fills
   EXPECT_EQ(error_of("exchange", bytes),
-            "cannot decode NewOrder at offset 91: group of 268435456 entries runs past the "
-            "end of the buffer");
+            "cannot decode NewOrder.legs at offset 91: group of 268435456 entries runs past "
+            "the end of the buffer");
   bytes = order;
   seqbus::codec::detail::store<std::uint16_t>(bytes.data() + 64, 0xffff);  // legs' entry size
   EXPECT_NE(error_of("exchange", bytes), "");

@@ -33,10 +33,20 @@
 #error "the seqbus C++ codecs need a little-endian host"
 #endif
 
+// The paths that succeed are inlined into the generated accessors; the ones that throw are
+// cold and out of line.
 #if defined(__GNUC__)
 #define SEQBUS_CODEC_COLD __attribute__((cold, noinline))
+#define SEQBUS_CODEC_ALWAYS_INLINE __attribute__((always_inline))
+#define SEQBUS_CODEC_NOINLINE __attribute__((noinline))
+#define SEQBUS_CODEC_INLINE inline __attribute__((always_inline))
+#define SEQBUS_CODEC_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define SEQBUS_CODEC_COLD
+#define SEQBUS_CODEC_ALWAYS_INLINE
+#define SEQBUS_CODEC_NOINLINE
+#define SEQBUS_CODEC_INLINE inline
+#define SEQBUS_CODEC_UNLIKELY(x) (x)
 #endif
 
 namespace seqbus::codec {
@@ -137,15 +147,15 @@ inline void store(std::uint8_t* p, T v) noexcept {
 // -- reading ------------------------------------------------------------------------------
 
 /// Throws unless `n` bytes at `pos` lie inside a buffer of `len` bytes.
-inline void need(std::size_t len, std::size_t pos, std::size_t n, const char* where,
-                 const char* field, const char* what) {
-  if (pos > len || len - pos < n) truncated(where, field, pos, what);
+SEQBUS_CODEC_INLINE void need(std::size_t len, std::size_t pos, std::size_t n,
+                              const char* where, const char* field, const char* what) {
+  if (SEQBUS_CODEC_UNLIKELY(pos > len || len - pos < n)) truncated(where, field, pos, what);
 }
 
-/// Checks the header of a message of template `tmpl` in schema `schema` and that the buffer
-/// holds its block and section header; returns the writer's block length.
-inline std::size_t check_header(const std::uint8_t* p, std::size_t len, std::uint16_t schema,
-                                std::uint16_t tmpl, std::size_t min_block, const char* where) {
+[[noreturn]] SEQBUS_CODEC_COLD inline void bad_header(const std::uint8_t* p, std::size_t len,
+                                                      std::uint16_t schema, std::uint16_t tmpl,
+                                                      std::size_t min_block,
+                                                      const char* where) {
   if (len < HEADER) truncated(where, "header", 0, "message header");
   const std::size_t bl = load<std::uint16_t>(p);
   const std::uint16_t tid = load<std::uint16_t>(p + 2);
@@ -162,8 +172,20 @@ inline std::size_t check_header(const std::uint8_t* p, std::size_t len, std::uin
     fail(where, "header", 0,
          "block length " + std::to_string(bl) + " is shorter than " + std::to_string(min_block));
   }
-  if (len - HEADER < bl + 2) {
-    truncated(where, "header", 0, "block of " + std::to_string(bl) + " bytes");
+  truncated(where, "header", 0, "block of " + std::to_string(bl) + " bytes");
+}
+
+/// Checks the header of a message of template `tmpl` in schema `schema` and that the buffer
+/// holds its block and section header; returns the writer's block length.
+SEQBUS_CODEC_INLINE std::size_t check_header(const std::uint8_t* p, std::size_t len,
+                                             std::uint16_t schema, std::uint16_t tmpl,
+                                             std::size_t min_block, const char* where) {
+  if (SEQBUS_CODEC_UNLIKELY(len < HEADER)) bad_header(p, len, schema, tmpl, min_block, where);
+  const std::size_t bl = load<std::uint16_t>(p);
+  if (SEQBUS_CODEC_UNLIKELY(load<std::uint16_t>(p + 2) != tmpl ||
+                            load<std::uint16_t>(p + 4) != schema || bl < min_block ||
+                            len - HEADER < bl + 2)) {
+    bad_header(p, len, schema, tmpl, min_block, where);
   }
   return bl;
 }
@@ -186,56 +208,83 @@ inline std::uint16_t peek_template(const std::uint8_t* p, std::size_t len, std::
   fail(where, "header", 2, "unknown template id " + std::to_string(tid));
 }
 
-/// A group's dimension header.
+/// A group's dimension header, laid out as on the wire.
 struct group_header {
-  std::size_t block_length = 0;
-  unsigned num_groups = 0;
-  unsigned num_vars = 0;
+  std::uint16_t block_length = 0;
+  std::uint8_t num_groups = 0;
+  std::uint8_t num_vars = 0;
   std::uint32_t count = 0;
 };
+static_assert(sizeof(group_header) == 8, "group_header is the 8 bytes of the wire");
+
+[[noreturn]] SEQBUS_CODEC_COLD inline void bad_group(const group_header& h, std::size_t pos,
+                                                     std::size_t depth, const char* where,
+                                                     const char* field) {
+  if (depth > MAX_DEPTH) fail(where, field, pos, "groups nested too deep");
+  fail(where, field, pos, std::to_string(h.count) + " zero-length entries");
+}
 
 /// Reads the group header at `pos` (a group at nesting `depth`, the message's own groups
 /// being 1).
-inline group_header read_group_header(const std::uint8_t* p, std::size_t len, std::size_t pos,
-                                      std::size_t depth, const char* where, const char* field) {
+SEQBUS_CODEC_INLINE group_header read_group_header(const std::uint8_t* p, std::size_t len,
+                                                   std::size_t pos, std::size_t depth,
+                                                   const char* where, const char* field) {
   need(len, pos, 8, where, field, "group header");
-  group_header h;
-  h.block_length = load<std::uint16_t>(p + pos);
-  h.num_groups = p[pos + 2];
-  h.num_vars = p[pos + 3];
-  h.count = load<std::uint32_t>(p + pos + 4);
-  if (depth > MAX_DEPTH) fail(where, field, pos, "groups nested too deep");
-  if (h.block_length == 0 && h.num_groups == 0 && h.num_vars == 0 &&
-      h.count > MAX_EMPTY_ENTRIES) {
-    fail(where, field, pos, std::to_string(h.count) + " zero-length entries");
+  const group_header h = load<group_header>(p + pos);
+  if (SEQBUS_CODEC_UNLIKELY(depth > MAX_DEPTH ||
+                            (h.count > MAX_EMPTY_ENTRIES && h.block_length == 0 &&
+                             h.num_groups == 0 && h.num_vars == 0))) {
+    bad_group(h, pos, depth, where, field);
   }
   return h;
 }
 
 /// The offset just past the variable-length field at `pos`; its length is checked.
-inline std::size_t skip_var(const std::uint8_t* p, std::size_t len, std::size_t pos,
-                            const char* where, const char* field) {
+SEQBUS_CODEC_INLINE std::size_t skip_var(const std::uint8_t* p, std::size_t len,
+                                         std::size_t pos, const char* where,
+                                         const char* field) {
   need(len, pos, 4, where, field, "length of variable-length field");
   const std::uint32_t n = load<std::uint32_t>(p + pos);
-  if (len - pos - 4 < n) {
-    truncated(where, field, pos,
-              "variable-length field of " + std::to_string(n) + " bytes");
+  if (SEQBUS_CODEC_UNLIKELY(len - pos - 4 < n)) {
+    truncated(where, field, pos, "variable-length field of " + std::to_string(n) + " bytes");
   }
   return pos + 4 + n;
 }
 
+template <class = void>
+SEQBUS_CODEC_NOINLINE std::size_t skip_entries(const std::uint8_t* p, std::size_t len,
+                                               std::size_t pos, const group_header& h,
+                                               std::size_t depth, const char* where,
+                                               const char* field);
+
+/// The offset just past the entries at `pos` of a group whose entries have no groups or
+/// variable-length fields (all of their size).
+SEQBUS_CODEC_INLINE std::size_t skip_fixed_entries(std::size_t len, std::size_t pos,
+                                                   const group_header& h, const char* where,
+                                                   const char* field) {
+  const std::uint64_t total = std::uint64_t{h.block_length} * h.count;
+  if (SEQBUS_CODEC_UNLIKELY(total > len - pos)) {
+    truncated(where, field, pos, "group of " + std::to_string(h.count) + " entries");
+  }
+  return pos + static_cast<std::size_t>(total);
+}
+
 /// The offset just past the group at `pos` (at nesting `depth`), every entry walked.
-inline std::size_t skip_group(const std::uint8_t* p, std::size_t len, std::size_t pos,
-                              std::size_t depth, const char* where, const char* field) {
+SEQBUS_CODEC_INLINE std::size_t skip_group(const std::uint8_t* p, std::size_t len,
+                                           std::size_t pos, std::size_t depth,
+                                           const char* where, const char* field) {
   const group_header h = read_group_header(p, len, pos, depth, where, field);
   pos += 8;
-  if (h.num_groups == 0 && h.num_vars == 0) {
-    const std::uint64_t total = std::uint64_t{h.block_length} * h.count;
-    if (total > len - pos) {
-      truncated(where, field, pos, "group of " + std::to_string(h.count) + " entries");
-    }
-    return pos + static_cast<std::size_t>(total);
-  }
+  if (h.num_groups == 0 && h.num_vars == 0) return skip_fixed_entries(len, pos, h, where, field);
+  return skip_entries(p, len, pos, h, depth, where, field);
+}
+
+/// The entries of a group whose entries hold groups or variable-length fields, walked.
+template <class>
+SEQBUS_CODEC_NOINLINE std::size_t skip_entries(const std::uint8_t* p, std::size_t len,
+                                               std::size_t pos, const group_header& h,
+                                               std::size_t depth, const char* where,
+                                               const char* field) {
   for (std::uint32_t i = 0; i < h.count; ++i) {
     need(len, pos, h.block_length, where, field, "group entry");
     pos += h.block_length;
@@ -248,12 +297,30 @@ inline std::size_t skip_group(const std::uint8_t* p, std::size_t len, std::size_
 }
 
 /// Walks the tail of a block (its `ng` groups, then its `nv` variable-length fields) starting
-/// at `pos`: records where each of the first `known_ng` groups and `known_nv` fields starts in
-/// `items` (groups first; 0 for one the writer does not have) and returns the offset just past
-/// the tail, unknown trailing items included. `depth` is the block's nesting (a message: 0).
-inline std::size_t scan_tail(const std::uint8_t* p, std::size_t len, std::size_t pos,
-                             unsigned ng, unsigned nv, std::size_t depth, std::size_t* items,
-                             unsigned known_ng, unsigned known_nv, const char* where) {
+/// at `pos`, for a writer whose groups and fields are not the reader's (another version):
+/// records where each of the reader's `known_ng` groups and `known_nv` fields starts in `items`
+/// (groups first; 0 for one the writer does not have) and returns the offset just past the
+/// tail, unknown trailing items included. `depth` is the block's nesting (a message: 0). (For a
+/// writer of the reader's own layout the generated views walk the tail themselves.)
+/// The headers of the groups whose positions scan_tail_any found (zeros for those at 0).
+inline void read_group_headers(const std::uint8_t* p, std::size_t len, const std::size_t* items,
+                               group_header* headers, unsigned known_ng, std::size_t depth,
+                               const char* where) {
+  for (unsigned k = 0; k < known_ng; ++k) {
+    headers[k] = items[k] == 0 ? group_header{}
+                               : read_group_header(p, len, items[k], depth, where, "");
+    // what a group_view of fixed-size entries relies on, checked on the header it will use
+    if (headers[k].num_groups == 0 && headers[k].num_vars == 0) {
+      skip_fixed_entries(len, items[k] + 8, headers[k], where, "");
+    }
+  }
+}
+
+template <class = void>
+SEQBUS_CODEC_NOINLINE std::size_t scan_tail_any(
+    const std::uint8_t* p, std::size_t len, std::size_t pos, unsigned ng, unsigned nv,
+    std::size_t depth, std::size_t* items, unsigned known_ng, unsigned known_nv,
+    const char* where) {
   for (unsigned k = 0; k < known_ng + known_nv; ++k) items[k] = 0;
   for (unsigned k = 0; k < ng; ++k) {
     if (k < known_ng) items[k] = pos;
@@ -266,27 +333,52 @@ inline std::size_t scan_tail(const std::uint8_t* p, std::size_t len, std::size_t
   return pos;
 }
 
-inline bool load_bool(const std::uint8_t* q, const char* where, const char* field,
-                      std::size_t off) {
-  if (q[0] > 1) bad_byte(where, field, off, "bool", q[0]);
+SEQBUS_CODEC_INLINE bool load_bool(const std::uint8_t* q, const char* where,
+                                   const char* field, std::size_t off) {
+  if (SEQBUS_CODEC_UNLIKELY(q[0] > 1)) bad_byte(where, field, off, "bool", q[0]);
   return q[0] != 0;
 }
 
 /// The presence byte of an optional field: true if present.
-inline bool load_presence(const std::uint8_t* q, const char* where, const char* field,
-                          std::size_t off) {
-  if (q[0] > 1) bad_byte(where, field, off, "presence", q[0]);
+SEQBUS_CODEC_INLINE bool load_presence(const std::uint8_t* q, const char* where,
+                                       const char* field, std::size_t off) {
+  if (SEQBUS_CODEC_UNLIKELY(q[0] > 1)) bad_byte(where, field, off, "presence", q[0]);
   return q[0] != 0;
 }
 
+[[noreturn]] SEQBUS_CODEC_COLD inline void not_ascii(const std::uint8_t* q, std::size_t n,
+                                                     const char* where, const char* field,
+                                                     std::size_t off) {
+  std::size_t i = 0;
+  while (i < n && q[i] < 0x80) ++i;
+  fail(where, field, off + i, "char field holds a non-ASCII byte");
+}
+
 /// A char[n] field: its ASCII text without the NUL or space padding.
-inline std::string_view load_char(const std::uint8_t* q, std::size_t n, const char* where,
-                                  const char* field, std::size_t off) {
+SEQBUS_CODEC_INLINE std::string_view load_char(const std::uint8_t* q, std::size_t n,
+                                               const char* where, const char* field,
+                                               std::size_t off) {
+  const auto* text = reinterpret_cast<const char*>(q);
+#if defined(__GNUC__)
+  if (n <= 8) {
+    // all n bytes in one word (the rest zero, read as padding): a high bit is a non-ASCII
+    // byte; the last byte that is neither 0 nor 0x20 ends the text
+    std::uint64_t w = 0;
+    std::memcpy(&w, q, n < 8 ? n : 8);  // n (the min tells compilers it fits)
+    constexpr std::uint64_t high = 0x8080808080808080ULL;
+    constexpr std::uint64_t low = 0x7f7f7f7f7f7f7f7fULL;
+    if (SEQBUS_CODEC_UNLIKELY(w & high)) not_ascii(q, n, where, field, off);
+    const std::uint64_t spaces = w ^ 0x2020202020202020ULL;
+    const std::uint64_t kept = (w + low) & (spaces + low) & high;
+    if (kept == 0) return {text, 0};
+    return {text, static_cast<std::size_t>((63 - __builtin_clzll(kept)) / 8 + 1)};
+  }
+#endif
   while (n > 0 && (q[n - 1] == 0 || q[n - 1] == ' ')) --n;
   for (std::size_t i = 0; i < n; ++i) {
-    if (q[i] >= 0x80) fail(where, field, off + i, "char field holds a non-ASCII byte");
+    if (SEQBUS_CODEC_UNLIKELY(q[i] >= 0x80)) not_ascii(q, n, where, field, off);
   }
-  return {reinterpret_cast<const char*>(q), n};
+  return {text, n};
 }
 
 /// The length of the longest prefix of `p[0..n)` that is valid UTF-8 (n when all of it is):
@@ -334,34 +426,46 @@ inline std::size_t utf8_valid_prefix(const std::uint8_t* p, std::size_t n) noexc
   return n;
 }
 
+[[noreturn]] SEQBUS_CODEC_COLD inline void bad_utf8(std::size_t off, const char* where,
+                                                    const char* field) {
+  fail(where, field, off, "string is not valid UTF-8");
+}
+
 /// The `string` field whose length is at `pos` (checked by the wrap's walk, checked again).
-inline std::string_view load_string(const std::uint8_t* p, std::size_t len, std::size_t pos,
-                                    const char* where, const char* field) {
+SEQBUS_CODEC_INLINE std::string_view load_string(const std::uint8_t* p, std::size_t len,
+                                                 std::size_t pos, const char* where,
+                                                 const char* field) {
   if (pos == 0) return {};
   const std::size_t end = skip_var(p, len, pos, where, field);
   const std::size_t n = end - pos - 4;
   const std::size_t ok = utf8_valid_prefix(p + pos + 4, n);
-  if (ok != n) fail(where, field, pos + 4 + ok, "string is not valid UTF-8");
+  if (SEQBUS_CODEC_UNLIKELY(ok != n)) bad_utf8(pos + 4 + ok, where, field);
   return {reinterpret_cast<const char*>(p + pos + 4), n};
 }
 
 /// The `bytes` field whose length is at `pos`.
-inline byte_view load_bytes(const std::uint8_t* p, std::size_t len, std::size_t pos,
-                            const char* where, const char* field) {
+SEQBUS_CODEC_INLINE byte_view load_bytes(const std::uint8_t* p, std::size_t len,
+                                         std::size_t pos, const char* where,
+                                         const char* field) {
   if (pos == 0) return {};
   const std::size_t end = skip_var(p, len, pos, where, field);
   return {p + pos + 4, end - pos - 4};
 }
 
+[[noreturn]] SEQBUS_CODEC_COLD inline void bad_enum(long long v, const char* where,
+                                                    const char* field, std::size_t off,
+                                                    const char* enum_name) {
+  fail(where, field, off, std::to_string(v) + " is not a value of " + enum_name);
+}
+
 /// Checks that an enum read from the wire is one the schema lists (is_valid is generated
 /// beside each enum and found by argument-dependent lookup).
 template <class E>
-inline E check_enum(E v, const char* where, const char* field, std::size_t off,
-                    const char* enum_name) {
-  if (!is_valid(v)) {
-    fail(where, field, off,
-         std::to_string(static_cast<long long>(static_cast<std::underlying_type_t<E>>(v))) +
-             " is not a value of " + enum_name);
+SEQBUS_CODEC_INLINE E check_enum(E v, const char* where, const char* field, std::size_t off,
+                                 const char* enum_name) {
+  if (SEQBUS_CODEC_UNLIKELY(!is_valid(v))) {
+    bad_enum(static_cast<long long>(static_cast<std::underlying_type_t<E>>(v)), where, field,
+             off, enum_name);
   }
   return v;
 }
@@ -385,17 +489,22 @@ template <class E>
 class group_view {
  public:
   group_view() noexcept = default;
-  /// The group whose header is at `pos` (0: the writer has none, the group is empty).
-  group_view(const std::uint8_t* buf, std::size_t len, std::size_t pos, std::size_t depth,
-             const char* where, const char* field)
-      : buf_(buf), len_(len), first_(pos + 8), depth_(depth) {
-    if (pos == 0) return;
-    h_ = detail::read_group_header(buf, len, pos, depth, where, field);
-    if (h_.count > 0 && h_.block_length < E::MIN_BLOCK_LENGTH) {
-      detail::fail(where, field, pos,
-                   "entry block length " + std::to_string(h_.block_length) +
-                       " is shorter than " + std::to_string(E::MIN_BLOCK_LENGTH));
+  /// The group at `pos` (0: the writer has none, the group is empty) whose header `h` the view
+  /// holding it read and checked when it walked the message.
+  SEQBUS_CODEC_ALWAYS_INLINE group_view(const std::uint8_t* buf, std::size_t len, std::size_t pos,
+                                        const detail::group_header& h, const char* where,
+                                        const char* field)
+      : buf_(buf), len_(len), first_(pos + 8), h_(h) {
+    if (pos == 0) {
+      h_ = {};
+      return;
     }
+    if (SEQBUS_CODEC_UNLIKELY(h_.count > 0 && h_.block_length < E::MIN_BLOCK_LENGTH)) {
+      short_entries(pos, where, field);
+    }
+    // entries of a fixed size (no groups or fields in them): the walk that read the header
+    // checked that all of them lie inside the buffer
+    fixed_ = h_.num_groups == 0 && h_.num_vars == 0;
   }
 
   /// Number of entries.
@@ -413,8 +522,15 @@ class group_view {
     iterator() noexcept = default;
     reference operator*() const noexcept { return cur_; }
     pointer operator->() const noexcept { return &cur_; }
-    iterator& operator++() {
-      if (--left_ != 0) cur_ = E(cur_.buf_, cur_.len_, cur_.end_, h_, depth_);
+    SEQBUS_CODEC_ALWAYS_INLINE iterator& operator++() {
+      if (--left_ != 0) {
+        if (fixed_) {  // the next entry is the next block (checked by the group_view)
+          cur_.at_ = cur_.end_;
+          cur_.end_ += h_.block_length;
+        } else {
+          cur_ = E(cur_.buf_, cur_.len_, cur_.end_, h_);
+        }
+      }
       return *this;
     }
     iterator operator++(int) {
@@ -433,17 +549,17 @@ class group_view {
     friend class group_view;
     E cur_;
     detail::group_header h_;
-    std::size_t depth_ = 0;
     std::uint32_t left_ = 0;
+    bool fixed_ = false;
   };
 
-  iterator begin() const {
+  SEQBUS_CODEC_ALWAYS_INLINE iterator begin() const {
     iterator it;
     if (h_.count == 0) return it;
     it.h_ = h_;
-    it.depth_ = depth_;
+    it.fixed_ = fixed_;
     it.left_ = h_.count;
-    it.cur_ = E(buf_, len_, first_, h_, depth_);
+    it.cur_ = E(buf_, len_, first_, h_);
     return it;
   }
   iterator end() const noexcept { return iterator(); }
@@ -452,8 +568,15 @@ class group_view {
   const std::uint8_t* buf_ = detail::ZEROS;
   std::size_t len_ = 0;
   std::size_t first_ = 0;
-  std::size_t depth_ = 0;
   detail::group_header h_;
+  bool fixed_ = false;
+
+  [[noreturn]] SEQBUS_CODEC_COLD void short_entries(std::size_t pos, const char* where,
+                                                    const char* field) const {
+    detail::fail(where, field, pos,
+                 "entry block length " + std::to_string(h_.block_length) +
+                     " is shorter than " + std::to_string(E::MIN_BLOCK_LENGTH));
+  }
 };
 
 namespace detail {
@@ -471,19 +594,22 @@ struct item_desc {
 
 /// The state of one message being written: the caller's buffer, how much is written, and
 /// for each level open (the message, the last entry of its group being written, ...) which
-/// of its groups and variable-length fields comes next.
+/// of its groups and variable-length fields comes next. Levels deeper than `depth` are not
+/// read (and not initialized).
 struct encoder {
   struct level {
-    const item_desc* items = nullptr;
-    std::uint8_t n = 0;     // items of the level
-    std::uint8_t next = 0;  // the next item to write
-    std::uint8_t* blk = nullptr;  // the level's block (names the entry)
+    const item_desc* items;
+    std::uint8_t n;     // items of the level
+    std::uint8_t next;  // the next item to write
+    std::uint8_t* blk;  // the level's block (names the entry)
   };
   std::uint8_t* buf = nullptr;
   std::size_t cap = 0;
   std::size_t pos = 0;
   int depth = 0;  // deepest open level; -1 once finished
   level levels[MAX_DEPTH + 1];
+
+  encoder() noexcept {}  // levels[] is written before it is read
 };
 
 [[noreturn]] SEQBUS_CODEC_COLD inline void too_small(const encoder& e, std::size_t n,
@@ -494,15 +620,15 @@ struct encoder {
 }
 
 /// `n` bytes at the end of what is written, now counted as written.
-inline std::uint8_t* reserve(encoder& e, std::size_t n, const char* field) {
-  if (e.cap - e.pos < n) too_small(e, n, field);
+SEQBUS_CODEC_INLINE std::uint8_t* reserve(encoder& e, std::size_t n, const char* field) {
+  if (SEQBUS_CODEC_UNLIKELY(e.cap - e.pos < n)) too_small(e, n, field);
   std::uint8_t* q = e.buf + e.pos;
   e.pos += n;
   return q;
 }
 
-inline void put_group_header(std::uint8_t* q, std::uint16_t bl, std::uint8_t ng,
-                             std::uint8_t nv) noexcept {
+SEQBUS_CODEC_INLINE void put_group_header(std::uint8_t* q, std::uint16_t bl, std::uint8_t ng,
+                                          std::uint8_t nv) noexcept {
   store<std::uint16_t>(q, bl);
   q[2] = ng;
   q[3] = nv;
@@ -531,6 +657,11 @@ inline void close_to(encoder& e, int l, const char* field) {
   }
 }
 
+/// Closes the levels deeper than `l` that are complete (nothing to write for them).
+SEQBUS_CODEC_INLINE void pop_complete(encoder& e, int l) noexcept {
+  while (e.depth > l && e.levels[e.depth].next == e.levels[e.depth].n) --e.depth;
+}
+
 SEQBUS_CODEC_COLD inline void begin_item_slow(encoder& e, int l, const std::uint8_t* blk,
                                               unsigned k, const char* field) {
   if (e.depth < 0) fail_encode(field, "written after finish()");
@@ -550,51 +681,54 @@ SEQBUS_CODEC_COLD inline void begin_item_slow(encoder& e, int l, const std::uint
 /// Before writing item `k` (a group or a variable-length field) of the level whose block is
 /// `blk` at nesting `l`: completes deeper levels and writes skipped items empty; throws if the
 /// item comes too late.
-inline void begin_item(encoder& e, int l, const std::uint8_t* blk, unsigned k,
-                       const char* field) {
+SEQBUS_CODEC_INLINE void begin_item(encoder& e, int l, const std::uint8_t* blk, unsigned k,
+                                    const char* field) {
+  pop_complete(e, l);
   encoder::level& lv = e.levels[l];
-  if (e.depth == l && lv.blk == blk && lv.next == k) {
-    lv.next = static_cast<std::uint8_t>(k + 1);
+  if (SEQBUS_CODEC_UNLIKELY(e.depth != l || lv.blk != blk || lv.next != k)) {
+    begin_item_slow(e, l, blk, k, field);
     return;
   }
-  begin_item_slow(e, l, blk, k, field);
+  lv.next = static_cast<std::uint8_t>(k + 1);
 }
 
 /// Writes a variable-length field (its u32 length, then its bytes).
-inline void put_var(encoder& e, int l, const std::uint8_t* blk, unsigned k, const void* data,
-                    std::size_t n, const char* field) {
+SEQBUS_CODEC_INLINE void put_var(encoder& e, int l, const std::uint8_t* blk, unsigned k,
+                                 const void* data, std::size_t n, const char* field) {
   begin_item(e, l, blk, k, field);
-  if (n > 0xFFFFFFFFu) fail_encode(field, "longer than 4 GiB - 1 bytes");
+  if (SEQBUS_CODEC_UNLIKELY(n > 0xFFFFFFFFu)) fail_encode(field, "longer than 4 GiB - 1 bytes");
   std::uint8_t* q = reserve(e, 4 + n, field);
   store<std::uint32_t>(q, static_cast<std::uint32_t>(n));
   if (n != 0) std::memcpy(q + 4, data, n);
 }
 
-inline void put_string(encoder& e, int l, const std::uint8_t* blk, unsigned k,
-                       std::string_view v, const char* field) {
+[[noreturn]] SEQBUS_CODEC_COLD inline void bad_string(const char* field) {
+  fail_encode(field, "the string is not valid UTF-8");
+}
+
+SEQBUS_CODEC_INLINE void put_string(encoder& e, int l, const std::uint8_t* blk, unsigned k,
+                                    std::string_view v, const char* field) {
   const auto* p = reinterpret_cast<const std::uint8_t*>(v.data());
-  if (utf8_valid_prefix(p, v.size()) != v.size()) {
-    fail_encode(field, "the string is not valid UTF-8");
-  }
+  if (SEQBUS_CODEC_UNLIKELY(utf8_valid_prefix(p, v.size()) != v.size())) bad_string(field);
   put_var(e, l, blk, k, p, v.size(), field);
 }
 
 /// Writes the header of group item `k` (entries counted as they are added).
-inline std::uint8_t* put_group(encoder& e, int l, const std::uint8_t* blk, unsigned k,
-                               const char* field) {
+SEQBUS_CODEC_INLINE std::uint8_t* put_group(encoder& e, int l, const std::uint8_t* blk,
+                                            unsigned k, const item_desc& it,
+                                            const char* field) {
   begin_item(e, l, blk, k, field);
-  const item_desc& it = e.levels[l].items[k];
   std::uint8_t* q = reserve(e, 8, field);
   put_group_header(q, it.block_length, it.num_groups, it.num_vars);
   return q;
 }
 
 /// Starts a message: header, zeroed block, section header; level 0 open.
-inline std::uint8_t* start_message(encoder& e, std::uint8_t* buf, std::size_t cap,
-                                   std::uint16_t block_length, std::uint16_t tmpl,
-                                   std::uint16_t schema, std::uint16_t version,
-                                   const item_desc* items, std::uint8_t ng, std::uint8_t nv,
-                                   const char* where) {
+SEQBUS_CODEC_INLINE std::uint8_t* start_message(encoder& e, std::uint8_t* buf, std::size_t cap,
+                                                std::uint16_t block_length, std::uint16_t tmpl,
+                                                std::uint16_t schema, std::uint16_t version,
+                                                const item_desc* items, std::uint8_t ng,
+                                                std::uint8_t nv, const char* where) {
   e.buf = buf;
   e.cap = buf == nullptr ? 0 : cap;
   e.pos = 0;
@@ -621,7 +755,7 @@ inline std::size_t finish(encoder& e, const char* where) {
   return e.pos;
 }
 
-inline void store_bool(std::uint8_t* q, bool v) noexcept { q[0] = v ? 1 : 0; }
+SEQBUS_CODEC_INLINE void store_bool(std::uint8_t* q, bool v) noexcept { q[0] = v ? 1 : 0; }
 
 [[noreturn]] SEQBUS_CODEC_COLD inline void bad_char(std::string_view v, std::size_t n,
                                                     const char* field) {
@@ -637,20 +771,32 @@ inline void store_bool(std::uint8_t* q, bool v) noexcept { q[0] = v ? 1 : 0; }
 }
 
 /// A char[n] field: ASCII, at most n characters, not ending in a space or NUL; NUL padded.
-inline void store_char(std::uint8_t* q, std::size_t n, std::string_view v, const char* field) {
-  if (v.size() > n || (!v.empty() && (v.back() == ' ' || v.back() == '\0'))) {
-    bad_char(v, n, field);
+SEQBUS_CODEC_INLINE void store_char(std::uint8_t* q, std::size_t n, std::string_view v,
+                                    const char* field) {
+  const std::size_t size = v.size();
+  if (SEQBUS_CODEC_UNLIKELY(size > n)) bad_char(v, n, field);
+  if (size != 0) {
+    if (SEQBUS_CODEC_UNLIKELY(v[size - 1] == ' ' || v[size - 1] == '\0')) bad_char(v, n, field);
+    std::memcpy(q, v.data(), size);
   }
-  for (char c : v) {
-    if (static_cast<unsigned char>(c) >= 0x80) bad_char(v, n, field);
+  std::memset(q + size, 0, n - size);
+#if defined(__GNUC__)
+  if (n <= 8) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, q, n < 8 ? n : 8);  // n (the min tells compilers it fits)
+    if (SEQBUS_CODEC_UNLIKELY(w & 0x8080808080808080ULL)) bad_char(v, n, field);
+    return;
   }
-  if (!v.empty()) std::memcpy(q, v.data(), v.size());
-  std::memset(q + v.size(), 0, n - v.size());
+#endif
+  for (std::size_t i = 0; i < size; ++i) {
+    if (SEQBUS_CODEC_UNLIKELY(q[i] >= 0x80)) bad_char(v, n, field);
+  }
 }
 
 /// A byte[n] field: at most n bytes, zero padded.
-inline void store_byte(std::uint8_t* q, std::size_t n, byte_view v, const char* field) {
-  if (v.size() > n) {
+SEQBUS_CODEC_INLINE void store_byte(std::uint8_t* q, std::size_t n, byte_view v,
+                                    const char* field) {
+  if (SEQBUS_CODEC_UNLIKELY(v.size() > n)) {
     fail_encode(field, std::to_string(v.size()) + " bytes do not fit byte[" +
                            std::to_string(n) + "]");
   }
@@ -658,14 +804,34 @@ inline void store_byte(std::uint8_t* q, std::size_t n, byte_view v, const char* 
   std::memset(q + v.size(), 0, n - v.size());
 }
 
+[[noreturn]] SEQBUS_CODEC_COLD inline void bad_enum_value(long long v, const char* field,
+                                                          const char* enum_name) {
+  fail_encode(field, std::to_string(v) + " is not a value of " + enum_name);
+}
+
 template <class E>
-inline void store_enum(std::uint8_t* q, E v, const char* field, const char* enum_name) {
-  if (!is_valid(v)) {
-    fail_encode(field, std::to_string(static_cast<long long>(
-                           static_cast<std::underlying_type_t<E>>(v))) +
-                           " is not a value of " + enum_name);
+SEQBUS_CODEC_INLINE void store_enum(std::uint8_t* q, E v, const char* field,
+                                    const char* enum_name) {
+  if (SEQBUS_CODEC_UNLIKELY(!is_valid(v))) {
+    bad_enum_value(static_cast<long long>(static_cast<std::underlying_type_t<E>>(v)), field,
+                   enum_name);
   }
   store(q, static_cast<std::underlying_type_t<E>>(v));
+}
+
+/// group_builder::next() when the entry before is not complete or the group is not the last
+/// item begun: completes what is open, or throws.
+SEQBUS_CODEC_COLD inline void next_entry_slow(encoder& e, int level, const std::uint8_t* owner,
+                                              unsigned index, const char* field) {
+  if (e.depth < level || e.levels[level].blk != owner || e.levels[level].next != index + 1) {
+    fail_encode(field, "entry added after a later item of the same block (or after finish()) "
+                       "was written");
+  }
+  close_to(e, level, field);
+}
+
+[[noreturn]] SEQBUS_CODEC_COLD inline void too_many_entries(const char* field) {
+  fail_encode(field, "more than 4294967295 entries");
 }
 
 }  // namespace detail
@@ -677,25 +843,50 @@ class group_builder {
  public:
   group_builder(detail::encoder* e, int level, const std::uint8_t* owner, unsigned index,
                 std::uint8_t* header, const char* field) noexcept
-      : e_(e), owner_(owner), header_(header), field_(field), level_(level), index_(index) {}
+      : e_(e),
+        owner_(owner),
+        header_(header),
+        field_(field),
+        level_(level),
+        index_(index),
+        last_end_(e->pos) {}
 
   /// Starts the next entry (its block zeroed) and completes the one before.
-  B next() {
+  SEQBUS_CODEC_ALWAYS_INLINE B next() {
     detail::encoder& e = *e_;
-    detail::encoder::level& lv = e.levels[level_];
-    if (e.depth < level_ || lv.blk != owner_ || lv.next != index_ + 1) {
-      detail::fail_encode(field_, "entry added after a later item of the same block (or "
-                                  "after finish()) was written");
+    const int child = level_ + 1;
+    if constexpr (B::NUM_ITEMS == 0) {
+      // entries with no groups or fields of their own open no level (nothing in them is
+      // written in order). Nothing written since this builder's last entry (or the header)
+      // and the message not finished: the group is still the last item begun in its block.
+      if (SEQBUS_CODEC_UNLIKELY(e.pos != last_end_ || e.depth != level_)) {
+        if (e.depth != level_ || e.levels[level_].blk != owner_ ||
+            e.levels[level_].next != index_ + 1) {
+          detail::next_entry_slow(e, level_, owner_, index_, field_);
+        }
+        count_ = detail::load<std::uint32_t>(header_ + 4);  // another copy of this builder
+      }
+    } else {
+      detail::pop_complete(e, child);
+      // the group is still the last item begun in its block, and the entry before (if any)
+      // is complete
+      if (SEQBUS_CODEC_UNLIKELY(
+              (e.depth != level_ && (e.depth != child || e.levels[child].next != B::NUM_ITEMS)) ||
+              e.levels[level_].blk != owner_ || e.levels[level_].next != index_ + 1)) {
+        detail::next_entry_slow(e, level_, owner_, index_, field_);
+      }
+      count_ = detail::load<std::uint32_t>(header_ + 4);
     }
-    if (e.depth > level_) detail::close_to(e, level_, field_);
-    const std::uint32_t count = detail::load<std::uint32_t>(header_ + 4);
-    if (count == 0xFFFFFFFFu) detail::fail_encode(field_, "more than 4294967295 entries");
+    if (SEQBUS_CODEC_UNLIKELY(count_ == 0xFFFFFFFFu)) detail::too_many_entries(field_);
     std::uint8_t* blk = detail::reserve(e, B::BLOCK_LENGTH, field_);
-    detail::store<std::uint32_t>(header_ + 4, count + 1);
+    detail::store<std::uint32_t>(header_ + 4, ++count_);
     if (B::BLOCK_LENGTH != 0) std::memset(blk, 0, B::BLOCK_LENGTH);
-    e.depth = level_ + 1;
-    e.levels[level_ + 1] = {B::ITEMS, static_cast<std::uint8_t>(B::NUM_ITEMS), 0, blk};
-    return B(e_, blk, level_ + 1);
+    if constexpr (B::NUM_ITEMS != 0) {
+      e.depth = child;
+      e.levels[child] = {B::ITEMS, static_cast<std::uint8_t>(B::NUM_ITEMS), 0, blk};
+    }
+    last_end_ = e.pos;
+    return B(e_, blk, child);
   }
 
   /// Entries added so far.
@@ -708,6 +899,8 @@ class group_builder {
   const char* field_;
   int level_;
   unsigned index_;
+  std::size_t last_end_;    // the encoder's position after this builder last wrote
+  std::uint32_t count_ = 0;  // entries, as in the header when last_end_ is current
 };
 
 }  // namespace seqbus::codec
