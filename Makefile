@@ -112,11 +112,17 @@ build-nodes: venv ## the node library (libseqbus_ffi), the C++ node and its test
 	cmake -S examples/exchange/cpp -B $(NODES_BUILD)/examples-cpp -DCMAKE_PREFIX_PATH=$(NODES_BUILD)/prefix \
 		-DSEQBUS_SEQC=$(VENV)/bin/seqc -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(NODES_BUILD)/examples-cpp -j 2
+	$(MVN) -f runtime/java/pom.xml -pl codec install -Dmaven.test.skip=true
+	$(MVN) -f runtime/java/pom.xml -Pnodes -pl node install -DskipTests
+	$(MVN) -f examples/exchange/java/pom.xml package -Dseqc=$(VENV)/bin/seqc
+	echo "$(CURDIR)/examples/exchange/java/target/exchange-java-0.1.0.jar:$$(cat examples/exchange/java/target/classpath.txt)" \
+		> $(NODES_BUILD)/java.classpath
 
 NODES_PYTEST ?= 1
-test-nodes: build-nodes system-deps ## nodes in C++ and Java: the C ABI's tests, the C++ node's (GoogleTest, on a real bus), and tests/languages (Python, C++ and Java market-data instances on one bus; NODES_PYTEST=0 leaves it to test-python)
+test-nodes: build-nodes system-deps ## nodes in C++ and Java: the C ABI's tests, the C++ node's (GoogleTest) and the Java node's (JUnit) on a real bus, and tests/languages (Python, C++ and Java market-data instances on one bus; NODES_PYTEST=0 leaves it to test-python)
 	cd rust && $(CARGO) test -q -p seqbus-ffi
 	cd $(NODES_BUILD)/cpp/node && ctest --output-on-failure
+	$(MVN) -f runtime/java/pom.xml -Pnodes -pl node test
 ifeq ($(NODES_PYTEST),1)
 	bash scripts/in-netns.sh $(PY) -m pytest -q tests/languages
 endif
@@ -129,6 +135,16 @@ fuzz-cpp: venv ## fuzz the C++ decoders under ASan/UBSan with FUZZ_INPUTS inputs
 	$(CPP_CONFIGURE)
 	cmake --build $(CPP_BUILD) --target seqbus-cpp-fuzz -j 2
 	$(CPP_BUILD)/codec/seqbus-cpp-fuzz --vectors schemas/vectors --inputs $(FUZZ_INPUTS) --seed $(FUZZ_SEED)
+
+BENCH_ROUNDS ?= 5
+bench-java: venv ## JMH: the Java codecs beside SBE's in the same run, then by thread CPU time (benchmarks/java; BENCH_ROUNDS=5; not part of `make test`)
+	$(MVN) -f runtime/java/pom.xml install -DskipTests
+	$(MVN) -f benchmarks/java/pom.xml package
+	$(MVN) -f benchmarks/java/pom.xml exec:exec@bench -Dbench.args="$(BENCH_ROUNDS)"
+	$(MVN) -f benchmarks/java/pom.xml exec:exec@cputime
+
+bench-cpp: venv system-deps ## the C++ codecs beside SBE's C++ codecs in the same run (Google Benchmark; benchmarks/cpp, BENCH_REPETITIONS; not part of `make test`)
+	bash benchmarks/cpp/run.sh
 
 stress: ## `make test` 3 times in a row under two busy loops per core: PASS/FAIL per run (STRESS_RUNS, STRESS_LOAD; docs/testing.md)
 	bash scripts/stress.sh

@@ -46,7 +46,7 @@ public final class EverythingEmptyDecoder implements Iterable<EverythingEmptyDec
     /** Forget the group this decoder was on (its parent moved to other bytes). */
     void reset$() {
         start = -1;
-        count = 0;
+        count = 0;  // a flyweight kept from before has no entries left
         index = 0;
     }
 

@@ -24,6 +24,21 @@ public final class Chars {
     /** The length of the text at {@code at}, its bytes checked to be ASCII. */
     public static int checkedLength(ReadBuffer buffer, int at, int n, String msg, String field,
                                     int base) {
+        if (n == 8) {  // the common char[8] (symbols, accounts) in one read
+            long v = buffer.getLong(at);
+            int len = 8;
+            while (len > 0) {
+                int b = (int) (v >>> (8 * (len - 1))) & 0xFF;
+                if (b != 0 && b != ' ') {
+                    break;
+                }
+                len--;
+            }
+            long kept = len == 8 ? v : v & ((1L << (8 * len)) - 1);
+            if ((kept & 0x8080808080808080L) == 0) {
+                return len;
+            }
+        }
         int len = length(buffer, at, n);
         for (int i = 0; i < len; i++) {
             if (buffer.getByte(at + i) < 0) {
