@@ -34,7 +34,7 @@ def java_command(build: Path) -> list[str]:
         f"-Dseqbus.node.library={library}",
         "-cp",
         classpath,
-        "seqbus.examples.exchange.MarketData",
+        "exchange.marketdata.MarketData",
     ]
 
 

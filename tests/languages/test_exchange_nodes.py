@@ -1,22 +1,27 @@
 """Nodes in Python, C++ and Java on one bus (issue 31 item 3), over real processes and UDP
 multicast: the exchange demo's gateway and matching engine (Python) drive orders, and the
-market-data node runs as three hot-hot instances of one account, MD: the demo's Python node
-(instance 1), the C++ example (examples/exchange/cpp, instance 2) and the Java example
-(examples/exchange/java, instance 3).
+market-data node runs as hot-hot instances of one account, MD: the demo's Python node
+(instance 1, the primary), the C++ example (examples/exchange/cpp, instance 2) and the Java
+example (examples/exchange/java, instance 3).
 
-The C++ and Java instances start late, once the gateway has had answers: they rewind the
-session from its first message (a late joiner, a hot backup), then follow it live. Every
-instance publishes the same BookUpdates on deterministic timers (the sequencer keeps the first
-copy of each), and each writes its report when every update it published is back in the
-stream after the end-of-run marker: per message type a count and a BLAKE2b-16 digest of
-(sequence, sequencer time, key field), the sequence it stopped at and its book's state hash.
-The three reports must be equal, and the gateway must have lost no order.
+* The C++ and Java instances start late, while the gateway is paused at a third of its orders:
+  they rewind the session from its first message (late joiners, hot backups) and catch up with
+  the live stream; then the gateway goes on.
+* At two thirds the Python primary is killed (kill -9): the rest of the run's BookUpdates are
+  the C++ and Java instances' (the sequencer keeps the first copy of each command of the
+  account). A Python instance (4) joins late in its place.
+* Every instance writes its report when every update it published is back in the stream after
+  the end-of-run marker: per message type a count and a BLAKE2b-16 digest of (sequence,
+  sequencer time, key field), the sequence it stopped at, the updates it published, and its
+  book's state hash. The Python, C++ and Java reports must be equal, and the gateway must have
+  lost no order.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +36,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("multicast")]
 
 ORDERS = int(os.environ.get("SEQBUS_LANGUAGES_ORDERS", "1500"))
 #: The foreign instances of the market-data account: (language, instance).
-FOREIGN = (("cpp", 2),)
+FOREIGN = (("cpp", 2), ("java", 3))
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -40,6 +45,11 @@ def read_json(path: Path) -> dict[str, Any] | None:
     except (FileNotFoundError, json.JSONDecodeError):
         return None
     return data
+
+
+def answered(reports: Path) -> int:
+    """Orders the gateway has had answered (its progress file, written every 100)."""
+    return int((read_json(reports / "progress") or {}).get("answered", 0))
 
 
 def test_python_cpp_and_java_market_data_instances_agree(
@@ -73,32 +83,69 @@ def test_python_cpp_and_java_market_data_instances_agree(
     python_node("GW-1", "examples.exchange.demo_nodes:DemoGateway")
 
     deadline = time.monotonic() + 240
+    killed: set[str] = set()
 
     def wait_for(what: str, ready: Any) -> None:
-        """Until ``ready()``, every started process still running (or finished cleanly), at
-        most until the deadline."""
+        """Until ``ready()``, every started process still running (or finished cleanly, or
+        killed by the test), at most until the deadline."""
         while not ready():
             for name, proc in processes.procs:
                 code = proc.poll()
-                assert code in (None, 0), f"{name} exited with {code}\n{processes.logs()}"
+                assert code in (None, 0) or name in killed, (
+                    f"{name} exited with {code}\n{processes.logs()}"
+                )
             assert time.monotonic() < deadline, f"no {what} in time\n{processes.logs()}"
             time.sleep(0.05)
 
-    # the foreign instances join late: the session has history to rewind by then
-    wait_for("answers", lambda: (read_json(reports / "progress") or {}).get("answered", 0) >= 100)
-    started = {}
-    for language, instance in FOREIGN:
-        args = ["-c", str(bus.path), "--account", "MD", "--instance", str(instance), "--rewind"]
-        if language == "cpp":
-            command = [str(programs.cpp_market_data), *args]
-        else:
-            command = [*programs.java_market_data(), *args]
-        started[f"MD-{instance}"] = processes.start(f"MD-{instance}", command, env=env)
+    def paused_gateway() -> Any:
+        """The gateway stopped (SIGSTOP) for the block: no new orders meanwhile."""
+        gateway = next(proc for name, proc in processes.procs if name == "GW-1")
 
-    names = ["GW-1", "MD-1", *started]
+        class Paused:
+            def __enter__(self) -> None:
+                os.kill(gateway.pid, signal.SIGSTOP)
+
+            def __exit__(self, *exc: object) -> None:
+                os.kill(gateway.pid, signal.SIGCONT)
+
+        return Paused()
+
+    def caught_up(names: list[str]) -> None:
+        wait_for("caught up", lambda: all("caught up" in processes.log(n) for n in names))
+
+    # The foreign instances join late: at a third of the orders, with the gateway paused, they
+    # rewind the session's history and catch up with the live stream; then they are live
+    # hot-hot instances.
+    wait_for("answers", lambda: answered(reports) >= ORDERS // 3)
+    foreign = []
+    with paused_gateway():
+        for language, instance in FOREIGN:
+            args = ["-c", str(bus.path), "--account", "MD", "--instance", str(instance), "--rewind"]
+            if language == "cpp":
+                command = [str(programs.cpp_market_data), *args]
+            else:
+                command = [*programs.java_market_data(), *args]
+            processes.start(f"MD-{instance}", command, env=env)
+            foreign.append(f"MD-{instance}")
+        caught_up(foreign)
+
+    # At two thirds the Python primary dies (kill -9): the BookUpdates of the rest of the run
+    # are the C++ and Java instances'. A Python instance joins late in its place, for the
+    # Python side of the comparison.
+    wait_for("answers", lambda: answered(reports) >= 2 * ORDERS // 3)
+    with paused_gateway():
+        primary = next(proc for name, proc in processes.procs if name == "MD-1")
+        killed.add("MD-1")
+        processes.kill(primary)
+        primary.wait(timeout=10)
+        python_node("MD-4", "tests.languages.market_data:MarketDataWithState")
+        caught_up(["MD-4"])
+    assert not (reports / "MD-1.json").exists(), "the primary finished before it was killed"
+
+    names = ["GW-1", "MD-4", *foreign]
     wait_for("reports", lambda: all((reports / f"{n}.json").exists() for n in names))
     for name, proc in processes.procs:
-        if name != "sequencer":
+        if name != "sequencer" and name not in killed:
             try:
                 code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             except Exception:
@@ -110,21 +157,18 @@ def test_python_cpp_and_java_market_data_instances_agree(
     assert gateway["orders"] == ORDERS and gateway["lost"] == 0, gateway
     assert gateway["trades"] > 0, gateway
 
-    python = read_json(reports / "MD-1.json")
-    state = read_json(reports / "MD-1.state.json")
+    python = read_json(reports / "MD-4.json")
+    state = read_json(reports / "MD-4.state.json")
     assert python is not None and state is not None
     # the run exercised every message type the digest covers
     assert {"exchange.NewOrder", "exchange.OrderAccepted", "exchange.Trade",
             "exchange.CancelOrder", "exchange.OrderCancelled",
             "exchange.BookUpdate"} <= set(python["seen"]), python
     assert python["seen"]["exchange.NewOrder"]["count"] == ORDERS
-    assert python["updates"] > 0
-    for name in started:
+    for name in foreign:
         other = read_json(reports / f"{name}.json")
         assert other is not None
         assert other["seen"] == python["seen"], (name, other, python)
         assert other["last_sequence"] == python["last_sequence"], name
         assert other["updates"] == python["updates"], name
         assert other["state_hash"] == state["state_hash"], name
-        # the foreign node rewound the session: its log says it caught up
-        assert "caught up" in processes.log(name), processes.log(name)[-2000:]
