@@ -345,10 +345,13 @@ class EverythingItemsSubView : public seqbus::codec::detail::level_view {
       // a writer of another version: its groups and fields found by position
       end_ = seqbus::codec::detail::scan_tail_any(buf, len, pos_, h.num_groups, h.num_vars, DEPTH,
                                                   items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+      seqbus::codec::detail::read_var_lengths(buf, len, items_.data() + NUM_GROUPS, lengths_.data(),
+                                              NUM_VARS, PATH);
       return;
     }
     items_[0] = pos_;
     pos_ = seqbus::codec::detail::skip_var(buf, len, pos_, PATH, "blob");
+    lengths_[0] = pos_ - items_[0] - 4;
     end_ = pos_;
 }
 
@@ -377,11 +380,12 @@ class EverythingItemsSubView : public seqbus::codec::detail::level_view {
   }
 
   SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::byte_view blob() const {
-    return seqbus::codec::detail::load_bytes(buf_, len_, items_[0], "Everything.items.sub", "blob");
+    return seqbus::codec::detail::load_bytes(buf_, items_[0], lengths_[0]);
   }
 
  private:
   std::array<std::size_t, 1> items_{};
+  std::array<std::size_t, 1> lengths_{};  // of the variable-length fields, as the walk found them
 };
 
 /// Writes one entry of group `Everything.items.sub` (from the group's next()).
@@ -469,6 +473,8 @@ class EverythingItemsView : public seqbus::codec::detail::level_view {
                                                   items_.data(), NUM_GROUPS, NUM_VARS, PATH);
       seqbus::codec::detail::read_group_headers(buf, len, items_.data(), groups_.data(), NUM_GROUPS,
                                                 DEPTH + 1, PATH);
+      seqbus::codec::detail::read_var_lengths(buf, len, items_.data() + NUM_GROUPS, lengths_.data(),
+                                              NUM_VARS, PATH);
       return;
     }
     items_[0] = pos_;
@@ -476,6 +482,7 @@ class EverythingItemsView : public seqbus::codec::detail::level_view {
                                    groups_[0]);
     items_[1] = pos_;
     pos_ = seqbus::codec::detail::skip_var(buf, len, pos_, PATH, "label");
+    lengths_[0] = pos_ - items_[1] - 4;
     end_ = pos_;
 }
 
@@ -506,7 +513,8 @@ class EverythingItemsView : public seqbus::codec::detail::level_view {
   }
 
   SEQBUS_CODEC_ALWAYS_INLINE std::string_view label() const {
-    return seqbus::codec::detail::load_string(buf_, len_, items_[1], "Everything.items", "label");
+    return seqbus::codec::detail::load_string(buf_, items_[1], lengths_[0], "Everything.items",
+                                              "label");
   }
 
   SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_view<EverythingItemsSubView> sub() const {
@@ -521,7 +529,8 @@ class EverythingItemsView : public seqbus::codec::detail::level_view {
 
  private:
   std::array<std::size_t, 2> items_{};
-  std::array<seqbus::codec::detail::group_header, 1> groups_{};
+  std::array<seqbus::codec::detail::group_header, 1> groups_{};  // as the walk read them
+  std::array<std::size_t, 1> lengths_{};  // of the variable-length fields, as the walk found them
 };
 
 /// Writes one entry of group `Everything.items` (from the group's next()).
@@ -654,6 +663,8 @@ class EverythingView : public seqbus::codec::detail::level_view {
                                                   items_.data(), NUM_GROUPS, NUM_VARS, NAME);
       seqbus::codec::detail::read_group_headers(data, size, items_.data(), groups_.data(), NUM_GROUPS,
                                                 0 + 1, NAME);
+      seqbus::codec::detail::read_var_lengths(data, size, items_.data() + NUM_GROUPS, lengths_.data(),
+                                              NUM_VARS, NAME);
       return;
     }
     items_[0] = pos_;
@@ -664,8 +675,10 @@ class EverythingView : public seqbus::codec::detail::level_view {
                                    groups_[1]);
     items_[2] = pos_;
     pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "text");
+    lengths_[0] = pos_ - items_[2] - 4;
     items_[3] = pos_;
     pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "data");
+    lengths_[1] = pos_ - items_[3] - 4;
     end_ = pos_;
 }
   explicit EverythingView(seqbus::codec::byte_view b) : EverythingView(b.data(), b.size()) {}
@@ -790,11 +803,12 @@ class EverythingView : public seqbus::codec::detail::level_view {
   }
 
   SEQBUS_CODEC_ALWAYS_INLINE std::string_view text() const {
-    return seqbus::codec::detail::load_string(buf_, len_, items_[2], "Everything", "text");
+    return seqbus::codec::detail::load_string(buf_, items_[2], lengths_[0], "Everything",
+                                              "text");
   }
 
   SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::byte_view data() const {
-    return seqbus::codec::detail::load_bytes(buf_, len_, items_[3], "Everything", "data");
+    return seqbus::codec::detail::load_bytes(buf_, items_[3], lengths_[1]);
   }
 
   SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_view<EverythingEmptyView> empty() const {
@@ -803,7 +817,8 @@ class EverythingView : public seqbus::codec::detail::level_view {
 
  private:
   std::array<std::size_t, 4> items_{};
-  std::array<seqbus::codec::detail::group_header, 2> groups_{};
+  std::array<seqbus::codec::detail::group_header, 2> groups_{};  // as the walk read them
+  std::array<std::size_t, 2> lengths_{};  // of the variable-length fields, as the walk found them
   std::uint16_t version_ = 0;
 };
 

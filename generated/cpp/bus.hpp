@@ -696,10 +696,13 @@ class AdminCommandArgsView : public seqbus::codec::detail::level_view {
       // a writer of another version: its groups and fields found by position
       end_ = seqbus::codec::detail::scan_tail_any(buf, len, pos_, h.num_groups, h.num_vars, DEPTH,
                                                   items_.data(), NUM_GROUPS, NUM_VARS, PATH);
+      seqbus::codec::detail::read_var_lengths(buf, len, items_.data() + NUM_GROUPS, lengths_.data(),
+                                              NUM_VARS, PATH);
       return;
     }
     items_[0] = pos_;
     pos_ = seqbus::codec::detail::skip_var(buf, len, pos_, PATH, "value");
+    lengths_[0] = pos_ - items_[0] - 4;
     end_ = pos_;
 }
 
@@ -723,11 +726,13 @@ class AdminCommandArgsView : public seqbus::codec::detail::level_view {
   }
 
   SEQBUS_CODEC_ALWAYS_INLINE std::string_view value() const {
-    return seqbus::codec::detail::load_string(buf_, len_, items_[0], "AdminCommand.args", "value");
+    return seqbus::codec::detail::load_string(buf_, items_[0], lengths_[0], "AdminCommand.args",
+                                              "value");
   }
 
  private:
   std::array<std::size_t, 1> items_{};
+  std::array<std::size_t, 1> lengths_{};  // of the variable-length fields, as the walk found them
 };
 
 /// Writes one entry of group `AdminCommand.args` (from the group's next()).
@@ -813,6 +818,8 @@ class AdminCommandView : public seqbus::codec::detail::level_view {
                                                   items_.data(), NUM_GROUPS, NUM_VARS, NAME);
       seqbus::codec::detail::read_group_headers(data, size, items_.data(), groups_.data(), NUM_GROUPS,
                                                 0 + 1, NAME);
+      seqbus::codec::detail::read_var_lengths(data, size, items_.data() + NUM_GROUPS, lengths_.data(),
+                                              NUM_VARS, NAME);
       return;
     }
     items_[0] = pos_;
@@ -820,6 +827,7 @@ class AdminCommandView : public seqbus::codec::detail::level_view {
                                    groups_[0]);
     items_[1] = pos_;
     pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "name");
+    lengths_[0] = pos_ - items_[1] - 4;
     end_ = pos_;
 }
   explicit AdminCommandView(seqbus::codec::byte_view b) : AdminCommandView(b.data(), b.size()) {}
@@ -840,7 +848,8 @@ class AdminCommandView : public seqbus::codec::detail::level_view {
   }
 
   SEQBUS_CODEC_ALWAYS_INLINE std::string_view name() const {
-    return seqbus::codec::detail::load_string(buf_, len_, items_[1], "AdminCommand", "name");
+    return seqbus::codec::detail::load_string(buf_, items_[1], lengths_[0], "AdminCommand",
+                                              "name");
   }
 
   SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::group_view<AdminCommandArgsView> args() const {
@@ -849,7 +858,8 @@ class AdminCommandView : public seqbus::codec::detail::level_view {
 
  private:
   std::array<std::size_t, 2> items_{};
-  std::array<seqbus::codec::detail::group_header, 1> groups_{};
+  std::array<seqbus::codec::detail::group_header, 1> groups_{};  // as the walk read them
+  std::array<std::size_t, 1> lengths_{};  // of the variable-length fields, as the walk found them
   std::uint16_t version_ = 0;
 };
 
@@ -1012,12 +1022,16 @@ class AdminReplyView : public seqbus::codec::detail::level_view {
       // a writer of another version: its groups and fields found by position
       end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
                                                   items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      seqbus::codec::detail::read_var_lengths(data, size, items_.data() + NUM_GROUPS, lengths_.data(),
+                                              NUM_VARS, NAME);
       return;
     }
     items_[0] = pos_;
     pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "name");
+    lengths_[0] = pos_ - items_[0] - 4;
     items_[1] = pos_;
     pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "text");
+    lengths_[1] = pos_ - items_[1] - 4;
     end_ = pos_;
 }
   explicit AdminReplyView(seqbus::codec::byte_view b) : AdminReplyView(b.data(), b.size()) {}
@@ -1048,15 +1062,18 @@ class AdminReplyView : public seqbus::codec::detail::level_view {
   }
 
   SEQBUS_CODEC_ALWAYS_INLINE std::string_view name() const {
-    return seqbus::codec::detail::load_string(buf_, len_, items_[0], "AdminReply", "name");
+    return seqbus::codec::detail::load_string(buf_, items_[0], lengths_[0], "AdminReply",
+                                              "name");
   }
 
   SEQBUS_CODEC_ALWAYS_INLINE std::string_view text() const {
-    return seqbus::codec::detail::load_string(buf_, len_, items_[1], "AdminReply", "text");
+    return seqbus::codec::detail::load_string(buf_, items_[1], lengths_[1], "AdminReply",
+                                              "text");
   }
 
  private:
   std::array<std::size_t, 2> items_{};
+  std::array<std::size_t, 2> lengths_{};  // of the variable-length fields, as the walk found them
   std::uint16_t version_ = 0;
 };
 

@@ -375,7 +375,7 @@ class NewOrderLegsView : public seqbus::codec::detail::level_view {
 
  private:
   std::array<std::size_t, 1> items_{};
-  std::array<seqbus::codec::detail::group_header, 1> groups_{};
+  std::array<seqbus::codec::detail::group_header, 1> groups_{};  // as the walk read them
 };
 
 /// Writes one entry of group `NewOrder.legs` (from the group's next()).
@@ -496,6 +496,8 @@ class NewOrderView : public seqbus::codec::detail::level_view {
                                                   items_.data(), NUM_GROUPS, NUM_VARS, NAME);
       seqbus::codec::detail::read_group_headers(data, size, items_.data(), groups_.data(), NUM_GROUPS,
                                                 0 + 1, NAME);
+      seqbus::codec::detail::read_var_lengths(data, size, items_.data() + NUM_GROUPS, lengths_.data(),
+                                              NUM_VARS, NAME);
       return;
     }
     items_[0] = pos_;
@@ -503,8 +505,10 @@ class NewOrderView : public seqbus::codec::detail::level_view {
                                    groups_[0]);
     items_[1] = pos_;
     pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "account");
+    lengths_[0] = pos_ - items_[1] - 4;
     items_[2] = pos_;
     pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "memo");
+    lengths_[1] = pos_ - items_[2] - 4;
     end_ = pos_;
 }
   explicit NewOrderView(seqbus::codec::byte_view b) : NewOrderView(b.data(), b.size()) {}
@@ -566,16 +570,18 @@ class NewOrderView : public seqbus::codec::detail::level_view {
   }
 
   SEQBUS_CODEC_ALWAYS_INLINE std::string_view account() const {
-    return seqbus::codec::detail::load_string(buf_, len_, items_[1], "NewOrder", "account");
+    return seqbus::codec::detail::load_string(buf_, items_[1], lengths_[0], "NewOrder",
+                                              "account");
   }
 
   SEQBUS_CODEC_ALWAYS_INLINE seqbus::codec::byte_view memo() const {
-    return seqbus::codec::detail::load_bytes(buf_, len_, items_[2], "NewOrder", "memo");
+    return seqbus::codec::detail::load_bytes(buf_, items_[2], lengths_[1]);
   }
 
  private:
   std::array<std::size_t, 3> items_{};
-  std::array<seqbus::codec::detail::group_header, 1> groups_{};
+  std::array<seqbus::codec::detail::group_header, 1> groups_{};  // as the walk read them
+  std::array<std::size_t, 2> lengths_{};  // of the variable-length fields, as the walk found them
   std::uint16_t version_ = 0;
 };
 
@@ -958,10 +964,13 @@ class OrderRejectedView : public seqbus::codec::detail::level_view {
       // a writer of another version: its groups and fields found by position
       end_ = seqbus::codec::detail::scan_tail_any(data, size, pos_, data[at_ + bl_], data[at_ + bl_ + 1], 0,
                                                   items_.data(), NUM_GROUPS, NUM_VARS, NAME);
+      seqbus::codec::detail::read_var_lengths(data, size, items_.data() + NUM_GROUPS, lengths_.data(),
+                                              NUM_VARS, NAME);
       return;
     }
     items_[0] = pos_;
     pos_ = seqbus::codec::detail::skip_var(data, size, pos_, NAME, "text");
+    lengths_[0] = pos_ - items_[0] - 4;
     end_ = pos_;
 }
   explicit OrderRejectedView(seqbus::codec::byte_view b) : OrderRejectedView(b.data(), b.size()) {}
@@ -987,11 +996,13 @@ class OrderRejectedView : public seqbus::codec::detail::level_view {
   }
 
   SEQBUS_CODEC_ALWAYS_INLINE std::string_view text() const {
-    return seqbus::codec::detail::load_string(buf_, len_, items_[0], "OrderRejected", "text");
+    return seqbus::codec::detail::load_string(buf_, items_[0], lengths_[0], "OrderRejected",
+                                              "text");
   }
 
  private:
   std::array<std::size_t, 1> items_{};
+  std::array<std::size_t, 1> lengths_{};  // of the variable-length fields, as the walk found them
   std::uint16_t version_ = 0;
 };
 
@@ -1806,7 +1817,7 @@ class BookUpdateView : public seqbus::codec::detail::level_view {
 
  private:
   std::array<std::size_t, 1> items_{};
-  std::array<seqbus::codec::detail::group_header, 1> groups_{};
+  std::array<seqbus::codec::detail::group_header, 1> groups_{};  // as the walk read them
   std::uint16_t version_ = 0;
 };
 

@@ -431,25 +431,31 @@ inline std::size_t utf8_valid_prefix(const std::uint8_t* p, std::size_t n) noexc
   fail(where, field, off, "string is not valid UTF-8");
 }
 
-/// The `string` field whose length is at `pos` (checked by the wrap's walk, checked again).
-SEQBUS_CODEC_INLINE std::string_view load_string(const std::uint8_t* p, std::size_t len,
-                                                 std::size_t pos, const char* where,
+/// The `string` field of `n` bytes after its length at `pos` (0: the writer has none), as the
+/// walk of the view that holds it found it inside the buffer.
+SEQBUS_CODEC_INLINE std::string_view load_string(const std::uint8_t* p, std::size_t pos,
+                                                 std::size_t n, const char* where,
                                                  const char* field) {
   if (pos == 0) return {};
-  const std::size_t end = skip_var(p, len, pos, where, field);
-  const std::size_t n = end - pos - 4;
   const std::size_t ok = utf8_valid_prefix(p + pos + 4, n);
   if (SEQBUS_CODEC_UNLIKELY(ok != n)) bad_utf8(pos + 4 + ok, where, field);
   return {reinterpret_cast<const char*>(p + pos + 4), n};
 }
 
-/// The `bytes` field whose length is at `pos`.
-SEQBUS_CODEC_INLINE byte_view load_bytes(const std::uint8_t* p, std::size_t len,
-                                         std::size_t pos, const char* where,
-                                         const char* field) {
+/// The `bytes` field of `n` bytes after its length at `pos` (0: the writer has none).
+SEQBUS_CODEC_INLINE byte_view load_bytes(const std::uint8_t* p, std::size_t pos,
+                                         std::size_t n) noexcept {
   if (pos == 0) return {};
-  const std::size_t end = skip_var(p, len, pos, where, field);
-  return {p + pos + 4, end - pos - 4};
+  return {p + pos + 4, n};
+}
+
+/// The lengths of the variable-length fields whose positions scan_tail_any found (0 for
+/// those at 0), each checked again against the buffer.
+inline void read_var_lengths(const std::uint8_t* p, std::size_t len, const std::size_t* items,
+                             std::size_t* lengths, unsigned known_nv, const char* where) {
+  for (unsigned k = 0; k < known_nv; ++k) {
+    lengths[k] = items[k] == 0 ? 0 : skip_var(p, len, items[k], where, "") - items[k] - 4;
+  }
 }
 
 [[noreturn]] SEQBUS_CODEC_COLD inline void bad_enum(long long v, const char* where,
