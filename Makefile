@@ -109,6 +109,8 @@ build-nodes: venv ## the node library (libseqbus_ffi), the C++ node and its test
 		-DSEQBUS_SEQC=$(VENV)/bin/seqc -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(NODES_BUILD)/cpp -j 2
 	cmake --install $(NODES_BUILD)/cpp --prefix $(NODES_BUILD)/prefix >/dev/null
+	@# seqbus_generate reruns seqc when the .idl changes, not when seqc does: generate afresh
+	rm -rf $(NODES_BUILD)/examples-cpp/exchange_messages
 	cmake -S examples/exchange/cpp -B $(NODES_BUILD)/examples-cpp -DCMAKE_PREFIX_PATH=$(NODES_BUILD)/prefix \
 		-DSEQBUS_SEQC=$(VENV)/bin/seqc -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(NODES_BUILD)/examples-cpp -j 2
