@@ -88,7 +88,9 @@ def pings_of(msgs: list[tuple[int, bytes]], account: bytes) -> list[int]:
 def test_a_sender_that_stops_between_fragments_does_not_stall_a_remote_stream(
     spark: Any, tmp_path: Path, processes: Processes
 ) -> None:
-    bus = write_config(tmp_path, "tcp")
+    # a ClockTick a second, not the harness's 20: the queries read 7 records a batch, and the
+    # ticks sequenced while a loaded machine runs the first query would outrun the second
+    bus = write_config(tmp_path, "tcp", clock_tick_ms=1000)
     seq = processes.start("sequencer", [*seqbus_cli(), "sequencer", "-c", str(bus.path)])
     assert wait_for(lambda: tcp_listening(bus.tcp) and udp_bound(bus.upstream), 30), processes.logs()
     up = Upstream(bus.upstream, "TRANSPORT")
