@@ -186,6 +186,16 @@ def json_stmt(t: ir.Type, v: str) -> str:
     return f"append_json(out, {v});"
 
 
+def enum_literal(e: ir.Enum, value: int) -> str:
+    """An enum value as a C++ literal of its base type's range (``18446744073709551615ull``,
+    ``(-9223372036854775807ll - 1)``)."""
+    if e.primitive.startswith("u"):
+        return f"{value}ull" if e.primitive == "u64" else f"{value}u"
+    if value == -(2**63):
+        return "(-9223372036854775807ll - 1)"
+    return f"{value}ll" if e.primitive == "i64" else str(value)
+
+
 def flag_literal(e: ir.Enum, bit: int) -> str:
     return f"{1 << bit}u" if e.primitive != "u64" else f"{1 << bit}ull"
 
@@ -213,6 +223,7 @@ def environment() -> jinja2.Environment:
     env.globals.update(vtype=vtype, ftype=ftype, setter_type=setter_type, read_expr=read_expr,
                        store_stmt=store_stmt, json_stmt=json_stmt, cpp_doc=cpp_doc, id=ident,
                        view=view_name, builder=builder_name, flag_literal=flag_literal,
+                       enum_literal=enum_literal,
                        c_string=c_string, prim=CPP_PRIM)
     return env
 

@@ -39,8 +39,8 @@ inline constexpr const char* PACKAGE_NAME = "bus";
 
 /// What the body of a sequenced message is.
 enum class MessageKind : std::uint8_t {
-  Application = 1,
-  Control = 2,
+  Application = 1u,
+  Control = 2u,
 };
 
 /// The name of a value as the schema writes it; nullptr for a value the schema does not list.
@@ -87,11 +87,11 @@ inline constexpr EnvelopeFlags EnvelopeFlags::FirstFragment{4u};
 
 /// How a node answered an admin command.
 enum class AdminStatus : std::uint8_t {
-  Ok = 1,
-  UnknownCommand = 2,
-  BadArguments = 3,
-  Failed = 4,
-  Denied = 5,
+  Ok = 1u,
+  UnknownCommand = 2u,
+  BadArguments = 3u,
+  Failed = 4u,
+  Denied = 5u,
 };
 
 /// The name of a value as the schema writes it; nullptr for a value the schema does not list.

@@ -38,12 +38,12 @@ inline constexpr const char* PACKAGE_NAME = "exchange";
 
 /// Why the matching engine refused an order or a cancel.
 enum class RejectReason : std::uint8_t {
-  UnknownSymbol = 1,
-  BadPrice = 2,
-  BadQuantity = 3,
-  UnknownOrder = 4,
-  DuplicateOrderId = 5,
-  MarketClosed = 6,
+  UnknownSymbol = 1u,
+  BadPrice = 2u,
+  BadQuantity = 3u,
+  UnknownOrder = 4u,
+  DuplicateOrderId = 5u,
+  MarketClosed = 6u,
 };
 
 /// The name of a value as the schema writes it; nullptr for a value the schema does not list.
@@ -64,8 +64,8 @@ inline constexpr bool is_valid(RejectReason v) noexcept { return name(v) != null
 
 /// Which side of the book a level or trade is on.
 enum class BookSide : std::uint8_t {
-  Bid = 1,
-  Ask = 2,
+  Bid = 1u,
+  Ask = 2u,
 };
 
 /// The name of a value as the schema writes it; nullptr for a value the schema does not list.
@@ -82,8 +82,8 @@ inline constexpr bool is_valid(BookSide v) noexcept { return name(v) != nullptr;
 
 /// Enum Side.
 enum class Side : std::uint8_t {
-  Buy = 1,
-  Sell = 2,
+  Buy = 1u,
+  Sell = 2u,
 };
 
 /// The name of a value as the schema writes it; nullptr for a value the schema does not list.

@@ -458,10 +458,10 @@ inline void read_var_lengths(const std::uint8_t* p, std::size_t len, const std::
   }
 }
 
-[[noreturn]] SEQBUS_CODEC_COLD inline void bad_enum(long long v, const char* where,
+[[noreturn]] SEQBUS_CODEC_COLD inline void bad_enum(const std::string& v, const char* where,
                                                     const char* field, std::size_t off,
                                                     const char* enum_name) {
-  fail(where, field, off, std::to_string(v) + " is not a value of " + enum_name);
+  fail(where, field, off, v + " is not a value of " + enum_name);
 }
 
 /// Checks that an enum read from the wire is one the schema lists (is_valid is generated
@@ -470,8 +470,8 @@ template <class E>
 SEQBUS_CODEC_INLINE E check_enum(E v, const char* where, const char* field, std::size_t off,
                                  const char* enum_name) {
   if (SEQBUS_CODEC_UNLIKELY(!is_valid(v))) {
-    bad_enum(static_cast<long long>(static_cast<std::underlying_type_t<E>>(v)), where, field,
-             off, enum_name);
+    bad_enum(std::to_string(+static_cast<std::underlying_type_t<E>>(v)), where, field, off,
+             enum_name);
   }
   return v;
 }
@@ -810,16 +810,17 @@ SEQBUS_CODEC_INLINE void store_byte(std::uint8_t* q, std::size_t n, byte_view v,
   std::memset(q + v.size(), 0, n - v.size());
 }
 
-[[noreturn]] SEQBUS_CODEC_COLD inline void bad_enum_value(long long v, const char* field,
+[[noreturn]] SEQBUS_CODEC_COLD inline void bad_enum_value(const std::string& v,
+                                                          const char* field,
                                                           const char* enum_name) {
-  fail_encode(field, std::to_string(v) + " is not a value of " + enum_name);
+  fail_encode(field, v + " is not a value of " + enum_name);
 }
 
 template <class E>
 SEQBUS_CODEC_INLINE void store_enum(std::uint8_t* q, E v, const char* field,
                                     const char* enum_name) {
   if (SEQBUS_CODEC_UNLIKELY(!is_valid(v))) {
-    bad_enum_value(static_cast<long long>(static_cast<std::underlying_type_t<E>>(v)), field,
+    bad_enum_value(std::to_string(+static_cast<std::underlying_type_t<E>>(v)), field,
                    enum_name);
   }
   store(q, static_cast<std::underlying_type_t<E>>(v));
