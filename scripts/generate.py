@@ -10,7 +10,8 @@ The table below is the one place that says which schema's code goes where:
 * each example's schema → a ``messages`` package inside its example
   (``examples/exchange/messages/`` is :mod:`examples.exchange.messages`);
 * every schema → code for each other language (``TARGETS``): a Rust module in
-  ``generated/rust/`` (the ``seqbus-codecs`` crate), beside the support module they share;
+  ``generated/rust/`` (the ``seqbus-codecs`` crate), beside the support module they share; a
+  C++ header in ``generated/cpp/`` (over ``runtime/cpp/include``, the CMake package);
 * the bus's schema → its IR as JSON, built into the archive readers
   (``rust/crates/archive/src/bus.ir.json``): control messages are always decoded by name.
 

@@ -311,6 +311,30 @@ BENCHMARK(DecodeBookUpdate_SBE);
 
 }  // namespace
 
+/// `codec_bench --loop OP N`: OP (0-7, the benchmarks in the order above) run N times with no
+/// timing, for counting instructions under valgrind (instructions.sh), which the machine's load
+/// does not change.
+int loop(int op, long n) {
+  std::int64_t s = 0;
+  for (long i = 0; i < n; ++i) {
+    benchmark::DoNotOptimize(order_input);
+    benchmark::DoNotOptimize(book_input);
+    switch (op) {
+      case 0: s += static_cast<std::int64_t>(encode_order(out_buf, sizeof out_buf, order_input)); break;
+      case 1: s += static_cast<std::int64_t>(encode_order_sbe(sbe_out, sizeof sbe_out, order_input)); break;
+      case 2: s += decode_order(order_buf, order_len); break;
+      case 3: s += decode_order_sbe(sbe_order, sbe_order_len); break;
+      case 4: s += static_cast<std::int64_t>(encode_book(out_buf, sizeof out_buf, book_input)); break;
+      case 5: s += static_cast<std::int64_t>(encode_book_sbe(sbe_out, sizeof sbe_out, book_input)); break;
+      case 6: s += decode_book(book_buf, book_len); break;
+      default: s += decode_book_sbe(sbe_book, sbe_book_len); break;
+    }
+    benchmark::ClobberMemory();
+  }
+  std::printf("%lld\n", static_cast<long long>(s));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   order_len = encode_order(order_buf, sizeof order_buf, order_input);
   book_len = encode_book(book_buf, sizeof book_buf, book_input);
@@ -321,6 +345,9 @@ int main(int argc, char** argv) {
       decode_book(book_buf, book_len) != decode_book_sbe(sbe_book, sbe_book_len)) {
     std::fprintf(stderr, "codec_bench: the two codecs read different values\n");
     return 1;
+  }
+  if (argc == 4 && std::string_view(argv[1]) == "--loop") {
+    return loop(std::atoi(argv[2]), std::atol(argv[3]));
   }
   std::fprintf(stderr,
                "codec_bench: NewOrder %zu bytes (SBE %zu), BookUpdate of %d levels %zu bytes "
