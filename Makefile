@@ -139,10 +139,10 @@ fuzz-cpp: venv ## fuzz the C++ decoders under ASan/UBSan with FUZZ_INPUTS inputs
 	$(CPP_BUILD)/codec/seqbus-cpp-fuzz --vectors schemas/vectors --inputs $(FUZZ_INPUTS) --seed $(FUZZ_SEED)
 
 BENCH_ROUNDS ?= 5
-bench-java: venv ## JMH: the Java codecs beside SBE's in the same run, then by thread CPU time (benchmarks/java; BENCH_ROUNDS=5; not part of `make test`)
+bench-java: venv ## JMH: the Java codecs beside SBE's in the same run, then by thread CPU time (benchmarks/java; BENCH_ROUNDS=5, BENCH_JVM=path/to/java; not part of `make test`)
 	$(MVN) -f runtime/java/pom.xml install -DskipTests
 	$(MVN) -f benchmarks/java/pom.xml package
-	$(MVN) -f benchmarks/java/pom.xml exec:exec@bench -Dbench.args="$(BENCH_ROUNDS)"
+	$(MVN) -f benchmarks/java/pom.xml exec:exec@bench -Dbench.args="$(BENCH_ROUNDS)" -Dbench.jvm="$(BENCH_JVM)"
 	$(MVN) -f benchmarks/java/pom.xml exec:exec@cputime
 
 bench-cpp: venv system-deps ## the C++ codecs beside SBE's C++ codecs in the same run (Google Benchmark; benchmarks/cpp, BENCH_REPETITIONS; not part of `make test`)

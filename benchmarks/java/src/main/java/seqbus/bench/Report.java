@@ -25,6 +25,7 @@ import org.openjdk.jmh.runner.options.VerboseMode;
  * to SBE's: 1.0 equal, above 1 faster) as the median and range of the per-round ratios.
  *
  * <p>Arguments: rounds (default 5), warmup and measured iterations of 1 s per run (3, 5).
+ * The system property {@code bench.jvm} names another java for the forks (a newer JDK).
  */
 public final class Report {
     private static final String[] OPERATIONS = {
@@ -35,7 +36,12 @@ public final class Report {
     }
 
     static double run(String benchmark, int warmup, int measured) throws RunnerException {
-        Options options = new OptionsBuilder()
+        OptionsBuilder builder = new OptionsBuilder();
+        String jvm = System.getProperty("bench.jvm", "");
+        if (!jvm.isEmpty()) {
+            builder.jvm(jvm);
+        }
+        Options options = builder
             .include(CodecBenchmark.class.getName() + "." + benchmark + "$")
             .forks(1)
             .warmupIterations(warmup)
@@ -71,7 +77,8 @@ public final class Report {
         int warmup = args.length > 1 ? Integer.parseInt(args[1]) : 3;
         int measured = args.length > 2 ? Integer.parseInt(args[2]) : 5;
         System.out.printf("Java codecs: %d rounds of %d+%d s per run, JVM %s, %d CPUs, load %s%n",
-                          rounds, warmup, measured, System.getProperty("java.vm.version"),
+                          rounds, warmup, measured,
+                          System.getProperty("bench.jvm", System.getProperty("java.vm.version")),
                           Runtime.getRuntime().availableProcessors(), load());
         Map<String, List<Double>> seqbus = new LinkedHashMap<>();
         Map<String, List<Double>> sbe = new LinkedHashMap<>();

@@ -8,8 +8,9 @@ import java.util.Arrays;
 /**
  * A {@link MutableBuffer} over a {@code byte[]}: index 0 is the array's first byte. Reads and
  * writes go through little-endian array views ({@link VarHandle}s the JIT turns into plain
- * loads and stores), so no {@code Unsafe} is involved and an index outside the array can never
- * touch other memory.
+ * loads and stores), or on JDK 17 to 23 through {@code sun.misc.Unsafe} after a bounds check of
+ * their own ({@link UnsafeArrays} says why): either way an index outside the array is an
+ * {@link IndexOutOfBoundsException}, never a touch of other memory.
  */
 public final class ArrayBuffer implements MutableBuffer {
     private static final VarHandle SHORT = view(short[].class);
@@ -17,6 +18,9 @@ public final class ArrayBuffer implements MutableBuffer {
     private static final VarHandle LONG = view(long[].class);
     private static final VarHandle FLOAT = view(float[].class);
     private static final VarHandle DOUBLE = view(double[].class);
+    /** Unsafe on JDK 17 to 23, else null: see {@link UnsafeArrays}. */
+    private static final sun.misc.Unsafe UNSAFE = UnsafeArrays.UNSAFE;
+    private static final long BASE = UnsafeArrays.BASE;
 
     private static VarHandle view(Class<?> arrayType) {
         return MethodHandles.byteArrayViewVarHandle(arrayType, ByteOrder.LITTLE_ENDIAN);
@@ -66,26 +70,46 @@ public final class ArrayBuffer implements MutableBuffer {
 
     @Override
     public short getShort(int index) {
+        if (UNSAFE != null) {
+            UnsafeArrays.check(array, index, 2);
+            return UNSAFE.getShort(array, BASE + index);
+        }
         return (short) SHORT.get(array, index);
     }
 
     @Override
     public int getInt(int index) {
+        if (UNSAFE != null) {
+            UnsafeArrays.check(array, index, 4);
+            return UNSAFE.getInt(array, BASE + index);
+        }
         return (int) INT.get(array, index);
     }
 
     @Override
     public long getLong(int index) {
+        if (UNSAFE != null) {
+            UnsafeArrays.check(array, index, 8);
+            return UNSAFE.getLong(array, BASE + index);
+        }
         return (long) LONG.get(array, index);
     }
 
     @Override
     public float getFloat(int index) {
+        if (UNSAFE != null) {
+            UnsafeArrays.check(array, index, 4);
+            return UNSAFE.getFloat(array, BASE + index);
+        }
         return (float) FLOAT.get(array, index);
     }
 
     @Override
     public double getDouble(int index) {
+        if (UNSAFE != null) {
+            UnsafeArrays.check(array, index, 8);
+            return UNSAFE.getDouble(array, BASE + index);
+        }
         return (double) DOUBLE.get(array, index);
     }
 
@@ -101,26 +125,51 @@ public final class ArrayBuffer implements MutableBuffer {
 
     @Override
     public void putShort(int index, short value) {
+        if (UNSAFE != null) {
+            UnsafeArrays.check(array, index, 2);
+            UNSAFE.putShort(array, BASE + index, value);
+            return;
+        }
         SHORT.set(array, index, value);
     }
 
     @Override
     public void putInt(int index, int value) {
+        if (UNSAFE != null) {
+            UnsafeArrays.check(array, index, 4);
+            UNSAFE.putInt(array, BASE + index, value);
+            return;
+        }
         INT.set(array, index, value);
     }
 
     @Override
     public void putLong(int index, long value) {
+        if (UNSAFE != null) {
+            UnsafeArrays.check(array, index, 8);
+            UNSAFE.putLong(array, BASE + index, value);
+            return;
+        }
         LONG.set(array, index, value);
     }
 
     @Override
     public void putFloat(int index, float value) {
+        if (UNSAFE != null) {
+            UnsafeArrays.check(array, index, 4);
+            UNSAFE.putFloat(array, BASE + index, value);
+            return;
+        }
         FLOAT.set(array, index, value);
     }
 
     @Override
     public void putDouble(int index, double value) {
+        if (UNSAFE != null) {
+            UnsafeArrays.check(array, index, 8);
+            UNSAFE.putDouble(array, BASE + index, value);
+            return;
+        }
         DOUBLE.set(array, index, value);
     }
 
@@ -146,8 +195,8 @@ public final class ArrayBuffer implements MutableBuffer {
         long wide = (value & 0xFFL) * 0x0101010101010101L;
         int end = index + length - 8;
         for (int i = index; i < end; i += 8) {
-            LONG.set(array, i, wide);
+            putLong(i, wide);
         }
-        LONG.set(array, end, wide);
+        putLong(end, wide);
     }
 }
