@@ -2,10 +2,20 @@
 #                 [DEPENDS <imported.idl>...])
 #
 # Runs `seqc generate --lang cpp` on the IDL files at build time (again whenever one of them,
-# or a DEPENDS file, changes) into ${CMAKE_CURRENT_BINARY_DIR}/<target>/, and makes <target> an
-# INTERFACE library whose include directory holds the headers (<package>.hpp, the IDL
+# a DEPENDS file or the seqbus::codec runtime header changes) into
+# ${CMAKE_CURRENT_BINARY_DIR}/<target>/, and makes <target> an INTERFACE library whose include directory holds the headers (<package>.hpp, the IDL
 # package's dots as underscores) and which links seqbus::codec. seqc is the program in
 # SEQBUS_SEQC, else `seqc` on the PATH (pip install seqc).
+# The runtime the headers are generated for: in the source tree (runtime/cpp/cmake/..) or in an
+# install prefix (lib/cmake/seqbus/../../..). The headers are generated again when it changes, as
+# a header generated for another runtime does not compile (seqbus::codec::ABI).
+foreach(_seqbus_dir ${CMAKE_CURRENT_LIST_DIR}/../include ${CMAKE_CURRENT_LIST_DIR}/../../../include)
+  if(EXISTS ${_seqbus_dir}/seqbus/codec/runtime.hpp AND NOT SEQBUS_CODEC_RUNTIME_HEADER)
+    get_filename_component(SEQBUS_CODEC_RUNTIME_HEADER ${_seqbus_dir}/seqbus/codec/runtime.hpp
+                           ABSOLUTE)
+  endif()
+endforeach()
+
 function(seqbus_generate target)
   cmake_parse_arguments(ARG "" "" "IDL;NAMESPACE;DEPENDS" ${ARGN})
   if(NOT ARG_IDL)
@@ -41,7 +51,7 @@ function(seqbus_generate target)
     add_custom_command(
       OUTPUT ${out}/${stem}.hpp
       COMMAND ${SEQBUS_SEQC} generate --lang cpp --layout flat -o ${out} ${ns_options} ${idl}
-      DEPENDS ${idl} ${ARG_DEPENDS}
+      DEPENDS ${idl} ${ARG_DEPENDS} ${SEQBUS_CODEC_RUNTIME_HEADER}
       COMMENT "seqc: C++ codecs of ${idl}"
       VERBATIM)
     list(APPEND headers ${out}/${stem}.hpp)
