@@ -3,8 +3,9 @@
 #
 # Runs `seqc generate --lang cpp` on the IDL files at build time (again whenever one of them,
 # a DEPENDS file or the seqbus::codec runtime header changes) into
-# ${CMAKE_CURRENT_BINARY_DIR}/<target>/, and makes <target> an INTERFACE library whose include directory holds the headers (<package>.hpp, the IDL
-# package's dots as underscores) and which links seqbus::codec. seqc is the program in
+# ${CMAKE_CURRENT_BINARY_DIR}/<target>/, and makes <target> an INTERFACE library whose include
+# directory holds the headers (<package>.hpp, the IDL package's dots as underscores) and which
+# links seqbus::codec. seqc is the program in
 # SEQBUS_SEQC, else `seqc` on the PATH (pip install seqc).
 # The runtime the headers are generated for: in the source tree (runtime/cpp/cmake/..) or in an
 # install prefix (lib/cmake/seqbus/../../..). The headers are generated again when it changes, as
