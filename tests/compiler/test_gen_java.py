@@ -87,9 +87,15 @@ def test_awkward_names_compile(tmp_path: Path) -> None:
                  "--java-package", "weird.names=com.example.weird", str(src)]) == 0
     sources = sorted(str(p) for p in out.rglob("*.java"))
     assert any(p.endswith("com/example/weird/HolderEncoder.java") for p in sources)
-    sources += sorted(str(p) for p in RUNTIME.rglob("*.java"))
-    done = subprocess.run(["javac", "-Xlint:all", "-Werror", "--release", "17", "-d",
-                           str(tmp_path / "classes"), *sources],
+    runtime = tmp_path / "runtime"
+    # the runtime draws a warning javac cannot be told to leave out (sun.misc.Unsafe): its pom
+    # compiles it without -Werror, and so does this; the generated code with it
+    built = subprocess.run(["javac", "--release", "17", "-nowarn", "-d", str(runtime),
+                            *sorted(str(p) for p in RUNTIME.rglob("*.java"))],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stdout + built.stderr
+    done = subprocess.run(["javac", "-Xlint:all", "-Werror", "--release", "17", "-cp",
+                           str(runtime), "-d", str(tmp_path / "classes"), *sources],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
 

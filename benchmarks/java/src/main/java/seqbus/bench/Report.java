@@ -78,7 +78,8 @@ public final class Report {
         int measured = args.length > 2 ? Integer.parseInt(args[2]) : 5;
         System.out.printf("Java codecs: %d rounds of %d+%d s per run, JVM %s, %d CPUs, load %s%n",
                           rounds, warmup, measured,
-                          System.getProperty("bench.jvm", System.getProperty("java.vm.version")),
+                          System.getProperty("bench.jvm", "").isEmpty()
+                              ? System.getProperty("java.vm.version") : System.getProperty("bench.jvm"),
                           Runtime.getRuntime().availableProcessors(), load());
         Map<String, List<Double>> seqbus = new LinkedHashMap<>();
         Map<String, List<Double>> sbe = new LinkedHashMap<>();
