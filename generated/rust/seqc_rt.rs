@@ -257,10 +257,21 @@ pub fn json_hex(out: &mut String, b: &[u8]) {
     out.push('"');
 }
 
+/// A float as Python's `json.dumps` writes it (`repr`): the shortest text that reads back
+/// the same, in exponent form below 1e-4 and from 1e16 up, the exponent signed and of two
+/// digits at least (`1e+16`, `1e-05`); Rust's `{:?}` picks the same digits and the same form,
+/// and writes the exponent bare (`1e16`, `1e-5`).
 pub fn json_float(out: &mut String, v: f64) {
-    if v.is_finite() {
-        out.push_str(&format!("{v:?}"));
-    } else {
+    if !v.is_finite() {
         out.push_str("null");
+        return;
+    }
+    let text = format!("{v:?}");
+    match text.split_once('e') {
+        None => out.push_str(&text),
+        Some((mantissa, exp)) => {
+            let (sign, digits) = exp.strip_prefix('-').map_or(("+", exp), |d| ("-", d));
+            out.push_str(&format!("{mantissa}e{sign}{digits:0>2}"));
+        }
     }
 }

@@ -4,7 +4,8 @@ damaged messages get the same answer, an error or the same value, from every lan
 
 Each language has a codec tool (``CODEC_TOOLS``): it reads one message per stdin line as hex
 and answers one line, ``{"name", "json", "hex"}`` (the canonical JSON of the decoded value, as
-tests/compiler/vectors.py defines it, and the bytes the decoded value encodes to) or
+tests/compiler/vectors.py defines it, compared as text, and the bytes the decoded value
+encodes to) or
 ``{"error"}``. The tools run for the whole module, one process each, killed by PID at the end;
 every answer is waited for with a bound.
 """
@@ -89,6 +90,12 @@ class Tool:
             raise AssertionError(f"the {self.lang} codec tool closed its output on "
                                  f"{message.hex()}")
         answer: dict[str, Any] = json.loads(line)
+        if "json" in answer:
+            # the canonical JSON as text, as the tool wrote it (parsed, 1e16 and 1e+16 are one)
+            head, tail = f'{{"name":{json.dumps(answer["name"])},"json":', f',"hex":"{answer["hex"]}"}}'
+            text = line.rstrip("\n")
+            assert text.startswith(head) and text.endswith(tail), f"{self.lang}: {text}"
+            answer["json"] = text[len(head):-len(tail)]
         return answer
 
     def close(self) -> None:
@@ -120,7 +127,7 @@ def python_answer(alltypes: ModuleType, message: bytes) -> dict[str, Any]:
     except DecodeError as exc:
         return {"error": str(exc)}
     again = alltypes.Everything.from_dict(value).encode()
-    return {"name": "Everything", "json": json.loads(canonical_json(value)), "hex": again.hex()}
+    return {"name": "Everything", "json": canonical_json(value), "hex": again.hex()}
 
 
 def boundary_messages(a: ModuleType) -> list[Any]:
@@ -151,6 +158,11 @@ def boundary_messages(a: ModuleType) -> list[Any]:
                         "o_f64": -0.0, "o_char": "",
                         "items": [a.EverythingItems(id=1, label="x", note=0, sub=[
                             a.EverythingItemsSub(v=1, blob=b"\x00")])]}),
+        # floats in exponent form, as json.dumps writes them: 1e+16, 1e-05 (signed, 2 digits)
+        a.Everything(**{**plain, "f32v": 1e-07, "f64v": 1e16, "o_f64": 1e-05}),
+        a.Everything(**{**plain, "f32v": -3e38, "f64v": 1.2345678901234568e+17,
+                        "o_f64": -1.5e-300}),
+        a.Everything(**{**plain, "f32v": 1e15, "f64v": 0.0001, "o_f64": 9999999999999998.0}),
     ]
 
 
