@@ -3,27 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from seqc import compile_files, gen_python, naming
+from seqc import compile_files, gen_cpp, gen_python, naming
 from seqc.diagnostics import CompileError
 from seqc.ir import Schema
 
 
-def _python_packages(pairs: list[str], schemas: list[Schema]) -> dict[str, str]:
-    """``--python-package IDL=DOTTED`` options as a dict, checked against the schemas."""
+def _package_options(option: str, form: str, valid: Callable[[str], bool], pairs: list[str],
+                     schemas: list[Schema]) -> dict[str, str]:
+    """``--OPTION IDL=NAME`` options (``--python-package``, ``--java-package``,
+    ``--cpp-namespace``) as a dict, each name checked by ``valid`` and each IDL package against
+    the schemas given."""
     known = {s.package for s in schemas}
     out = {}
     for pair in pairs:
-        idl, sep, dotted = pair.partition("=")
-        if not sep or not naming.is_python_package(dotted):
-            raise SystemExit(f"seqc: --python-package takes IDL_PACKAGE=python.package, "
-                             f"not {pair!r}")
+        idl, sep, name = pair.partition("=")
+        if not sep or not valid(name):
+            raise SystemExit(f"seqc: {option} takes IDL_PACKAGE={form}, not {pair!r}")
         if idl not in known:
-            raise SystemExit(f"seqc: --python-package {pair}: no schema given has package "
+            raise SystemExit(f"seqc: {option} {pair}: no schema given has package "
                              f"{idl!r} (given: {', '.join(sorted(known))})")
-        out[idl] = dotted
+        out[idl] = name
     return out
 
 
@@ -38,27 +43,29 @@ TARGETS = {
 
 
 def _generate(args: argparse.Namespace) -> int:
-    import importlib
-
     schemas = compile_files(args.schemas)
     langs = args.lang or ["python"]
     out = Path(args.output)
-    packages = _python_packages(args.python_package or [], schemas)
+    # each language's --OPTION IDL=NAME: (option, its form, check, generate()'s keyword)
+    options = {
+        "python": ("--python-package", "python.package", naming.is_python_package,
+                   "python_package", args.python_package),
+        "java": ("--java-package", "java.package", naming.is_java_package, "java_package",
+                 args.java_package),
+        "cpp": ("--cpp-namespace", "name::space", gen_cpp.is_namespace, "namespace",
+                args.cpp_namespace),
+    }
+    named = {lang: (kw, _package_options(option, form, valid, pairs or [], schemas))
+             for lang, (option, form, valid, kw, pairs) in options.items()}
     for lang in langs:
         target = str(out / lang if args.layout == "tree" else out)
-        if lang == "python":
-            for schema in schemas:
-                gen_python.write(gen_python.generate(schema, packages.get(schema.package)), target)
-            continue
-        gen = importlib.import_module(TARGETS[lang])
-        cpp_ns = gen.namespaces(args.cpp_namespace or [], schemas) if lang == "cpp" else {}
-        java_pk = gen.packages(args.java_package or [], schemas) if lang == "java" else {}
+        gen: Any = gen_python if lang == "python" else importlib.import_module(TARGETS[lang])
+        kw, names = named.get(lang, ("", {}))
         for schema in schemas:
-            opts = {"namespace": cpp_ns[schema.package]} if schema.package in cpp_ns else {}
-            if schema.package in java_pk:
-                opts = {"java_package": java_pk[schema.package]}
+            opts = {kw: names[schema.package]} if schema.package in names else {}
             gen_python.write(gen.generate(schema, **opts), target)
-        gen_python.write(gen.generate_index(schemas), target)
+        if lang != "python":
+            gen_python.write(gen.generate_index(schemas), target)
     if "python" in langs and not args.no_build:
         from seqc.build import build
         build(str(out / "python" if args.layout == "tree" else out))

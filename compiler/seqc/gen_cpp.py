@@ -58,21 +58,6 @@ def header(package: str) -> str:
     return naming.python_package(package) + ".hpp"
 
 
-def namespaces(pairs: list[str], schemas: list[ir.Schema]) -> dict[str, str]:
-    """``--cpp-namespace IDL=ns::path`` options as a dict, checked against the schemas."""
-    known = {s.package for s in schemas}
-    out = {}
-    for pair in pairs:
-        idl, sep, ns = pair.partition("=")
-        if not sep or not is_namespace(ns):
-            raise SystemExit(f"seqc: --cpp-namespace takes IDL_PACKAGE=name::space, not {pair!r}")
-        if idl not in known:
-            raise SystemExit(f"seqc: --cpp-namespace {pair}: no schema given has package "
-                             f"{idl!r} (given: {', '.join(sorted(known))})")
-        out[idl] = ns
-    return out
-
-
 def view_name(name: str) -> str:
     return name + "View"
 

@@ -259,21 +259,6 @@ def _unique(accs: list[Acc], what: str, problems: list[str]) -> None:
         seen.add(name)
 
 
-def packages(pairs: list[str], schemas: list[ir.Schema]) -> dict[str, str]:
-    """``--java-package IDL=java.package`` options as a dict, checked against the schemas."""
-    known = {s.package for s in schemas}
-    out = {}
-    for pair in pairs:
-        idl, sep, dotted = pair.partition("=")
-        if not sep or not naming.is_java_package(dotted):
-            raise SystemExit(f"seqc: --java-package takes IDL_PACKAGE=java.package, not {pair!r}")
-        if idl not in known:
-            raise SystemExit(f"seqc: --java-package {pair}: no schema given has package "
-                             f"{idl!r} (given: {', '.join(sorted(known))})")
-        out[idl] = dotted
-    return out
-
-
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("seqc", "templates"),
