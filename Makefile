@@ -78,7 +78,7 @@ test: setup system-deps ## every test: cargo test, generated-code check, mypy, p
 	$(MAKE) check-generated
 	$(MAKE) test-java
 	$(MAKE) test-cpp
-	$(MAKE) test-nodes NODES_PYTEST=0  # tests/languages runs with test-python
+	$(MAKE) test-nodes NODES_ALONE=0  # seqbus-ffi's cargo tests ran in test-rust, tests/languages runs in test-python
 	$(MAKE) typecheck
 	$(MAKE) test-python
 
@@ -120,12 +120,14 @@ build-nodes: venv ## the node library (libseqbus_ffi), the C++ node and its test
 	echo "$(CURDIR)/examples/exchange/java/target/exchange-java-0.1.0.jar:$$(cat examples/exchange/java/target/classpath.txt)" \
 		> $(NODES_BUILD)/java.classpath
 
-NODES_PYTEST ?= 1
-test-nodes: build-nodes system-deps ## nodes in C++ and Java: the C ABI's tests, the C++ node's (GoogleTest) and the Java node's (JUnit) on a real bus, and tests/languages (Python, C++ and Java market-data instances on one bus; NODES_PYTEST=0 leaves it to test-python)
+NODES_ALONE ?= 1
+test-nodes: build-nodes system-deps ## nodes in C++ and Java: the C ABI's tests, the C++ node's (GoogleTest) and the Java node's (JUnit) on a real bus, and tests/languages (Python, C++ and Java market-data instances on one bus); NODES_ALONE=0 leaves the C ABI's tests and tests/languages to test-rust and test-python
+ifeq ($(NODES_ALONE),1)
 	cd rust && $(CARGO) test -q -p seqbus-ffi
+endif
 	cd $(NODES_BUILD)/cpp/node && ctest --output-on-failure
 	$(MVN) -f runtime/java/pom.xml -Pnodes -pl node test
-ifeq ($(NODES_PYTEST),1)
+ifeq ($(NODES_ALONE),1)
 	bash scripts/in-netns.sh $(PY) -m pytest -q tests/languages
 endif
 
