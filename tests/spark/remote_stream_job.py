@@ -45,7 +45,8 @@ def main(config: str) -> int:
             spark.stop()
             return 0
         time.sleep(1.0)
-    print("timed out", file=sys.stderr)
+    print(f"timed out with {committed(spark, c['out'])} of {c['total']} rows committed",
+          file=sys.stderr)
     return 1
 
 

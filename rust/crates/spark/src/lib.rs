@@ -534,16 +534,23 @@ pub extern "system" fn Java_seqbus_spark_Native_followStart<'l>(
     password: JString<'l>,
     session: JString<'l>,
     from: jlong,
-    before: JLongArray<'l>,
+    open: JLongArray<'l>,
 ) -> jlong {
     guard(&mut env, 0, |env| {
         let l = login(env, &server, &user, &password, &session)?;
-        let before = seqs(env, &before)?;
-        Ok(into_handle(Follower::start(
-            l,
-            from.max(1) as u64,
-            &before,
-        )?))
+        // [per open message: its count of fragments, their sequences], as followLatest's tail
+        let flat = seqs(env, &open)?;
+        let mut open = Vec::new();
+        let mut i = 0;
+        while i < flat.len() {
+            let n = flat[i] as usize;
+            let m = flat
+                .get(i + 1..i + 1 + n)
+                .ok_or_else(|| format!("followStart: open messages cut short at {i}"))?;
+            open.push(m.to_vec());
+            i += 1 + n;
+        }
+        Ok(into_handle(Follower::start(l, from.max(1) as u64, &open)?))
     })
 }
 

@@ -209,6 +209,10 @@ struct FollowState {
     /// are open there: of what comes before `from` it takes only their fragments (`before`).
     from: u64,
     before: HashSet<u64>,
+    /// The messages open at `from`, as its offset named them: what a batch that ends at
+    /// `from` names, whether or not this follower has read their fragments yet (a batch
+    /// planned the moment it logs in must not drop them).
+    at_from: Vec<Vec<u64>>,
     /// The fragments of each fragmented message seen to its end (its last fragment, or the
     /// record of its account that abandoned it), with that end: a batch may not end inside
     /// one that began inside it, and the offset of a batch that ends inside one names it.
@@ -220,17 +224,14 @@ struct FollowState {
 
 impl Follower {
     /// Logs in from `from` (a batch's end, or the start of the query) and follows the stream
-    /// in a background thread. `before` are the fragments before `from` of the messages open
-    /// at `from` (what the offset of `from` names): the login starts at the first of them.
-    pub fn start(login: Login, from: u64, before: &[u64]) -> Result<Follower, String> {
-        let login_at = before.iter().copied().fold(from, u64::min);
+    /// in a background thread. `open` are the messages open at `from`, each the sequences of
+    /// its fragments before `from` (what the offset of `from` names): the login starts at the
+    /// first of them.
+    pub fn start(login: Login, from: u64, open: &[Vec<u64>]) -> Result<Follower, String> {
+        let state = FollowState::starting(from, open);
+        let login_at = state.before.iter().copied().fold(from, u64::min);
         let remote = Remote::connect(&login, login_at, Duration::from_secs(10))?;
-        let state = Arc::new(Mutex::new(FollowState {
-            next: from,
-            from,
-            before: before.iter().copied().filter(|&s| s < from).collect(),
-            ..Default::default()
-        }));
+        let state = Arc::new(Mutex::new(state));
         let stop = Arc::new(AtomicBool::new(false));
         let (st, sp) = (state.clone(), stop.clone());
         let thread = std::thread::Builder::new()
@@ -288,6 +289,22 @@ pub fn cut(next: u64, start: u64, max: u64, spans: &[(u64, u64)]) -> u64 {
 }
 
 impl FollowState {
+    fn starting(from: u64, open: &[Vec<u64>]) -> FollowState {
+        let mut at_from: Vec<Vec<u64>> = open
+            .iter()
+            .map(|m| m.iter().copied().filter(|&s| s < from).collect::<Vec<u64>>())
+            .filter(|m| !m.is_empty())
+            .collect();
+        at_from.sort_unstable();
+        FollowState {
+            next: from,
+            from,
+            before: at_from.iter().flatten().copied().collect(),
+            at_from,
+            ..Default::default()
+        }
+    }
+
     fn commit_at(&mut self, upto: u64) {
         self.spans.retain(|(_, l)| *l >= upto);
     }
@@ -298,6 +315,13 @@ impl FollowState {
             .chain(self.open.values().map(|s| (s[0], u64::MAX)))
             .collect();
         let end = cut(self.next, start, max, &spans);
+        if end <= self.from {
+            // nothing read past `from` yet, maybe not even the open messages' fragments
+            return Cut {
+                end,
+                open: self.at_from.clone(),
+            };
+        }
         let mut open: Vec<Vec<u64>> = (self.spans.iter().filter(|(_, l)| *l >= end))
             .map(|(s, _)| s)
             .chain(self.open.values())
@@ -429,15 +453,20 @@ mod tests {
     }
 
     #[test]
+    fn a_follower_that_has_read_nothing_yet_keeps_the_open_messages_of_its_start() {
+        // the query restarts at 12 with DEAD's [3, 4] and SLOW's [5] open; the driver plans
+        // the first batch before the login has read a record: its offset must still name
+        // both, or the batch holding SLOW's last fragment would not read its first
+        let st = FollowState::starting(12, &[vec![5], vec![3, 4]]);
+        assert_eq!(st.before, [3, 4, 5].into_iter().collect());
+        assert_eq!(st.cut(12, 7), at(12, &[&[3, 4], &[5]]));
+    }
+
+    #[test]
     fn a_follower_started_inside_open_messages_takes_their_fragments_only() {
         // SLOW's message: fragments 5 and 9 before the restart at 12, its last at 14; the
         // offset of 12 names [5, 9]; the login starts at 5
-        let mut st = FollowState {
-            next: 12,
-            from: 12,
-            before: [5, 9].into_iter().collect(),
-            ..Default::default()
-        };
+        let mut st = FollowState::starting(12, &[vec![5, 9]]);
         let mut r = Reassembler::default();
         for seq in 5..12 {
             let m = match seq {

@@ -68,8 +68,9 @@ final class Native {
 
   static native long decodeRemote(long reader, long decoder, long hi, long max, int waitMs);
 
-  /** {@code before}: the fragments before {@code from} of the messages open there. */
-  static native long followStart(String server, String user, String password, String session, long from, long[] before);
+  /** {@code open}: the messages open at {@code from} (what its offset names), per message its
+   *  count of fragments, then their sequences. */
+  static native long followStart(String server, String user, String password, String session, long from, long[] open);
 
   /** The next batch's end, then per message open there: its count of fragments, their
    *  sequences. */

@@ -41,9 +41,13 @@ final class SeqbusOffset extends Offset {
     return new SeqbusOffset(a[0], open.toArray(NONE));
   }
 
-  /** Every fragment sequence the open messages name. */
-  long[] fragments() {
-    return flatten(Arrays.asList(open));
+  /** The open messages as {@code Native.followStart} takes them: per message its count of
+   *  fragments and their sequences. */
+  long[] encodedOpen() {
+    return Arrays.stream(open)
+        .flatMapToLong(m -> java.util.stream.LongStream.concat(
+            java.util.stream.LongStream.of(m.length), Arrays.stream(m)))
+        .toArray();
   }
 
   private static long[] flatten(List<long[]> messages) {

@@ -123,8 +123,8 @@ final class Streams {
       long from = ((SeqbusOffset) start).next;
       SeqbusOptions o = scan.options;
       if (follower == 0) {
-        long[] before = ((SeqbusOffset) start).fragments();
-        follower = Native.followStart(o.soupbin, o.username, o.password, o.session, from, before);
+        long[] open = ((SeqbusOffset) start).encodedOpen();
+        follower = Native.followStart(o.soupbin, o.username, o.password, o.session, from, open);
       }
       return SeqbusOffset.ofNative(Native.followLatest(follower, from, cap(limit)));
     }
