@@ -419,7 +419,7 @@ fn sequence(
     let mut answers = cfg.downstream_key().map(|k| {
         crate::downstream_auth::Verifier::new(
             k.clone(),
-            Arc::new(AtomicU64::new(0)),
+            board.map(|b| b.downstream_forged()).unwrap_or_default(),
             format!("sequencer {}", member.id()),
             "seqbus::sequencer",
         )

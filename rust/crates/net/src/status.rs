@@ -27,6 +27,9 @@ pub struct Board {
     forged: AtomicU64,
     replayed: AtomicU64,
     stale: AtomicU64,
+    /// Replayers' answers without a valid downstream MAC dropped (`downstream.key`); the
+    /// sequencing loop's verifier counts into it directly.
+    downstream_forged: Arc<AtomicU64>,
     sequenced: AtomicU64,
     packets: AtomicU64,
     heartbeats: AtomicU64,
@@ -84,6 +87,11 @@ fn role_name(code: u64) -> &'static str {
 }
 
 impl Board {
+    /// The counter the sequencing loop's downstream verifier adds to.
+    pub fn downstream_forged(&self) -> Arc<AtomicU64> {
+        self.downstream_forged.clone()
+    }
+
     /// Publishes the loop's counters (a handful of relaxed stores).
     pub fn update(&self, s: &SequencerStats, next_sequence: u64, now_ns: u64) {
         let r = Ordering::Relaxed;
@@ -318,7 +326,7 @@ impl Board {
     }
 
     /// (name, help, kind, value) of every counter and gauge.
-    fn metrics(&self) -> [(&'static str, &'static str, &'static str, u64); 13] {
+    fn metrics(&self) -> [(&'static str, &'static str, &'static str, u64); 14] {
         let r = Ordering::Relaxed;
         [
             (
@@ -368,6 +376,12 @@ impl Board {
                 "Authentic upstream datagrams older than the anti-replay window or of an earlier start of their sender dropped ([auth]).",
                 "counter",
                 self.stale.load(r),
+            ),
+            (
+                "downstream_forged",
+                "Downstream datagrams (replayers' answers) without a valid MAC dropped (downstream.key).",
+                "counter",
+                self.downstream_forged.load(r),
             ),
             (
                 "messages_sequenced",
@@ -604,7 +618,12 @@ mod tests {
         assert!(text.contains("seqbus_sequencer_next_sequence{session=\"S1\"} 43\n"));
         let json: serde_json::Value = serde_json::from_str(&b.status_json("S1", 1)).unwrap();
         assert_eq!(json["counters"]["messages_sequenced"], 42);
+        assert_eq!(json["counters"]["downstream_forged"], 0);
         assert_eq!(json["session"], "S1");
+        b.downstream_forged().fetch_add(2, Ordering::Relaxed);
+        assert!(b
+            .prometheus("S1")
+            .contains("seqbus_sequencer_downstream_forged{session=\"S1\"} 2\n"));
         assert!(
             !text.contains("cluster_replication_lag{"),
             "not clustered: no standbys"
