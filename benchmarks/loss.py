@@ -6,8 +6,9 @@ half way, the sequencers are left alone so that the latencies show loss recovery
 takeover) in a private network namespace of its own where nftables drops the given percent of
 every UDP datagram (downstream, upstream, replayer and sequencer-to-sequencer traffic alike).
 The lossless run of the same invocation is the baseline: orders/s and order → answer p50/p99
-beside it, and what recovery cost — messages retransmitted (replayer answers) and commands
-resent per datagram lost. Every run must lose no order and end with equal state hashes.
+beside it, what recovery cost — messages retransmitted (replayer answers) and commands
+resent per datagram lost — and what the late joiner's rewind received per message of the
+stream (its duplicates included). Every run must lose no order and end with equal state hashes.
 Not a test: numbers depend on the machine; read the ratios.
 """
 
@@ -96,6 +97,11 @@ def _median_run(rs: list[dict[str, Any]]) -> dict[str, Any]:
             for k in ("retransmitted_messages", "resent_commands")
         },
         "datagrams_dropped": int(med([r["datagrams_dropped"] for r in rs])),
+        # the late joiner's rewind: messages received per message of the stream it walked
+        "late_joiner_ratio": med(
+            [r["late_joiner"]["received"] / max(1, r["final_sequence"]) for r in rs]
+        ),
+        "late_joiner_duplicates": med([r["late_joiner"]["duplicates"] for r in rs]),
         "lost_orders": sum(r["lost_orders"] for r in rs),
         "hashes_equal": all(r["hashes_equal"] for r in rs),
     }
@@ -139,9 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "| loss | orders/s | vs lossless | order → answer p50 | p99 | p50 ratio | p99 ratio | "
-        "datagrams lost | retransmitted msgs + resent cmds per lost | lost orders | hashes |"
+        "datagrams lost | retransmitted msgs + resent cmds per lost | late joiner: received per "
+        "stream message | its duplicates | lost orders | hashes |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for loss in rates:
         r = results[loss]
         lat = r["order_to_answer_us"]
@@ -153,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{lat['p50'] / 1000:.2f} ms | {lat['p99'] / 1000:.2f} ms | "
             f"{lat['p50'] / base['order_to_answer_us']['p50']:.2f}× | "
             f"{lat['p99'] / base['order_to_answer_us']['p99']:.2f}× | {lost:,} | {per:.1f} | "
+            f"{r['late_joiner_ratio']:.3f}× | {r['late_joiner_duplicates']:,.0f} | "
             f"{r['lost_orders']} | {'equal' if r['hashes_equal'] else 'DIFFERENT'} |"
         )
     return 0

@@ -600,6 +600,19 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
                 ("gaps", "gaps"),
             )
         },
+        # what the late joiner's rewind received for what it delivered (duplicates and the
+        # live stream it held while rewinding included)
+        "late_joiner": {
+            key: int(final["ME-3"].get("bus", {}).get(field, 0))
+            for key, field in (
+                ("received", "received"),
+                ("delivered", "delivered"),
+                ("retransmitted_messages", "retransmits"),
+                ("duplicates", "duplicates"),
+                ("gap_requests", "requests"),
+                ("reorder_dropped", "reorder_dropped"),
+            )
+        },
         "final_sequence": final["ME-2"]["last_sequence"],
         "market_data_updates": final["MD-1"]["updates"],
         "hashes_equal": equal,

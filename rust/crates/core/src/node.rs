@@ -300,6 +300,22 @@ pub struct Node {
     req_rto: Rto,
     /// When the request a round trip can be timed from was sent (Karn: not a repeat).
     req_timed: Option<u64>,
+    /// When the current replayer was last heard (or asked, whichever is later), and the
+    /// longest silence it came back from: a replayer descheduled on a busy host goes quiet
+    /// for far longer than its round trip, and a request timed out meanwhile is answered
+    /// twice. Requests wait at least 1.5 times that silence before they are asked again.
+    heard_ns: u64,
+    longest_silence: u64,
+    /// A silence that ended after a request timed out and was asked again: a stall if the
+    /// replayer then answers the same range twice (duplicates), a loss if not. Learned only
+    /// once the duplicates show it (a loss would teach the timeout to grow with itself).
+    stall: Option<u64>,
+    /// A timed-out request is asked again as a probe of one message at this sequence; its
+    /// answer (the replayer serves requests in order) shows that everything asked before it
+    /// was served: what is still missing was lost and is asked for whole at once. A stalled
+    /// replayer's queue thus costs one message twice, not a whole request.
+    probe: Option<u64>,
+    probe_answered: bool,
     /// Replayers are announced while the node runs: a gap with none known yet waits.
     discovering: bool,
     /// What the node is handed of each message.
@@ -371,6 +387,11 @@ impl Node {
                 p.request_timeout_ns,
             ),
             req_timed: None,
+            heard_ns: 0,
+            longest_silence: 0,
+            stall: None,
+            probe: None,
+            probe_answered: false,
             discovering: false,
             stats: NodeStats::default(),
             p,
@@ -544,6 +565,40 @@ impl Node {
         self.rewinding || self.requested_upto > self.next
     }
 
+    /// Another replayer is asked from now on: what the last one's silences taught is not
+    /// about it.
+    fn forget_silences(&mut self, now_ns: u64) {
+        self.longest_silence = 0;
+        self.stall = None;
+        self.probe = None;
+        self.probe_answered = false;
+        self.heard_ns = now_ns;
+    }
+
+    /// How long a replay request waits for its first answer, or for the next one: the
+    /// timeout learned from round trips, and at least 1.5 times the longest silence the
+    /// current replayer came back from (at most `request_backoff_max_ns`).
+    fn request_timeout(&self) -> u64 {
+        let stall = self
+            .longest_silence
+            .saturating_add(self.longest_silence / 2);
+        self.req_rto
+            .get()
+            .max(stall.min(self.p.request_backoff_max_ns))
+    }
+
+    /// True when an outstanding replay request has waited its whole timeout: the next
+    /// [`Node::poll_transmit`] asks for it again (and for a rewind, again a whole request's
+    /// worth). A caller that was away (busy in handlers while the answers arrived) reads the
+    /// answers that wait first, so answers already received are not taken for loss.
+    pub fn request_due(&self, now_ns: u64) -> bool {
+        if self.p.replayers == 0 || (now_ns < self.request_deadline && !self.probe_answered) {
+            return false;
+        }
+        self.gap()
+            .is_some_and(|(from, _)| self.requested_upto > from && self.requested_from <= from)
+    }
+
     /// True when the oldest command in flight has waited a whole retransmission timeout with
     /// nothing confirmed: the next [`Node::poll_transmit`] sends a probe (the oldest and the
     /// last command in flight) or every command in flight again (docs/upstream.md). A caller
@@ -703,6 +758,7 @@ impl Node {
         self.req_timed = None;
         if self.behind < self.p.replayers {
             self.replayer = (self.replayer + 1) % self.p.replayers;
+            self.forget_silences(now_ns);
         } else {
             self.behind = 0;
             self.request_hold = now_ns + self.req_rto.get();
@@ -712,6 +768,18 @@ impl Node {
     /// Handles one downstream datagram (a live packet or a replayer's answer). Malformed and
     /// foreign datagrams are counted and dropped.
     pub fn handle_datagram(&mut self, now_ns: u64, src: Source, datagram: &[u8]) {
+        let duplicates = self.stats.duplicates;
+        self.take_datagram(now_ns, src, datagram);
+        if self.stats.duplicates > duplicates && src == Source::Replayer(self.replayer) {
+            // the replayer answered twice what a timeout asked again: the silence before
+            // was a stall, not a loss
+            if let Some(s) = self.stall.take() {
+                self.longest_silence = self.longest_silence.max(s);
+            }
+        }
+    }
+
+    fn take_datagram(&mut self, now_ns: u64, src: Source, datagram: &[u8]) {
         let p = match MoldPacket::parse(datagram) {
             Ok(p) => p,
             Err(_) => {
@@ -725,12 +793,22 @@ impl Node {
         }
         if let Source::Replayer(i) = src {
             if i == self.replayer {
+                let timed_out = self.failures > 0;
                 self.failures = 0;
                 if let Some(sent) = self.req_timed.take() {
                     // the first answer to a request sent once: a round-trip sample
                     self.req_rto.sample(now_ns.saturating_sub(sent));
                 }
-                self.timeout_ns = self.req_rto.get();
+                if self.requested_upto > self.requested_from && self.heard_ns > 0 {
+                    let silence = now_ns.saturating_sub(self.heard_ns);
+                    if !timed_out {
+                        self.longest_silence = self.longest_silence.max(silence);
+                    } else if self.stall.is_none() {
+                        self.stall = Some(silence);
+                    }
+                }
+                self.heard_ns = self.heard_ns.max(now_ns);
+                self.timeout_ns = self.request_timeout();
                 // the replayer is answering: outstanding requests time out only once it has
                 // been silent for a whole timeout (answers to pipelined requests may take
                 // longer than one timeout in all)
@@ -778,6 +856,12 @@ impl Node {
                     self.stats.retransmits += count;
                     if i == self.replayer {
                         self.behind = 0;
+                        if self.probe == Some(first) && count == 1 {
+                            // the probe's answer: when what it asked for is news, everything
+                            // asked before it was lost (served first, it would be here)
+                            self.probe = None;
+                            self.probe_answered = first >= self.next && self.next > 0;
+                        }
                     }
                 }
                 self.note_head(end);
@@ -1216,13 +1300,16 @@ impl Node {
             return;
         }
         let Some((from, to)) = self.gap() else {
+            self.probe_answered = false;
             return;
         };
         let outstanding = self.requested_upto > from && self.requested_from <= from;
         if !outstanding && now_ns < self.request_hold {
             return; // every replayer said it is behind: wait before asking again
         }
-        if outstanding && now_ns < self.request_deadline {
+        // the probe came back and the gap is still there: it was lost, not delayed
+        let lost = outstanding && std::mem::take(&mut self.probe_answered);
+        if outstanding && !lost && now_ns < self.request_deadline {
             // pipelining: ask for the next chunk once less than half a chunk beyond
             // `replay_depth - 1` whole chunks is left, so a rewind never waits a round trip
             // between chunks (depth 1: the next chunk when half of this one is left)
@@ -1243,24 +1330,40 @@ impl Node {
             }
             return;
         }
-        if outstanding {
-            // unanswered (or answered in part and the rest lost): back off, maybe fail over
+        let mut probe = false;
+        if lost {
+            self.timeout_ns = self.request_timeout();
+        } else if outstanding {
+            // unanswered (or answered in part and the rest lost): back off, maybe fail over;
+            // the same replayer is probed first (it may only be slow: descheduled, busy)
             self.failures += 1;
             self.timeout_ns = (self.timeout_ns * 2).min(self.p.request_backoff_max_ns);
             self.req_timed = None; // a repeat's answer times nothing (Karn)
-            if self.failures >= self.p.failover_after {
+            if self.failures >= self.p.failover_after && self.p.replayers > 1 {
                 self.failures = 0;
                 self.replayer = (self.replayer + 1) % self.p.replayers;
+                self.forget_silences(now_ns);
                 self.timeout_ns = self.p.request_timeout_ns;
+            } else {
+                probe = true;
             }
         } else if std::mem::take(&mut self.reasking) {
-            self.timeout_ns = self.req_rto.get();
+            self.timeout_ns = self.request_timeout();
         } else {
             self.stats.gaps += 1;
-            self.timeout_ns = self.req_rto.get();
+            // a new gap: what the replayer's silences taught fades, an eighth each time
+            self.longest_silence -= self.longest_silence / 8;
+            self.stall = None;
+            self.heard_ns = now_ns;
+            self.timeout_ns = self.request_timeout();
             self.req_timed = Some(now_ns);
         }
-        let count = (to - from).min(self.p.max_request as u64) as u16;
+        let count = if probe {
+            1
+        } else {
+            (to - from).min(self.p.max_request as u64) as u16
+        };
+        self.probe = probe.then_some(from);
         let r = Request {
             session: self.p.session,
             sequence: from,
@@ -1297,7 +1400,9 @@ impl Node {
         }
         // a request's deadline matters only while there is still a gap to fill
         if self.p.replayers > 0 && self.gap().is_some() {
-            if self.requested_upto > self.requested_from {
+            if self.probe_answered {
+                add(0);
+            } else if self.requested_upto > self.requested_from {
                 add(self.request_deadline);
             } else if self.request_hold > 0 {
                 add(self.request_hold);

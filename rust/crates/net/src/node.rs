@@ -338,6 +338,7 @@ impl NodeClient {
     fn read_one(&mut self) -> Result<bool, Error> {
         // the replayer socket is looked at while an answer is expected, and now and then
         // (a late answer is still useful), so the live path costs one recvmmsg per batch
+        let mut look = false;
         if self.rep_at >= self.rx_rep.len() {
             self.reads = self.reads.wrapping_add(1);
             if self.reads.is_multiple_of(64) {
@@ -345,42 +346,11 @@ impl NodeClient {
             }
             // (and more often while commands are in flight: the sequencer's NAKs come here)
             let in_flight = self.node.in_flight() > 0;
-            if self.node.awaits_replay()
+            look = self.node.awaits_replay()
                 || self.reads.is_multiple_of(64)
-                || (in_flight && self.reads.is_multiple_of(8))
-            {
-                self.rx_rep
-                    .recv(&self.req)
-                    .map_err(io_error("node: recv (replayer)"))?;
-                self.rep_at = 0;
-                self.rep_now = now_ns();
-            }
+                || (in_flight && self.reads.is_multiple_of(8));
         }
-        if self.rep_at < self.rx_rep.len() {
-            let i = self.rep_at;
-            self.rep_at += 1;
-            let from = self.rx_rep.from(i);
-            let src = Source::Replayer(
-                self.replayers
-                    .iter()
-                    .position(|r| r.as_socket() == from.as_socket())
-                    .unwrap_or(usize::MAX),
-            );
-            match self.rx_rep.get(i) {
-                // the sequencer's NAK comes to the socket commands leave from
-                Some(d) if seqbus_wire::upstream::Nak::is_nak(d) => {
-                    self.node.handle_nak(self.rep_now, d)
-                }
-                Some(d) => match self.answers.as_mut() {
-                    None => self.node.handle_datagram(self.rep_now, src, d),
-                    Some(v) => {
-                        if let Some(p) = v.open(d) {
-                            self.node.handle_datagram(self.rep_now, src, p)
-                        }
-                    }
-                },
-                None => self.node.note_malformed(),
-            }
+        if self.read_reply(look)? {
             return Ok(true);
         }
         // one live datagram at a time: the node takes no more than it can deliver at once
@@ -403,6 +373,47 @@ impl NodeClient {
         let read = read.map_err(io_error("node: read (downstream)"))?;
         self.live += read as u64;
         Ok(read > 0)
+    }
+
+    /// Hands the protocol one datagram that came to the request socket (a replayer's answer,
+    /// a NAK); with `look`, receives the next batch there when none is left. False when
+    /// none was waiting.
+    fn read_reply(&mut self, look: bool) -> Result<bool, Error> {
+        if look && self.rep_at >= self.rx_rep.len() {
+            self.rx_rep
+                .recv(&self.req)
+                .map_err(io_error("node: recv (replayer)"))?;
+            self.rep_at = 0;
+            self.rep_now = now_ns();
+        }
+        if self.rep_at >= self.rx_rep.len() {
+            return Ok(false);
+        }
+        let i = self.rep_at;
+        self.rep_at += 1;
+        let from = self.rx_rep.from(i);
+        let src = Source::Replayer(
+            self.replayers
+                .iter()
+                .position(|r| r.as_socket() == from.as_socket())
+                .unwrap_or(usize::MAX),
+        );
+        match self.rx_rep.get(i) {
+            // the sequencer's NAK comes to the socket commands leave from
+            Some(d) if seqbus_wire::upstream::Nak::is_nak(d) => {
+                self.node.handle_nak(self.rep_now, d)
+            }
+            Some(d) => match self.answers.as_mut() {
+                None => self.node.handle_datagram(self.rep_now, src, d),
+                Some(v) => {
+                    if let Some(p) = v.open(d) {
+                        self.node.handle_datagram(self.rep_now, src, p)
+                    }
+                }
+            },
+            None => self.node.note_malformed(),
+        }
+        Ok(true)
     }
 
     /// Takes in the replayers announced since the last look.
@@ -449,6 +460,13 @@ impl NodeClient {
                 while !self.node.has_deliverable() && self.read_one()? {}
                 n += self.node.deliver(out, max_records - n)?;
                 self.watch.delivered(&self.node, self.live);
+                now = now_ns();
+            }
+            if self.node.request_due(now) {
+                // this thread was away (the application handling a batch) while a request's
+                // answers arrived: they hold it off; read every one waiting before the flush
+                // below decides the request went unanswered and asks for it all again
+                while self.read_reply(true)? {}
                 now = now_ns();
             }
             self.flush_at(now)?;

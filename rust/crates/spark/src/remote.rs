@@ -292,7 +292,12 @@ impl FollowState {
     fn starting(from: u64, open: &[Vec<u64>]) -> FollowState {
         let mut at_from: Vec<Vec<u64>> = open
             .iter()
-            .map(|m| m.iter().copied().filter(|&s| s < from).collect::<Vec<u64>>())
+            .map(|m| {
+                m.iter()
+                    .copied()
+                    .filter(|&s| s < from)
+                    .collect::<Vec<u64>>()
+            })
             .filter(|m| !m.is_empty())
             .collect();
         at_from.sort_unstable();
