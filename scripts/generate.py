@@ -44,6 +44,7 @@ TARGETS = {
     "rust": ("seqc.gen_rust", "generated/rust"),
     "cpp": ("seqc.gen_cpp", "generated/cpp"),
     "java": ("seqc.gen_java", "generated/java"),
+    "java-node": ("seqc.gen_java_node", "generated/java-node"),
 }
 #: The Java package of each schema's code (seqc --java-package), inside seqbus's own namespace
 #: as the Python packages are: generated/java/seqbus/examples/exchange/NewOrderDecoder.java.
@@ -86,7 +87,7 @@ def generate() -> dict[Path, str]:
         gen = importlib.import_module(module)
         out: dict[str, str] = {}
         for schema in all_schemas:
-            java = {"java_package": JAVA_PACKAGES[schema.package]} if module.endswith("java") else {}
+            java = {"java_package": JAVA_PACKAGES[schema.package]} if "gen_java" in module else {}
             out.update(gen.generate(schema, **java))
         out.update(gen.generate_index(all_schemas))
         for rel, text in out.items():

@@ -39,6 +39,7 @@ TARGETS = {
     "rust": "seqc.gen_rust",
     "cpp": "seqc.gen_cpp",
     "java": "seqc.gen_java",
+    "java-node": "seqc.gen_java_node",
 }
 
 
@@ -60,7 +61,7 @@ def _generate(args: argparse.Namespace) -> int:
     for lang in langs:
         target = str(out / lang if args.layout == "tree" else out)
         gen: Any = gen_python if lang == "python" else importlib.import_module(TARGETS[lang])
-        kw, names = named.get(lang, ("", {}))
+        kw, names = named.get("java" if lang == "java-node" else lang, ("", {}))
         for schema in schemas:
             opts = {kw: names[schema.package]} if schema.package in names else {}
             gen_python.write(gen.generate(schema, **opts), target)

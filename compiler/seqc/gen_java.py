@@ -247,6 +247,8 @@ def check_names(schema: ir.Schema) -> None:
             claim(naming.java_encoder(blk.name), what)
             _unique(block_accessors(blk), what, problems)
     claim(naming.java_messages_class(schema.package), f"package {schema.package}'s entry")
+    if schema.messages:  # --lang java-node's class, in the same Java package
+        claim(naming.node_class(schema.package), f"package {schema.package}'s node base")
     if problems:
         raise JavaNameError(f"{schema.source}: cannot generate Java: " + "; ".join(problems))
 

@@ -30,9 +30,12 @@ import seqbus.codec.NioBuffer;
  * new Printer().run(new Options("bus.toml", "PRINTER").start(Start.rewind()));
  * }</pre>
  *
- * <p>With the codecs seqc generates ({@code seqc generate --lang java}), a handler reads a
- * message in place: {@code messages.dispatch(m.buffer(), m.offset(), m.length(), this)}. A node
- * is used by one thread; {@link #stop()} may come from any.
+ * <p>Usually a node extends the typed base seqc generates for its schema
+ * ({@code seqc generate --lang java --lang java-node}: {@code ExchangeNode} for package
+ * {@code exchange}), which hands each message of the schema to its handler
+ * ({@code onNewOrder(NewOrderDecoder, Message)}) as a decoder reading it in place, and sends
+ * typed ({@code send(encodeNewOrder().orderId(1)...)}). A node is used by one thread;
+ * {@link #stop()} may come from any.
  */
 public abstract class Node implements AutoCloseable {
     /** Log levels of {@link #log}. */
@@ -74,8 +77,20 @@ public abstract class Node implements AutoCloseable {
     /** Once, before the first message, with blank state (the node may send). */
     protected void onOpened() {}
 
-    /** Every message of the node's topics, in stream order. */
+    /**
+     * Every message of the node's topics, in stream order, that {@link #dispatchTyped} did not
+     * take: with a generated node base, the messages of other schemas and unknown templates.
+     */
     protected void onMessage(Message message) {}
+
+    /**
+     * Where a generated node base (seqc's {@code <Package>Node}, {@code --lang java-node}) hands a
+     * message of its schema to the typed handler of its template and returns true; false (the
+     * default) leaves the message to {@link #onMessage}.
+     */
+    protected boolean dispatchTyped(Message message) {
+        return false;
+    }
 
     /** A rewinding node has caught up with the live stream. */
     protected void onRewound() {}
@@ -399,7 +414,7 @@ public abstract class Node implements AutoCloseable {
                 m.commandSeq = event[9];
                 stats.messages++;
                 try {
-                    onMessage(m);
+                    deliver(m);
                 } catch (RuntimeException e) {
                     failed(e, m.sequence, "schema " + m.schemaId() + " template " + m.templateId(), "onMessage");
                     stats.skippedSequences.add(m.sequence);
@@ -425,6 +440,13 @@ public abstract class Node implements AutoCloseable {
                 break;
             default:
                 break;
+        }
+    }
+
+    /** A message to its handler: the typed one of a generated base, else {@link #onMessage}. */
+    void deliver(Message m) {
+        if (!dispatchTyped(m)) {
+            onMessage(m);
         }
     }
 
