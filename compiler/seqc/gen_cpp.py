@@ -213,15 +213,48 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def node_header(package: str) -> str:
+    """The generated node base's file name: ``exchange_node.hpp``."""
+    return naming.python_package(package) + "_node.hpp"
+
+
+#: Handler names seqbus::Node uses for its own hooks.
+RUNTIME_HOOKS = frozenset({"on_opened", "on_message", "on_rewound", "on_closed"})
+
+
+def check_node_names(schema: ir.Schema) -> None:
+    """Refuse a schema whose node base would hide a hook of seqbus::Node or one of its types."""
+    problems = [f"the handler of message {m.name} would be seqbus::Node's hook "
+                f"{naming.handler(m.name)}" for m in schema.messages
+                if naming.handler(m.name) in RUNTIME_HOOKS]
+    cls = naming.node_class(schema.package)
+    types = ({e.name for e in schema.enums} | {s.name for s in schema.structs}
+             | {f(b.name) for m in schema.messages for b in m.body.all_blocks()
+                for f in (view_name, builder_name)})
+    if cls in types:
+        problems.append(f"the node base class {cls} would have the name of a type of the schema")
+    if problems:
+        raise ValueError(f"{schema.source}: cannot generate the C++ node base: "
+                         + "; ".join(problems) + ": rename it")
+
+
 def generate(schema: ir.Schema, namespace: str | None = None) -> dict[str, str]:
-    """``{<pkg>.hpp: text}``: the codecs of ``schema`` in C++ namespace ``namespace`` (default:
-    the IDL package, dots as ``::``)."""
+    """``{<pkg>.hpp: text, <pkg>_node.hpp: text}``: the codecs of ``schema`` in C++ namespace
+    ``namespace`` (default: the IDL package, dots as ``::``) and, for a schema with messages,
+    its node base class ``<Package>Node`` over ``seqbus::Node`` (a header of its own: code that
+    uses only the codecs needs neither it nor the node library)."""
     env = environment()
+    ns = namespace or default_namespace(schema.package)
     blocks = [(b, m) for m in schema.messages for b in reversed(m.body.all_blocks())]
     text = env.get_template("cpp/schema.hpp.j2").render(
-        schema=schema, blocks=blocks, abi=RUNTIME_ABI,
-        namespace=namespace or default_namespace(schema.package))
-    return {header(schema.package): text}
+        schema=schema, blocks=blocks, abi=RUNTIME_ABI, namespace=ns)
+    out = {header(schema.package): text}
+    if schema.messages:
+        check_node_names(schema)
+        out[node_header(schema.package)] = env.get_template("cpp/node.hpp.j2").render(
+            schema=schema, namespace=ns, cls=naming.node_class(schema.package),
+            codecs=header(schema.package), handler=naming.handler, snake=naming.snake)
+    return out
 
 
 def generate_index(schemas: list[ir.Schema]) -> dict[str, str]:

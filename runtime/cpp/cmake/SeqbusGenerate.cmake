@@ -4,8 +4,9 @@
 # Runs `seqc generate --lang cpp` on the IDL files at build time (again whenever one of them,
 # a DEPENDS file or the seqbus::codec runtime header changes) into
 # ${CMAKE_CURRENT_BINARY_DIR}/<target>/, and makes <target> an INTERFACE library whose include
-# directory holds the headers (<package>.hpp, the IDL package's dots as underscores) and which
-# links seqbus::codec. seqc is the program in
+# directory holds the headers (<package>.hpp, the IDL package's dots as underscores; for a schema
+# with messages also <package>_node.hpp, its typed node base over seqbus::Node, which a program
+# that includes it links with seqbus::node) and which links seqbus::codec. seqc is the program in
 # SEQBUS_SEQC, else `seqc` on the PATH (pip install seqc).
 # The runtime the headers are generated for: in the source tree (runtime/cpp/cmake/..) or in an
 # install prefix (lib/cmake/seqbus/../../..). The headers are generated again when it changes, as
@@ -51,6 +52,7 @@ function(seqbus_generate target)
     endforeach()
     add_custom_command(
       OUTPUT ${out}/${stem}.hpp
+      BYPRODUCTS ${out}/${stem}_node.hpp
       COMMAND ${SEQBUS_SEQC} generate --lang cpp --layout flat -o ${out} ${ns_options} ${idl}
       DEPENDS ${idl} ${ARG_DEPENDS} ${SEQBUS_CODEC_RUNTIME_HEADER}
       COMMENT "seqc: C++ codecs of ${idl}"

@@ -17,8 +17,11 @@
 //   Printer p;
 //   p.run({"bus.toml", "PRINTER", 1, seqbus::Start::rewind()});
 //
-// With the codecs seqc generates (`seqc generate --lang cpp`), a handler reads a message in
-// place: `exchange::dispatch(m.bytes(), [&](const auto& view) { on(view, m.mine()); })`.
+// Usually a node derives from the typed base seqc generates for its schema (`seqc generate
+// --lang cpp`: exchange_node.hpp, `exchange::ExchangeNode`), which hands each message of the
+// schema to its handler as a view reading it in place
+// (`void on_new_order(const exchange::NewOrderView&, const seqbus::Message&) override`) and
+// sends typed (`send_new_order([&](exchange::NewOrderBuilder& b) { b.order_id(1); ... })`).
 #pragma once
 
 #include <seqbus.h>
@@ -227,7 +230,8 @@ class Node {
 
   /// Once, before the first message, with blank state (the node may send).
   virtual void on_opened() {}
-  /// Every message of the node's topics, in stream order.
+  /// Every message of the node's topics, in stream order, that dispatch_typed() did not take:
+  /// with a generated node base, the messages of other schemas and unknown templates.
   virtual void on_message(const Message&) {}
   /// A rewinding node has caught up with the live stream.
   virtual void on_rewound() {}
@@ -435,6 +439,17 @@ class Node {
     stop();
   }
 
+ protected:
+  /// Where a generated node base (seqc's `<Package>Node`) hands a message of its schema to the
+  /// typed handler of its template and returns true; false (the default) leaves the message to
+  /// on_message().
+  virtual bool dispatch_typed(const Message&) { return false; }
+
+  /// A message to its handler: the typed one of a generated base, else on_message().
+  void deliver(const Message& m) {
+    if (!dispatch_typed(m)) on_message(m);
+  }
+
  private:
   struct LocalTimer {
     std::chrono::steady_clock::time_point at;
@@ -453,7 +468,7 @@ class Node {
         ++stats_.messages;
         Message m(e);
         try {
-          on_message(m);
+          deliver(m);
         } catch (const std::exception& x) {
           failed(x.what(), e.sequence,
                  "schema " + std::to_string(e.schema_id) + " template " + std::to_string(e.template_id), "on_message");

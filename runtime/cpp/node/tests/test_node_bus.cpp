@@ -5,9 +5,13 @@
 //   * a late joiner rewinds the session: the same stream, the same timers, on_rewound once;
 //   * a hot backup (the same account, instance 2, rewinding) sends the same commands as its
 //     primary and the sequencer keeps one copy of each;
-//   * a handler that throws stops the node ("stop", the default) or is skipped ("skip").
+//   * a handler that throws stops the node ("stop", the default) or is skipped ("skip");
+//   * a generated node base (exchange::ExchangeNode) sends typed, and what it sent comes back to
+//     its handler as the codec's bytes; another schema's messages reach on_message.
 // Every wait is bounded by time; the sequencer is killed by PID.
 #include <seqbus/node.hpp>
+
+#include <exchange_node.hpp>
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -304,6 +308,65 @@ TEST(NodeOnABus, TheConfigurationsSkipListKeepsAMessageFromTheHandlers) {
   ASSERT_TRUE(poll_until({&reader, &sender}, 20000ms, [&] { return reader.rewound == 1 && reader.count(2) == 5; }));
   for (const auto& s : reader.seen) EXPECT_NE(std::get<0>(s), third);
   EXPECT_EQ(reader.bus_stats().skipped, 1u);
+}
+
+/// A NewOrder with every kind of field: optional, struct, nested groups, variable-length data.
+void fill_order(exchange::NewOrderBuilder& b) {
+  b.order_id(42).client_id(7).symbol("AAPL").side(exchange::Side::Sell).quantity(300).stop_price(-5);
+  b.price().mantissa(15025).exponent(-2);
+  auto legs = b.legs();
+  auto leg = legs.next();
+  leg.symbol("MSFT").ratio(3).side(exchange::Side::Buy);
+  leg.fills().next().qty(10).price(99);
+  legs.next().symbol("GOOG").ratio(1).side(exchange::Side::Sell);
+  b.account("ACME-1");
+  const std::uint8_t memo[] = {1, 2, 3};
+  b.memo({memo, sizeof memo});
+}
+
+/// Sends a NewOrder and three CancelOrders typed when opened; records what comes back.
+class Trader : public exchange::ExchangeNode {
+ public:
+  std::vector<std::string> calls;
+  std::vector<std::vector<std::uint8_t>> mine;
+  std::uint64_t sent_seq = 0;
+
+  void on_opened() override {
+    sent_seq = send_new_order(fill_order);
+    for (std::uint64_t i = 1; i <= 3; ++i) post_cancel_order([i](exchange::CancelOrderBuilder& b) { b.order_id(i); });
+  }
+  void on_new_order(const exchange::NewOrderView& v, const seqbus::Message& m) override {
+    calls.push_back("on_new_order " + std::to_string(v.order_id()));
+    if (m.mine()) mine.emplace_back(m.data(), m.data() + m.size());
+  }
+  void on_cancel_order(const exchange::CancelOrderView& v, const seqbus::Message&) override {
+    calls.push_back("on_cancel_order " + std::to_string(v.order_id()));
+  }
+  void on_message(const seqbus::Message& m) override {
+    calls.push_back("on_message " + std::to_string(m.schema_id()) + "/" + std::to_string(m.template_id()));
+  }
+};
+
+TEST(NodeOnABus, AGeneratedNodeBaseSendsTypedAndItsHandlersGetTheCodecsBytes) {
+  std::vector<std::uint8_t> buf(4096);
+  exchange::NewOrderBuilder b(buf.data(), buf.size());
+  fill_order(b);
+  buf.resize(b.finish());
+  Bus bus;
+  Trader trader;
+  Probe other(1, 2);  // two messages of schema 9
+  trader.open(bus.options("TRADER", 1, seqbus::Start::rewind(), 0));
+  other.open(bus.options("OTHER", 1, seqbus::Start::rewind(), 1));
+  ASSERT_TRUE(poll_until({&trader, &other}, 30000ms, [&] { return trader.calls.size() == 6; }))
+      << "the trader saw " << trader.calls.size() << " messages";
+  EXPECT_EQ(trader.sent_seq, 1u);
+  ASSERT_EQ(trader.mine.size(), 1u);
+  EXPECT_EQ(trader.mine[0], buf);
+  std::vector<std::string> typed, untyped;
+  for (const auto& c : trader.calls) (c.rfind("on_message", 0) == 0 ? untyped : typed).push_back(c);
+  EXPECT_EQ(typed, (std::vector<std::string>{"on_new_order 42", "on_cancel_order 1", "on_cancel_order 2",
+                                             "on_cancel_order 3"}));
+  EXPECT_EQ(untyped, (std::vector<std::string>{"on_message 9/1", "on_message 9/1"}));
 }
 
 }  // namespace
