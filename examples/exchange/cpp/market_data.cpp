@@ -11,9 +11,7 @@
 //     book's state hash as MarketDataPublisher.state_hash() computes it), and it stops.
 //
 //   exchange-market-data -c bus.toml --account MD --instance 2 --rewind [--listen ADDR]
-#include <seqbus/node.hpp>
-
-#include <exchange.hpp>
+#include <exchange_node.hpp>  // exchange::ExchangeNode (and the codecs, exchange.hpp)
 
 #include <cstdio>
 #include <cstdlib>
@@ -51,39 +49,29 @@ struct Seen {
   example::Blake2b digest{16};
 };
 
-class MarketData : public seqbus::Node {
+class MarketData : public exchange::ExchangeNode {
  public:
   /// Every exchange message (the Python node's handlers): the same records, so the same
   /// timers, in every instance.
-  std::optional<std::vector<seqbus::Topic>> topics() const override {
-    std::vector<seqbus::Topic> t;
-    for (std::uint16_t id = 1; id <= 7; ++id) t.push_back({exchange::SCHEMA_ID, id});
-    return t;
-  }
+  std::optional<std::vector<seqbus::Topic>> topics() const override { return topics_of_schema(); }
 
   void on_opened() override { set_timer_after(PUBLISH_NS, [this] { publish(); }); }
 
-  void on_message(const seqbus::Message& m) override {
-    if (m.schema_id() != exchange::SCHEMA_ID) return;
-    exchange::dispatch(m, [&](const auto& view) { on(view, m.mine()); });
-  }
-
- private:
   // -- MarketDataPublisher --------------------------------------------------------------
 
-  void on(const exchange::NewOrderView& v, bool) {
+  void on_new_order(const exchange::NewOrderView& v, const seqbus::Message&) override {
     std::uint8_t side = static_cast<std::uint8_t>(v.side() == exchange::Side::Buy ? exchange::BookSide::Bid
                                                                                  : exchange::BookSide::Ask);
     pending_[v.order_id()] = Entry{std::string(v.symbol()), side, v.price().mantissa(), v.quantity()};
     saw("exchange.NewOrder", v.order_id());
   }
 
-  void on(const exchange::OrderRejectedView& v, bool) {
+  void on_order_rejected(const exchange::OrderRejectedView& v, const seqbus::Message&) override {
     pending_.erase(v.order_id());
     saw("exchange.OrderRejected", v.order_id());
   }
 
-  void on(const exchange::OrderAcceptedView& v, bool) {
+  void on_order_accepted(const exchange::OrderAcceptedView& v, const seqbus::Message&) override {
     auto it = pending_.find(v.order_id());
     if (it != pending_.end()) {
       Entry e = it->second;
@@ -98,28 +86,28 @@ class MarketData : public seqbus::Node {
     saw("exchange.OrderAccepted", v.order_id());
   }
 
-  void on(const exchange::TradeView& v, bool) {
+  void on_trade(const exchange::TradeView& v, const seqbus::Message&) override {
     reduce(v.buy_order_id(), v.quantity());
     reduce(v.sell_order_id(), v.quantity());
     saw("exchange.Trade", v.trade_id());
   }
 
-  void on(const exchange::OrderCancelledView& v, bool) {
+  void on_order_cancelled(const exchange::OrderCancelledView& v, const seqbus::Message&) override {
     reduce(v.order_id(), v.cancelled_quantity());
     saw("exchange.OrderCancelled", v.order_id());
   }
 
-  void on(const exchange::BookUpdateView& v, bool mine) {
+  void on_book_update(const exchange::BookUpdateView& v, const seqbus::Message& m) override {
     std::uint64_t total = 0;
     for (const auto& level : v.levels()) total += level.quantity();
     saw("exchange.BookUpdate", total);
-    if (mine) {
+    if (m.mine()) {
       ++own_updates_;
       maybe_finish();
     }
   }
 
-  void on(const exchange::CancelOrderView& v, bool) {
+  void on_cancel_order(const exchange::CancelOrderView& v, const seqbus::Message&) override {
     saw("exchange.CancelOrder", v.order_id());
     if (v.order_id() == END_MARKER) {
       // the final book, then the report once every update this node published is back
@@ -129,6 +117,7 @@ class MarketData : public seqbus::Node {
     }
   }
 
+ private:
   void reduce(std::uint64_t order_id, std::int64_t qty) {
     auto it = resting_.find(order_id);
     if (it == resting_.end()) return;
@@ -177,19 +166,17 @@ class MarketData : public seqbus::Node {
 
   void post_update(const std::string& symbol, std::uint64_t at,
                    const std::vector<std::tuple<std::uint8_t, std::int64_t, std::int64_t, std::int64_t>>& levels) {
-    std::vector<std::uint8_t> buf(64 + 22 * levels.size());
-    exchange::BookUpdateBuilder b(buf.data(), buf.size());
-    b.symbol(symbol).at(at);
-    auto group = b.levels();
-    for (const auto& [side, price, qty, orders] : levels) {
-      auto e = group.next();
-      e.side(static_cast<exchange::BookSide>(side));
-      e.price().mantissa(price).exponent(PRICE_EXPONENT);
-      e.quantity(static_cast<std::uint64_t>(qty));
-      e.orders(static_cast<std::uint32_t>(orders));
-    }
-    buf.resize(b.finish());
-    post(buf);
+    post_book_update([&](exchange::BookUpdateBuilder& b) {
+      b.symbol(symbol).at(at);
+      auto group = b.levels();
+      for (const auto& [side, price, qty, orders] : levels) {
+        auto e = group.next();
+        e.side(static_cast<exchange::BookSide>(side));
+        e.price().mantissa(price).exponent(PRICE_EXPONENT);
+        e.quantity(static_cast<std::uint64_t>(qty));
+        e.orders(static_cast<std::uint32_t>(orders));
+      }
+    });
     ++published_;
   }
 

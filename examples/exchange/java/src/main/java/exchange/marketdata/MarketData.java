@@ -6,7 +6,7 @@ import exchange.BookUpdateEncoder;
 import exchange.BookUpdateLevelsDecoder;
 import exchange.BookUpdateLevelsEncoder;
 import exchange.CancelOrderDecoder;
-import exchange.ExchangeMessages;
+import exchange.ExchangeNode;
 import exchange.NewOrderDecoder;
 import exchange.OrderAcceptedDecoder;
 import exchange.OrderCancelledDecoder;
@@ -28,7 +28,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.TreeSet;
-import seqbus.codec.ArrayBuffer;
 import seqbus.node.Message;
 import seqbus.node.Node;
 import seqbus.node.Options;
@@ -55,7 +54,7 @@ import seqbus.node.Topic;
  *     -c bus.toml --account MD --instance 3 --rewind
  * </pre>
  */
-public final class MarketData extends Node implements ExchangeMessages.Handler {
+public final class MarketData extends ExchangeNode {
     static final long PUBLISH_NS = 50_000_000L;
     static final byte PRICE_EXPONENT = -2;
     static final long END_MARKER = 0;
@@ -88,7 +87,6 @@ public final class MarketData extends Node implements ExchangeMessages.Handler {
         final Blake2b digest = new Blake2b(16);
     }
 
-    private final ExchangeMessages messages = new ExchangeMessages();
     private final Map<Long, Entry> pending = new HashMap<>();
     private final Map<Long, Entry> resting = new HashMap<>();
     /** level → {quantity, orders} */
@@ -96,21 +94,14 @@ public final class MarketData extends Node implements ExchangeMessages.Handler {
     private final TreeSet<Level> changed = new TreeSet<>(ORDER);
     private final Map<String, Seen> seen = new LinkedHashMap<>();
     private final byte[] record = new byte[24];
-    private final BookUpdateEncoder encoder = new BookUpdateEncoder();
-    private final ArrayBuffer out = new ArrayBuffer(new byte[1 << 16]);
     private long published;
     private long ownUpdates;
     private boolean ending;
-    private boolean mine;
 
     /** Every exchange message (the Python node's handlers): the same records, so the same timers. */
     @Override
     protected List<Topic> topics() {
-        List<Topic> t = new ArrayList<>();
-        for (int id = 1; id <= 7; id++) {
-            t.add(new Topic(ExchangeMessages.SCHEMA_ID, id));
-        }
-        return t;
+        return TOPICS;
     }
 
     @Override
@@ -118,32 +109,23 @@ public final class MarketData extends Node implements ExchangeMessages.Handler {
         setTimerAfter(PUBLISH_NS, this::publish);
     }
 
-    @Override
-    protected void onMessage(Message m) {
-        if (m.schemaId() != ExchangeMessages.SCHEMA_ID) {
-            return;
-        }
-        mine = m.mine();
-        messages.dispatch(m.buffer(), m.offset(), m.length(), this);
-    }
-
     // -- MarketDataPublisher ------------------------------------------------------------------
 
     @Override
-    public void onNewOrder(NewOrderDecoder v) {
+    protected void onNewOrder(NewOrderDecoder v, Message m) {
         int side = (v.side() == Side.Buy ? BookSide.Bid : BookSide.Ask).value();
         pending.put(v.orderId(), new Entry(v.symbol().strip(), side, v.price().mantissa(), v.quantity()));
         saw("exchange.NewOrder", v.orderId());
     }
 
     @Override
-    public void onOrderRejected(OrderRejectedDecoder v) {
+    protected void onOrderRejected(OrderRejectedDecoder v, Message m) {
         pending.remove(v.orderId());
         saw("exchange.OrderRejected", v.orderId());
     }
 
     @Override
-    public void onOrderAccepted(OrderAcceptedDecoder v) {
+    protected void onOrderAccepted(OrderAcceptedDecoder v, Message m) {
         Entry e = pending.remove(v.orderId());
         if (e != null) {
             resting.put(v.orderId(), e);
@@ -157,33 +139,33 @@ public final class MarketData extends Node implements ExchangeMessages.Handler {
     }
 
     @Override
-    public void onTrade(TradeDecoder v) {
+    protected void onTrade(TradeDecoder v, Message m) {
         reduce(v.buyOrderId(), v.quantity());
         reduce(v.sellOrderId(), v.quantity());
         saw("exchange.Trade", v.tradeId());
     }
 
     @Override
-    public void onOrderCancelled(OrderCancelledDecoder v) {
+    protected void onOrderCancelled(OrderCancelledDecoder v, Message m) {
         reduce(v.orderId(), v.cancelledQuantity());
         saw("exchange.OrderCancelled", v.orderId());
     }
 
     @Override
-    public void onBookUpdate(BookUpdateDecoder v) {
+    protected void onBookUpdate(BookUpdateDecoder v, Message m) {
         long total = 0;
         for (BookUpdateLevelsDecoder level : v.levels()) {
             total += level.quantity();
         }
         saw("exchange.BookUpdate", total);
-        if (mine) {
+        if (m.mine()) {
             ownUpdates++;
             maybeFinish();
         }
     }
 
     @Override
-    public void onCancelOrder(CancelOrderDecoder v) {
+    protected void onCancelOrder(CancelOrderDecoder v, Message m) {
         saw("exchange.CancelOrder", v.orderId());
         if (v.orderId() == END_MARKER) {
             // the final book, then the report once every update this node published is back
@@ -245,7 +227,7 @@ public final class MarketData extends Node implements ExchangeMessages.Handler {
     }
 
     private void postUpdate(String symbol, long at, List<long[]> entries) {
-        encoder.wrapAndApplyHeader(out, 0).symbol(symbol).at(at);
+        BookUpdateEncoder encoder = encodeBookUpdate().symbol(symbol).at(at);
         BookUpdateLevelsEncoder group = encoder.levelsCount(entries.size());
         for (long[] e : entries) {
             group.next()
@@ -256,7 +238,7 @@ public final class MarketData extends Node implements ExchangeMessages.Handler {
                     .mantissa(e[1])
                     .exponent(PRICE_EXPONENT);
         }
-        post(out.array(), 0, encoder.encodedLength());
+        post(encoder);
         published++;
     }
 
