@@ -11,7 +11,10 @@ The table below is the one place that says which schema's code goes where:
   (``examples/exchange/messages/`` is :mod:`examples.exchange.messages`);
 * every schema → code for each other language (``TARGETS``): a Rust module in
   ``generated/rust/`` (the ``seqbus-codecs`` crate), beside the support module they share; a
-  C++ header in ``generated/cpp/`` (over ``runtime/cpp/include``, the CMake package);
+  C++ header in ``generated/cpp/`` (over ``runtime/cpp/include``, the CMake package) with
+  its node base beside it (``<package>_node.hpp``); Java codecs in ``generated/java/`` and
+  the Java node bases (``seqc --lang java-node``, over ``seqbus-node``) in
+  ``generated/java-node/``;
 * the bus's schema → its IR as JSON, built into the archive readers
   (``rust/crates/archive/src/bus.ir.json``): control messages are always decoded by name.
 
