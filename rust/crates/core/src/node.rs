@@ -84,6 +84,10 @@ pub struct NodeParams {
     pub reorder_limit: usize,
 }
 
+/// A timed-out replay request for more than this many messages is asked again as a probe
+/// of one ([`Node`]'s `probe`); a smaller one is asked again whole.
+const PROBE_OVER: u64 = 256;
+
 /// Where a datagram came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -300,8 +304,8 @@ pub struct Node {
     req_rto: Rto,
     /// When the request a round trip can be timed from was sent (Karn: not a repeat).
     req_timed: Option<u64>,
-    /// When the current replayer was last heard (or asked, whichever is later), and the
-    /// longest silence it came back from: a replayer descheduled on a busy host goes quiet
+    /// When the current replayer's last answer to the outstanding requests came (0: none
+    /// yet), and the longest silence between two of its answers: a replayer descheduled on a busy host goes quiet
     /// for far longer than its round trip, and a request timed out meanwhile is answered
     /// twice. Requests wait at least 1.5 times that silence before they are asked again.
     heard_ns: u64,
@@ -567,12 +571,12 @@ impl Node {
 
     /// Another replayer is asked from now on: what the last one's silences taught is not
     /// about it.
-    fn forget_silences(&mut self, now_ns: u64) {
+    fn forget_silences(&mut self) {
         self.longest_silence = 0;
         self.stall = None;
         self.probe = None;
         self.probe_answered = false;
-        self.heard_ns = now_ns;
+        self.heard_ns = 0;
     }
 
     /// How long a replay request waits for its first answer, or for the next one: the
@@ -758,7 +762,7 @@ impl Node {
         self.req_timed = None;
         if self.behind < self.p.replayers {
             self.replayer = (self.replayer + 1) % self.p.replayers;
-            self.forget_silences(now_ns);
+            self.forget_silences();
         } else {
             self.behind = 0;
             self.request_hold = now_ns + self.req_rto.get();
@@ -1342,10 +1346,11 @@ impl Node {
             if self.failures >= self.p.failover_after && self.p.replayers > 1 {
                 self.failures = 0;
                 self.replayer = (self.replayer + 1) % self.p.replayers;
-                self.forget_silences(now_ns);
+                self.forget_silences();
                 self.timeout_ns = self.p.request_timeout_ns;
             } else {
-                probe = true;
+                // a small gap is cheaper asked again whole than probed (a round trip more)
+                probe = to - from > PROBE_OVER;
             }
         } else if std::mem::take(&mut self.reasking) {
             self.timeout_ns = self.request_timeout();
@@ -1354,7 +1359,9 @@ impl Node {
             // a new gap: what the replayer's silences taught fades, an eighth each time
             self.longest_silence -= self.longest_silence / 8;
             self.stall = None;
-            self.heard_ns = now_ns;
+            // silences are timed between answers (a request's first answer is the round trip,
+            // which the learned timeout already covers)
+            self.heard_ns = 0;
             self.timeout_ns = self.request_timeout();
             self.req_timed = Some(now_ns);
         }
