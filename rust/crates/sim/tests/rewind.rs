@@ -150,7 +150,10 @@ fn a_rewind_at_5_percent_loss_receives_at_most_1_1_times_what_it_walks() {
         eprintln!("seed {seed}, 5% loss: {:.3}x {c:?}", c.ratio());
         assert!(c.ratio() <= 1.1, "seed {seed}: {:.3}x {c:?}", c.ratio());
         // and it is not bought with time: the joiner catches up about when it would have
-        assert!(c.took_ns <= 2 * base.took_ns, "seed {seed}: {c:?} against {base:?}");
+        assert!(
+            c.took_ns <= 2 * base.took_ns,
+            "seed {seed}: {c:?} against {base:?}"
+        );
     }
 }
 
