@@ -7,6 +7,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.PriorityQueue;
+import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import seqbus.codec.NioBuffer;
@@ -36,6 +37,18 @@ import seqbus.codec.NioBuffer;
  * ({@code onNewOrder(NewOrderDecoder, Message)}) as a decoder reading it in place, and sends
  * typed ({@code send(encodeNewOrder().orderId(1)...)}). A node is used by one thread;
  * {@link #stop()} may come from any.
+ *
+ * <p>Admin commands ({@code seqbus admin command ACCOUNT NAME ARGS...}, Python's
+ * {@code @admin_command}): a node registers them in its constructor and the runtime answers every
+ * AdminCommand of the node's account with an AdminReply it posts, byte for byte what a Python
+ * instance of the account posts ({@code help} is built in):
+ *
+ * <pre>{@code
+ * adminCommand("bump", "add AMOUNT to the total", args -> {
+ *     total += args.integer(0) * (args.bool(1, false) ? 2 : 1);
+ *     return "total " + total;
+ * }).param("amount", AdminType.INTEGER).optional("double", AdminType.BOOLEAN);
+ * }</pre>
  */
 public abstract class Node implements AutoCloseable {
     /** Log levels of {@link #log}. */
@@ -59,6 +72,7 @@ public abstract class Node implements AutoCloseable {
     private long localOrder;
     private final NodeStats stats = new NodeStats();
     private final CountDownLatch finished = new CountDownLatch(1);
+    private final Admin admin = new Admin();
 
     private record LocalTimer(long at, long order, Runnable callback) implements Comparable<LocalTimer> {
         @Override
@@ -106,6 +120,40 @@ public abstract class Node implements AutoCloseable {
     /** What a throwing handler does unless the configuration or the options say: "stop" or "skip". */
     protected String defaultOnError() {
         return "stop";
+    }
+
+    /**
+     * The sender accounts allowed to send this node admin commands (Python's ADMIN_SENDERS); null
+     * (the default): any. Others get a Denied reply.
+     */
+    protected Set<String> adminSenders() {
+        return null;
+    }
+
+    // -- admin commands ----------------------------------------------------------------------------
+
+    /**
+     * Registers admin command {@code name} (1-64 letters, digits, '_', '.' or '-'; not "help",
+     * which is built in), listed by help with {@code help}; add its parameters to what this
+     * returns. Call it from the constructor, so that every instance of the account has the same
+     * commands from the first message on. The handler runs in stream order like any other (it
+     * must be deterministic: every instance runs the command at the same point); it returns the
+     * reply's text, throws {@link AdminError} to refuse (Failed), and anything else it throws
+     * becomes a Failed reply (logged, counted in {@link NodeStats#adminErrors()}) without
+     * stopping the node.
+     */
+    protected final AdminCommand adminCommand(String name, String help, AdminHandler handler) {
+        return admin.register(name, help, handler);
+    }
+
+    /** The admin commands this node registered, by name (help, built in, is not listed). */
+    public final Map<String, AdminCommand> adminCommands() {
+        return java.util.Collections.unmodifiableMap(admin.commands);
+    }
+
+    /** What the built-in help answers. */
+    public final String adminHelp() {
+        return admin.helpText();
     }
 
     // -- running it ------------------------------------------------------------------------------
@@ -414,6 +462,11 @@ public abstract class Node implements AutoCloseable {
                 m.commandSeq = event[9];
                 stats.messages++;
                 try {
+                    if (m.schemaId() == ADMIN_SCHEMA && m.templateId() == ADMIN_COMMAND) {
+                        runAdminCommand(m);
+                        dispatchTyped(m); // a generated bus base's onAdminCommand, as Python's BusNode
+                        break;
+                    }
                     deliver(m);
                 } catch (RuntimeException e) {
                     failed(e, m.sequence, "schema " + m.schemaId() + " template " + m.templateId(), "onMessage");
@@ -441,6 +494,33 @@ public abstract class Node implements AutoCloseable {
             default:
                 break;
         }
+    }
+
+    /** Names the node without opening it (for tests of what runs admin commands, without a bus). */
+    void setAccountForTest(String account, int instance) {
+        this.account = account;
+        this.instance = instance;
+    }
+
+    /** Schema bus (schemas/bus.idl) and its AdminCommand's template. */
+    private static final int ADMIN_SCHEMA = 1;
+    private static final int ADMIN_COMMAND = 4;
+
+    /** Runs the AdminCommand {@code m} if it is for this node's account, and posts the reply. */
+    void runAdminCommand(Message m) {
+        byte[] reply = adminReply(m.buffer(), m.offset(), m.length(), m.sequence(), Admin.account(m.sender));
+        if (reply != null) {
+            post(reply);
+        }
+    }
+
+    /**
+     * The AdminReply this node posts for the AdminCommand at {@code offset} (standing at
+     * {@code sequence}, sent by {@code sender}): the whole message; null when it is for another
+     * account or corrupt. Runs the command's handler.
+     */
+    byte[] adminReply(seqbus.codec.ReadBuffer buffer, int offset, int length, long sequence, String sender) {
+        return admin.run(this, buffer, offset, length, sequence, sender);
     }
 
     /** A message to its handler: the typed one of a generated base, else {@link #onMessage}. */

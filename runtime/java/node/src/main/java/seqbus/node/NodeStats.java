@@ -9,6 +9,8 @@ public final class NodeStats {
     long batches;
     long timersFired;
     long skipped;
+    long adminCommands;
+    long adminErrors;
     final List<Long> skippedSequences = new ArrayList<>();
     HandlerFailure lastError;
     HandlerFailure failure;
@@ -30,6 +32,16 @@ public final class NodeStats {
     /** Messages whose handler threw under "skip" (the configuration's skip: {@link Node#busStats}). */
     public long skipped() {
         return skipped;
+    }
+
+    /** Admin commands of this node's account it ran (help and refused ones included). */
+    public long adminCommands() {
+        return adminCommands;
+    }
+
+    /** Admin commands whose handler threw (other than {@link AdminError}) or that were corrupt. */
+    public long adminErrors() {
+        return adminErrors;
     }
 
     public List<Long> skippedSequences() {
