@@ -22,25 +22,42 @@
 // schema to its handler as a view reading it in place
 // (`void on_new_order(const exchange::NewOrderView&, const seqbus::Message&) override`) and
 // sends typed (`send_new_order([&](exchange::NewOrderBuilder& b) { b.order_id(1); ... })`).
+//
+// Admin commands (`seqbus admin command ACCOUNT NAME ARGS...`, Python's @admin_command): a node
+// registers them in its constructor and the node answers every AdminCommand of its account with
+// an AdminReply it posts, byte for byte what a Python instance of the account posts (`help` is
+// built in):
+//
+//   register_admin("bump", "add AMOUNT to the total", [this](const seqbus::AdminArgs& a) {
+//     total_ += a.integer(0) * (a.boolean(1, false) ? 2 : 1);
+//     return "total " + std::to_string(total_);
+//   }).param("amount", seqbus::AdminType::integer).optional("double", seqbus::AdminType::boolean);
 #pragma once
 
+#include <bus.hpp>  // the codecs of schema bus (seqc, generated/cpp): AdminCommand, AdminReply
 #include <seqbus.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <limits>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace seqbus {
@@ -204,6 +221,382 @@ struct HandlerFailure {
   }
 };
 
+// -- admin commands (Python's runtime/seqbus/admin.py) ----------------------------------------
+
+/// The type of an admin command's argument: how its text converts, as Python's annotations
+/// str, int, float and bool do.
+enum class AdminType {
+  /// The text as it came.
+  text,
+  /// A std::int64_t: Python's int(text) (blanks around, a sign, '_' between digits).
+  integer,
+  /// A double: Python's float(text) ("1e3", ".5", "inf", "nan"; no hex, no suffix).
+  number,
+  /// true/false, yes/no, on/off, 1/0, y/n (any case, blanks around).
+  boolean,
+};
+
+/// Thrown by an admin command's handler to refuse with a message: a Failed reply whose text is
+/// what(), not logged as an error (Python's seqbus.AdminError).
+class admin_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The converted arguments of one admin command, by position: the declared parameters first
+/// (an optional one not given is absent: has()), then what the rest parameter took.
+class AdminArgs {
+ public:
+  using Value = std::variant<std::string, std::int64_t, double, bool>;
+
+  explicit AdminArgs(std::vector<Value> values) : values_(std::move(values)) {}
+  std::size_t size() const noexcept { return values_.size(); }
+  bool has(std::size_t i) const noexcept { return i < values_.size(); }
+  /// Every argument as converted (a rest parameter's from its position on).
+  const std::vector<Value>& values() const noexcept { return values_; }
+
+  const std::string& text(std::size_t i) const { return std::get<std::string>(values_.at(i)); }
+  std::string text(std::size_t i, std::string absent) const { return has(i) ? text(i) : absent; }
+  std::int64_t integer(std::size_t i) const { return std::get<std::int64_t>(values_.at(i)); }
+  std::int64_t integer(std::size_t i, std::int64_t absent) const { return has(i) ? integer(i) : absent; }
+  double number(std::size_t i) const { return std::get<double>(values_.at(i)); }
+  double number(std::size_t i, double absent) const { return has(i) ? number(i) : absent; }
+  bool boolean(std::size_t i) const { return std::get<bool>(values_.at(i)); }
+  bool boolean(std::size_t i, bool absent) const { return has(i) ? boolean(i) : absent; }
+
+ private:
+  std::vector<Value> values_;
+};
+
+/// What an admin command runs: its converted arguments in, the reply's text (UTF-8) out.
+using AdminHandler = std::function<std::string(const AdminArgs&)>;
+
+namespace detail {
+namespace admin {
+/// Longest reply text sent, in characters (code points); a longer one is cut and says so.
+inline constexpr std::size_t MAX_REPLY_TEXT = 60000;
+/// Longest command name echoed in a reply, in characters.
+inline constexpr std::size_t MAX_ECHOED_NAME = 64;
+inline constexpr const char* HELP = "help";
+
+/// A command's arguments do not fit its parameters: the reply's text.
+struct bad_arguments : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// The code point at `s[i]` of valid UTF-8 (i moves past it).
+inline std::uint32_t next_code_point(std::string_view s, std::size_t& i) {
+  auto b = [&](std::size_t k) { return static_cast<std::uint32_t>(static_cast<unsigned char>(s[k])); };
+  std::uint32_t c = b(i);
+  std::size_t n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+  if (i + n > s.size()) n = s.size() - i;  // not UTF-8: byte by byte
+  if (n == 2) c = (c & 0x1F) << 6 | (b(i + 1) & 0x3F);
+  if (n == 3) c = (c & 0x0F) << 12 | (b(i + 1) & 0x3F) << 6 | (b(i + 2) & 0x3F);
+  if (n == 4) c = (c & 0x07) << 18 | (b(i + 1) & 0x3F) << 12 | (b(i + 2) & 0x3F) << 6 | (b(i + 3) & 0x3F);
+  i += n;
+  return c;
+}
+
+/// Characters (code points) of UTF-8 text: Python's len().
+inline std::size_t length(std::string_view s) {
+  std::size_t n = 0;
+  for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+/// The first `n` characters of UTF-8 text: Python's s[:n].
+inline std::string_view cut(std::string_view s, std::size_t n) {
+  std::size_t i = 0;
+  for (std::size_t k = 0; k < n && i < s.size(); ++k) next_code_point(s, i);
+  return s.substr(0, i);
+}
+
+/// Python's str.isspace() of one character.
+inline bool is_space(std::uint32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/// Python's str.strip().
+inline std::string_view strip(std::string_view s) {
+  std::size_t start = 0;
+  while (start < s.size()) {
+    std::size_t i = start;
+    if (!is_space(next_code_point(s, i))) break;
+    start = i;
+  }
+  s.remove_prefix(start);
+  for (;;) {
+    std::size_t last = s.size();
+    while (last > 0 && (static_cast<unsigned char>(s[last - 1]) & 0xC0) == 0x80) --last;
+    if (last == 0) break;
+    std::size_t i = last - 1;
+    if (!is_space(next_code_point(s, i))) break;
+    s.remove_suffix(s.size() - (last - 1));
+  }
+  return s;
+}
+
+/// Python's str.isprintable() of a non-ASCII character, by the ranges of the control, format,
+/// separator, surrogate and private-use characters (unassigned ones are taken as printable).
+inline bool is_printable(std::uint32_t c) {
+  static constexpr std::uint32_t hidden[][2] = {
+      {0x80, 0xA0},       {0xAD, 0xAD},       {0x600, 0x605},     {0x61C, 0x61C},     {0x6DD, 0x6DD},
+      {0x70F, 0x70F},     {0x890, 0x891},     {0x8E2, 0x8E2},     {0x1680, 0x1680},   {0x180E, 0x180E},
+      {0x2000, 0x200F},   {0x2028, 0x202F},   {0x205F, 0x2064},   {0x2066, 0x206F},   {0x3000, 0x3000},
+      {0xD800, 0xF8FF},   {0xFEFF, 0xFEFF},   {0xFFF9, 0xFFFB},   {0x110BD, 0x110BD}, {0x110CD, 0x110CD},
+      {0x13430, 0x13438}, {0x1BCA0, 0x1BCA3}, {0x1D173, 0x1D17A}, {0xE0001, 0xE0001}, {0xE0020, 0xE007F},
+      {0xF0000, 0x10FFFF},
+  };
+  for (const auto& r : hidden) {
+    if (c >= r[0] && c <= r[1]) return false;
+  }
+  return true;
+}
+
+/// Python's repr() of a str (UTF-8 in and out).
+inline std::string repr(std::string_view s) {
+  char quote = s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos ? '"' : '\'';
+  std::string out(1, quote);
+  char buf[12];
+  for (std::size_t i = 0; i < s.size();) {
+    std::size_t at = i;
+    std::uint32_t c = next_code_point(s, i);
+    if (c == static_cast<std::uint32_t>(quote) || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c == 0x7F || (c > 0x7F && !is_printable(c))) {
+      std::snprintf(buf, sizeof buf, c < 0x100 ? "\\x%02x" : c < 0x10000 ? "\\u%04x" : "\\U%08x", c);
+      out += buf;
+    } else {
+      out.append(s.substr(at, i - at));
+    }
+  }
+  out += quote;
+  return out;
+}
+
+inline std::string ascii_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+/// Digits with single '_' between them from `s[i]` on (Python's digitpart); false if none.
+inline bool digits(std::string_view s, std::size_t& i, std::string& out) {
+  if (i >= s.size() || s[i] < '0' || s[i] > '9') return false;
+  out += s[i++];
+  while (i < s.size()) {
+    if (s[i] >= '0' && s[i] <= '9') {
+      out += s[i++];
+    } else if (s[i] == '_' && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '9') {
+      ++i;
+    } else {
+      break;
+    }
+  }
+  return true;
+}
+
+/// `text` as `type` converts it; nullopt when it does not.
+inline std::optional<AdminArgs::Value> convert(AdminType type, std::string_view text) {
+  switch (type) {
+    case AdminType::text:
+      return AdminArgs::Value(std::string(text));
+    case AdminType::integer: {
+      std::string_view s = strip(text);
+      std::string clean;
+      std::size_t i = 0;
+      if (i < s.size() && (s[i] == '+' || s[i] == '-')) clean += s[i++];
+      if (!digits(s, i, clean) || i != s.size()) return std::nullopt;
+      errno = 0;
+      char* end = nullptr;
+      long long v = std::strtoll(clean.c_str(), &end, 10);
+      if (errno == ERANGE) return std::nullopt;  // past an int64 (Python's int has no bound)
+      return AdminArgs::Value(static_cast<std::int64_t>(v));
+    }
+    case AdminType::number: {
+      std::string_view s = strip(text);
+      std::string low = ascii_lower(s);
+      std::size_t i = 0;
+      bool negative = false;
+      if (i < low.size() && (low[i] == '+' || low[i] == '-')) negative = low[i++] == '-';
+      std::string_view bare = std::string_view(low).substr(i);
+      if (bare == "inf" || bare == "infinity") {
+        return AdminArgs::Value(negative ? -std::numeric_limits<double>::infinity()
+                                         : std::numeric_limits<double>::infinity());
+      }
+      if (bare == "nan") return AdminArgs::Value(std::numeric_limits<double>::quiet_NaN());
+      std::string clean(s.substr(0, i));
+      bool whole = digits(s, i, clean);
+      bool fraction = false;
+      if (i < s.size() && s[i] == '.') {
+        clean += s[i++];
+        fraction = digits(s, i, clean);
+      }
+      if (!whole && !fraction) return std::nullopt;
+      if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+        clean += s[i++];
+        if (i < s.size() && (s[i] == '+' || s[i] == '-')) clean += s[i++];
+        if (!digits(s, i, clean)) return std::nullopt;
+      }
+      if (i != s.size()) return std::nullopt;
+      return AdminArgs::Value(std::strtod(clean.c_str(), nullptr));
+    }
+    case AdminType::boolean: {
+      std::string low = ascii_lower(strip(text));
+      if (low == "1" || low == "true" || low == "yes" || low == "on" || low == "y") return AdminArgs::Value(true);
+      if (low == "0" || low == "false" || low == "no" || low == "off" || low == "n") return AdminArgs::Value(false);
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+inline const char* kind(AdminType t) {
+  switch (t) {
+    case AdminType::text: return "text";
+    case AdminType::integer: return "integer";
+    case AdminType::number: return "number";
+    case AdminType::boolean: return "true/false";
+  }
+  return "?";
+}
+
+inline bool identifier(std::string_view s, std::size_t longest, bool more) {
+  if (s.empty() || s.size() > longest) return false;
+  auto letter = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };
+  if (!letter(s[0])) return false;
+  for (char c : s.substr(1)) {
+    if (!letter(c) && !(c >= '0' && c <= '9') && !(more && (c == '.' || c == '-'))) return false;
+  }
+  return true;
+}
+
+inline std::string upper(std::string s) {
+  for (char& c : s) {
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  }
+  return s;
+}
+}  // namespace admin
+}  // namespace detail
+
+/// An admin command a node registered (Node::register_admin): its name, help, handler and
+/// positional parameters, added in order by param(), optional() and rest(), as a Python
+/// @admin_command method's: required ones first, then optional ones, then at most one rest
+/// parameter taking what is left. A mistake is std::invalid_argument when the node registers it.
+class AdminCommand {
+ public:
+  struct Param {
+    std::string name;
+    AdminType type;
+    bool required;
+  };
+
+  AdminCommand(std::string name, std::string help, AdminHandler handler)
+      : name_(std::move(name)), help_(std::move(help)), handler_(std::move(handler)) {
+    if (!detail::admin::identifier(name_, 64, true)) {
+      throw std::invalid_argument("admin command name " + detail::admin::repr(name_) +
+                                  " must be 1-64 characters of letters, digits, '_', '.' or '-', starting with a "
+                                  "letter or '_'");
+    }
+    if (name_ == detail::admin::HELP) throw std::invalid_argument("admin command 'help' is built in");
+    if (!handler_) throw std::invalid_argument("admin command " + name_ + ": no handler");
+  }
+
+  /// Adds a required parameter (after every other required one).
+  AdminCommand& param(const std::string& name, AdminType type) { return add({name, type, true}); }
+  /// Adds an optional parameter (absent when not given: AdminArgs::has).
+  AdminCommand& optional(const std::string& name, AdminType type) { return add({name, type, false}); }
+  /// Adds the rest parameter: it takes every argument after the others, each of `type`.
+  AdminCommand& rest(const std::string& name, AdminType type) {
+    check(name);
+    rest_ = Param{name, type, false};
+    return *this;
+  }
+
+  const std::string& name() const noexcept { return name_; }
+  const std::string& help() const noexcept { return help_; }
+  const std::vector<Param>& params() const noexcept { return params_; }
+  const std::optional<Param>& rest_param() const noexcept { return rest_; }
+  const AdminHandler& handler() const noexcept { return handler_; }
+
+  /// "bump AMOUNT [DOUBLE]", "echo FIRST [REST...]": Python's usage line.
+  std::string usage() const {
+    std::string out = name_;
+    for (const Param& p : params_) {
+      out += ' ';
+      out += p.required ? detail::admin::upper(p.name) : "[" + detail::admin::upper(p.name) + "]";
+    }
+    if (rest_) out += " [" + detail::admin::upper(rest_->name) + "...]";
+    return out;
+  }
+
+  /// The handler's arguments from the command's text (detail::admin::bad_arguments if they do
+  /// not fit).
+  AdminArgs convert(const std::vector<std::string_view>& args) const {
+    std::size_t required = 0;
+    for (const Param& p : params_) required += p.required;
+    if (args.size() < required || (!rest_ && args.size() > params_.size())) {
+      std::string wanted = rest_                         ? "at least " + std::to_string(required)
+                           : required == params_.size() ? std::to_string(required)
+                                                         : std::to_string(required) + " to " + std::to_string(params_.size());
+      throw detail::admin::bad_arguments(name_ + " takes " + wanted + " argument(s), got " +
+                                         std::to_string(args.size()) + "; usage: " + usage());
+    }
+    std::vector<AdminArgs::Value> values;
+    values.reserve(args.size());
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const Param& p = i < params_.size() ? params_[i] : *rest_;
+      auto v = detail::admin::convert(p.type, args[i]);
+      if (!v) {
+        throw detail::admin::bad_arguments(name_ + ": " + p.name + " must be " + detail::admin::kind(p.type) +
+                                           ", not " + detail::admin::repr(args[i]) + "; usage: " + usage());
+      }
+      values.push_back(std::move(*v));
+    }
+    return AdminArgs(std::move(values));
+  }
+
+ private:
+  AdminCommand& add(Param p) {
+    check(p.name);
+    if (p.required && !params_.empty() && !params_.back().required) {
+      throw std::invalid_argument("admin command " + name_ + ": " + p.name + " is required after an optional parameter");
+    }
+    params_.push_back(std::move(p));
+    return *this;
+  }
+
+  void check(const std::string& p) const {
+    if (!detail::admin::identifier(p, 1000, false)) {
+      throw std::invalid_argument("admin command " + name_ + ": parameter name " + detail::admin::repr(p) +
+                                  " must be an identifier");
+    }
+    if (rest_) {
+      throw std::invalid_argument("admin command " + name_ + ": " + p + " after the rest parameter " + rest_->name);
+    }
+    for (const Param& q : params_) {
+      if (q.name == p) throw std::invalid_argument("admin command " + name_ + ": parameter " + p + " twice");
+    }
+  }
+
+  std::string name_;
+  std::string help_;
+  AdminHandler handler_;
+  std::vector<Param> params_;
+  std::optional<Param> rest_;
+};
+
 /// Counters a node keeps about what crossed to the application (Python's NodeStats).
 struct NodeStats {
   std::uint64_t messages = 0;
@@ -215,6 +608,10 @@ struct NodeStats {
   std::optional<HandlerFailure> last_error;
   /// The handler error that stopped the node (fail-stop).
   std::optional<HandlerFailure> failure;
+  /// Admin commands of this node's account it ran (help and refused ones included).
+  std::uint64_t admin_commands = 0;
+  /// Admin commands whose handler threw (other than admin_error) or that were corrupt.
+  std::uint64_t admin_errors = 0;
 };
 
 /// The base class of C++ application nodes. Subclass it, override the handlers, run() it.
@@ -242,6 +639,9 @@ class Node {
   virtual std::optional<std::vector<Topic>> topics() const { return std::nullopt; }
   /// What a throwing handler does unless the configuration or Options say: "stop" or "skip".
   virtual const char* default_on_error() const { return "stop"; }
+  /// The sender accounts allowed to send this node admin commands (Python's ADMIN_SENDERS);
+  /// nullopt (the default): any. Others get a Denied reply.
+  virtual std::optional<std::vector<std::string>> admin_senders() const { return std::nullopt; }
 
   // -- running it -------------------------------------------------------------------------
 
@@ -433,6 +833,73 @@ class Node {
     return node_;
   }
 
+  // -- admin commands -----------------------------------------------------------------------
+
+  /// Registers admin command `name` (1-64 letters, digits, '_', '.' or '-'; not "help", which
+  /// is built in), listed by help with `help`; add its parameters to what this returns. Call it
+  /// from the constructor, so that every instance of the account has the same commands from the
+  /// first message on. The handler runs in stream order like any other (it must be
+  /// deterministic: every instance runs the command at the same point); it returns the reply's
+  /// text (UTF-8), throws admin_error to refuse (Failed), and anything else it throws becomes a
+  /// Failed reply (logged, counted in stats().admin_errors) without stopping the node.
+  AdminCommand& register_admin(const std::string& name, const std::string& help, AdminHandler handler) {
+    AdminCommand c(name, help, std::move(handler));
+    if (admin_.count(name) != 0) {
+      throw std::invalid_argument("admin command " + detail::admin::repr(name) + " registered twice");
+    }
+    return admin_.emplace(name, std::move(c)).first->second;
+  }
+  /// The admin commands this node registered, by name (help, built in, is not listed).
+  const std::map<std::string, AdminCommand>& admin_commands() const noexcept { return admin_; }
+
+  /// What the built-in help answers: one line per command, help first.
+  std::string admin_help() const {
+    std::string out = std::string(detail::admin::HELP) + " - list the admin commands of this node";
+    for (const auto& [name, c] : admin_) {
+      out += '\n';
+      out += c.usage();
+      if (!c.help().empty()) out += " - " + c.help();
+    }
+    return out;
+  }
+
+  /// The AdminReply this node posts for the AdminCommand `data[0..size)` standing at `sequence`,
+  /// sent by account `sender`: the whole message; nullopt when it is for another account or
+  /// corrupt (logged, counted). Runs the command's handler. The node calls it for each
+  /// AdminCommand it is handed; tests call it without a bus.
+  std::optional<std::vector<std::uint8_t>> admin_reply(const std::uint8_t* data, std::size_t size,
+                                                       std::uint64_t sequence, std::string_view sender) {
+    std::string_view target, name;
+    std::uint64_t request_id = 0;
+    std::vector<std::string_view> args;
+    try {
+      bus::AdminCommandView v(data, size);
+      target = v.target();
+      request_id = v.request_id();
+      name = v.name();
+      for (const auto& a : v.args()) args.push_back(a.value());
+    } catch (const seqbus::codec::decode_error& x) {
+      ++stats_.admin_errors;
+      log(Level::error, account_ + "/" + std::to_string(instance_) + ": corrupt AdminCommand at #" +
+                            std::to_string(sequence) + ": " + x.what());
+      return std::nullopt;
+    }
+    if (target != account_) return std::nullopt;  // the node listed the admin topic: every account's
+    ++stats_.admin_commands;
+    auto [status, text] = admin_execute(sender, name, args, sequence);
+    std::size_t chars = detail::admin::length(text);
+    if (chars > detail::admin::MAX_REPLY_TEXT) {
+      text = std::string(detail::admin::cut(text, detail::admin::MAX_REPLY_TEXT)) + "... (" +
+             std::to_string(chars - detail::admin::MAX_REPLY_TEXT) + " characters cut)";
+    }
+    std::string_view echoed = detail::admin::cut(name, detail::admin::MAX_ECHOED_NAME);
+    std::vector<std::uint8_t> out(8 + bus::AdminReplyBuilder::BLOCK_LENGTH + 2 + 4 + echoed.size() + 4 + text.size());
+    bus::AdminReplyBuilder b(out.data(), out.size());
+    b.command_sequence(sequence).request_id(request_id).requester(sender).status(status).name(echoed).text(text);
+    out.resize(b.finish());
+    return out;
+  }
+
   /// Marks the node as stopped by a signal (stop_on_signals does).
   void stop_by_signal() noexcept {
     signalled_.store(true, std::memory_order_relaxed);
@@ -450,6 +917,12 @@ class Node {
     if (!dispatch_typed(m)) on_message(m);
   }
 
+  /// Names the node without opening it (for tests of admin_reply() without a bus).
+  void name_for_test(const std::string& account, std::uint16_t instance) {
+    account_ = account;
+    instance_ = instance;
+  }
+
  private:
   struct LocalTimer {
     std::chrono::steady_clock::time_point at;
@@ -457,6 +930,71 @@ class Node {
   };
 
   std::string who() const { return "node " + account_ + "/" + std::to_string(instance_); }
+
+  /// Schema bus (schemas/bus.idl) and its AdminCommand's template.
+  static constexpr std::uint16_t ADMIN_SCHEMA = 1;
+  static constexpr std::uint16_t ADMIN_COMMAND = 4;
+
+  /// Python's seqbus.admin._execute: the reply's status and text.
+  std::pair<bus::AdminStatus, std::string> admin_execute(std::string_view sender, std::string_view name,
+                                                         const std::vector<std::string_view>& args,
+                                                         std::uint64_t sequence) {
+    using bus::AdminStatus;
+    if (auto allowed = admin_senders()) {
+      if (std::find(allowed->begin(), allowed->end(), sender) == allowed->end()) {
+        return {AdminStatus::Denied,
+                "account " + detail::admin::repr(sender) + " may not send admin commands to this node"};
+      }
+    }
+    if (name == detail::admin::HELP) {
+      if (!args.empty()) return {AdminStatus::BadArguments, "help takes no arguments"};
+      return {AdminStatus::Ok, admin_help()};
+    }
+    auto it = admin_.find(std::string(name));
+    if (it == admin_.end()) {
+      std::string known = detail::admin::HELP;
+      for (const auto& [k, c] : admin_) known += ", " + k;
+      return {AdminStatus::UnknownCommand,
+              "unknown command " + detail::admin::repr(detail::admin::cut(name, 64)) + "; known: " + known};
+    }
+    const AdminCommand& c = it->second;
+    std::optional<AdminArgs> values;
+    try {
+      values.emplace(c.convert(args));
+    } catch (const detail::admin::bad_arguments& x) {
+      return {AdminStatus::BadArguments, x.what()};
+    }
+    std::string result;
+    std::string failure;
+    try {
+      result = c.handler()(*values);
+    } catch (const admin_error& x) {
+      return {AdminStatus::Failed, x.what()};
+    } catch (const std::exception& x) {
+      failure = std::string("exception: ") + x.what();
+    } catch (...) {
+      failure = "exception: not a std::exception";
+    }
+    const auto* p = reinterpret_cast<const std::uint8_t*>(result.data());
+    if (failure.empty() && seqbus::codec::detail::utf8_valid_prefix(p, result.size()) != result.size()) {
+      failure = "exception: the reply is not UTF-8";
+    }
+    if (!failure.empty()) {
+      ++stats_.admin_errors;
+      log(Level::error, account_ + "/" + std::to_string(instance_) + ": admin command " + detail::admin::repr(name) +
+                            " failed at #" + std::to_string(sequence) + ": " + failure);
+      return {AdminStatus::Failed, failure};
+    }
+    return {AdminStatus::Ok, result};
+  }
+
+  /// Runs the AdminCommand `m` if it is for this node's account, and posts the reply.
+  void run_admin_command(const Message& m) {
+    std::string_view sender(reinterpret_cast<const char*>(m.event().sender), sizeof m.event().sender);
+    while (!sender.empty() && (sender.back() == '\0' || sender.back() == ' ')) sender.remove_suffix(1);
+    auto reply = admin_reply(m.data(), m.size(), m.sequence(), sender);
+    if (reply) post(*reply);
+  }
 
   void close_quietly() noexcept {
     if (node_ != nullptr) seqbus_node_close(std::exchange(node_, nullptr));
@@ -468,6 +1006,11 @@ class Node {
         ++stats_.messages;
         Message m(e);
         try {
+          if (e.schema_id == ADMIN_SCHEMA && e.template_id == ADMIN_COMMAND) {
+            run_admin_command(m);
+            dispatch_typed(m);  // a generated bus base's on_admin_command, as Python's BusNode
+            break;
+          }
           deliver(m);
         } catch (const std::exception& x) {
           failed(x.what(), e.sequence,
@@ -533,6 +1076,7 @@ class Node {
   std::unordered_map<std::uint64_t, std::function<void()>> timers_;
   std::vector<LocalTimer> local_timers_;
   NodeStats stats_;
+  std::map<std::string, AdminCommand> admin_;
 };
 
 namespace detail {
