@@ -17,6 +17,7 @@ Run as a node: ``seqbus node tests.languages.admin_twin:TwinNode -c BUS --accoun
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ VECTORS = Path(__file__).with_name("admin_vectors.txt")
 #: The account of every vector's node.
 ACCOUNT = "TWIN"
 
+log = logging.getLogger("admin_twin")
+
 
 class TwinNode(PingpongNode):
     """A running total changed by admin commands; a Pong with it for each Ping of another."""
@@ -37,6 +40,9 @@ class TwinNode(PingpongNode):
     def __init__(self) -> None:
         super().__init__()
         self.total = 0
+
+    def on_opened(self) -> None:
+        log.info("twin %s/%d: opened", self.account, self.instance)
 
     def on_ping(self, msg: PingView, mine: bool) -> None:
         if not mine:
@@ -112,7 +118,7 @@ CASES: list[tuple[str, str, str, list[str]]] = [
 def _reply_for(node: TwinNode, sequence: int, sender: str, command: bytes) -> bytes:
     posted: list[Any] = []
     node.sequence = lambda: sequence  # type: ignore[method-assign]
-    node.post = posted.append  # type: ignore[method-assign]
+    node.post = posted.append  # type: ignore[method-assign,assignment]
     record = pack_record(
         RECORD_MESSAGE, sequence, account=sender.encode(), instance=1, body=command
     )

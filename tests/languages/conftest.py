@@ -38,17 +38,22 @@ def java_command(build: Path) -> list[str]:
     ]
 
 
+def build_nodes() -> None:
+    """``make build-nodes``, or the test fails saying why."""
+    done = subprocess.run(
+        ["make", "-C", str(ROOT), "build-nodes"], capture_output=True, text=True, timeout=3600,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(
+            f"make build-nodes failed (the node programs are missing):\n{done.stdout[-3000:]}"
+            f"\n{done.stderr[-3000:]}"
+        )
+
+
 @pytest.fixture(scope="session")
 def programs() -> Programs:
     cpp = BUILD / "examples-cpp" / "exchange-market-data"
     if not cpp.exists():
-        done = subprocess.run(
-            ["make", "-C", str(ROOT), "build-nodes"], capture_output=True, text=True, timeout=3600,
-            check=False,
-        )
-        if done.returncode != 0:
-            pytest.fail(
-                f"make build-nodes failed (the node programs are missing):\n{done.stdout[-3000:]}"
-                f"\n{done.stderr[-3000:]}"
-            )
+        build_nodes()
     return Programs(cpp)
