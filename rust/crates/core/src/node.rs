@@ -591,6 +591,11 @@ impl Node {
             .max(stall.min(self.p.request_backoff_max_ns))
     }
 
+    /// True when a request already asked covers a gap beginning at `from`.
+    fn outstanding_at(&self, from: u64) -> bool {
+        self.requested_upto > from && self.requested_from <= from
+    }
+
     /// True when an outstanding replay request has waited its whole timeout: the next
     /// [`Node::poll_transmit`] asks for it again (and for a rewind, again a whole request's
     /// worth). A caller that was away (busy in handlers while the answers arrived) reads the
@@ -600,7 +605,7 @@ impl Node {
             return false;
         }
         self.gap()
-            .is_some_and(|(from, _)| self.requested_upto > from && self.requested_from <= from)
+            .is_some_and(|(from, _)| self.outstanding_at(from))
     }
 
     /// True when the oldest command in flight has waited a whole retransmission timeout with
@@ -1307,7 +1312,7 @@ impl Node {
             self.probe_answered = false;
             return;
         };
-        let outstanding = self.requested_upto > from && self.requested_from <= from;
+        let outstanding = self.outstanding_at(from);
         if !outstanding && now_ns < self.request_hold {
             return; // every replayer said it is behind: wait before asking again
         }
