@@ -470,11 +470,13 @@ def _parser() -> argparse.ArgumentParser:
 
     from seqbus.archive.cli import add_commands as add_archive_commands
     from seqbus.scaffold import add_command as add_new_command
+    from seqbus.sdk import add_command as add_sdk_command
     from seqbus.tail import add_command as add_tail_command
     from seqbus.up import add_command as add_up_command
 
     add_archive_commands(sub)  # archive ls|cat|verify|export|seal|follow|tail
     add_new_command(sub)  # new: a project to grow
+    add_sdk_command(sub)  # sdk: where the Java and C++ node SDK lies
     add_up_command(sub)  # up: a development bus
     add_tail_command(sub)  # tail: follow a live bus
     return parser

@@ -17,23 +17,30 @@ but it does not compile Cython. This backend takes maturin's wheel and completes
 4. builds the Spark source ``seqbus/spark/jars/seqbus-spark.jar`` (rust/crates/spark/
    build-jar.sh: its native half with cargo-zigbuild for the same glibc, its JVM half with
    ``javac`` against Spark's jars from Maven); ``seqbus.spark-jar=skip`` leaves it out;
-5. compiles every Cython module there with ``seqc build`` (the repository's own
+5. builds the node SDK ``seqbus/sdk/`` (``seqbus sdk``, docs/languages.md): an install prefix
+   holding the node library ``lib/libseqbus_ffi.so`` (rust/crates/ffi, with cargo-zigbuild for
+   the same glibc), the C/C++ headers and the relocatable CMake package ``lib/cmake/seqbus``
+   (``cmake --install`` of runtime/cpp) and the Java jars ``share/java/`` (Maven, from
+   runtime/java). It does not depend on the interpreter: it is built once into
+   ``build/wheel-sdk/`` and reused while its inputs are unchanged; ``seqbus.node-sdk=skip``
+   leaves it out;
+6. compiles every Cython module there with ``seqc build`` (the repository's own
    ``compiler/``, with the C compiler of the machine: the C that Cython writes calls nothing
    of glibc newer than 2.14, which ``auditwheel show`` confirms), under its installed name:
    ``seqbus._codec_support`` (its ``.pxd`` ships beside it, for the code ``seqc`` generates
    for applications), ``seqbus.bus._codec`` and ``seqbus.examples.*.messages._codec`` (an
    extension compiled before from the same inputs is reused from ``build/wheel-cython/``);
-6. strips the debug information of the shared libraries (the release profile keeps it for
+7. strips the debug information of the shared libraries (the release profile keeps it for
    profiling; 19 MB → 3.5 MB for the core);
-7. writes the wheel again: a new ``RECORD`` and the tag ``cpXY-cpXY-manylinux_2_28_x86_64``.
+8. writes the wheel again: a new ``RECORD`` and the tag ``cpXY-cpXY-manylinux_2_28_x86_64``.
    maturin tags its wheel ``abi3``, but Cython extensions are built for one Python version
    (they use CPython's full API, see docs/packaging.md), so the wheel is for that version.
 
 ``build_editable`` (``pip install -e .``) is maturin's editable wheel, built as a development
 build, with the Cython of ``runtime/seqbus`` compiled in place (what ``make setup`` does).
 ``build_sdist`` is maturin's sdist, which carries this backend, ``compiler/`` and the examples
-too (``[tool.maturin] include``), so a wheel builds from it (without the Spark source, whose
-crate and Java half it does not carry). docs/packaging.md describes the result.
+too (``[tool.maturin] include``), so a wheel builds from it (without the Spark source and the
+node SDK, whose crates and Java sources it does not carry). docs/packaging.md describes the result.
 """
 
 from __future__ import annotations
@@ -66,6 +73,18 @@ MANYLINUX = "manylinux_2_28"
 TARGET_DIR = ROOT / "build" / "wheel-target"
 #: The Spark source's crate and build script (not in an sdist).
 SPARK_CRATE = ROOT / "rust" / "crates" / "spark"
+#: The node library's crate (not in an sdist), and where the node SDK is built and kept.
+FFI_CRATE = ROOT / "rust" / "crates" / "ffi"
+SDK_CACHE = ROOT / "build" / "wheel-sdk"
+#: What the node SDK is made of besides the library: runtime/cpp's package and headers, the
+#: C header and the bus codecs the node installs, the Java runtime's sources (their tests and
+#: build outputs left out).
+SDK_INPUTS = (
+    "runtime/cpp/CMakeLists.txt", "runtime/cpp/cmake", "runtime/cpp/include",
+    "runtime/cpp/node/CMakeLists.txt", "generated/c/seqbus.h", "generated/cpp/bus.hpp",
+    "runtime/java/pom.xml", "runtime/java/codec/pom.xml", "runtime/java/codec/src/main",
+    "runtime/java/node/pom.xml", "runtime/java/node/src/main", "generated/java/seqbus/bus",
+)
 
 get_requires_for_build_wheel = maturin.get_requires_for_build_wheel
 get_requires_for_build_sdist = maturin.get_requires_for_build_sdist
@@ -199,6 +218,11 @@ def build_wheel(
                   "(seqbus.spark says so when asked for it)", flush=True)
         else:
             _build_spark_jar(stage / "seqbus" / "spark" / "jars", work)
+        if (config_settings or {}).get("seqbus.node-sdk") == "skip":
+            print("seqbus_build: seqbus.node-sdk=skip: the wheel has no node SDK (`seqbus sdk` "
+                  "says so when asked for it)", flush=True)
+        else:
+            _add_node_sdk(stage / "seqbus" / "sdk", work)
         _compile_cython(stage / "seqbus")
         for leftover in [*stage.rglob("*.c"), *stage.rglob("*.html")]:
             leftover.unlink()
@@ -253,6 +277,122 @@ def _build_spark_jar(dest: Path, work: Path) -> None:
                    env={**os.environ, "SEQBUS_JAR_GLIBC": GLIBC})
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(jar, dest / jar.name)
+
+
+def _sdk_key(library: Path) -> str:
+    """A hash of what the node SDK is built from: the library and :data:`SDK_INPUTS`."""
+    key = hashlib.sha256(f"glibc {GLIBC}\0".encode())
+    key.update(library.read_bytes())
+    for name in SDK_INPUTS:
+        top = ROOT / name
+        for path in sorted([top] if top.is_file() else top.rglob("*")):
+            if path.is_file():
+                key.update(path.relative_to(ROOT).as_posix().encode() + b"\0")
+                key.update(path.read_bytes())
+    return key.hexdigest()
+
+
+def _quiet_run(cmd: list[str], what: str, **kwargs: Any) -> None:
+    """Run ``cmd``; its output shown only when it fails, with ``what`` it was doing."""
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)
+    if done.returncode != 0:
+        raise RuntimeError(f"{what}: {' '.join(cmd)} exited with status {done.returncode}\n"
+                           f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+
+
+def _build_sdk_prefix(library: Path, prefix: Path, work: Path) -> None:
+    """The node SDK in ``prefix``: ``cmake --install`` of runtime/cpp with the library given
+    (headers, ``lib/cmake/seqbus``, the library), then the jars Maven builds from a copy of
+    runtime/java (the checkout's own ``target/`` directories are left alone) in
+    ``share/java`` with the parent pom their poms name."""
+    cmake_build = work / "sdk-cmake"
+    _quiet_run(["cmake", "-S", str(ROOT / "runtime" / "cpp"), "-B", str(cmake_build),
+                "-DSEQBUS_BUILD_TESTS=OFF", "-DSEQBUS_BUILD_NODE_TESTS=OFF",
+                f"-DSEQBUS_FFI_DIR={library.parent}", "-DCMAKE_INSTALL_LIBDIR=lib",
+                "-DCMAKE_INSTALL_INCLUDEDIR=include"], "configuring runtime/cpp")
+    _quiet_run(["cmake", "--install", str(cmake_build), "--prefix", str(prefix)],
+               "installing runtime/cpp")
+    for needed in ("lib/libseqbus_ffi.so", "lib/cmake/seqbus/seqbusConfig.cmake",
+                   "include/seqbus.h", "include/seqbus/node.hpp"):
+        if not (prefix / needed).is_file():
+            raise RuntimeError(f"cmake --install of runtime/cpp left no {needed} in {prefix}")
+    leaked = [p.name for p in (prefix / "lib" / "cmake" / "seqbus").iterdir()
+              if str(ROOT) in p.read_text() or str(work) in p.read_text()]
+    if leaked:
+        raise RuntimeError(f"the CMake package names build paths in {', '.join(leaked)}: it "
+                           "would not work from another place")
+    java = work / "sdk-java"
+    for name in ("runtime/java/pom.xml", "runtime/java/codec/pom.xml",
+                 "runtime/java/node/pom.xml"):
+        (java / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / name, java / name)
+    for name in ("runtime/java/codec/src/main", "runtime/java/node/src/main",
+                 "generated/java/seqbus/bus"):
+        shutil.copytree(ROOT / name, java / name)
+    maven = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(java / "runtime/java/pom.xml"),
+             "-Pnodes", "-pl", "codec,node", "package", "-Dmaven.test.skip=true",
+             "-Dexec.skip=true"]
+    try:  # offline first: Maven's local repository usually has the plugins
+        _quiet_run([*maven, "-o"], "Maven, offline")
+    except RuntimeError:
+        print("seqbus_build: Maven offline could not build the jars: again with the network",
+              flush=True)
+        _quiet_run(maven, "building runtime/java's jars with Maven")
+    share = prefix / "share" / "java"
+    share.mkdir(parents=True)
+    version = "0.1.0"
+    for module, artifact in (("codec", "seqbus-codec"), ("node", "seqbus-node")):
+        (jar,) = (java / "runtime/java" / module / "target").glob(f"{artifact}-*.jar")
+        version = jar.stem.removeprefix(f"{artifact}-")
+        shutil.copyfile(jar, share / jar.name)
+    shutil.copyfile(ROOT / "runtime/java/pom.xml", share / f"seqbus-java-{version}.pom")
+
+
+def _add_node_sdk(dest: Path, work: Path) -> None:
+    """The node SDK (``seqbus.sdk``) into ``dest``: the node library built with cargo-zigbuild
+    for glibc 2.28, without its debug information, and the prefix :func:`_build_sdk_prefix`
+    makes around it, taken from ``build/wheel-sdk/`` when built there before from the same
+    inputs (the 3.11, 3.12 and 3.13 wheels share one build). An sdist does not carry the
+    crate: then the wheel goes without it, and says so."""
+    if not (FFI_CRATE / "Cargo.toml").exists() or not (ROOT / "runtime" / "java").is_dir():
+        print(f"seqbus_build: {FFI_CRATE.relative_to(ROOT)} or runtime/java is not here (an "
+              "sdist): this wheel has no node SDK, and `seqbus sdk` says so", flush=True)
+        return
+    missing = [tool for tool in ("cargo-zigbuild", "cmake", "mvn", "javac")
+               if not shutil.which(tool)]
+    if missing:
+        raise RuntimeError(
+            f"building the node SDK into the wheel needs {', '.join(missing)} on PATH (the "
+            "cargo-zigbuild of requirements-build.txt, CMake 3.18 or newer, Maven, a JDK 17 or "
+            "newer); or build without it: -C seqbus.node-sdk=skip")
+    import fcntl
+
+    SDK_CACHE.mkdir(parents=True, exist_ok=True)
+    with open(SDK_CACHE / "lock", "w") as lock:  # one build at a time (wheels build at once)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _quiet_run(["cargo-zigbuild", "zigbuild", "--release", "-q", "-p", "seqbus-ffi",
+                    "--target", f"x86_64-unknown-linux-gnu.{GLIBC}"],
+                   "building the node library (seqbus-ffi) with cargo-zigbuild",
+                   cwd=ROOT / "rust")
+        built = TARGET_DIR / "x86_64-unknown-linux-gnu" / "release" / "libseqbus_ffi.so"
+        library = SDK_CACHE / "libseqbus_ffi.so"
+        partial = SDK_CACHE / "libseqbus_ffi.so.part"
+        shutil.copyfile(built, partial)
+        subprocess.run(["objcopy", "--strip-debug", str(partial)], check=False)
+        os.replace(partial, library)
+        key = _sdk_key(library)
+        prefix, stamp = SDK_CACHE / "prefix", SDK_CACHE / "inputs"
+        if prefix.is_dir() and stamp.exists() and stamp.read_text() == key:
+            print(f"seqbus_build: the node SDK from {prefix} (its inputs unchanged)", flush=True)
+        else:
+            print("seqbus_build: building the node SDK (CMake package, Maven jars)", flush=True)
+            shutil.rmtree(prefix, ignore_errors=True)
+            stamp.unlink(missing_ok=True)
+            fresh = work / "sdk-prefix"
+            _build_sdk_prefix(library, fresh, work)
+            shutil.copytree(fresh, prefix)
+            stamp.write_text(key)
+        shutil.copytree(prefix, dest)
 
 
 def _strip(stage: Path) -> None:

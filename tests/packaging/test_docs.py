@@ -19,6 +19,9 @@ info string        what the test does
                    ``NORMALIZE_WHITESPACE``)
 ``toml``, ``json`` data: parsed (a syntax error fails); not run
 ``idl``            a schema: not run by itself (a later block compiles it)
+``java``, ``cpp``  sources of other languages, and build files (``cmake``: a
+``cmake`` ``xml``  ``CMakeLists.txt``; ``xml``: a ``pom.xml``): not run by themselves; with
+                   ``file=``, written for a later block to compile
 ``text``           output, diagrams, grammars, synopses with placeholders: never run
 =================  ==========================================================================
 
@@ -58,7 +61,9 @@ A document stops at its first failing block, reported as ``docs/x.md:LINE: ...``
 block's output (its background processes' included).
 
 Each document runs on the CPython running pytest and on the newest other one the machine has
-(docs/spark.md on the first only: its PySpark is linked from this environment). On the 2-core
+(docs/spark.md on the first only: its PySpark is linked from this environment; and those of
+:data:`ONE_PYTHON`, which say why). A document that needs programs the machine lacks
+(:data:`TOOLS`: a JDK, CMake, a C++ compiler) is skipped, saying which. On the 2-core
 build machine with other work running: about 6 minutes on 3.11 (docs/spark.md 2 minutes,
 docs/quickstart.md 1.3) and 3.5 on 3.13, besides building the wheels (shared with the other
 packaging tests).
@@ -104,9 +109,18 @@ LINKED: dict[str, tuple[str, ...]] = {
                       "pytz", "tzdata", "tqdm"),
 }
 
+#: Documents that run on the CPython running pytest only, and why.
+ONE_PYTHON: dict[str, str] = {
+    "docs/languages.md": "its Java and C++ nodes and codecs do not depend on the Python version",
+}
+#: Programs a document runs besides the environment's, by document.
+TOOLS: dict[str, tuple[str, ...]] = {
+    "docs/languages.md": ("java", "javac", "cmake", "c++", "make"),
+}
+
 RUN_KINDS = {"sh": "sh", "bash": "sh", "console": "console", "python": "python",
              "pycon": "pycon"}
-DATA_KINDS = {"toml", "json", "idl"}
+DATA_KINDS = {"toml", "json", "idl", "java", "cpp", "cmake", "xml"}
 TEXT_KINDS = {"text"}
 ATTRIBUTES = {"file", "timeout"}
 NOT_RUN = re.compile(r"^\s*<!--\s*not-run:(.*?)-->\s*$")
@@ -189,7 +203,7 @@ def _marking_problems(kind: str, attrs: dict[str, str], text: str,
                       reason: str | None) -> list[str]:
     if not kind:
         return ["no info string: say what the block is (sh, console, python, pycon, toml, "
-                "json, idl; text for output and diagrams)"]
+                "json, idl, java, cpp, cmake, xml; text for output and diagrams)"]
     known = RUN_KINDS.keys() | DATA_KINDS | TEXT_KINDS
     if kind not in known:
         return [f"info string {kind!r} is none of {', '.join(sorted(known))}"]
@@ -441,6 +455,11 @@ def test_the_document_runs_from_the_wheels(doc: str, python_version: str, wheels
                     f"{max(other, key=_version_key)}, not on {python_version}")
     blocks = [b for b in ALL[doc] if b.runs]
     assert not [b for b in ALL[doc] if b.problems], "see test_every_block_says_what_it_is"
+    if doc in ONE_PYTHON and python_version != RUNNING:
+        pytest.skip(f"{doc} runs on CPython {RUNNING} only: {ONE_PYTHON[doc]}")
+    lacking = [tool for tool in TOOLS.get(doc, ()) if shutil.which(tool) is None]
+    if lacking:
+        pytest.skip(f"{doc} needs {', '.join(lacking)}, which this machine does not have")
     if doc in LINKED:
         if python_version != RUNNING:
             pytest.skip(f"{doc} runs on CPython {RUNNING} only: its "

@@ -6,7 +6,9 @@ import java.nio.ByteBuffer;
 /**
  * The JNI functions of the node library (rust/crates/ffi/src/java.rs), loaded once from the path
  * in the system property {@value #LIBRARY_PROPERTY} or the environment variable
- * {@value #LIBRARY_ENV}, else as {@code seqbus_ffi} from {@code java.library.path}.
+ * {@value #LIBRARY_ENV}; else from {@code ../../lib/libseqbus_ffi.so} beside the jar this class
+ * was loaded from (the node SDK's layout, {@code share/java/} and {@code lib/}: the seqbus wheel's
+ * {@code seqbus sdk classpath}); else as {@code seqbus_ffi} from {@code java.library.path}.
  */
 final class Native {
     static final String LIBRARY_PROPERTY = "seqbus.node.library";
@@ -38,6 +40,7 @@ final class Native {
             path = System.getenv(LIBRARY_ENV);
             from = LIBRARY_ENV;
         }
+        File besideJar = besideJar();
         try {
             if (path != null && !path.isEmpty()) {
                 File f = new File(path);
@@ -45,20 +48,51 @@ final class Native {
                     throw new IllegalStateException(missing(from + " names " + path + ", which is not a file"));
                 }
                 System.load(f.getAbsolutePath());
+            } else if (besideJar != null && besideJar.isFile()) {
+                System.load(besideJar.getAbsolutePath());
             } else {
                 System.loadLibrary("seqbus_ffi");
             }
         } catch (UnsatisfiedLinkError e) {
-            throw new IllegalStateException(missing("it cannot be loaded: " + e.getMessage()), e);
+            String where = path != null && !path.isEmpty() ? from + " names " + path
+                    : besideJar != null && besideJar.isFile() ? "beside its jar: " + besideJar
+                    : "not set by -D" + LIBRARY_PROPERTY + " nor " + LIBRARY_ENV + ", not beside the jar ("
+                            + (besideJar == null ? "not loaded from a jar" : besideJar + " is not a file")
+                            + "), nor on java.library.path (" + System.getProperty("java.library.path") + ")";
+            throw new IllegalStateException(missing(where + "; it cannot be loaded: " + e.getMessage()), e);
         }
         loaded = true;
+    }
+
+    /**
+     * The library where the node SDK puts it, {@code lib/libseqbus_ffi.so} two directories above
+     * the jar this class came from ({@code share/java/seqbus-node-*.jar}); null when this class
+     * was not loaded from a jar file.
+     */
+    static File besideJar() {
+        try {
+            java.security.CodeSource source = Native.class.getProtectionDomain().getCodeSource();
+            if (source == null || source.getLocation() == null) {
+                return null;
+            }
+            File jar = new File(source.getLocation().toURI());
+            if (!jar.isFile()) {
+                return null;  // classes in a directory (a build's target/classes)
+            }
+            File dir = jar.getAbsoluteFile().getParentFile();
+            return new File(dir, ".." + File.separator + ".." + File.separator + "lib" + File.separator
+                    + "libseqbus_ffi.so").toPath().normalize().toFile();
+        } catch (SecurityException | IllegalArgumentException | java.net.URISyntaxException e) {
+            return null;
+        }
     }
 
     static String missing(String why) {
         return "the seqbus node library (libseqbus_ffi.so) is not loaded: " + why + ". Name it with -D"
                 + LIBRARY_PROPERTY + "=/path/to/libseqbus_ffi.so or " + LIBRARY_ENV
-                + " (or put its directory on java.library.path); build it with `cargo build --release"
-                + " -p seqbus-ffi` (make build-nodes)";
+                + " (or put its directory on java.library.path); the seqbus wheel's jars find it by"
+                + " themselves (`seqbus sdk classpath`, `seqbus sdk library`); in a checkout build it"
+                + " with `cargo build --release -p seqbus-ffi` (make build-nodes)";
     }
 
     static native long open(String config, String account, int instance, long start, int[] topics, String listen);

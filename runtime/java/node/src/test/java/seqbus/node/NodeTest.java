@@ -1,6 +1,7 @@
 package seqbus.node;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -98,5 +99,12 @@ class NodeTest {
         assertTrue(m.contains("libseqbus_ffi.so"), m);
         assertTrue(m.contains("SEQBUS_NODE_LIBRARY"), m);
         assertTrue(m.contains("cargo build --release -p seqbus-ffi"), m);
+        assertTrue(m.contains("seqbus sdk"), m);
+    }
+
+    @Test
+    void theLibraryBesideAJarIsLookedForOnlyFromAJar() {
+        // these tests run from target/classes, a directory: there is no jar to look beside
+        assertNull(Native.besideJar());
     }
 }
