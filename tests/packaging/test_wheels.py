@@ -2,9 +2,10 @@
 checkout (issue 17), for every CPython from 3.11 the machine has (issue 29: one seqbus wheel
 per interpreter, each tested with its own interpreter; a version the machine lacks is skipped,
 saying where it was looked for): each wheel holds what maturin alone would leave out (the
-compiled Cython, the codec support's .pxd, the examples the demo runs, the Spark source's jar)
-under a tag that matches its contents, ``manylinux_2_28`` or older by ``auditwheel show``, and
-the jar's native library needs no newer glibc either; seqc from the wheel generates and builds
+compiled Cython, the codec support's .pxd, the examples the demo runs, the Spark source's jar,
+the node SDK for Java and C++) under a tag that matches its contents, ``manylinux_2_28`` or
+older by ``auditwheel show``, and the jar's and the node SDK's native libraries need no newer
+glibc either; ``seqbus sdk`` names the SDK in the installed wheel; seqc from the wheel generates and builds
 a user schema whose nodes run against a sequencer; ``seqbus demo`` runs with nothing of the
 repository; with the ``seqbus`` wheel alone (issue 19), ``import bus`` fails, ``seqbus admin``
 operates a node, ``seqbus admin status`` reads a bus's configuration, and the archive writer
@@ -25,6 +26,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 
@@ -39,6 +41,21 @@ pytestmark = [pytest.mark.slow, pytest.mark.packaging]
 
 #: The newest glibc a wheel may need: manylinux_2_28 (docs/packaging.md).
 GLIBC_FLOOR = (2, 28)
+#: The node SDK in the wheel (seqbus.sdk, docs/languages.md): library, headers, CMake package,
+#: jars.
+SDK_FILES = (
+    "seqbus/sdk/lib/libseqbus_ffi.so", "seqbus/sdk/include/seqbus.h",
+    "seqbus/sdk/include/seqbus/node.hpp", "seqbus/sdk/include/seqbus/codec/runtime.hpp",
+    "seqbus/sdk/include/bus.hpp", "seqbus/sdk/lib/cmake/seqbus/seqbusConfig.cmake",
+    "seqbus/sdk/lib/cmake/seqbus/seqbusConfigVersion.cmake",
+    "seqbus/sdk/lib/cmake/seqbus/seqbusTargets.cmake",
+    "seqbus/sdk/lib/cmake/seqbus/SeqbusGenerate.cmake",
+    "seqbus/sdk/share/java/seqbus-codec-0.1.0.jar", "seqbus/sdk/share/java/seqbus-node-0.1.0.jar",
+    "seqbus/sdk/share/java/seqbus-java-0.1.0.pom",
+)
+#: What the node library may need: glibc's libraries and libgcc (manylinux's policy).
+SDK_LIBRARY_NEEDS = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1",
+                     "libgcc_s.so.1", "ld-linux-x86-64.so.2"}
 
 
 def glibc_needed(elf: bytes) -> tuple[int, int]:
@@ -53,11 +70,21 @@ def glibc_needed(elf: bytes) -> tuple[int, int]:
     return newest
 
 
+def needed_libraries(elf: bytes) -> list[str]:
+    """The ``DT_NEEDED`` entries of a shared library."""
+    out: list[str] = []
+    for section in ELFFile(io.BytesIO(elf)).iter_sections():
+        if isinstance(section, DynamicSection):
+            out += [t.needed for t in section.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+    return out
+
+
 def test_glibc_needed_reads_the_newest_version_a_library_asks_for() -> None:
     # what is linked on this machine (glibc 2.36) asks for versions past the floor: the
     # reader sees them, so the floor checks below can fail
     assert glibc_needed(Path("/bin/ls").read_bytes()) >= (2, 34)
     assert glibc_needed(Path(os.path.realpath(sys.executable)).read_bytes()) > GLIBC_FLOOR
+    assert "libc.so.6" in needed_libraries(Path("/bin/ls").read_bytes())
     core = next((ROOT / "runtime" / "seqbus").glob("_core*.so"), None)
     if core is not None:  # make setup's development build: linked without zig
         assert glibc_needed(core.read_bytes()) > GLIBC_FLOOR
@@ -89,13 +116,26 @@ def test_seqbus_wheel_holds_the_compiled_modules_under_a_matching_manylinux_tag(
             f"seqbus/examples/exchange/messages/_codec{suffix}",
             f"seqbus/examples/pingpong/messages/_codec{suffix}",
             "seqbus/spark/jars/seqbus-spark.jar",  # built with the wheel, ignored by git
+            *SDK_FILES,
         ):
             assert required in names, required
         assert not [n for n in names if n.endswith(".c")], "Cython's C left in the wheel"
-        # only this interpreter's compiled modules
-        compiled = [n for n in names if n.endswith(".so") and n != "seqbus/_core.abi3.so"]
+        # only this interpreter's compiled modules (the core and the node library are for any)
+        compiled = [n for n in names if n.endswith(".so") and n not in (
+            "seqbus/_core.abi3.so", "seqbus/sdk/lib/libseqbus_ffi.so")]
         assert compiled and all(n.endswith(suffix) for n in compiled), compiled
         jar = zf.read("seqbus/spark/jars/seqbus-spark.jar")
+        node_library = zf.read("seqbus/sdk/lib/libseqbus_ffi.so")
+        config = zf.read("seqbus/sdk/lib/cmake/seqbus/seqbusTargets.cmake").decode()
+        node_jar = zf.read("seqbus/sdk/share/java/seqbus-node-0.1.0.jar")
+    # the node SDK: its library for the same glibc, needing nothing but glibc and libgcc; its
+    # CMake package relocatable (no build path); each jar with its pom, for Maven users
+    assert glibc_needed(node_library) <= GLIBC_FLOOR, glibc_needed(node_library)
+    assert set(needed_libraries(node_library)) <= SDK_LIBRARY_NEEDS, needed_libraries(node_library)
+    assert "${_IMPORT_PREFIX}/lib/libseqbus_ffi.so" in config and str(ROOT) not in config, config
+    with zipfile.ZipFile(io.BytesIO(node_jar)) as node:
+        assert {"seqbus/node/Native.class", "META-INF/maven/seqbus/seqbus-node/pom.xml"} <= set(
+            node.namelist())
     with zipfile.ZipFile(io.BytesIO(jar)) as spark:
         classes = set(spark.namelist())
         for required in ("seqbus/spark/SeqbusSource.class", "seqbus/spark/Native.class",
@@ -176,6 +216,28 @@ def test_seqc_from_the_wheel_generates_and_builds_a_user_schema_whose_nodes_run(
     assert (app / "rfq" / "messages" / f"_codec{ext_suffix(python_version)}").is_file()
     run_rfq_desk(wheel_venv, tmp_path, processes, [wheel_venv.python, "-m", "rfq.client"],
                  ["--path", str(app)], cwd=app)
+
+
+def test_seqbus_sdk_answers_from_the_installed_wheel(wheel_venv: Venv, tmp_path: Path) -> None:
+    """``seqbus sdk`` (and ``seqbus.sdk``) name the node SDK inside the environment, where the
+    files are (the languages' own use of it: docs/languages.md, run by test_docs)."""
+    cwd = outside_checkout(tmp_path)
+    site = wheel_venv.path.resolve()
+
+    def sdk(what: str) -> str:
+        return wheel_venv.run([wheel_venv.bin("seqbus"), "sdk", what], cwd).strip()
+
+    prefix, library = Path(sdk("prefix")), Path(sdk("library"))
+    assert prefix.resolve().is_relative_to(site) and prefix.name == "sdk", prefix
+    assert library == prefix / "lib" / "libseqbus_ffi.so" and library.is_file(), library
+    assert Path(sdk("cmake-dir"), "seqbusConfig.cmake").is_file()
+    assert Path(sdk("include"), "seqbus", "node.hpp").is_file()
+    jars = sdk("classpath").split(":")
+    assert [Path(j).name for j in jars] == ["seqbus-codec-0.1.0.jar", "seqbus-node-0.1.0.jar"]
+    assert all(Path(j).is_file() and Path(j).parent == prefix / "share" / "java" for j in jars)
+    api = wheel_venv.run([wheel_venv.python, "-c", "from seqbus import sdk; "
+                          "print(sdk.classpath()); print(sdk.library())"], cwd).split()
+    assert api == [":".join(jars), str(library)], api
 
 
 def test_seqbus_demo_runs_from_the_wheel(py_wheel_venv: Venv, tmp_path: Path) -> None:
