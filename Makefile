@@ -71,16 +71,25 @@ test-rust: ## cargo test of every crate
 	cd rust && $(CARGO) test -p seqbus-py --lib -q
 
 test-python: setup system-deps wheelhouse ## pytest (inside a private network namespace, for multicast)
-	bash scripts/in-netns.sh $(PY) -m pytest -q
+	bash scripts/in-netns.sh $(PY) -m pytest -q --durations=20
 
+# The set-up `test` did once: its steps are not run again by each step of the recipe (-o)
+SET_UP := -o setup -o venv -o ext -o generated-build -o spark-jar -o system-deps
 test: setup system-deps ## every test: cargo test, generated-code check, mypy, pytest
-	$(MAKE) test-rust
-	$(MAKE) check-generated
-	$(MAKE) test-java
-	$(MAKE) test-cpp
-	$(MAKE) test-nodes NODES_ALONE=0  # seqbus-ffi's cargo tests ran in test-rust, tests/languages runs in test-python
-	$(MAKE) typecheck
-	$(MAKE) test-python
+	@date -u '+test: set up at %T'
+	$(MAKE) $(SET_UP) test-rust
+	@date -u '+test: test-rust done at %T'
+	$(MAKE) $(SET_UP) check-generated
+	$(MAKE) $(SET_UP) test-java
+	@date -u '+test: test-java done at %T'
+	$(MAKE) $(SET_UP) test-cpp
+	@date -u '+test: test-cpp done at %T'
+	$(MAKE) $(SET_UP) test-nodes NODES_ALONE=0  # seqbus-ffi's cargo tests ran in test-rust, tests/languages runs in test-python
+	@date -u '+test: test-nodes done at %T'
+	$(MAKE) $(SET_UP) typecheck
+	@date -u '+test: typecheck done at %T'
+	$(MAKE) $(SET_UP) test-python
+	@date -u '+test: test-python done at %T'
 
 # Maven, quiet and non-interactive; its downloads go to ~/.m2 (offline once they are there)
 MVN ?= mvn -q -B -Dstyle.color=never

@@ -60,14 +60,15 @@ the docs' examples run on plain loopback (TCP, unicast) unless they say otherwis
 A document stops at its first failing block, reported as ``docs/x.md:LINE: ...`` with the
 block's output (its background processes' included).
 
-Each document runs on the CPython running pytest and on the newest other one the machine has
-(docs/spark.md on the first only: its PySpark is linked from this environment; and those of
-:data:`ONE_PYTHON`, which say why). A document that needs programs the machine lacks
-(:data:`TOOLS`: a JDK, CMake, a C++ compiler) is skipped, saying which. On the 2-core
-build machine with other work running: about 6 minutes on 3.11 (docs/spark.md 2 minutes,
-docs/quickstart.md 1.3, docs/languages.md 35 s: its environment 14 s, compiling and running
-its C++ and Java 21 s) and 3.5 on 3.13, besides building the wheels (shared with the other
-packaging tests).
+Each document runs once, on the CPython running pytest, from its wheel: what a document shows
+does not depend on the Python version, and each interpreter's wheel is installed and run by
+tests/packaging/test_wheels.py and test_new_project.py (running every document on a second
+interpreter as well cost 4 minutes of CI and found nothing those did not). A document that
+needs programs the machine lacks (:data:`TOOLS`: a JDK, CMake, a C++ compiler) is skipped,
+saying which. On the 2-core build machine with other work running: about 6 minutes
+(docs/spark.md 75 s, docs/quickstart.md 74 s, docs/languages.md 35 s: its environment 14 s,
+compiling and running its C++ and Java 21 s), besides building the wheels (shared with the
+other packaging tests).
 """
 
 from __future__ import annotations
@@ -88,7 +89,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from scripts.wheels import find_python
 from tests.packaging.conftest import (
     RFQ, RUNNING, WHEELHOUSE, Venv, Wheels, make_venv, outside_checkout,
 )
@@ -110,10 +110,6 @@ LINKED: dict[str, tuple[str, ...]] = {
                       "pytz", "tzdata", "tqdm"),
 }
 
-#: Documents that run on the CPython running pytest only, and why.
-ONE_PYTHON: dict[str, str] = {
-    "docs/languages.md": "its Java and C++ nodes and codecs do not depend on the Python version",
-}
 #: Programs a document runs besides the environment's, by document.
 TOOLS: dict[str, tuple[str, ...]] = {
     "docs/languages.md": ("java", "javac", "cmake", "c++", "make"),
@@ -417,10 +413,6 @@ def run_block(block: Block, venv: Venv, work: Path, scratch: Path, env: dict[str
     return took
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
-
-
 def link_distributions(venv: Venv, names: tuple[str, ...], cwd: Path) -> None:
     """Links the files of each distribution ``names`` (its packages and its ``.dist-info``)
     from this environment into ``venv``'s site-packages."""
@@ -446,38 +438,25 @@ def doc_env(venv: Venv, wheels: Wheels) -> dict[str, str]:
 @pytest.mark.slow
 @pytest.mark.packaging
 @pytest.mark.parametrize("doc", RUNNABLE)
-def test_the_document_runs_from_the_wheels(doc: str, python_version: str, wheels: Wheels,
-                                           tmp_path: Path) -> None:
-    """Each document on the CPython running pytest and on the newest other one the machine has
-    (one ``seqbus`` wheel per interpreter; the versions between cost minutes and add little)."""
-    other = [v for v in wheels.by_python if v != RUNNING]
-    if python_version not in (RUNNING, max(other, default=RUNNING, key=_version_key)):
-        pytest.skip(f"the docs run on CPython {RUNNING} and the newest other, "
-                    f"{max(other, key=_version_key)}, not on {python_version}")
+def test_the_document_runs_from_the_wheels(doc: str, wheels: Wheels, tmp_path: Path) -> None:
+    """Each document on the CPython running pytest, from its ``seqbus`` wheel."""
     blocks = [b for b in ALL[doc] if b.runs]
     assert not [b for b in ALL[doc] if b.problems], "see test_every_block_says_what_it_is"
-    if doc in ONE_PYTHON and python_version != RUNNING:
-        pytest.skip(f"{doc} runs on CPython {RUNNING} only: {ONE_PYTHON[doc]}")
     lacking = [tool for tool in TOOLS.get(doc, ()) if shutil.which(tool) is None]
     if lacking:
         pytest.skip(f"{doc} needs {', '.join(lacking)}, which this machine does not have")
     if doc in LINKED:
-        if python_version != RUNNING:
-            pytest.skip(f"{doc} runs on CPython {RUNNING} only: its "
-                        f"{', '.join(LINKED[doc])} are linked from the test's own environment")
         from seqbus.spark import java_missing_reason
 
         if java_missing_reason() is not None:
             pytest.skip(f"{doc} runs Spark: {java_missing_reason()}")
-    python = sys.executable if python_version == RUNNING else find_python(python_version)
-    assert python is not None, f"CPython {python_version} built a wheel but is no longer found"
     here = outside_checkout(tmp_path)
     work, scratch = here / "work", here / "blocks"
     work.mkdir()
     scratch.mkdir()
     started = time.monotonic()
-    venv = make_venv(here / "venv", python)
-    venv.pip_install(str(wheels.by_python[python_version]), str(wheels.seqc), cwd=here)
+    venv = make_venv(here / "venv", sys.executable)
+    venv.pip_install(str(wheels.seqbus), str(wheels.seqc), cwd=here)
     link_distributions(venv, LINKED.get(doc, ()), here)
     (work / "dist").symlink_to(wheels.dir, target_is_directory=True)
     for dest, source in FIXTURES.get(doc, {}).items():
@@ -489,7 +468,7 @@ def test_the_document_runs_from_the_wheels(doc: str, python_version: str, wheels
     for block in blocks:
         run.ran.append((block.where, block.kind, run_block(block, venv, work, scratch, env)))
     total = time.monotonic() - started
-    print(f"{doc} on CPython {python_version}: set-up {setup:.1f} s, blocks "
+    print(f"{doc} on CPython {RUNNING}: set-up {setup:.1f} s, blocks "
           f"{total - setup:.1f} s")
     for where, kind, took in run.ran:
         print(f"  {where} {kind} {took:.1f} s")
