@@ -174,8 +174,16 @@ pub enum Event {
     SteppedDown { term: u64, why: &'static str },
     /// Follows `leader` in `term`.
     Following { term: u64, leader: u16 },
-    /// Started an election for `term`.
-    Election { term: u64 },
+    /// Started an election for `term`: `silent_ns`, how long the leader it followed had been
+    /// silent when it first asked (None: it followed none), `tolerated_ns` the silence it
+    /// tolerated from that leader ([`crate::detector::Detector::tolerated`]); `handed_over`:
+    /// the leader asked for it (a switchover).
+    Election {
+        term: u64,
+        silent_ns: Option<u64>,
+        tolerated_ns: u64,
+        handed_over: bool,
+    },
     /// Entries from `from` on were not the leader's: moved aside.
     Discarded { from: u64, count: u64 },
     /// A switchover to `target` began, or gave up.
@@ -305,6 +313,9 @@ pub struct Member {
     /// An election timeout passed while the leader was taken for slow (counted once a
     /// silence in `held_suspicions`).
     holding: bool,
+    /// What the last campaign began from: how long its leader had been silent (None: none
+    /// followed) and the silence tolerated, for [`Event::Election`].
+    campaign_from: (Option<u64>, u64),
     /// When a leader's [`Member::poll`] last ran (its own pauses are told from its
     /// followers' silence).
     polled_ns: u64,
@@ -372,6 +383,7 @@ impl Member {
             leader_arrivals: Detector::new(p.heartbeat_ns / 2, p.heartbeat_ns / 2),
             polled_ns: 0,
             holding: false,
+            campaign_from: (None, 0),
             votes: HashSet::new(),
             peers: Vec::new(),
             seq: None,
@@ -643,6 +655,15 @@ impl Member {
         self.votes.insert(self.p.id);
         self.handed_over = transfer;
         self.reset_election_timer(now_ns);
+        if pre || transfer {
+            // what this campaign begins from (the real election after a PreVote keeps it)
+            let (timeout, phi) = (self.p.election_timeout_ns, self.p.suspicion_phi);
+            self.campaign_from = (
+                self.leader
+                    .map(|_| now_ns.saturating_sub(self.leader_heard_ns)),
+                self.leader_arrivals.tolerated(timeout, phi),
+            );
+        }
         if let Some(l) = self.leader.take() {
             self.previous_leader = l;
         }
@@ -655,7 +676,13 @@ impl Member {
             self.voted_for = self.p.id;
             self.save_vote(log)?;
             self.stats.elections += 1;
-            self.events.push(Event::Election { term: self.term });
+            let (silent_ns, tolerated_ns) = self.campaign_from;
+            self.events.push(Event::Election {
+                term: self.term,
+                silent_ns,
+                tolerated_ns,
+                handed_over: transfer,
+            });
             self.term
         };
         if self.votes.len() >= self.majority() {

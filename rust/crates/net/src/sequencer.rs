@@ -606,7 +606,26 @@ fn report(id: u16, e: &Event) {
         }
         Event::SteppedDown { term, why } => format!("stopped leading term {term}: {why}"),
         Event::Following { term, leader } => format!("follows member {leader} in term {term}"),
-        Event::Election { term } => format!("asks for votes in term {term}"),
+        Event::Election {
+            term,
+            handed_over: true,
+            ..
+        } => format!("asks for votes in term {term}: its leader hands over"),
+        Event::Election {
+            term,
+            silent_ns: Some(silent),
+            tolerated_ns,
+            ..
+        } => format!(
+            "asks for votes in term {term}: its leader silent for {:.1} ms (tolerated {:.1} ms)",
+            *silent as f64 / 1e6,
+            *tolerated_ns as f64 / 1e6
+        ),
+        Event::Election {
+            term,
+            silent_ns: None,
+            ..
+        } => format!("asks for votes in term {term}: no leader followed"),
         Event::Discarded { from, count } => format!(
             "{count} never-published messages from {from} on were not the leader's: moved aside"
         ),

@@ -714,6 +714,7 @@ fn leadership_moves_round_and_every_command_is_sequenced_once() {
             l.handed
         );
         let target = (leader % 3) + 1; // 1 → 2 → 3 → 1 …
+        l.bus.take_events();
         l.bus
             .switchover(leader, Some(target))
             .unwrap_or_else(|e| panic!("switchover {k}: {e}"));
@@ -724,6 +725,17 @@ fn leadership_moves_round_and_every_command_is_sequenced_once() {
             l.step(0);
         }
         assert_eq!(l.bus.leader(), Some(target), "switchover {k}");
+        // the election says why: the leader handed over
+        let elections: Vec<_> = l
+            .bus
+            .take_events()
+            .into_iter()
+            .filter_map(|(_, id, e)| match e {
+                Event::Election { handed_over, .. } => Some((id, handed_over)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(elections, [(target, true)], "switchover {k}");
     }
     assert!(l.bus.renumbered.is_empty());
 }
@@ -767,11 +779,30 @@ fn pauses_then_kill(phi: f64) -> (usize, u64) {
         settled += 1;
     }
     let leader = l.bus.leader().expect("a leader");
+    l.bus.take_events();
     l.bus.kill_member(leader);
     let killed = l.bus.now();
     for _ in 0..2_000_000 {
         l.step(quota);
         if l.bus.leader().is_some_and(|n| n != leader) {
+            // the election says why: its leader silent past what it tolerated, which is the
+            // election timeout at least
+            let events = l.bus.take_events();
+            let why = events.iter().find_map(|(_, _, e)| match e {
+                Event::Election {
+                    silent_ns,
+                    tolerated_ns,
+                    handed_over,
+                    ..
+                } => Some((*silent_ns, *tolerated_ns, *handed_over)),
+                _ => None,
+            });
+            let (silent, tolerated, handed_over) = why.expect("an election after the kill");
+            let timeout = l.bus.params().election_timeout_ns;
+            assert!(
+                silent.is_some_and(|s| s >= tolerated) && tolerated >= timeout && !handed_over,
+                "{why:?}"
+            );
             return (elections, l.bus.now() - killed);
         }
     }
