@@ -17,16 +17,20 @@
 //!
 //! Scheduler pauses are rare and long: a normal fit of hundreds of regular intervals and a few
 //! pauses of 50 ms still puts a 50 ms silence at φ ≈ 12. So the longest silence the peer
-//! survived in the window also counts: a silence shorter than 1.5 times it is not suspected
-//! ([`SURVIVED_MARGIN`]), up to [`SURVIVED_CAP`] election timeouts. Only a silence that ended
-//! with the same peer heard again is learned (a replaced leader's is not), so what is
-//! tolerated grows by at most half at a time, and a dead peer is still suspected within four
-//! election timeouts on the busiest host.
+//! survived also counts: a silence shorter than 1.5 times it is not suspected
+//! ([`SURVIVED_MARGIN`]), up to [`SURVIVED_CAP`] election timeouts. The window of intervals
+//! holds only seconds (1,000 heartbeats of an idle bus: 5 s), and a busy host pauses every
+//! minute or so: the longest survived silence is remembered beyond it, halved every
+//! [`SURVIVED_HALF_LIFE_NS`] of the peer's time, so a host that paused 30 ms a minute ago still
+//! has a 40 ms silence taken for slow. Only a silence that ended with the same peer heard
+//! again is learned (a replaced leader's is not), so what is tolerated grows by at most half at
+//! a time, and a dead peer is still suspected within four election timeouts on the busiest
+//! host.
 
 use std::collections::VecDeque;
 
-/// Intervals kept (the newest; Akka keeps 1000, Cassandra 1000): enough to remember a busy
-/// spell of a minute at one sample per heartbeat grain.
+/// Intervals kept (the newest; Akka keeps 1000, Cassandra 1000) for φ: 5 s of an idle bus's
+/// heartbeats.
 pub const WINDOW: usize = 1000;
 /// Fewer samples than this say nothing yet: the floor alone decides.
 pub const MIN_SAMPLES: usize = 16;
@@ -34,6 +38,9 @@ pub const MIN_SAMPLES: usize = 16;
 pub const SURVIVED_MARGIN: f64 = 1.5;
 /// ... but a silence of this many floors (election timeouts) always is (given φ).
 pub const SURVIVED_CAP: u64 = 4;
+/// The longest survived silence is halved every this long (of the peer's arrivals), however
+/// many intervals came since.
+pub const SURVIVED_HALF_LIFE_NS: u64 = 60_000_000_000;
 
 /// The arrival history of one peer and the φ of its current silence.
 #[derive(Debug, Clone)]
@@ -46,6 +53,8 @@ pub struct Detector {
     intervals: VecDeque<u64>,
     sum: f64,
     sum_sq: f64,
+    /// The longest silence survived, halved every [`SURVIVED_HALF_LIFE_NS`].
+    survived_ns: f64,
 }
 
 impl Detector {
@@ -59,6 +68,7 @@ impl Detector {
             intervals: VecDeque::new(),
             sum: 0.0,
             sum_sq: 0.0,
+            survived_ns: 0.0,
         }
     }
 
@@ -76,6 +86,8 @@ impl Detector {
                 self.intervals.push_back(d);
                 self.sum += d as f64;
                 self.sum_sq += (d as f64) * (d as f64);
+                let fade = 0.5f64.powf(d as f64 / SURVIVED_HALF_LIFE_NS as f64);
+                self.survived_ns = (self.survived_ns * fade).max(d as f64);
                 self.last_ns = Some(now_ns);
             }
             Some(_) => {}
@@ -111,13 +123,13 @@ impl Detector {
     }
 
     /// The silence tolerated before φ is asked: `floor_ns`, or 1.5 times the longest one the
-    /// peer survived in the window when that is longer, up to four floors (with the detector
-    /// off, `threshold` 0, the floor alone).
+    /// peer survived (remembered, halved every [`SURVIVED_HALF_LIFE_NS`]) when that is longer,
+    /// up to four floors (with the detector off, `threshold` 0, the floor alone).
     pub fn tolerated(&self, floor_ns: u64, threshold: f64) -> u64 {
         if threshold <= 0.0 || self.intervals.len() < MIN_SAMPLES {
             return floor_ns;
         }
-        let longest = self.intervals.iter().copied().max().unwrap_or(0);
+        let longest = self.survived_ns as u64;
         let learned = (longest as f64 * SURVIVED_MARGIN) as u64;
         learned
             .min(floor_ns.saturating_mul(SURVIVED_CAP))
@@ -198,7 +210,12 @@ mod tests {
         let last = t - if 199 % 10 == 9 { 45 * MS } else { 5 * MS };
         assert!(!busy.suspects(last + floor, floor, 8.0));
         assert!(!busy.suspects(last + 60 * MS, floor, 8.0));
-        assert_eq!(busy.tolerated(floor, 8.0), 67_500_000);
+        // 1.5 × 45 ms, faded by the second since
+        let tolerated = busy.tolerated(floor, 8.0);
+        assert!(
+            (67 * MS..=67 * MS + MS / 2).contains(&tolerated),
+            "{tolerated}"
+        );
         assert!(!busy.suspects(last + 67 * MS, floor, 8.0));
         // a silence far past what it ever did is still suspected
         assert!(busy.suspects(last + 120 * MS, floor, 8.0));
@@ -217,6 +234,39 @@ mod tests {
         assert_eq!(rare.tolerated(floor, 8.0), 4 * floor);
         // the detector off: the floor alone
         assert_eq!(rare.tolerated(floor, 0.0), floor);
+    }
+
+    #[test]
+    fn a_survived_pause_is_remembered_past_the_window_and_fades() {
+        let floor = 40 * MS;
+        let mut d = Detector::new(2 * MS + MS / 2, MS);
+        let mut t = 0;
+        for _ in 0..100 {
+            d.heard(t);
+            t += 5 * MS;
+        }
+        d.heard(t + 30 * MS); // a pause of 35 ms, survived
+        t += 30 * MS;
+        assert_eq!(d.tolerated(floor, 8.0), 52_500_000);
+        // 20 s of regular heartbeats: four windows, and the pause is still remembered
+        for _ in 0..4_000 {
+            t += 5 * MS;
+            d.heard(t);
+        }
+        assert!(d.samples() == WINDOW && d.intervals.iter().all(|&i| i == 5 * MS));
+        let tolerated = d.tolerated(floor, 8.0);
+        assert!((41 * MS..45 * MS).contains(&tolerated), "{tolerated}");
+        assert!(
+            !d.suspects(t + 41 * MS, floor, 8.0),
+            "a 41 ms silence is slow, not dead"
+        );
+        assert!(d.suspects(t + 46 * MS, floor, 8.0));
+        // a minute later it counts for less than the floor
+        for _ in 0..12_000 {
+            t += 5 * MS;
+            d.heard(t);
+        }
+        assert_eq!(d.tolerated(floor, 8.0), floor);
     }
 
     #[test]

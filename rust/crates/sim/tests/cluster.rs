@@ -740,6 +740,51 @@ fn leadership_moves_round_and_every_command_is_sequenced_once() {
     assert!(l.bus.renumbered.is_empty());
 }
 
+/// A leader that pauses rarely, every 6 s (past the detector's window, 5 s of an idle bus's
+/// heartbeats), each pause longer than the last: 30 ms, then 38, 50, 65, 85, 110 and 140 ms
+/// (3.5 election timeouts). The longest silence survived is remembered past the window
+/// (halved every minute), so each pause raises what the next may be: none costs an election.
+/// With the window alone every pause past the election timeout did (five).
+#[test]
+fn rare_pauses_past_the_window_are_remembered() {
+    let mut l = Load::new(13, 3);
+    l.settle(50);
+    l.bus.take_events(); // the first election
+    let quota = 50; // an idle bus: heartbeats only
+    let mut elections = Vec::new();
+    for pause_ms in [30u64, 38, 50, 65, 85, 110, 140] {
+        let until = l.bus.now() + 6_000_000_000;
+        while l.bus.now() < until {
+            l.step(quota);
+        }
+        let leader = l.bus.leader().expect("a leader");
+        l.bus.pause_member(leader);
+        let until = l.bus.now() + pause_ms * 1_000_000;
+        while l.bus.now() < until {
+            l.step(quota);
+        }
+        l.bus.resume_member(leader, true);
+        let until = l.bus.now() + 100_000_000;
+        while l.bus.now() < until {
+            l.step(quota);
+        }
+        for (_, id, e) in l.bus.take_events() {
+            if let Event::Election {
+                silent_ns,
+                tolerated_ns,
+                ..
+            } = e
+            {
+                elections.push((pause_ms, id, silent_ns, tolerated_ns));
+            }
+        }
+    }
+    assert!(
+        elections.is_empty(),
+        "elections (pause ms, member, silence, tolerated): {elections:?}"
+    );
+}
+
 /// Runs a cluster under load whose leader is descheduled for 48 ms (1.2 election timeouts)
 /// after every 60 ms it runs, 40 times, then killed; returns the elections started in the
 /// last 30 pauses and how long the bus stood without a leader after the kill (ns).
