@@ -76,14 +76,18 @@ SPARK_CRATE = ROOT / "rust" / "crates" / "spark"
 #: The node library's crate (not in an sdist), and where the node SDK is built and kept.
 FFI_CRATE = ROOT / "rust" / "crates" / "ffi"
 SDK_CACHE = ROOT / "build" / "wheel-sdk"
+#: The Java runtime's sources the SDK's jars are built from (their tests and build outputs
+#: left out): copied as they are into the Maven build's directory.
+SDK_JAVA_INPUTS = (
+    "runtime/java/pom.xml", "runtime/java/codec/pom.xml", "runtime/java/codec/src/main",
+    "runtime/java/node/pom.xml", "runtime/java/node/src/main", "generated/java/seqbus/bus",
+)
 #: What the node SDK is made of besides the library: runtime/cpp's package and headers, the
-#: C header and the bus codecs the node installs, the Java runtime's sources (their tests and
-#: build outputs left out).
+#: C header and the bus codecs the node installs, and the Java sources.
 SDK_INPUTS = (
     "runtime/cpp/CMakeLists.txt", "runtime/cpp/cmake", "runtime/cpp/include",
     "runtime/cpp/node/CMakeLists.txt", "generated/c/seqbus.h", "generated/cpp/bus.hpp",
-    "runtime/java/pom.xml", "runtime/java/codec/pom.xml", "runtime/java/codec/src/main",
-    "runtime/java/node/pom.xml", "runtime/java/node/src/main", "generated/java/seqbus/bus",
+    *SDK_JAVA_INPUTS,
 )
 
 get_requires_for_build_wheel = maturin.get_requires_for_build_wheel
@@ -322,13 +326,12 @@ def _build_sdk_prefix(library: Path, prefix: Path, work: Path) -> None:
         raise RuntimeError(f"the CMake package names build paths in {', '.join(leaked)}: it "
                            "would not work from another place")
     java = work / "sdk-java"
-    for name in ("runtime/java/pom.xml", "runtime/java/codec/pom.xml",
-                 "runtime/java/node/pom.xml"):
-        (java / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / name, java / name)
-    for name in ("runtime/java/codec/src/main", "runtime/java/node/src/main",
-                 "generated/java/seqbus/bus"):
-        shutil.copytree(ROOT / name, java / name)
+    for name in SDK_JAVA_INPUTS:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, java / name)
+        else:
+            (java / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ROOT / name, java / name)
     maven = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(java / "runtime/java/pom.xml"),
              "-Pnodes", "-pl", "codec,node", "package", "-Dmaven.test.skip=true",
              "-Dexec.skip=true"]
@@ -376,10 +379,12 @@ def _add_node_sdk(dest: Path, work: Path) -> None:
                    cwd=ROOT / "rust")
         built = TARGET_DIR / "x86_64-unknown-linux-gnu" / "release" / "libseqbus_ffi.so"
         library = SDK_CACHE / "libseqbus_ffi.so"
-        partial = SDK_CACHE / "libseqbus_ffi.so.part"
-        shutil.copyfile(built, partial)
-        subprocess.run(["objcopy", "--strip-debug", str(partial)], check=False)
-        os.replace(partial, library)
+        partial = SDK_CACHE / "part"  # stripped there, then moved in whole
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        shutil.copyfile(built, partial / library.name)
+        _strip(partial)
+        os.replace(partial / library.name, library)
         key = _sdk_key(library)
         prefix, stamp = SDK_CACHE / "prefix", SDK_CACHE / "inputs"
         if prefix.is_dir() and stamp.exists() and stamp.read_text() == key:
@@ -396,6 +401,7 @@ def _add_node_sdk(dest: Path, work: Path) -> None:
 
 
 def _strip(stage: Path) -> None:
+    """Strips the debug information of every shared library under ``stage``."""
     strip = shutil.which("strip")
     if strip is None:
         print("seqbus_build: no `strip` (binutils): shared libraries keep their debug "
