@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use seqbus_core::{Store, StoreError};
 
 mod sigbus;
+pub mod syncer;
 
 /// The magic of the segments written now: the header carries a CRC-32C (format 2).
 const MAGIC: &[u8; 8] = b"SEQBUSJ2";
@@ -978,6 +979,12 @@ impl Journal {
     ) -> Result<usize, JournalError> {
         self.flush()?;
         self.index.read(from, max, f)
+    }
+
+    /// The segment being written, and its file (for a [`syncer::Syncer`]).
+    pub fn current_segment(&self) -> (&Path, &File) {
+        let seg = self.index.segments.last().expect("a segment");
+        (&seg.path, &seg.file)
     }
 
     /// The journal directory.

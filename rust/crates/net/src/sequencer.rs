@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use seqbus_core::cluster::{Event, Log, Member, MemberParams, Role};
 use seqbus_core::{SequencerParams, Store, StoreError};
+use seqbus_journal::syncer::Syncer;
 use seqbus_journal::{HardState, Journal};
 use seqbus_wire::cluster::is_cluster_message;
 use socket2::{SockAddr, Socket};
@@ -39,12 +40,53 @@ fn warn(text: String) {
 const MAX_DATAGRAMS_PER_BATCH: usize = 256;
 
 /// The journal as a cluster member's replica: writes per `sequencer.fsync`, the vote in
-/// `cluster-state` beside the segments.
+/// `cluster-state` beside the segments. With `interval` the `fdatasync`s run on a thread of
+/// their own ([`Syncer`]): publishing does not wait for them by that policy, and the loop
+/// that sends the cluster's heartbeats must not either (a slow disk would make its leader
+/// look dead).
 pub(crate) struct JournalLog {
     pub journal: Journal,
     fsync: FsyncPolicy,
     interval: Duration,
     last_sync: Instant,
+    syncer: Option<Syncer>,
+}
+
+impl JournalLog {
+    fn new(journal: Journal, fsync: FsyncPolicy, interval: Duration) -> Result<JournalLog, Error> {
+        let syncer = match fsync {
+            FsyncPolicy::Interval => Some(
+                Syncer::start(Box::new(|path, took| {
+                    warn(format!(
+                        "journal: fdatasync of {} took {} ms (sequencer.fsync = \"interval\"): \
+                         the disk is slow; what was written meanwhile survives a crash of this \
+                         process, not yet one of the machine",
+                        path.display(),
+                        took.as_millis()
+                    ))
+                }))
+                .map_err(io_error("journal: starting the sync thread"))?,
+            ),
+            _ => None,
+        };
+        Ok(JournalLog {
+            journal,
+            fsync,
+            interval,
+            last_sync: Instant::now(),
+            syncer,
+        })
+    }
+
+    /// Writes what is buffered and syncs it, waiting for the sync thread first.
+    fn close(&mut self) -> Result<(), Error> {
+        self.journal.flush()?;
+        if let Some(s) = self.syncer.take() {
+            s.finish()?;
+        }
+        self.journal.sync()?;
+        Ok(())
+    }
 }
 
 fn store_error(e: seqbus_journal::JournalError) -> StoreError {
@@ -76,7 +118,10 @@ impl Log for JournalLog {
         match self.fsync {
             FsyncPolicy::Batch => self.journal.sync().map_err(store_error)?,
             FsyncPolicy::Interval if self.last_sync.elapsed() >= self.interval => {
-                self.journal.sync().map_err(store_error)?;
+                match self.syncer.as_mut() {
+                    Some(s) => s.request(&self.journal).map_err(store_error)?,
+                    None => self.journal.sync().map_err(store_error)?,
+                }
                 self.last_sync = Instant::now();
             }
             _ => {}
@@ -174,12 +219,11 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     } else {
         HardState::default()
     };
-    let mut log = JournalLog {
+    let mut log = JournalLog::new(
         journal,
-        fsync: sc.fsync,
-        interval: Duration::from_millis(sc.fsync_interval_ms),
-        last_sync: Instant::now(),
-    };
+        sc.fsync,
+        Duration::from_millis(sc.fsync_interval_ms),
+    )?;
     let params = member_params(cfg, id, &members);
     let mut member = Member::new(params, &mut log, vote.term, vote.voted_for, now_ns())
         .map_err(Error::Persist)?;
@@ -582,8 +626,7 @@ fn sequence(
             idler.reset();
         }
     }
-    log.journal.flush()?;
-    log.journal.sync()?;
+    log.close()?;
     if sc.end_session_on_stop && member.role() == Role::Leader {
         if let Some(seq) = member.sequencer() {
             // sent a few times, spaced: there is no retransmission of an end of session
@@ -684,5 +727,47 @@ mod tests {
         );
         assert!(!line.contains("27880"), "{line}");
         assert!(discarded_line(5, 6, p).contains("message 5 of this journal was never"));
+    }
+}
+
+#[cfg(test)]
+mod sync_tests {
+    use super::*;
+
+    fn log(fsync: FsyncPolicy) -> (tempfile::TempDir, JournalLog) {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path(), *b"SYNCLOOP01", 1 << 20).unwrap();
+        let l = JournalLog::new(j, fsync, Duration::from_millis(1)).unwrap();
+        (dir, l)
+    }
+
+    #[test]
+    fn interval_syncs_on_the_sync_thread_and_batch_in_the_loop() {
+        let (_d, l) = log(FsyncPolicy::Interval);
+        assert!(l.syncer.is_some(), "interval runs a sync thread");
+        let (_d, l) = log(FsyncPolicy::Batch);
+        assert!(
+            l.syncer.is_none(),
+            "batch syncs before publishing, in the loop"
+        );
+        let (_d, l) = log(FsyncPolicy::None);
+        assert!(l.syncer.is_none());
+    }
+
+    #[test]
+    fn the_sync_thread_is_asked_once_an_interval_and_close_waits_for_it() {
+        let (_d, mut l) = log(FsyncPolicy::Interval);
+        for seq in 1..=5u64 {
+            std::thread::sleep(Duration::from_millis(2));
+            l.append(seq, b"m").unwrap();
+            l.flush().unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while l.syncer.as_ref().unwrap().synced() == 0 {
+            assert!(Instant::now() < deadline, "no sync ran on the thread");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        l.close().unwrap();
+        assert!(l.syncer.is_none(), "close stopped the thread");
     }
 }
