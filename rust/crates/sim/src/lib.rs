@@ -26,11 +26,17 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use seqbus_core::cluster::{Event, Member, MemberParams, MemoryLog};
+use seqbus_core::cluster::{Event, Member, MemberParams};
 use seqbus_core::{
     Dest, MemoryStore, Node, NodeError, NodeParams, Replayer, SequencerParams, Source, Start,
     Store, StoreError,
 };
+
+pub mod checkers;
+pub mod storage;
+
+use checkers::{Action, Checker, Live, MemberView, Step};
+pub use storage::{SimLog, StorageFaults, StorageStats};
 use seqbus_wire::cluster::is_cluster_message;
 use seqbus_wire::Session;
 
@@ -85,6 +91,11 @@ pub struct SimParams {
     pub max_held: usize,
     /// `cluster.suspicion_phi`.
     pub suspicion_phi: f64,
+    /// What the members' disks do ([`storage`]); none by default.
+    pub storage: StorageFaults,
+    /// A member whose process stopped on a disk error is started again after a time in this
+    /// range (ns), as a supervisor would.
+    pub restart_ns: (u64, u64),
 }
 
 impl SimParams {
@@ -106,6 +117,8 @@ impl SimParams {
             follower_first: false,
             max_held: seqbus_core::sequencer::MAX_HELD,
             suspicion_phi: 8.0,
+            storage: StorageFaults::none(),
+            restart_ns: (20_000_000, 100_000_000),
         }
     }
 }
@@ -207,7 +220,7 @@ type InFlight = Reverse<(u64, u64, To, Vec<u8>)>;
 
 /// A member's log seen up to what the member knows is committed: what its replayer serves.
 struct Committed<'a> {
-    log: &'a mut MemoryLog,
+    log: &'a mut SimLog,
     upto: u64,
 }
 
@@ -230,16 +243,44 @@ impl Store for Committed<'_> {
     }
 }
 
+/// What a member's step sends: a datagram, or a MoldUDP64 packet published downstream.
+enum Out {
+    Send(To, Vec<u8>),
+    Publish(Vec<u8>),
+}
+
+/// A member's process stopped on its disk: when, who, and the error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskFailure {
+    pub at_ns: u64,
+    pub member: u16,
+    pub error: String,
+}
+
 /// One sequencer: its state machine (None while its process is dead) and its log (which
 /// survives a kill, as a journal on disk does).
 pub struct SimMember {
     pub member: Option<Member>,
-    pub log: MemoryLog,
+    pub log: SimLog,
     replayer: Replayer,
     /// Stopped (SIGSTOP): keeps its state, runs nothing; datagrams for it wait in `held`
     /// (its socket buffers) until it is resumed.
     paused: bool,
     held: Vec<(To, Vec<u8>)>,
+    /// Blocked in an fsync until then (0: not): runs nothing, datagrams wait in `held`, and
+    /// what the blocked step sends waits in `outbox`.
+    busy_until: u64,
+    outbox: Vec<Out>,
+    /// Counts its processes (the checkers compare a new one's journal again).
+    incarnation: u64,
+    /// Stopped on a disk error: started again then.
+    restart_at: Option<u64>,
+}
+
+impl SimMember {
+    fn blocked(&self) -> bool {
+        self.paused || self.busy_until > 0
+    }
 }
 
 pub struct SimNode {
@@ -277,6 +318,11 @@ pub struct Bus {
     pub datagrams: u64,
     pub dropped: u64,
     drop: Option<DropFilter>,
+    /// The invariant checkers, run after every step ([`checkers`]).
+    checker: Checker,
+    steps: u64,
+    /// Every member process that stopped on its disk.
+    pub disk_failures: Vec<DiskFailure>,
 }
 
 impl Bus {
@@ -293,10 +339,11 @@ impl Bus {
         let ids: Vec<u16> = (1..=p.members).collect();
         let mut members = Vec::new();
         for &id in &ids {
-            let mut log = MemoryLog::default();
-            for m in stream {
-                log.store.push(m);
-            }
+            let mut log = SimLog::with_stream(
+                p.storage,
+                p.seed ^ 0x5354_4F52_4147_4500 ^ u64::from(id).wrapping_mul(0x9E37_79B9),
+                stream,
+            );
             let mut member =
                 Member::new(Bus::member_params(&p, id, &ids), &mut log, 0, 0, p.start_ns)
                     .expect("a memory log reads");
@@ -309,6 +356,10 @@ impl Bus {
                 replayer: Replayer::new(p.session, p.replay_packet, 2000),
                 paused: false,
                 held: Vec::new(),
+                busy_until: 0,
+                outbox: Vec::new(),
+                incarnation: 0,
+                restart_at: None,
             });
         }
         let mut bus = Bus {
@@ -326,6 +377,9 @@ impl Bus {
             datagrams: 0,
             dropped: 0,
             drop: None,
+            checker: Checker::new(p.members as usize),
+            steps: 0,
+            disk_failures: Vec::new(),
             p,
         };
         if bus.p.following_replayer {
@@ -487,8 +541,232 @@ impl Bus {
     }
 
     /// Member `id`'s log (kept across kills).
-    pub fn log(&self, id: u16) -> &MemoryLog {
+    pub fn log(&self, id: u16) -> &SimLog {
         &self.members[(id - 1) as usize].log
+    }
+
+    /// Member `id`'s log, to schedule a fault on it (a lost write, other fault rates).
+    pub fn log_mut(&mut self, id: u16) -> &mut SimLog {
+        &mut self.members[(id - 1) as usize].log
+    }
+
+    /// The invariant checkers' state (the committed stream, steps checked).
+    pub fn checker(&self) -> &Checker {
+        &self.checker
+    }
+
+    /// True while member `id` is down after a disk error, waiting to be started again (or
+    /// for good, when its journal is damaged and no peer's copy can repair it).
+    pub fn member_down(&self, id: u16) -> bool {
+        let m = &self.members[(id - 1) as usize];
+        m.member.is_none() && m.restart_at.is_some()
+    }
+
+    /// Runs the checkers after a step of `action`, with what it published.
+    fn check(&mut self, action: Action, published: &[(u16, u64, Vec<u8>)]) {
+        self.steps += 1;
+        let step = Step {
+            n: self.steps,
+            now_ns: self.now,
+            action,
+        };
+        let lost: Vec<Vec<u64>> = self.members.iter().map(|m| m.log.lost().collect()).collect();
+        let views = Bus::views(&self.members, &lost);
+        let published: Vec<(u16, u64, &[u8])> = published
+            .iter()
+            .map(|(m, q, b)| (*m, *q, b.as_slice()))
+            .collect();
+        self.checker.after_step(&step, &views, &published);
+    }
+
+    fn views<'a>(members: &'a [SimMember], lost: &'a [Vec<u64>]) -> Vec<MemberView<'a>> {
+        members
+            .iter()
+            .zip(lost)
+            .enumerate()
+            .map(|(k, (m, lost))| MemberView {
+                id: k as u16 + 1,
+                live: m
+                    .member
+                    .as_ref()
+                    .filter(|_| m.busy_until == 0)
+                    .map(|x| Live {
+                        incarnation: m.incarnation,
+                        leader: x.role() == seqbus_core::Role::Leader,
+                        term: x.term(),
+                        commit: x.commit(),
+                    }),
+                records: m.log.records(),
+                durable: m.log.durable(),
+                lost,
+                discarded: &m.log.discarded,
+            })
+            .collect()
+    }
+
+    /// Runs the checkers on the message records `who` was handed (`raw`: records of the
+    /// following replayer's layout).
+    fn check_delivered(&mut self, action: Action, out: &[u8], raw: bool) {
+        let header = if raw {
+            seqbus_core::node::RAW_RECORD_HEADER_LEN
+        } else {
+            16
+        };
+        let mut records = Vec::new();
+        let mut at = 0;
+        while at + 16 <= out.len() {
+            let len = u32::from_le_bytes(out[at..at + 4].try_into().expect("4")) as usize;
+            let ty = u16::from_le_bytes(out[at + 4..at + 6].try_into().expect("2"));
+            let seq = u64::from_le_bytes(out[at + 8..at + 16].try_into().expect("8"));
+            if ty == seqbus_core::node::RECORD_MESSAGE {
+                records.push((seq, &out[at + header..at + len]));
+            }
+            at += len;
+        }
+        if records.is_empty() {
+            return;
+        }
+        self.steps += 1;
+        let step = Step {
+            n: self.steps,
+            now_ns: self.now,
+            action,
+        };
+        let lost: Vec<Vec<u64>> = self.members.iter().map(|m| m.log.lost().collect()).collect();
+        let views = Bus::views(&self.members, &lost);
+        let who = match action {
+            Action::Deliver(i) => format!("node {i} was handed"),
+            _ => "the following replayer stored".to_string(),
+        };
+        self.checker.delivered(&step, &views, &who, &records, raw);
+    }
+
+    /// The end of a member's step: an error stops its process (a disk's: fail-stop, started
+    /// again later; any other breaks the protocol's safety: the run fails); a blocked fsync
+    /// keeps what it sends until the process wakes; then the checkers run.
+    fn end_step(&mut self, k: usize, action: Action, outs: Vec<Out>, r: Result<(), StoreError>) {
+        let id = k as u16 + 1;
+        if let Err(e) = r {
+            match self.members[k].log.take_failure() {
+                Some(why) => {
+                    self.fail_stop(k, &format!("{e} ({why})"));
+                    return;
+                }
+                None => panic!(
+                    "step {} (t={} ns): member {id}: {e} (not a disk fault: the protocol's \
+                     safety broke)",
+                    self.steps + 1,
+                    self.now
+                ),
+            }
+        }
+        let stall = self.members[k].log.take_stall();
+        let published = if stall > 0 {
+            let m = &mut self.members[k];
+            m.busy_until = self.now + stall;
+            m.outbox.extend(outs);
+            Vec::new()
+        } else {
+            self.release(k, outs)
+        };
+        self.check(action, &published);
+    }
+
+    /// A member's process stops on a disk error: what it had not made durable is lost, and a
+    /// supervisor starts it again after `restart_ns`.
+    fn fail_stop(&mut self, k: usize, error: &str) {
+        let now = self.now;
+        self.disk_failures.push(DiskFailure {
+            at_ns: now,
+            member: k as u16 + 1,
+            error: error.to_string(),
+        });
+        let back = now + self.rng.range(self.p.restart_ns.0, self.p.restart_ns.1);
+        self.crash(k);
+        self.members[k].restart_at = Some(back);
+    }
+
+    /// A member's process dies: its state, its socket buffers and what it had not sent are
+    /// gone; its journal keeps what was durable (and perhaps part of a flush in progress).
+    fn crash(&mut self, k: usize) {
+        let m = &mut self.members[k];
+        m.member = None;
+        m.busy_until = 0;
+        m.outbox.clear();
+        m.held.clear();
+        m.log.crash();
+        self.check(Action::Crash(k as u16 + 1), &[]);
+    }
+
+    /// Sends what a member's step sent; returns the messages it published.
+    fn release(&mut self, k: usize, outs: Vec<Out>) -> Vec<(u16, u64, Vec<u8>)> {
+        let id = k as u16 + 1;
+        let mut published = Vec::new();
+        let src = if self.p.members == 1 {
+            Src::Live
+        } else {
+            Src::Sequencer(id)
+        };
+        for o in outs {
+            match o {
+                Out::Send(to, d) => self.send(to, &d, 0.0),
+                Out::Publish(p) => {
+                    let mp = seqbus_wire::MoldPacket::parse(&p)
+                        .expect("a member publishes valid packets");
+                    for (q, m) in mp.messages() {
+                        match self.published.get(&q) {
+                            Some(old) if old.as_slice() != m => self.renumbered.push((q, id)),
+                            Some(_) => {}
+                            None => {
+                                self.published.insert(q, m.to_vec());
+                            }
+                        }
+                        published.push((id, q, m.to_vec()));
+                    }
+                    for i in 0..self.nodes.len() {
+                        let Some(n) = self.nodes[i].as_mut() else {
+                            continue;
+                        };
+                        if n.drop_next > 0 {
+                            n.drop_next -= 1;
+                            self.datagrams += 1;
+                            self.dropped += 1;
+                            continue;
+                        }
+                        let loss = n.loss_pct;
+                        self.send(To::Node(i, src), &p, loss);
+                    }
+                    if self.follower.is_some() {
+                        self.send(To::Follower(src), &p, 0.0);
+                    }
+                }
+            }
+        }
+        published
+    }
+
+    /// Members whose fsync completed by now wake (their held datagrams are read); members
+    /// stopped on a disk error whose time has come start again.
+    fn wake_and_restart(&mut self) {
+        for k in 0..self.members.len() {
+            let m = &mut self.members[k];
+            if m.busy_until > 0 && m.busy_until <= self.now {
+                m.busy_until = 0;
+                m.log.settle();
+                let outs = std::mem::take(&mut m.outbox);
+                let published = self.release(k, outs);
+                self.check(Action::Wake(k as u16 + 1), &published);
+                if !self.members[k].paused {
+                    for (to, d) in std::mem::take(&mut self.members[k].held) {
+                        self.arrive(to, &d);
+                    }
+                }
+            }
+            let m = &self.members[k];
+            if m.member.is_none() && m.restart_at.is_some_and(|t| t <= self.now) {
+                self.restart_member(k as u16 + 1);
+            }
+        }
     }
 
     /// The member currently leading (alive, role leader, highest term), if any.
@@ -501,9 +779,13 @@ impl Bus {
             .map(Member::id)
     }
 
-    /// Kills member `id`'s process: its state is lost, its log stays.
+    /// Kills member `id`'s process: its state is lost, its log keeps what was durable.
     pub fn kill_member(&mut self, id: u16) {
-        self.members[(id - 1) as usize].member = None;
+        let k = (id - 1) as usize;
+        self.members[k].restart_at = None;
+        if self.members[k].member.is_some() {
+            self.crash(k);
+        }
     }
 
     /// Stops member `id`'s process without killing it (SIGSTOP).
@@ -546,18 +828,56 @@ impl Bus {
         }
     }
 
-    /// Restarts member `id` from its log, term and vote.
-    pub fn restart_member(&mut self, id: u16) {
+    /// Restarts member `id` from its log, term and vote. The journal is opened as the real
+    /// one is (a torn tail cut); a member that finds damage in it refuses to start, and the
+    /// journal is repaired from a peer's copy (as a person runs `seqbus journal repair`)
+    /// before it is started again; when no peer's journal is a copy of it, it stays down.
+    /// Returns whether it runs.
+    pub fn restart_member(&mut self, id: u16) -> bool {
+        let k = (id - 1) as usize;
         let ids: Vec<u16> = (1..=self.p.members).collect();
         let params = Bus::member_params(&self.p, id, &ids);
-        let m = &mut self.members[(id - 1) as usize];
-        let (term, vote) = (m.log.term, m.log.voted_for);
-        let mut member =
-            Member::new(params, &mut m.log, term, vote, self.now).expect("a memory log reads");
-        if self.p.members > 1 {
-            member.set_replayers(self.p.members as usize + usize::from(self.p.following_replayer));
+        self.members[k].log.open();
+        for _ in 0..8 {
+            let m = &mut self.members[k];
+            let (term, vote) = (m.log.term, m.log.voted_for);
+            match Member::new(params.clone(), &mut m.log, term, vote, self.now) {
+                Ok(mut member) => {
+                    if self.p.members > 1 {
+                        member.set_replayers(
+                            self.p.members as usize + usize::from(self.p.following_replayer),
+                        );
+                    }
+                    m.member = Some(member);
+                    m.restart_at = None;
+                    m.incarnation += 1;
+                    self.check(Action::Restart(id), &[]);
+                    return true;
+                }
+                Err(e) => {
+                    let why = m.log.take_failure().unwrap_or_else(|| {
+                        panic!("member {id} cannot start on a journal without disk faults: {e}")
+                    });
+                    self.disk_failures.push(DiskFailure {
+                        at_ns: self.now,
+                        member: id,
+                        error: format!("refuses to start: {e} ({why})"),
+                    });
+                    let peers: Vec<SimLog> = (0..self.members.len())
+                        .filter(|&j| j != k)
+                        .map(|j| self.members[j].log.clone())
+                        .collect();
+                    let log = &mut self.members[k].log;
+                    if log.lost().next().is_some() && !peers.iter().any(|p| log.repair_from(p)) {
+                        // no copy to repair from: it needs a person's look
+                        self.members[k].restart_at = Some(u64::MAX);
+                        return false;
+                    }
+                }
+            }
         }
-        m.member = Some(member);
+        self.members[k].restart_at = Some(u64::MAX);
+        false
     }
 
     /// Member events since the last call: (time, member, event).
@@ -602,6 +922,7 @@ impl Bus {
     /// Delivers every datagram due now, then runs every live member (timers, replication,
     /// publishing) and the following replayer.
     pub fn process(&mut self) {
+        self.wake_and_restart();
         while self.queue.peek().is_some_and(|Reverse(e)| e.0 <= self.now) {
             let Reverse((_, _, to, data)) = self.queue.pop().expect("peeked");
             self.arrive(to, &data);
@@ -615,13 +936,13 @@ impl Bus {
     fn arrive(&mut self, to: To, data: &[u8]) {
         let now = self.now;
         match to {
-            To::Member(id, _) if self.members[(id - 1) as usize].paused => {
+            To::Member(id, _) if self.members[(id - 1) as usize].blocked() => {
                 self.members[(id - 1) as usize]
                     .held
                     .push((to, data.to_vec()));
             }
             To::Replayer { index, .. }
-                if index < self.members.len() && self.members[index].paused =>
+                if index < self.members.len() && self.members[index].blocked() =>
             {
                 self.members[index].held.push((to, data.to_vec()));
             }
@@ -633,23 +954,26 @@ impl Bus {
                     return;
                 };
                 let mut nak = None;
-                if is_cluster_message(data) {
-                    member
-                        .handle_peer(now, data, &mut m.log, &mut |to, d| {
-                            out.push((to, d.to_vec()))
-                        })
-                        .expect("cluster safety holds");
+                let peer = is_cluster_message(data);
+                let r = if peer {
+                    member.handle_peer(now, data, &mut m.log, &mut |to, d| {
+                        out.push(Out::Send(To::Member(to, None), d.to_vec()))
+                    })
                 } else {
                     member.handle_upstream(now, data);
                     nak = member.take_nak();
-                }
-                for (to, d) in out {
-                    self.send(To::Member(to, None), &d, 0.0);
-                }
+                    Ok(())
+                };
                 // a gap in the sender's commands: the NAK goes back to it
                 if let (Some(nak), Some(node)) = (nak, from) {
-                    self.send(To::Nak(node), &nak, 0.0);
+                    out.push(Out::Send(To::Nak(node), nak));
                 }
+                let action = if peer {
+                    Action::Peer(id)
+                } else {
+                    Action::Upstream(id)
+                };
+                self.end_step(k, action, out, r);
             }
             To::Nak(i) => {
                 if let Some(Some(n)) = self.nodes.get_mut(i) {
@@ -667,9 +991,21 @@ impl Bus {
                         upto: member.commit(),
                         log: &mut m.log,
                     };
-                    m.replayer
-                        .handle_request(data, &mut store, &mut |p| answers.push(p.to_vec()))
-                        .expect("memory reads");
+                    let r = m.replayer.handle_request(data, &mut store, &mut |p| {
+                        answers.push(p.to_vec())
+                    });
+                    // a replayer that cannot read its member's journal stops the member's
+                    // whole process (docs/ha.md, "A running member stops on damage")
+                    let to = match requester {
+                        Requester::Node(i) => {
+                            To::Node(i, Src::Replayer(self.replayer_for_node(index)))
+                        }
+                        Requester::Follower => To::Follower(Src::Replayer(index)),
+                        Requester::Member(id) => To::MemberAnswer(id, index),
+                    };
+                    let outs = answers.into_iter().map(|a| Out::Send(to, a)).collect();
+                    self.end_step(index, Action::Serve(index as u16 + 1), outs, r.map(|_| ()));
+                    return;
                 } else if let Some(f) = self.follower.as_mut() {
                     f.replayer
                         .handle_request(data, &mut f.store, &mut |p| answers.push(p.to_vec()))
@@ -695,13 +1031,13 @@ impl Bus {
                 }
             }
             To::MemberAnswer(id, index) => {
-                let m = &mut self.members[(id - 1) as usize];
-                if m.paused {
+                let k = (id - 1) as usize;
+                let m = &mut self.members[k];
+                if m.blocked() {
                     m.held.push((to, data.to_vec()));
                 } else if let Some(member) = m.member.as_mut() {
-                    member
-                        .handle_replayer(now, index, data, &mut m.log)
-                        .expect("a memory log writes");
+                    let r = member.handle_replayer(now, index, data, &mut m.log);
+                    self.end_step(k, Action::ReplayerAnswer(id), Vec::new(), r);
                 }
             }
         }
@@ -709,72 +1045,34 @@ impl Bus {
 
     fn run_member(&mut self, k: usize) {
         let now = self.now;
-        let mut peer_out = Vec::new();
-        let mut packets = Vec::new();
+        let mut outs = Vec::new();
         let m = &mut self.members[k];
-        if m.paused {
+        if m.blocked() {
             return;
         }
         let Some(member) = m.member.as_mut() else {
             return;
         };
-        member
-            .poll(now, &mut m.log, &mut |to, d| {
-                peer_out.push((to, d.to_vec()))
-            })
-            .expect("cluster safety holds");
-        member.publish(now, &mut |p| packets.push(p.to_vec()));
+        let r = member.poll(now, &mut m.log, &mut |to, d| {
+            outs.push(Out::Send(To::Member(to, None), d.to_vec()))
+        });
         let id = member.id();
-        let requests = member.take_replayer_requests();
+        if r.is_ok() {
+            member.publish(now, &mut |p| outs.push(Out::Publish(p.to_vec())));
+            for (index, req) in member.take_replayer_requests() {
+                outs.push(Out::Send(
+                    To::Replayer {
+                        index,
+                        requester: Requester::Member(id),
+                    },
+                    req.to_vec(),
+                ));
+            }
+        }
         for e in member.take_events() {
             self.events.push((now, id, e));
         }
-        for (to, d) in peer_out {
-            self.send(To::Member(to, None), &d, 0.0);
-        }
-        for (index, r) in requests {
-            self.send(
-                To::Replayer {
-                    index,
-                    requester: Requester::Member(id),
-                },
-                &r,
-                0.0,
-            );
-        }
-        let src = if self.p.members == 1 {
-            Src::Live
-        } else {
-            Src::Sequencer(id)
-        };
-        for p in &packets {
-            let mp = seqbus_wire::MoldPacket::parse(p).expect("a member publishes valid packets");
-            for (q, m) in mp.messages() {
-                match self.published.get(&q) {
-                    Some(old) if old.as_slice() != m => self.renumbered.push((q, id)),
-                    Some(_) => {}
-                    None => {
-                        self.published.insert(q, m.to_vec());
-                    }
-                }
-            }
-            for i in 0..self.nodes.len() {
-                let Some(n) = self.nodes[i].as_mut() else {
-                    continue;
-                };
-                if n.drop_next > 0 {
-                    n.drop_next -= 1;
-                    self.datagrams += 1;
-                    self.dropped += 1;
-                    continue;
-                }
-                let loss = n.loss_pct;
-                self.send(To::Node(i, src), p, loss);
-            }
-            if self.follower.is_some() {
-                self.send(To::Follower(src), p, 0.0);
-            }
-        }
+        self.end_step(k, Action::Turn(id), outs, r);
     }
 
     fn run_follower(&mut self) {
@@ -786,6 +1084,10 @@ impl Bus {
         f.node
             .deliver(&mut f.out, usize::MAX)
             .expect("a follower has replayers");
+        let delivered = std::mem::take(&mut f.out);
+        self.check_delivered(Action::Follower, &delivered, true);
+        let f = self.follower.as_mut().expect("present");
+        f.out = delivered;
         let mut at = 0;
         while at < f.out.len() {
             let len = u32::from_le_bytes(f.out[at..at + 4].try_into().expect("4")) as usize;
@@ -826,10 +1128,15 @@ impl Bus {
         out: &mut Vec<u8>,
         max_records: usize,
     ) -> Result<usize, NodeError> {
-        match self.nodes.get_mut(i).and_then(Option::as_mut) {
+        let start = out.len();
+        let r = match self.nodes.get_mut(i).and_then(Option::as_mut) {
             Some(n) => n.node.deliver(out, max_records),
             None => Ok(0),
+        };
+        if out.len() > start {
+            self.check_delivered(Action::Deliver(i), &out[start..], false);
         }
+        r
     }
 
     /// Sends what node `i` has due: commands to the leader it knows (every member while it
@@ -870,10 +1177,18 @@ impl Bus {
         if let Some(Reverse(e)) = self.queue.peek() {
             t = t.min(e.0);
         }
+        for m in &self.members {
+            if m.busy_until > 0 {
+                t = t.min(m.busy_until);
+            }
+            if let Some(r) = m.restart_at.filter(|_| m.member.is_none()) {
+                t = t.min(r);
+            }
+        }
         for m in self
             .members
             .iter()
-            .filter(|m| !m.paused)
+            .filter(|m| !m.blocked())
             .filter_map(|m| m.member.as_ref())
         {
             t = t.min(m.next_timeout());
@@ -915,10 +1230,18 @@ impl Bus {
         if let Some(Reverse(e)) = self.queue.peek() {
             consider(e.0);
         }
+        for m in &self.members {
+            if m.busy_until > 0 {
+                consider(m.busy_until);
+            }
+            if let Some(r) = m.restart_at.filter(|_| m.member.is_none()) {
+                consider(r);
+            }
+        }
         for m in self
             .members
             .iter()
-            .filter(|m| !m.paused)
+            .filter(|m| !m.blocked())
             .filter_map(|m| m.member.as_ref())
         {
             consider(m.next_timeout());

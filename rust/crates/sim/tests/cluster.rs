@@ -254,7 +254,7 @@ pub fn run(seed: u64, faults: Faults, members: u16, total: u64, double_kill: boo
     // every journal holds exactly what was published and what the nodes were handed
     let mut logs: Vec<Vec<Vec<u8>>> = Vec::new();
     for id in 1..=members {
-        let mut store = bus.log(id).store.clone();
+        let mut store = bus.log(id).clone();
         let mut v = Vec::new();
         store
             .read(1, usize::MAX, &mut |_, m| {

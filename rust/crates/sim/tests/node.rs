@@ -82,7 +82,7 @@ impl Net {
 
     /// Every message the sequencer published, in order.
     fn stream(&self) -> Vec<(u64, Vec<u8>)> {
-        let mut store = self.bus.log(1).store.clone();
+        let mut store = self.bus.log(1).clone();
         let mut v = Vec::new();
         let next = store.next_seq();
         store
@@ -335,7 +335,7 @@ fn a_twin_catches_up_only_once_the_application_handled_every_record() {
     net.all(4);
     let session = net.bus.params().session;
     let head = net.bus.next_seq();
-    let mut store = net.bus.log(1).store.clone();
+    let mut store = net.bus.log(1).clone();
     let mut backup = Node::new(
         NodeParams {
             session,
