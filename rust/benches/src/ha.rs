@@ -5,7 +5,8 @@
 //!    sequencers (a message is published once two of them hold it) beside one sequencer
 //!    alone, both with the `block` idle strategy;
 //! 2. takeover: the leader, a process of its own, killed with SIGKILL under load again and
-//!    again; the time from the kill to the new leader's first message handed to a node;
+//!    again; the time from the kill to the new leader's first message handed to a node, on
+//!    the host as it is and again with four busy loops competing for the CPU;
 //! 3. planned switchover: the longest pause of a steady stream while the leadership moves,
 //!    beside the stream's usual gap.
 
@@ -235,8 +236,37 @@ impl Probe {
     }
 }
 
-/// Part 2: kill the leader process `kills` times under load.
-fn takeover(kills: usize) -> Vec<f64> {
+/// Busy loops (`sh -c 'while :; do :; done'`) competing for the CPU until dropped.
+struct BusyLoops(Vec<Child>);
+
+impl BusyLoops {
+    fn start(n: usize) -> BusyLoops {
+        BusyLoops(
+            (0..n)
+                .map(|_| {
+                    Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("sh")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for BusyLoops {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Part 2: kill the leader process `kills` times under load, with `busy` busy loops
+/// competing for the CPU.
+fn takeover(kills: usize, busy: usize) -> Vec<f64> {
+    let _busy = BusyLoops::start(busy);
     let dir = tempfile::tempdir().unwrap();
     let (cfg, status) = load(dir.path(), "block", 3, "clock_tick_ms = 10");
     let path: PathBuf = dir.path().join("bus.toml");
@@ -340,10 +370,14 @@ pub fn throughput_only(members: usize, messages: u64) -> f64 {
     tput
 }
 
+/// Busy loops of the loaded takeover: two per core of the project's 2-core machine.
+const BUSY_LOOPS: usize = 4;
+
 pub fn run(kills: usize, samples: usize, messages: u64) {
     gating_cost(samples, messages);
     println!();
-    let mut t = takeover(kills);
+    let mut t = takeover(kills, 0);
+    let mut loaded = takeover(kills, BUSY_LOOPS);
     println!("| takeover ({kills} SIGKILLs of the leader process, block idle) | p50 | p99 | max | target |");
     println!("|---|---|---|---|---|");
     println!(
@@ -351,6 +385,12 @@ pub fn run(kills: usize, samples: usize, messages: u64) {
         percentile(&mut t, 0.5),
         percentile(&mut t, 0.99),
         percentile(&mut t, 1.0)
+    );
+    println!(
+        "| the same with {BUSY_LOOPS} busy loops competing for the CPU | {:.1} ms | {:.1} ms | {:.1} ms | (none: the detector waits longer on a busy host) |",
+        percentile(&mut loaded, 0.5),
+        percentile(&mut loaded, 0.99),
+        percentile(&mut loaded, 1.0)
     );
     let (mut p, usual) = switchover(20);
     println!(
