@@ -92,6 +92,24 @@ impl fmt::Display for Action {
     }
 }
 
+/// Who published, or was handed, a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    Member(u16),
+    Node(usize),
+    Follower,
+}
+
+impl fmt::Display for Who {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Who::Member(m) => write!(f, "member {m} published"),
+            Who::Node(n) => write!(f, "node {n} was handed"),
+            Who::Follower => write!(f, "the following replayer stored"),
+        }
+    }
+}
+
 /// One step: its number, the virtual time, what happened.
 #[derive(Debug, Clone, Copy)]
 pub struct Step {
@@ -186,7 +204,12 @@ impl Checker {
 
     /// Checks the members after `step`, and what the step published (`(member, sequence,
     /// message)`: envelope and body as sequenced).
-    pub fn after_step(&mut self, step: &Step, views: &[MemberView<'_>], published: &[(u16, u64, &[u8])]) {
+    pub fn after_step(
+        &mut self,
+        step: &Step,
+        views: &[MemberView<'_>],
+        published: &[(u16, u64, &[u8])],
+    ) {
         assert_eq!(views.len(), self.members, "a view per member");
         self.steps += 1;
         let before = self.committed.len();
@@ -199,7 +222,8 @@ impl Checker {
             for (first, msgs) in &v.discarded[p.discarded_seen.min(v.discarded.len())..] {
                 for (i, m) in msgs.iter().enumerate() {
                     let s = first + i as u64;
-                    let committed = (s as usize) <= before && self.committed[(s - 1) as usize] == *m;
+                    let committed =
+                        (s as usize) <= before && self.committed[(s - 1) as usize] == *m;
                     if committed || s <= p.commit {
                         panic!(
                             "invariant broken at {step}: member {} moved aside entry {s}, \
@@ -291,7 +315,7 @@ impl Checker {
         }
         // rule 4, at the source
         for &(member, seq, msg) in published {
-            self.reaches_a_node(step, views, &format!("member {member} published"), seq, msg, true);
+            self.reaches_a_node(step, views, Who::Member(member), seq, msg, true);
         }
     }
 
@@ -304,7 +328,7 @@ impl Checker {
         &mut self,
         step: &Step,
         views: &[MemberView<'_>],
-        who: &str,
+        who: Who,
         records: &[(u64, &[u8])],
         whole: bool,
     ) {
@@ -366,7 +390,7 @@ impl Checker {
         &self,
         step: &Step,
         views: &[MemberView<'_>],
-        who: &str,
+        who: Who,
         seq: u64,
         msg: &[u8],
         whole: bool,

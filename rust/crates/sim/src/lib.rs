@@ -35,10 +35,10 @@ use seqbus_core::{
 pub mod checkers;
 pub mod storage;
 
-use checkers::{Action, Checker, Live, MemberView, Step};
-pub use storage::{SimLog, StorageFaults, StorageStats};
+use checkers::{Action, Checker, Live, MemberView, Step, Who};
 use seqbus_wire::cluster::is_cluster_message;
 use seqbus_wire::Session;
+pub use storage::{SimLog, StorageFaults, StorageStats};
 
 /// The network's seeded decisions: the project's one generator, `seqbus_core::Rng`.
 pub use seqbus_core::Rng;
@@ -320,6 +320,8 @@ pub struct Bus {
     drop: Option<DropFilter>,
     /// The invariant checkers, run after every step ([`checkers`]).
     checker: Checker,
+    /// What the checkers last saw of each member (see [`Bus::check`]).
+    fingerprints: Vec<[u64; 8]>,
     steps: u64,
     /// Every member process that stopped on its disk.
     pub disk_failures: Vec<DiskFailure>,
@@ -378,6 +380,7 @@ impl Bus {
             dropped: 0,
             drop: None,
             checker: Checker::new(p.members as usize),
+            fingerprints: vec![[u64::MAX; 8]; p.members as usize],
             steps: 0,
             disk_failures: Vec::new(),
             p,
@@ -565,13 +568,35 @@ impl Bus {
     /// Runs the checkers after a step of `action`, with what it published.
     fn check(&mut self, action: Action, published: &[(u16, u64, Vec<u8>)]) {
         self.steps += 1;
+        // what the checkers read of each member; a step that changed none of it and
+        // published nothing cannot break a rule (most steps: heartbeats, acknowledgements)
+        let mut changed = !published.is_empty();
+        for (k, m) in self.members.iter().enumerate() {
+            let x = m.member.as_ref().filter(|_| m.busy_until == 0);
+            let fp = [
+                u64::from(m.member.is_some()) | u64::from(m.busy_until > 0) << 1,
+                m.incarnation,
+                x.map_or(0, |x| u64::from(x.role() == seqbus_core::Role::Leader)),
+                x.map_or(0, Member::term),
+                x.map_or(0, Member::commit),
+                m.log.records().len() as u64,
+                m.log.durable() as u64,
+                (m.log.lost().len() as u64) << 32 | m.log.discarded.len() as u64,
+            ];
+            if self.fingerprints[k] != fp {
+                self.fingerprints[k] = fp;
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
         let step = Step {
             n: self.steps,
             now_ns: self.now,
             action,
         };
-        let lost: Vec<Vec<u64>> = self.members.iter().map(|m| m.log.lost().collect()).collect();
-        let views = Bus::views(&self.members, &lost);
+        let views = Bus::views(&self.members);
         let published: Vec<(u16, u64, &[u8])> = published
             .iter()
             .map(|(m, q, b)| (*m, *q, b.as_slice()))
@@ -579,12 +604,11 @@ impl Bus {
         self.checker.after_step(&step, &views, &published);
     }
 
-    fn views<'a>(members: &'a [SimMember], lost: &'a [Vec<u64>]) -> Vec<MemberView<'a>> {
+    fn views(members: &[SimMember]) -> Vec<MemberView<'_>> {
         members
             .iter()
-            .zip(lost)
             .enumerate()
-            .map(|(k, (m, lost))| MemberView {
+            .map(|(k, m)| MemberView {
                 id: k as u16 + 1,
                 live: m
                     .member
@@ -598,7 +622,7 @@ impl Bus {
                     }),
                 records: m.log.records(),
                 durable: m.log.durable(),
-                lost,
+                lost: m.log.lost(),
                 discarded: &m.log.discarded,
             })
             .collect()
@@ -632,13 +656,12 @@ impl Bus {
             now_ns: self.now,
             action,
         };
-        let lost: Vec<Vec<u64>> = self.members.iter().map(|m| m.log.lost().collect()).collect();
-        let views = Bus::views(&self.members, &lost);
+        let views = Bus::views(&self.members);
         let who = match action {
-            Action::Deliver(i) => format!("node {i} was handed"),
-            _ => "the following replayer stored".to_string(),
+            Action::Deliver(i) => Who::Node(i),
+            _ => Who::Follower,
         };
-        self.checker.delivered(&step, &views, &who, &records, raw);
+        self.checker.delivered(&step, &views, who, &records, raw);
     }
 
     /// The end of a member's step: an error stops its process (a disk's: fail-stop, started
@@ -868,7 +891,7 @@ impl Bus {
                         .map(|j| self.members[j].log.clone())
                         .collect();
                     let log = &mut self.members[k].log;
-                    if log.lost().next().is_some() && !peers.iter().any(|p| log.repair_from(p)) {
+                    if !log.lost().is_empty() && !peers.iter().any(|p| log.repair_from(p)) {
                         // no copy to repair from: it needs a person's look
                         self.members[k].restart_at = Some(u64::MAX);
                         return false;
@@ -991,9 +1014,9 @@ impl Bus {
                         upto: member.commit(),
                         log: &mut m.log,
                     };
-                    let r = m.replayer.handle_request(data, &mut store, &mut |p| {
-                        answers.push(p.to_vec())
-                    });
+                    let r = m
+                        .replayer
+                        .handle_request(data, &mut store, &mut |p| answers.push(p.to_vec()));
                     // a replayer that cannot read its member's journal stops the member's
                     // whole process (docs/ha.md, "A running member stops on damage")
                     let to = match requester {
