@@ -433,3 +433,246 @@ impl Checker {
         }
     }
 }
+
+/// Fabricated histories, one per rule: the checker must panic on each.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(n: u64) -> Step {
+        Step {
+            n,
+            now_ns: n * 1_000,
+            action: Action::Test,
+        }
+    }
+
+    fn live(leader: bool, term: u64, commit: u64) -> Option<Live> {
+        Some(Live {
+            incarnation: 1,
+            leader,
+            term,
+            commit,
+        })
+    }
+
+    fn view<'a>(id: u16, live: Option<Live>, records: &'a [Vec<u8>]) -> MemberView<'a> {
+        MemberView {
+            id,
+            live,
+            records,
+            durable: records.len(),
+            lost: &[],
+            discarded: &[],
+        }
+    }
+
+    fn log(entries: &[&str]) -> Vec<Vec<u8>> {
+        entries.iter().map(|e| e.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn a_sound_history_passes() {
+        let mut c = Checker::new(3);
+        let a = log(&["e1", "m2", "m3"]);
+        let b = log(&["e1", "m2"]);
+        let views = [
+            view(1, live(true, 1, 2), &a),
+            view(2, live(false, 1, 2), &b),
+            view(3, None, &[]),
+        ];
+        c.after_step(&step(1), &views, &[(1, 1, b"e1"), (1, 2, b"m2")]);
+        c.delivered(&step(2), &views, Who::Node(0), &[(2, b"m2")], false);
+        assert_eq!(c.committed(), &log(&["e1", "m2"])[..]);
+    }
+
+    #[test]
+    #[should_panic(expected = "two leaders in term 3: member 1 and member 2")]
+    fn two_leaders_in_one_term_even_at_different_times() {
+        let mut c = Checker::new(3);
+        c.after_step(
+            &step(1),
+            &[
+                view(1, live(true, 3, 0), &[]),
+                view(2, None, &[]),
+                view(3, None, &[]),
+            ],
+            &[],
+        );
+        // member 1 is gone; member 2 leads the same term later
+        c.after_step(
+            &step(2),
+            &[
+                view(1, None, &[]),
+                view(2, live(true, 3, 0), &[]),
+                view(3, None, &[]),
+            ],
+            &[],
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "member 2's committed index went back from 2 to 1 (term 1)")]
+    fn a_commit_that_goes_back() {
+        let mut c = Checker::new(3);
+        let a = log(&["e1", "m2"]);
+        c.after_step(
+            &step(1),
+            &[
+                view(1, live(true, 1, 2), &a),
+                view(2, live(false, 1, 2), &a),
+                view(3, None, &[]),
+            ],
+            &[],
+        );
+        c.after_step(
+            &step(2),
+            &[
+                view(1, live(true, 1, 2), &a),
+                view(2, live(false, 1, 1), &a),
+                view(3, None, &[]),
+            ],
+            &[],
+        );
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "committed entry 2 (the highest committed entry; committed up to 2) is durable on 1 of 3"
+    )]
+    fn a_committed_entry_on_one_journal_of_three() {
+        let mut c = Checker::new(3);
+        let a = log(&["e1", "m2"]);
+        let b = log(&["e1"]);
+        c.after_step(
+            &step(1),
+            &[
+                view(1, live(true, 1, 2), &a),
+                view(2, live(false, 1, 1), &b),
+                view(3, None, &[]),
+            ],
+            &[],
+        );
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "member 2's committed prefix (commit 2, term 1) is not the committed stream: its entry 2 differs"
+    )]
+    fn committed_prefixes_that_differ() {
+        let mut c = Checker::new(3);
+        let a = log(&["e1", "m2"]);
+        let b = log(&["e1", "x2"]);
+        let views = [
+            view(1, live(true, 1, 2), &a),
+            view(2, live(false, 1, 2), &b),
+            view(3, live(false, 1, 0), &a),
+        ];
+        c.after_step(&step(1), &views, &[]);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "member 1 published sequence 3, which is not committed (committed up to 2"
+    )]
+    fn publishing_what_is_not_committed() {
+        let mut c = Checker::new(3);
+        let a = log(&["e1", "m2", "m3"]);
+        let b = log(&["e1", "m2"]);
+        let views = [
+            view(1, live(true, 1, 2), &a),
+            view(2, live(false, 1, 2), &b),
+            view(3, None, &[]),
+        ];
+        c.after_step(&step(1), &views, &[(1, 3, b"m3")]);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "node 4 was handed sequence 2 with other bytes than the committed entry 2"
+    )]
+    fn a_node_handed_another_message_under_a_committed_sequence() {
+        let mut c = Checker::new(3);
+        let a = log(&["e1", "m2"]);
+        let views = [
+            view(1, live(true, 1, 2), &a),
+            view(2, live(false, 1, 2), &a),
+            view(3, None, &[]),
+        ];
+        c.after_step(&step(1), &views, &[]);
+        c.delivered(&step(2), &views, Who::Node(4), &[(2, b"x2")], false);
+    }
+
+    #[test]
+    #[should_panic(expected = "member 3 moved aside entry 2, which is committed")]
+    fn a_committed_entry_moved_aside() {
+        let mut c = Checker::new(3);
+        let a = log(&["e1", "m2"]);
+        let kept = log(&["e1"]);
+        let gone = [(2, log(&["m2"]))];
+        c.after_step(
+            &step(1),
+            &[
+                view(1, live(true, 1, 2), &a),
+                view(2, live(false, 1, 2), &a),
+                view(3, live(false, 1, 0), &a),
+            ],
+            &[],
+        );
+        let mut v3 = view(3, live(false, 1, 0), &kept);
+        v3.discarded = &gone;
+        c.after_step(
+            &step(2),
+            &[
+                view(1, live(true, 1, 2), &a),
+                view(2, live(false, 1, 2), &a),
+                v3,
+            ],
+            &[],
+        );
+    }
+
+    #[test]
+    fn a_deposed_leaders_entry_under_a_committed_sequence_may_be_moved_aside() {
+        let mut c = Checker::new(3);
+        let a = log(&["e1", "m2"]);
+        let kept = log(&["e1"]);
+        let gone = [(2, log(&["stale2"]))];
+        c.after_step(
+            &step(1),
+            &[
+                view(1, live(true, 1, 2), &a),
+                view(2, live(false, 1, 2), &a),
+                view(3, None, &[]),
+            ],
+            &[],
+        );
+        let mut v3 = view(3, live(false, 1, 0), &kept);
+        v3.discarded = &gone;
+        c.after_step(
+            &step(2),
+            &[
+                view(1, live(true, 1, 2), &a),
+                view(2, live(false, 1, 2), &a),
+                v3,
+            ],
+            &[],
+        );
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "committed entry 1 (a committed entry a journal lost; committed up to 2) is durable on 1 of 3"
+    )]
+    fn a_lost_record_counts_as_not_held() {
+        let mut c = Checker::new(3);
+        let a = log(&["e1", "m2"]);
+        let mut v2 = view(2, live(false, 1, 2), &a);
+        v2.lost = &[1];
+        c.after_step(
+            &step(1),
+            &[view(1, live(true, 1, 2), &a), v2, view(3, None, &[])],
+            &[],
+        );
+    }
+}
