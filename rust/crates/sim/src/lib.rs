@@ -10,6 +10,12 @@
 //! `seqbus._core.SimBus`) run on it. A test picks what the network loses with
 //! [`Bus::set_drop`], besides the seeded [`Faults`].
 //!
+//! The members' journals are [`SimLog`]s: a simulated disk that fails on a seeded schedule
+//! ([`SimParams::storage`], [`storage`]). A member whose disk fails stops (fail-stop, as the
+//! sequencer process does on `Error::Persist`) and is started again from its durable journal
+//! after [`SimParams::restart_ns`]. After every step the invariant checkers ([`checkers`])
+//! check the whole bus and panic on the first rule broken.
+//!
 //! It drives the sans-IO state machines of `seqbus-core` exactly as the processes of
 //! `seqbus-net` do: a member ([`seqbus_core::Member`]) sequences, replicates and publishes; a
 //! replayer answers from its member's log up to what that member knows is committed; nodes

@@ -5,8 +5,13 @@
 //! ever have been published with two different messages, and every member's journal must hold
 //! exactly that stream.
 //!
+//! The bus's invariant checkers (`seqbus_sim::checkers`: one leader per term, committed
+//! entries never lost or changed, nothing uncommitted published or handed to a node) run after
+//! every step of every run besides these end-state checks.
+//!
 //! `SEQBUS_SIM_SEEDS` (default 100 per loss rate) and `SEQBUS_SIM_MESSAGES` (default 2000)
-//! make the runs larger.
+//! make the runs larger; a long run (docs/testing.md):
+//! `SEQBUS_SIM_SEEDS=2000 cargo test --release -p seqbus-sim --test cluster --test storage`.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::Hasher;

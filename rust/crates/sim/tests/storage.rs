@@ -4,8 +4,8 @@
 //! scenario; each scenario also checks that its fault happened and that every node was handed
 //! every command exactly once, in each sender's order.
 //!
-//! `SEQBUS_SIM_SEEDS` (default 4 per scenario here) runs more seeds, e.g.
-//! `SEQBUS_SIM_SEEDS=200 cargo test --release -p seqbus-sim --test storage`.
+//! `SEQBUS_SIM_SEEDS` (default 8 per scenario here) runs more seeds; a long run (docs/testing.md):
+//! `SEQBUS_SIM_SEEDS=2000 cargo test --release -p seqbus-sim --test cluster --test storage`.
 
 use seqbus_core::node::{RECORD_HEADER_LEN, RECORD_MESSAGE};
 use seqbus_core::Start;
@@ -24,7 +24,7 @@ fn seeds() -> u64 {
     std::env::var("SEQBUS_SIM_SEEDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .map_or(4, |n: u64| n.max(1))
+        .map_or(8, |n: u64| n.max(1))
 }
 
 /// Three senders on a three-member cluster; each node checks that it is handed every
