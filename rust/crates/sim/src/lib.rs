@@ -572,7 +572,7 @@ impl Bus {
     }
 
     /// Runs the checkers after a step of `action`, with what it published.
-    fn check(&mut self, action: Action, published: &[(u16, u64, Vec<u8>)]) {
+    fn check(&mut self, action: Action, published: &[(u16, Vec<u8>)]) {
         self.steps += 1;
         // what the checkers read of each member; a step that changed none of it and
         // published nothing cannot break a rule (most steps: heartbeats, acknowledgements)
@@ -603,10 +603,12 @@ impl Bus {
             action,
         };
         let views = Bus::views(&self.members);
-        let published: Vec<(u16, u64, &[u8])> = published
-            .iter()
-            .map(|(m, q, b)| (*m, *q, b.as_slice()))
-            .collect();
+        let mut messages: Vec<(u16, u64, &[u8])> = Vec::new();
+        for (member, p) in published {
+            let mp = seqbus_wire::MoldPacket::parse(p).expect("parsed when released");
+            messages.extend(mp.messages().map(|(q, m)| (*member, q, m)));
+        }
+        let published = messages;
         self.checker.after_step(&step, &views, &published);
     }
 
@@ -727,8 +729,8 @@ impl Bus {
         self.check(Action::Crash(k as u16 + 1), &[]);
     }
 
-    /// Sends what a member's step sent; returns the messages it published.
-    fn release(&mut self, k: usize, outs: Vec<Out>) -> Vec<(u16, u64, Vec<u8>)> {
+    /// Sends what a member's step sent; returns the packets it published, with the member.
+    fn release(&mut self, k: usize, outs: Vec<Out>) -> Vec<(u16, Vec<u8>)> {
         let id = k as u16 + 1;
         let mut published = Vec::new();
         let src = if self.p.members == 1 {
@@ -750,7 +752,6 @@ impl Bus {
                                 self.published.insert(q, m.to_vec());
                             }
                         }
-                        published.push((id, q, m.to_vec()));
                     }
                     for i in 0..self.nodes.len() {
                         let Some(n) = self.nodes[i].as_mut() else {
@@ -768,6 +769,7 @@ impl Bus {
                     if self.follower.is_some() {
                         self.send(To::Follower(src), &p, 0.0);
                     }
+                    published.push((id, p));
                 }
             }
         }
