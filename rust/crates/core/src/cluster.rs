@@ -205,6 +205,9 @@ pub struct ClusterStats {
     pub terms_led: u64,
     pub appends_sent: u64,
     pub appends_received: u64,
+    /// Acknowledgements a follower sent for the appends it took: one for all that came in
+    /// one turn of its loop.
+    pub acks_sent: u64,
     pub entries_sent: u64,
     pub entries_received: u64,
     pub rejected_appends: u64,
@@ -319,6 +322,12 @@ pub struct Member {
     /// When a leader's [`Member::poll`] last ran (its own pauses are told from its
     /// followers' silence).
     polled_ns: u64,
+    /// A follower's acknowledgement, waiting for the turn's last append: (leader, index)
+    /// answered once the log is flushed ([`Member::poll`]), one for every append that came
+    /// in the same turn.
+    ack: Option<(u16, u64)>,
+    /// Entries appended to the log and not yet flushed.
+    unflushed: bool,
     votes: HashSet<u16>,
     peers: Vec<Peer>,
     seq: Option<Sequencer>,
@@ -382,6 +391,8 @@ impl Member {
             leader_heard_ns: 0,
             leader_arrivals: Detector::new(p.heartbeat_ns / 2, p.heartbeat_ns / 2),
             polled_ns: 0,
+            ack: None,
+            unflushed: false,
             holding: false,
             campaign_from: (None, 0),
             votes: HashSet::new(),
@@ -651,6 +662,8 @@ impl Member {
         log: &mut dyn Log,
         emit: &mut dyn FnMut(u16, &[u8]),
     ) -> Result<(), StoreError> {
+        // what this member claims to hold is durable before it asks
+        self.flush_and_ack(log, emit)?;
         self.votes.clear();
         self.votes.insert(self.p.id);
         self.handed_over = transfer;
@@ -1125,11 +1138,39 @@ impl Member {
             self.stats.entries_received += 1;
             appended = true;
         }
-        if appended {
-            log.flush()?;
-        }
+        self.unflushed |= appended;
         self.commit = self.commit.max(a.commit.min(index));
-        reply(self, true, index, emit);
+        // answered in this turn's poll, after the flush: the appends that came together are
+        // persisted with one flush and acknowledged with one reply (the last one's index
+        // covers the others')
+        self.ack = Some((from, index));
+        Ok(())
+    }
+
+    /// Flushes what was appended and sends the acknowledgement waiting for it (to a leader
+    /// this member still follows).
+    fn flush_and_ack(
+        &mut self,
+        log: &mut dyn Log,
+        emit: &mut dyn FnMut(u16, &[u8]),
+    ) -> Result<(), StoreError> {
+        if self.unflushed {
+            log.flush()?;
+            self.unflushed = false;
+        }
+        if let Some((to, index)) = self.ack.take() {
+            if self.role == Role::Follower && self.leader == Some(to) {
+                self.stats.acks_sent += 1;
+                self.send(
+                    to,
+                    &Body::AppendReply {
+                        success: true,
+                        index,
+                    },
+                    emit,
+                );
+            }
+        }
         Ok(())
     }
 
@@ -1208,6 +1249,7 @@ impl Member {
         log: &mut dyn Log,
         emit: &mut dyn FnMut(u16, &[u8]),
     ) -> Result<(), StoreError> {
+        self.flush_and_ack(log, emit)?;
         match self.role {
             Role::Follower | Role::PreCandidate | Role::Candidate => {
                 if now_ns >= self.election_deadline
