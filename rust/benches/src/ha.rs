@@ -72,9 +72,9 @@ pub fn config_text(dir: &Path, idle: &str, members: usize, extra: &str) -> (Stri
 }
 
 /// Sequencers on threads of this process (stopped and joined on drop).
-struct Threads {
-    stop: Arc<AtomicBool>,
-    handles: Vec<thread::JoinHandle<()>>,
+pub(crate) struct Threads {
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) handles: Vec<thread::JoinHandle<()>>,
 }
 
 impl Drop for Threads {
@@ -86,7 +86,7 @@ impl Drop for Threads {
     }
 }
 
-fn start_threads(cfg: &Config, members: usize) -> Threads {
+pub(crate) fn start_threads(cfg: &Config, members: usize) -> Threads {
     let stop = Arc::new(AtomicBool::new(false));
     let ids: Vec<Option<u16>> = if members > 1 {
         (1..=members as u16).map(Some).collect()
@@ -107,7 +107,7 @@ fn start_threads(cfg: &Config, members: usize) -> Threads {
     Threads { stop, handles }
 }
 
-fn load(dir: &Path, idle: &str, members: usize, extra: &str) -> (Config, Vec<u16>) {
+pub(crate) fn load(dir: &Path, idle: &str, members: usize, extra: &str) -> (Config, Vec<u16>) {
     let (text, status) = config_text(dir, idle, members, extra);
     let path = dir.join("bus.toml");
     std::fs::write(&path, text).unwrap();
@@ -188,7 +188,7 @@ fn http(port: u16, request: &str) -> Option<String> {
     Some(out)
 }
 
-fn role(port: u16) -> Option<String> {
+pub(crate) fn role(port: u16) -> Option<String> {
     let r = http(port, "GET /status HTTP/1.0\r\n\r\n")?;
     let body = r.split("\r\n\r\n").nth(1)?;
     let v: serde_json::Value = serde_json::from_str(body).ok()?;

@@ -8,8 +8,13 @@
 //! `--mac`: the upstream MAC's cost instead (docs/upstream.md, "Authentication"): round trip and
 //! throughput on a bus with `[auth]` beside the same bus without keys, interleaved in one run.
 //!
-//! `cargo run --release -p seqbus-bench -- [--messages N] [--samples N]`. Runs itself in a
-//! private network namespace (multicast on `lo`).
+//! `--shape` (also printed after the default run): every thread's CPU per message and the
+//! throughput with one sequencer and with a cluster of three, beside the floor's sender, and
+//! the round trip of both beside raw UDP (`shape.rs`).
+//!
+//! `cargo run --release -p seqbus-bench -- [--messages N] [--samples N] [--rounds N]`. Runs
+//! itself in a private network namespace (`unshare -n`; multicast on `lo`, brought up by the
+//! binary itself).
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,6 +23,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 mod ha;
+mod shape;
+mod sys;
 
 use seqbus_net::{Config, NodeClient, NodeOptions, SendError, Start, RECORD_CAUGHT_UP};
 use seqbus_transport::udp::{self, Outbox};
@@ -32,21 +39,27 @@ fn main() {
         return;
     }
     if std::env::var("SEQBUS_IN_NETNS").as_deref() != Ok("1") {
+        // again, in a network namespace of its own (a user namespace too when not root)
         let exe = std::env::current_exe().unwrap();
+        // SAFETY: geteuid cannot fail
+        let root = unsafe { libc::geteuid() } == 0;
         let status = std::process::Command::new("unshare")
-            .args([
-                "-n",
-                "--",
-                "sh",
-                "-c",
-                "ip link set lo up && exec \"$0\" \"$@\"",
-            ])
+            .args(if root { &["-n"][..] } else { &["-r", "-n"][..] })
+            .arg("--")
             .arg(exe)
             .args(std::env::args().skip(1))
             .env("SEQBUS_IN_NETNS", "1")
             .status()
-            .expect("unshare");
+            .unwrap_or_else(|e| {
+                eprintln!("seqbus-bench: cannot run `unshare` for a network namespace: {e}");
+                std::process::exit(1)
+            });
         std::process::exit(status.code().unwrap_or(1));
+    }
+    // a fresh namespace's loopback is down (no `ip` command needed to bring it up)
+    if let Err(e) = sys::loopback_up() {
+        eprintln!("seqbus-bench: cannot bring the loopback interface `lo` up: {e}");
+        std::process::exit(1);
     }
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str, default: u64| {
@@ -65,12 +78,17 @@ fn main() {
         println!("throughput, {members} sequencer(s): {:.2} M msg/s", t / 1e6);
         return;
     }
+    let rounds = arg("--rounds", 3) as usize;
+    if args.iter().any(|a| a == "--shape") {
+        shape::run(samples, messages, rounds);
+        return;
+    }
     if args.iter().any(|a| a == "--ha") {
         ha::run(arg("--kills", 20) as usize, samples, messages);
         return;
     }
     if args.iter().any(|a| a == "--mac") {
-        mac(samples, messages, arg("--rounds", 3) as usize);
+        mac(samples, messages, rounds);
         return;
     }
     if args.iter().any(|a| a == "--throughput-only") {
@@ -145,6 +163,8 @@ fn main() {
         "| CPU time per message, by thread (thread CPU clocks) | {raw_cpu} (64-byte blast) | {bus_cpu} | {:.2}× | — |",
         bus_cpu.total() / raw_cpu.total()
     );
+    println!();
+    shape::run(samples, messages, rounds);
 }
 
 pub(crate) fn percentile(v: &mut [f64], p: f64) -> f64 {
@@ -386,7 +406,7 @@ fn raw_blast(messages: u64, size: usize) -> f64 {
 }
 
 /// [`raw_blast`] and the CPU time per message of its sender and each receiver.
-fn raw_blast_cpu(messages: u64, size: usize) -> (f64, CpuPerMessage) {
+pub(crate) fn raw_blast_cpu(messages: u64, size: usize) -> (f64, CpuPerMessage) {
     let group = SocketAddrV4::new(Ipv4Addr::new(239, 31, 0, 1), port());
     let receivers: Vec<_> = (0..2)
         .map(|_| udp::multicast_receiver(group, Ipv4Addr::LOCALHOST, 64 << 20).unwrap())
@@ -566,27 +586,6 @@ fn mac(samples: usize, messages: u64, rounds: usize) {
     );
 }
 
-/// CPU time of every live thread of this process whose name is in `names`, ns, summed by name
-/// (`/proc/self/task/*/comm` and the first field of its `schedstat`).
-fn threads_cpu_ns(names: &[&str]) -> Vec<(String, u64)> {
-    let mut out: Vec<(String, u64)> = names.iter().map(|n| (n.to_string(), 0)).collect();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return out;
-    };
-    for t in tasks.flatten() {
-        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        let Some(slot) = out.iter_mut().find(|(n, _)| n == comm.trim_end()) else {
-            continue;
-        };
-        let ns = std::fs::read_to_string(t.path().join("schedstat"))
-            .ok()
-            .and_then(|s| s.split_whitespace().next().and_then(|f| f.parse().ok()))
-            .unwrap_or(0);
-        slot.1 += ns;
-    }
-    out
-}
-
 /// CPU nanoseconds per message of each thread of a throughput run, and their sum.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct CpuPerMessage(pub Vec<(String, f64)>);
@@ -630,14 +629,47 @@ pub(crate) fn throughput(cfg: &Config, messages: u64, catch_up: bool) -> (f64, f
 }
 
 /// [`throughput`], and the CPU time per message of each thread while the 2 nodes received:
-/// the sender, the sequencer and the in-process replayer (threads of this process), each
-/// receiving node.
+/// the sender, every thread of the bus in this process (summed by name: the sequencer, the
+/// in-process replayer), each receiving node.
 pub(crate) fn throughput_cpu(
     cfg: &Config,
     messages: u64,
     catch_up: bool,
 ) -> (f64, f64, CpuPerMessage) {
-    const BUS_THREADS: [&str; 2] = ["sequencer", "seqbus-replayer"];
+    let run = throughput_threads(cfg, messages, catch_up);
+    let per = |ns: u64| ns as f64 / messages as f64;
+    let mut cpu = CpuPerMessage(vec![("sender".into(), run.sender)]);
+    for t in &run.others {
+        match cpu.0.iter_mut().find(|(n, _)| *n == t.comm) {
+            Some(slot) => slot.1 += per(t.cpu_ns),
+            None => cpu.0.push((t.comm.clone(), per(t.cpu_ns))),
+        }
+    }
+    for (i, r) in run.receivers.iter().enumerate() {
+        cpu.0.push((format!("receiver{i}"), *r));
+    }
+    (run.rate, run.catch_up, cpu)
+}
+
+/// What one throughput run measured.
+pub(crate) struct ThroughputRun {
+    /// Messages per second received by the slower of the 2 receiving nodes.
+    pub rate: f64,
+    /// A late joiner's catch-up rate, messages per second (0 when not measured).
+    pub catch_up: f64,
+    /// CPU time of the sending node's thread per message, ns.
+    pub sender: f64,
+    /// CPU time of each receiving node's thread per message, ns.
+    pub receivers: Vec<f64>,
+    /// The CPU time every other thread of this process spent over the measured part, ns in
+    /// all (not per message): the bus's threads.
+    pub others: Vec<sys::Task>,
+}
+
+/// Throughput to 2 receiving nodes (threads `receiver0`, `receiver1`) of one sending node
+/// (this thread), with every thread's CPU clock read at the start and the end of the measured
+/// part (after every node caught up, until both receivers had every message).
+pub(crate) fn throughput_threads(cfg: &Config, messages: u64, catch_up: bool) -> ThroughputRun {
     let done = Arc::new(AtomicU64::new(0));
     let barrier = Arc::new(Barrier::new(3));
     let receivers: Vec<_> = (0..2)
@@ -679,7 +711,8 @@ pub(crate) fn throughput_cpu(
     let mut s = NodeClient::connect(cfg, NodeOptions::new("S", 1, Start::From(1))).unwrap();
     wait_caught_up(&mut s);
     barrier.wait();
-    let bus0 = threads_cpu_ns(&BUS_THREADS);
+    let me = sys::gettid();
+    let bus0 = sys::tasks();
     let cpu0 = thread_cpu_ns();
     let mut out = Vec::new();
     let mut i = 0;
@@ -700,20 +733,28 @@ pub(crate) fn throughput_cpu(
         out.clear();
         s.poll(&mut out, 8192, Duration::from_millis(1)).unwrap();
     }
-    let per = |ns: u64| ns as f64 / messages as f64;
-    let mut cpu = CpuPerMessage(vec![("sender".into(), per(thread_cpu_ns() - cpu0))]);
-    for ((name, a), (_, b)) in bus0.into_iter().zip(threads_cpu_ns(&BUS_THREADS)) {
-        cpu.0.push((name, per(b.saturating_sub(a))));
-    }
+    let sender = (thread_cpu_ns() - cpu0) as f64 / messages as f64;
+    let others: Vec<sys::Task> = sys::spent(&bus0, &sys::tasks())
+        .into_iter()
+        .filter(|t| t.tid != me && !t.comm.starts_with("receiver"))
+        .collect();
     eprintln!("sender: {:?}", s.stats());
     let mut rate = f64::MAX;
-    for (i, h) in receivers.into_iter().enumerate() {
+    let mut cpu = Vec::new();
+    for h in receivers {
         let (r, c) = h.join().unwrap();
         rate = rate.min(r);
-        cpu.0.push((format!("receiver{i}"), c));
+        cpu.push(c);
     }
+    let mut run = ThroughputRun {
+        rate,
+        catch_up: 0.0,
+        sender,
+        receivers: cpu,
+        others,
+    };
     if !catch_up {
-        return (rate, 0.0, cpu);
+        return run;
     }
     // a late joiner rewinds everything through the in-process replayer
     let mut late = NodeClient::connect(cfg, NodeOptions::new("L", 1, Start::From(1))).unwrap();
@@ -733,7 +774,7 @@ pub(crate) fn throughput_cpu(
             "late joiner stalled at {got}"
         );
     }
-    let catchup = got as f64 / t.elapsed().as_secs_f64();
+    run.catch_up = got as f64 / t.elapsed().as_secs_f64();
     eprintln!("late joiner: {:?}", late.stats());
-    (rate, catchup, cpu)
+    run
 }
