@@ -15,13 +15,17 @@
 //! its rounds, a ratio is taken within each round first. The header names the CPUs the process
 //! may run on (`sched_getaffinity`) and the idle strategy of each figure.
 //!
-//! A sequencer's threads are told apart by starting the sequencers one at a time: the threads
-//! that appear from its start until its in-process replayer's thread is up are its own (its
-//! loop is the thread this benchmark names `sequencerN`). A thread a sequencer starts later,
-//! and any other thread of the process, is listed as "unattributed" under its own name.
+//! A sequencer's threads are told apart by starting the sequencers one at a time: its loop is
+//! the thread this benchmark starts and names `sequencerN`; the threads that appear from then
+//! until its in-process replayer's thread is up are its own; a thread created without a name
+//! (a library's: the status server's HTTP threads) inherits its creator's, `sequencerN`, and
+//! counts as member N's. A thread that was there before the bus started (the HTTP threads an
+//! earlier bus of the run left, idle) is listed as "left by an earlier bus"; any other thread
+//! as "unattributed" under its own name. A thread that ends during the measured part is missed
+//! (its clock is gone).
 
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -29,10 +33,7 @@ use seqbus_net::Config;
 
 use crate::ha::{self, Threads};
 use crate::sys::{self, Task};
-use crate::{
-    percentile, raw_blast_cpu, raw_blocking_ping_pong, raw_ping_pong, round_trip,
-    throughput_threads,
-};
+use crate::{raw_blast_cpu, raw_blocking_ping_pong, raw_ping_pong, round_trip, throughput_threads};
 
 /// The name of a sequencer's loop thread here: `sequencer` and the member's id.
 const LOOP_PREFIX: &str = "sequencer";
@@ -43,25 +44,61 @@ const REPLAYER: &str = "seqbus-replayer";
 /// The label of the one sequencer's threads and of the cluster leader's: one row each.
 const LEADER: &str = "sequencer or leader";
 
-/// The sequencers of a bus of `members`, started one after another, and the member id of each
-/// thread it started (tid, id).
-fn start_attributed(cfg: &Config, members: usize) -> (Threads, Vec<(i64, u16)>) {
+/// The threads of the sequencers of a bus, by member.
+struct Owners {
+    /// Each member's loop: (tid, id).
+    loops: Vec<(i64, u16)>,
+    /// Every thread a member started before its in-process replayer was up: (tid, id).
+    started: Vec<(i64, u16)>,
+}
+
+impl Owners {
+    /// The member a thread belongs to, and what it is. A thread created without a name (by a
+    /// library, such as the status server's HTTP threads) carries the name of the thread that
+    /// created it, `sequencerN`: member N's.
+    fn of(&self, t: &Task) -> Option<(u16, String)> {
+        if let Some((_, id)) = self.loops.iter().find(|(tid, _)| *tid == t.tid) {
+            return Some((*id, "loop".into()));
+        }
+        let by_name = t
+            .comm
+            .strip_prefix(LOOP_PREFIX)
+            .and_then(|n| n.parse::<u16>().ok());
+        if let Some(id) = by_name {
+            return Some((id, "unnamed threads (named after its loop)".into()));
+        }
+        let (_, id) = self.started.iter().find(|(tid, _)| *tid == t.tid)?;
+        Some((*id, t.comm.clone()))
+    }
+}
+
+/// The sequencers of a bus of `members`, started one after another, and which threads are
+/// whose.
+fn start_attributed(cfg: &Config, members: usize) -> (Threads, Owners) {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Threads {
         stop: stop.clone(),
         handles: Vec::new(),
     };
-    let mut owner = Vec::new();
+    let mut owners = Owners {
+        loops: Vec::new(),
+        started: Vec::new(),
+    };
     for id in 1..=members as u16 {
         let before: Vec<i64> = sys::tasks().iter().map(|t| t.tid).collect();
         let c = cfg.for_member((members > 1).then_some(id)).unwrap();
         let s = stop.clone();
+        let (tx, rx) = mpsc::channel();
         threads.handles.push(
             thread::Builder::new()
                 .name(format!("{LOOP_PREFIX}{id}"))
-                .spawn(move || seqbus_net::run_sequencer(&c, s).unwrap())
+                .spawn(move || {
+                    tx.send(sys::gettid()).unwrap();
+                    seqbus_net::run_sequencer(&c, s).unwrap()
+                })
                 .unwrap(),
         );
+        owners.loops.push((rx.recv().unwrap(), id));
         let end = Instant::now() + Duration::from_secs(10);
         let new = loop {
             let new: Vec<Task> = sys::tasks()
@@ -80,9 +117,9 @@ fn start_attributed(cfg: &Config, members: usize) -> (Threads, Vec<(i64, u16)>) 
             }
             thread::sleep(Duration::from_millis(1));
         };
-        owner.extend(new.iter().map(|t| (t.tid, id)));
+        owners.started.extend(new.iter().map(|t| (t.tid, id)));
     }
-    (threads, owner)
+    (threads, owners)
 }
 
 /// One throughput run: the rate and each thread's CPU per message, by row label.
@@ -96,7 +133,9 @@ struct Run {
 fn bus_run(members: usize, idle: &str, messages: u64) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let (cfg, status) = ha::load(dir.path(), idle, members, "clock_tick_ms = 0");
-    let (threads, owner) = start_attributed(&cfg, members);
+    // threads already here: this thread, and what earlier buses of the run left behind
+    let earlier: Vec<i64> = sys::tasks().iter().map(|t| t.tid).collect();
+    let (threads, owners) = start_attributed(&cfg, members);
     let run = throughput_threads(&cfg, messages, false);
     // roles as they are at the end of the measured part
     let roles: Vec<Option<String>> = (0..members)
@@ -129,16 +168,12 @@ fn bus_run(members: usize, idle: &str, messages: u64) -> Run {
         cpu.push((format!("receiving node {i}"), *r));
     }
     for t in &run.others {
-        let label = match owner.iter().find(|(tid, _)| *tid == t.tid) {
-            Some((_, id)) => {
-                let kind = if t.comm.starts_with(LOOP_PREFIX) {
-                    "loop"
-                } else {
-                    t.comm.as_str()
-                };
-                format!("{}: {kind}", member_label[*id as usize - 1])
+        let label = match owners.of(t) {
+            _ if earlier.contains(&t.tid) => "unattributed: left by an earlier bus".to_string(),
+            Some((id, kind)) if (id as usize) <= members => {
+                format!("{}: {kind}", member_label[id as usize - 1])
             }
-            None => format!("unattributed: {}", t.comm),
+            _ => format!("unattributed: {}", t.comm),
         };
         match cpu.iter_mut().find(|(l, _)| *l == label) {
             Some(slot) => slot.1 += per(t.cpu_ns),
@@ -197,24 +232,38 @@ fn row_order(label: &str) -> (u8, String, bool, String) {
 
 /// `median (least–greatest)` of `v` (or the one value), with `digits` decimals.
 fn cell(v: &[f64], scale: f64, digits: usize) -> String {
+    cell_unit(v, scale, digits, "")
+}
+
+/// [`cell`] with `unit` after the median: `3.10× (2.20–4.70)`.
+fn cell_unit(v: &[f64], scale: f64, digits: usize, unit: &str) -> String {
     if v.is_empty() {
         return "—".into();
     }
     let mut v: Vec<f64> = v.iter().map(|x| x / scale).collect();
-    let m = percentile(&mut v, 0.5);
+    let m = median(&v);
+    v.sort_by(f64::total_cmp);
     if v.len() == 1 {
-        format!("{m:.digits$}")
+        format!("{m:.digits$}{unit}")
     } else {
         format!(
-            "{m:.digits$} ({:.digits$}–{:.digits$})",
+            "{m:.digits$}{unit} ({:.digits$}–{:.digits$})",
             v[0],
             v[v.len() - 1]
         )
     }
 }
 
+/// The median of `v` (the mean of the middle two when their number is even).
 fn median(v: &[f64]) -> f64 {
-    percentile(&mut v.to_vec(), 0.5)
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 /// The whole `--shape` run.
@@ -320,7 +369,11 @@ pub fn run(samples: usize, messages: u64, rounds: usize) {
             .into_iter()
             .map(|(n, c)| format!("{n} {c}/{rounds}"))
             .collect();
-        format!("{}× ({})", cell(&ratios, 1.0, 2), names.join(", "))
+        format!(
+            "{}; busiest: {}",
+            cell_unit(&ratios, 1.0, 2, "×"),
+            names.join(", ")
+        )
     };
     println!(
         "| **(a) busiest bus thread ÷ the floor's sender** (target ≤ 1.3×) | — | {} | {} |",
@@ -335,13 +388,13 @@ pub fn run(samples: usize, messages: u64, rounds: usize) {
             .collect()
     };
     println!(
-        "| throughput ÷ the floor's (target ≥ 75% on ≥ 8 cores) | — | {}% | {}% |",
-        cell(&ratio(1, 0), 1.0, 0),
-        cell(&ratio(2, 0), 1.0, 0)
+        "| throughput ÷ the floor's (target ≥ 75% on ≥ 8 cores) | — | {} | {} |",
+        cell_unit(&ratio(1, 0), 1.0, 0, "%"),
+        cell_unit(&ratio(2, 0), 1.0, 0, "%")
     );
     println!(
-        "| **(b) cluster of 3 ÷ one sequencer, throughput** (target ≥ 80%) | — | — | {}% |",
-        cell(&ratio(2, 1), 1.0, 0)
+        "| **(b) cluster of 3 ÷ one sequencer, throughput** (target ≥ 80%) | — | — | {} |",
+        cell_unit(&ratio(2, 1), 1.0, 0, "%")
     );
     println!();
 
@@ -383,12 +436,12 @@ pub fn run(samples: usize, messages: u64, rounds: usize) {
         let over =
             |i: usize| -> Vec<f64> { get(i).iter().zip(get(0)).map(|(a, b)| a / b).collect() };
         println!(
-            "| {name} | {} | {} | {}× | {} | {}× | {target} |",
+            "| {name} | {} | {} | {} | {} | {} | {target} |",
             cell(&get(0), 1.0, 1),
             cell(&get(1), 1.0, 1),
-            cell(&over(1), 1.0, 2),
+            cell_unit(&over(1), 1.0, 2, "×"),
             cell(&get(2), 1.0, 1),
-            cell(&over(2), 1.0, 2),
+            cell_unit(&over(2), 1.0, 2, "×"),
         );
     }
     println!();
