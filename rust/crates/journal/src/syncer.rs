@@ -30,11 +30,14 @@ pub type OnSlow = Box<dyn Fn(&Path, Duration) + Send>;
 #[derive(Default)]
 struct State {
     /// The segment to sync next (a handle of its own: the writer may leave the segment).
-    pending: Option<(PathBuf, Arc<File>)>,
+    pending: Option<(PathBuf, File)>,
     /// The first failure, until a request reports it.
     failed: Option<JournalError>,
     /// Syncs done.
     synced: u64,
+    /// The inode of the file synced last (for the tests).
+    #[cfg(test)]
+    last_inode: u64,
     stop: bool,
 }
 
@@ -52,8 +55,6 @@ impl Shared {
 /// A thread that `fdatasync`s a journal's current segment when asked.
 pub struct Syncer {
     shared: Arc<Shared>,
-    /// The current segment's handle, shared with the thread while a sync of it is pending.
-    current: Option<(PathBuf, Arc<File>)>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -70,29 +71,28 @@ impl Syncer {
             .spawn(move || run(&s, &on_slow))?;
         Ok(Syncer {
             shared,
-            current: None,
             thread: Some(thread),
         })
     }
 
     /// Asks for the journal's current segment to be synced (what [`Journal::flush`] wrote
     /// before this call is covered). Returns at once: an error is an earlier sync's.
+    ///
+    /// The thread gets a handle of its own each time (one `dup`, at most once an interval),
+    /// never one kept from an earlier request: a suffix moved aside removes the segments it
+    /// began, and the next segment may start under a removed one's name, a new file that a
+    /// kept handle (of the removed one, by name) would never sync.
     pub fn request(&mut self, journal: &Journal) -> Result<(), JournalError> {
         let (path, file) = journal.current_segment();
-        if self.current.as_ref().map(|(p, _)| p.as_path()) != Some(path) {
-            let dup = file.try_clone().map_err(|source| JournalError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-            self.current = Some((path.to_path_buf(), Arc::new(dup)));
-        }
+        let dup = file.try_clone().map_err(|source| JournalError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let mut st = self.shared.lock();
         if let Some(e) = st.failed.take() {
             return Err(e);
         }
-        if let Some((path, file)) = &self.current {
-            st.pending = Some((path.clone(), Arc::clone(file)));
-        }
+        st.pending = Some((path.to_path_buf(), dup));
         drop(st);
         self.shared.wake.notify_one();
         Ok(())
@@ -139,8 +139,14 @@ fn run(shared: &Shared, on_slow: &OnSlow) {
             if took >= SLOW_SYNC {
                 on_slow(&path, took);
             }
+            #[cfg(test)]
+            let inode = std::os::unix::fs::MetadataExt::ino(&file.metadata().expect("fstat"));
             st = shared.lock();
             st.synced += 1;
+            #[cfg(test)]
+            {
+                st.last_inode = inode;
+            }
             if let Err(source) = result {
                 st.failed.get_or_insert(JournalError::Io { path, source });
             }
@@ -190,6 +196,50 @@ mod tests {
     }
 
     #[test]
+    fn a_segment_made_again_under_a_removed_ones_name_is_the_one_synced() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        // segments of 3 records: 32-byte header + 3 × (16 + 1)
+        let mut j = Journal::open(dir.path(), *b"SYNCTEST01", 32 + 3 * 17).unwrap();
+        let mut syncer = Syncer::start(Box::new(|_, _| {})).unwrap();
+        let sync_now = |syncer: &mut Syncer, j: &Journal| {
+            let n = syncer.synced();
+            syncer.request(j).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while syncer.synced() <= n {
+                assert!(Instant::now() < deadline, "no sync ran");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            syncer.shared.lock().last_inode
+        };
+        for seq in 1..=4u64 {
+            j.append(seq, b"m").unwrap();
+        }
+        j.flush().unwrap();
+        let (path, file) = j.current_segment();
+        let (path, first) = (path.to_path_buf(), file.metadata().unwrap().ino());
+        assert!(
+            path.ends_with("00000000000000000004.seg"),
+            "{}",
+            path.display()
+        );
+        assert_eq!(sync_now(&mut syncer, &j), first);
+        // message 4 moved aside: its segment goes, and the next append starts it again
+        j.discard_from(4).unwrap();
+        j.append(4, b"n").unwrap();
+        j.flush().unwrap();
+        let (again, file) = j.current_segment();
+        assert_eq!(again, path, "the same name");
+        let second = file.metadata().unwrap().ino();
+        assert_eq!(
+            sync_now(&mut syncer, &j),
+            second,
+            "the file now under that name"
+        );
+        syncer.finish().unwrap();
+    }
+
+    #[test]
     fn a_failed_sync_is_reported_by_the_next_request_naming_the_segment() {
         let dir = tempfile::tempdir().unwrap();
         let j = journal(dir.path());
@@ -198,7 +248,7 @@ mod tests {
         let (_r, w) = std::os::unix::net::UnixStream::pair().unwrap();
         let bad: File = std::os::fd::OwnedFd::from(w).into();
         let path = PathBuf::from("/bad/segment.seg");
-        syncer.shared.lock().pending = Some((path.clone(), Arc::new(bad)));
+        syncer.shared.lock().pending = Some((path.clone(), bad));
         syncer.shared.wake.notify_one();
         let deadline = Instant::now() + Duration::from_secs(10);
         while syncer.synced() == 0 {
