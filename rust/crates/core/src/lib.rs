@@ -17,7 +17,7 @@ pub mod rng;
 pub mod rto;
 pub mod sequencer;
 
-pub use cluster::{Log, Member, MemberParams, MemoryLog, Role};
+pub use cluster::{Log, Member, MemberParams, Role};
 pub use delivery::{Clock, Delivery, DeliveryStats};
 pub use node::{Dest, Node, NodeError, NodeParams, NodeStats, SendError, Source, Start};
 pub use replayer::{MemoryStore, Replayer, ReplayerStats, Store, StoreError};

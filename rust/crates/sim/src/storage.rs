@@ -1,7 +1,7 @@
 //! A member's journal on a simulated disk that fails on a seeded schedule
 //! ([`StorageFaults`]): slow and stalled fsyncs, failed writes, torn writes at a crash, lost
-//! writes and reads that return damaged bytes. With no faults it behaves as
-//! [`seqbus_core::cluster::MemoryLog`]: every append is durable at once.
+//! writes and reads that return damaged bytes. With no faults it is a log in memory: every
+//! append is durable once flushed.
 //!
 //! The model follows the journal (`seqbus-journal`, docs/journal.md), record by record:
 //!

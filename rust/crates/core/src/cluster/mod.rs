@@ -13,7 +13,7 @@
 //! terms, which is all Raft's log-matching argument needs.
 //!
 //! Sans-IO like the rest of the core: datagrams and the time in, datagrams out. The member
-//! reads and writes its replica through [`Log`] (the journal, or memory in simulations); a
+//! reads and writes its replica through [`Log`] (the journal, or a simulated disk); a
 //! write returns once the entries are persisted per the journal's policy, and a member answers
 //! an append only after that.
 //!
@@ -55,7 +55,7 @@ mod recovery;
 mod replication;
 mod transfer;
 
-pub use log::{Log, MemoryLog};
+pub use log::Log;
 
 /// Settings of a cluster member.
 #[derive(Debug, Clone)]
