@@ -134,6 +134,7 @@ def write_cluster(
     journal_dirs: dict[int, Path] | None = None,
     election_timeout_ms: int | None = None,
     segment_size: int | None = None,
+    sequencer: str = "",
 ) -> Cluster:
     group = free_udp_port()
     ms = {
@@ -166,6 +167,7 @@ session = "{session}"
 journal_dir = "{workdir / "journal"}"
 clock_tick_ms = 50
 {f"segment_size = {segment_size}" if segment_size else ""}
+{sequencer}
 
 [downstream]
 transport = "udp-multicast"

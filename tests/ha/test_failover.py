@@ -126,6 +126,54 @@ def test_twenty_leader_kills_under_load_with_5pct_loss(
     )
 
 
+def test_a_pipelined_cluster_loses_nothing_across_leader_kills(
+    tmp_path: Path, processes: Processes
+) -> None:
+    """``sequencer.pipeline = "on"`` (receive, loop and publish threads) on every member: a
+    leader killed with packets handed to its publish thread and commands still in its
+    receive thread's batches loses nothing that was published, and the stream is one."""
+    cluster = write_cluster(tmp_path, processes, sequencer='pipeline = "on"')
+    for m in cluster.members:
+        cluster.start(m)
+    cluster.leader()
+    senders = [Stream(cluster, "S1"), Stream(cluster, "S2")]
+    reader = Stream(cluster, "R1")
+    nodes = [*senders, reader]
+    per_round = 300
+    rounds = 3
+    for k in range(rounds):
+        leader = cluster.leader()
+        target = per_round * (k + 1)
+        half = target - per_round // 2
+        pump(
+            nodes,
+            lambda: all(s.send_upto(half) or s.sent >= half for s in senders),
+            30,
+            f"round {k}: sending",
+            cluster,
+        )
+        cluster.kill(leader)
+        new = cluster.leader(exclude=leader)
+        cluster.start(leader)
+        pump(
+            nodes,
+            lambda: all(s.send_upto(target) or s.sent >= target for s in senders)
+            and all(
+                len(n.from_tag("S1")) >= target and len(n.from_tag("S2")) >= target for n in nodes
+            ),
+            60,
+            f"round {k}: everything after the takeover by {new}",
+            cluster,
+        )
+    total = per_round * rounds
+    check_streams([*senders, reader], {"S1": total, "S2": total})
+    assert reader.client.stats()["leader_changes"] >= rounds
+    # every member ran the three threads (the first lines of its first start say so)
+    for m in cluster.members:
+        first = processes.log(f"seq{m}-1")
+        assert "pipelined (sequencer.pipeline = \"on\")" in first, first
+
+
 def forge_from(address: tuple[str, int], group: tuple[str, int], session: str, seq: int) -> None:
     """A MoldUDP64 packet with a message of our own under ``seq``, sent from ``address`` (a
     dead sequencer's publish address): what a deposed leader could still send."""

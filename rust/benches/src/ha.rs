@@ -42,9 +42,10 @@ pub fn config_text(dir: &Path, idle: &str, members: usize, extra: &str) -> (Stri
     } else {
         format!("replayers = [\"127.0.0.1:{replayer}\"]\n")
     };
+    let pipeline = pipeline_setting();
     let mut text = format!(
         "[bus]\nsession = \"BENCHHA\"\n[sequencer]\nupstream = \"127.0.0.1:{}\"\nidle = \"{idle}\"\n\
-         fsync = \"none\"\njournal_dir = \"{}\"\n{extra}\n[downstream]\ntransport = \"udp-multicast\"\n\
+         fsync = \"none\"\npipeline = \"{pipeline}\"\njournal_dir = \"{}\"\n{extra}\n[downstream]\ntransport = \"udp-multicast\"\n\
          group = \"239.30.0.2:{}\"\n[replayer]\nlisten = \"127.0.0.1:{replayer}\"\n\
          [node]\nwindow = 4096\nidle = \"{idle}\"\nretry_ms = 20\n{replayers}",
         port(),
@@ -69,6 +70,17 @@ pub fn config_text(dir: &Path, idle: &str, members: usize, extra: &str) -> (Stri
         text.push_str("]\n");
     }
     (text, status)
+}
+
+/// `sequencer.pipeline` of every bus the benchmark starts: `BENCH_PIPELINE` (auto, on or
+/// off; default auto, as a configuration without the key).
+pub fn pipeline_setting() -> String {
+    let v = std::env::var("BENCH_PIPELINE").unwrap_or("auto".into());
+    assert!(
+        ["auto", "on", "off"].contains(&v.as_str()),
+        "BENCH_PIPELINE={v}: auto, on or off"
+    );
+    v
 }
 
 /// Sequencers on threads of this process (stopped and joined on drop).

@@ -41,6 +41,9 @@ const LOOP_PREFIX: &str = "sequencer";
 /// The in-process replayer's thread (named by the bus).
 const REPLAYER: &str = "seqbus-replayer";
 
+/// The pipelined loop's receive thread (named by the bus; `sequencer.pipeline`).
+const RECEIVE: &str = "seqbus-receive";
+
 /// The label of the one sequencer's threads and of the cluster leader's: one row each.
 const LEADER: &str = "sequencer or leader";
 
@@ -84,6 +87,7 @@ fn start_attributed(cfg: &Config, members: usize) -> (Threads, Owners) {
         loops: Vec::new(),
         started: Vec::new(),
     };
+    let pipelined = seqbus_net::pipelined(cfg.sequencer.pipeline);
     for id in 1..=members as u16 {
         let before: Vec<i64> = sys::tasks().iter().map(|t| t.tid).collect();
         let c = cfg.for_member((members > 1).then_some(id)).unwrap();
@@ -105,13 +109,16 @@ fn start_attributed(cfg: &Config, members: usize) -> (Threads, Owners) {
                 .into_iter()
                 .filter(|t| !before.contains(&t.tid))
                 .collect();
-            if new.iter().any(|t| t.comm == REPLAYER) {
+            // pipelined, the loop starts its receive thread after the replayer's
+            if new.iter().any(|t| t.comm == REPLAYER)
+                && (!pipelined || new.iter().any(|t| t.comm == RECEIVE))
+            {
                 break new;
             }
             if Instant::now() > end {
                 eprintln!(
-                    "shape: sequencer {id}: no `{REPLAYER}` thread within 10 s; the threads it \
-                     starts after this count as unattributed"
+                    "shape: sequencer {id}: no `{REPLAYER}` (or, pipelined, `{RECEIVE}`) \
+                     thread within 10 s; the threads it starts after this count as unattributed"
                 );
                 break new;
             }
@@ -279,13 +286,25 @@ pub fn run(samples: usize, messages: u64, rounds: usize) {
     } else {
         "block".into()
     });
+    let pipeline = ha::pipeline_setting();
+    let setting = match pipeline.as_str() {
+        "on" => seqbus_net::config::Pipeline::On,
+        "off" => seqbus_net::config::Pipeline::Off,
+        _ => seqbus_net::config::Pipeline::Auto,
+    };
     println!(
         "seqbus-bench --shape: {} CPUs allowed (sched_getaffinity: {}) of {online} online; load \
          average {} at the start; {rounds} round(s), interleaved; each figure the median \
-         (least–greatest) of its rounds, each ratio taken within a round",
+         (least–greatest) of its rounds, each ratio taken within a round; sequencer.pipeline = \
+         \"{pipeline}\" (BENCH_PIPELINE): {}",
         cpus.len(),
         sys::cpu_list(&cpus),
-        sys::load_average()
+        sys::load_average(),
+        if seqbus_net::pipelined(setting) {
+            "receiving, the loop and publishing on three threads"
+        } else {
+            "one thread receives, sequences and publishes"
+        }
     );
     println!();
 

@@ -97,6 +97,21 @@ pub enum FsyncPolicy {
     None,
 }
 
+/// `sequencer.pipeline`: whether the sequencer receives, sequences and publishes on threads
+/// of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pipeline {
+    /// Pipelined where the process may use at least 4 CPUs; one thread otherwise.
+    Auto,
+    /// Receiving (`seqbus-receive`), the loop, and publishing (`seqbus-publish`) on three
+    /// threads; publishing stays on the loop for `tcp` and `memory`, whose clients the loop
+    /// serves.
+    On,
+    /// Everything on the loop's one thread.
+    Off,
+}
+
 /// `[sequencer]`
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -139,6 +154,9 @@ pub struct SequencerConfig {
     pub replayer_in_process: bool,
     #[serde(default = "default_seq_idle")]
     pub idle: IdleStrategy,
+    /// Receive, sequence and publish on threads of their own (docs/configuration.md).
+    #[serde(default = "default_pipeline")]
+    pub pipeline: Pipeline,
     /// SO_RCVBUF of the upstream socket, bytes.
     #[serde(default = "default_rcvbuf")]
     pub recv_buffer: usize,
@@ -428,6 +446,9 @@ fn default_clock_tick() -> u64 {
 }
 fn default_true() -> bool {
     true
+}
+fn default_pipeline() -> Pipeline {
+    Pipeline::Auto
 }
 fn default_seq_idle() -> IdleStrategy {
     IdleStrategy::Hybrid
@@ -1116,6 +1137,28 @@ group = "239.1.2.3:30001"
 
     fn err(text: &str) -> String {
         Config::from_str(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_pipeline_is_auto_unless_set_and_a_wrong_value_names_the_key() {
+        assert_eq!(
+            Config::from_str(GOOD).unwrap().sequencer.pipeline,
+            Pipeline::Auto
+        );
+        for (v, want) in [
+            ("on", Pipeline::On),
+            ("off", Pipeline::Off),
+            ("auto", Pipeline::Auto),
+        ] {
+            let c = Config::from_str(&format!("{GOOD}[sequencer]\npipeline = \"{v}\"\n")).unwrap();
+            assert_eq!(c.sequencer.pipeline, want);
+        }
+        let e = err(&format!("{GOOD}[sequencer]\npipeline = \"sometimes\"\n"));
+        assert!(
+            e.starts_with("<string>: sequencer.pipeline: unknown variant `sometimes`"),
+            "{e}"
+        );
+        assert!(e.contains("`auto`, `on`, `off`"), "{e}");
     }
 
     #[test]

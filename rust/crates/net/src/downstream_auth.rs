@@ -104,6 +104,10 @@ impl Publisher for SealingPublisher {
     fn fds(&self) -> Vec<RawFd> {
         self.inner.fds()
     }
+
+    fn finish(&mut self) -> io::Result<()> {
+        self.inner.finish()
+    }
 }
 
 /// Checks the MAC of downstream datagrams; counts and reports those without a valid one.

@@ -118,19 +118,30 @@ impl Idler {
     /// No work: wait per the strategy, at most until `until`, waking early when one of
     /// `fds` becomes readable (when it sleeps).
     pub fn idle(&mut self, fds: &[RawFd], until: Instant) {
+        self.idle_unless(fds, until, || false)
+    }
+
+    /// [`Idler::idle`], but just before it would sleep it calls `ready`, which may announce
+    /// the sleep to whoever wakes this thread (crate::pipeline: a stage's consumer says it is
+    /// parked) and look once more for work: true, work came meanwhile, and it does not sleep.
+    pub fn idle_unless(&mut self, fds: &[RawFd], until: Instant, ready: impl FnOnce() -> bool) {
+        let sleep = |slept: &mut bool| {
+            if !ready() {
+                *slept = true;
+                block(fds, until);
+            }
+        };
         match self.strategy {
             IdleStrategy::BusySpin => {
                 if self.idle_for() >= self.spin {
-                    self.slept = true;
-                    block(fds, until);
+                    sleep(&mut self.slept);
                 } else {
                     std::hint::spin_loop();
                 }
             }
             IdleStrategy::SpinYield => {
                 if self.idle_for() >= self.spin {
-                    self.slept = true;
-                    block(fds, until);
+                    sleep(&mut self.slept);
                 } else if self.spins < SPINS_BEFORE_YIELD {
                     self.spins += 1;
                     std::hint::spin_loop();
@@ -154,13 +165,12 @@ impl Idler {
                     };
                 }
                 if self.idle_for() >= self.window {
-                    self.slept = true;
-                    block(fds, until);
+                    sleep(&mut self.slept);
                 } else {
                     std::hint::spin_loop();
                 }
             }
-            IdleStrategy::Block => block(fds, until),
+            IdleStrategy::Block => sleep(&mut self.slept),
         }
     }
 }

@@ -35,6 +35,8 @@ mod downstream_auth;
 pub mod idle;
 mod node;
 pub mod notify;
+mod pipeline;
+pub use pipeline::{pipelined, AUTO_MIN_CPUS};
 pub mod ports;
 mod replayer;
 mod sequencer;

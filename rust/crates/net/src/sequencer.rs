@@ -17,7 +17,7 @@ use seqbus_journal::{HardState, Journal};
 use seqbus_wire::cluster::is_cluster_message;
 use socket2::{SockAddr, Socket};
 
-use seqbus_config::{Config, FsyncPolicy, MemberConfig};
+use seqbus_config::{Config, FsyncPolicy, MemberConfig, Pipeline, Transport};
 use seqbus_transport::udp::{self, Outbox};
 use seqbus_transport::Publisher;
 
@@ -283,6 +283,42 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     };
     let mut down =
         crate::transports::publisher(cfg, log.journal.next_seq(), clustered.then_some(me.publish))?;
+    let pipelined = crate::pipeline::pipelined(sc.pipeline);
+    // SoupBinTCP and the in-process bus serve their clients (logins, rewinds, their
+    // commands) from the loop, with the journal: their publishing stays there too
+    let publish_staged = pipelined
+        && matches!(
+            cfg.downstream.transport,
+            Transport::UdpMulticast | Transport::UdpUnicast | Transport::Shm
+        );
+    if publish_staged {
+        down = Box::new(
+            crate::pipeline::PublishStage::start(down, sc.idle)
+                .map_err(io_error("sequencer: starting the publish thread"))?,
+        );
+    }
+    info(format!(
+        "sequencer: {}",
+        match (pipelined, publish_staged) {
+            (false, _) => format!(
+                "one thread receives, sequences and publishes (sequencer.pipeline = {}; {} \
+                 CPUs usable)",
+                pipeline_name(sc.pipeline),
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            ),
+            (true, true) => format!(
+                "pipelined (sequencer.pipeline = {}): threads seqbus-receive, the loop \
+                 (sequencing, journal, replication) and seqbus-publish",
+                pipeline_name(sc.pipeline)
+            ),
+            (true, false) => format!(
+                "pipelined (sequencer.pipeline = {}): thread seqbus-receive, then the loop, \
+                 which also publishes: {} serves its clients from the loop",
+                pipeline_name(sc.pipeline),
+                crate::transports::publishing(cfg)
+            ),
+        }
+    ));
     // the loop publishes its counters only when someone can read them
     let board = sc.status.map(|_| Arc::new(crate::status::Board::default()));
     if let (Some(b), true) = (&board, clustered) {
@@ -361,6 +397,7 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
     ));
     let result = sequence(
         cfg,
+        pipelined,
         &stop,
         &mut log,
         &mut member,
@@ -397,6 +434,14 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
         ));
     }
     result
+}
+
+fn pipeline_name(p: Pipeline) -> &'static str {
+    match p {
+        Pipeline::Auto => "\"auto\"",
+        Pipeline::On => "\"on\"",
+        Pipeline::Off => "\"off\"",
+    }
 }
 
 fn member_params(cfg: &Config, id: u16, members: &[MemberConfig]) -> MemberParams {
@@ -440,6 +485,7 @@ fn replayer_addresses(cfg: &Config, own: Option<SocketAddr>) -> Vec<SockAddr> {
 #[allow(clippy::too_many_arguments)]
 fn sequence(
     cfg: &Config,
+    pipelined: bool,
     stop: &AtomicBool,
     log: &mut JournalLog,
     member: &mut Member,
@@ -469,10 +515,25 @@ fn sequence(
         )
     });
     let rx_slots = 64;
-    let mut rx = udp::RecvBatch::new(rx_slots, 65_536);
+    // pipelined: the upstream socket is read on the seqbus-receive thread (stopped and
+    // joined when the loop ends, whichever way)
+    let mut intake = if pipelined {
+        let handle = upstream.try_clone().map_err(io_error(
+            "sequencer.upstream: a handle for the receive thread",
+        ))?;
+        Intake::Staged(
+            crate::pipeline::ReceiveStage::start(handle, rx_slots, sc.idle)
+                .map_err(io_error("sequencer: starting the receive thread"))?,
+        )
+    } else {
+        Intake::Inline(udp::RecvBatch::new(rx_slots, 65_536))
+    };
     let mut rx_peer = udp::RecvBatch::new(16, 65_536);
     let mut peer_out: Vec<(u16, Vec<u8>)> = Vec::new();
-    let mut fds = vec![upstream.as_raw_fd()];
+    let mut fds = vec![match &intake {
+        Intake::Inline(_) => upstream.as_raw_fd(),
+        Intake::Staged(stage) => stage.from.fd(),
+    }];
     if let Some(s) = &peers.socket {
         fds.push(s.as_raw_fd());
     }
@@ -483,28 +544,44 @@ fn sequence(
     while !stop.load(Ordering::Relaxed) {
         let mut got = 0;
         while got < MAX_DATAGRAMS_PER_BATCH {
-            let n = rx
-                .recv(upstream)
-                .map_err(io_error("sequencer.upstream: recv"))?;
+            let n = match &mut intake {
+                Intake::Inline(rx) => {
+                    let n = rx
+                        .recv(upstream)
+                        .map_err(io_error("sequencer.upstream: recv"))?;
+                    handle_upstream(member, upstream, rx);
+                    n
+                }
+                Intake::Staged(stage) => match stage.from.try_next() {
+                    Ok(Some(rx)) => {
+                        handle_upstream(member, upstream, &rx);
+                        let n = rx.len();
+                        stage.from.give_back(rx);
+                        // a batch short of its slots: the socket was drained
+                        if n < rx_slots {
+                            got += n;
+                            continue;
+                        }
+                        n
+                    }
+                    Ok(None) => 0,
+                    // the thread ended early: its error says why
+                    Err(crate::pipeline::Gone) => {
+                        stage
+                            .end()
+                            .map_err(io_error("sequencer.upstream: recv (seqbus-receive)"))?;
+                        return Err(Error::Io {
+                            what: "sequencer.upstream: the receive thread".into(),
+                            source: std::io::Error::other("ended"),
+                        });
+                    }
+                },
+            };
             if n == 0 {
                 break;
             }
-            // one clock read per batch of datagrams: they arrived together
-            let now = now_ns();
-            for i in 0..n {
-                match rx.get(i) {
-                    Some(d) => {
-                        member.handle_upstream(now, d);
-                        if let Some(nak) = member.take_nak() {
-                            // to the address the commands came from: the sender resends now
-                            let _ = upstream.send_to(&nak, &rx.from(i));
-                        }
-                    }
-                    None => member.note_malformed(),
-                }
-            }
             got += n;
-            if n < rx_slots {
+            if n < rx_slots && matches!(intake, Intake::Inline(_)) {
                 break;
             }
         }
@@ -616,15 +693,29 @@ fn sequence(
             let wake = Duration::from_nanos(wake).min(Duration::from_millis(50));
             let wake = down.idle_limit().map_or(wake, |l| wake.min(l));
             let more = down.fds();
-            if more.is_empty() {
-                idler.idle(&fds, Instant::now() + wake);
+            let until = Instant::now() + wake;
+            let all: Vec<_>;
+            let fds: &[_] = if more.is_empty() {
+                &fds
             } else {
-                let all: Vec<_> = fds.iter().copied().chain(more).collect();
-                idler.idle(&all, Instant::now() + wake);
+                all = fds.iter().copied().chain(more).collect();
+                &all
+            };
+            match &mut intake {
+                Intake::Inline(_) => idler.idle(fds, until),
+                Intake::Staged(stage) => {
+                    idler.idle_unless(fds, until, || stage.from.park());
+                    stage.from.unpark();
+                }
             }
         } else {
             idler.reset();
         }
+    }
+    if let Intake::Staged(mut stage) = intake {
+        stage
+            .end()
+            .map_err(io_error("sequencer.upstream: recv (seqbus-receive)"))?;
     }
     log.close()?;
     if sc.end_session_on_stop && member.role() == Role::Leader {
@@ -639,7 +730,38 @@ fn sequence(
             }
         }
     }
+    // pipelined: every packet handed to the publish thread is out before the loop returns
+    down.finish().map_err(io_error("downstream: publish"))?;
     Ok(())
+}
+
+/// Where the loop's upstream datagrams come from.
+enum Intake {
+    /// The loop reads the socket itself.
+    Inline(udp::RecvBatch),
+    /// The seqbus-receive thread reads it (`sequencer.pipeline`).
+    Staged(crate::pipeline::ReceiveStage),
+}
+
+/// Sequences the upstream datagrams of `rx`, answering a sender's gap with a NAK.
+fn handle_upstream(member: &mut Member, upstream: &Socket, rx: &udp::RecvBatch) {
+    if rx.is_empty() {
+        return;
+    }
+    // one clock read per batch of datagrams: they arrived together
+    let now = now_ns();
+    for i in 0..rx.len() {
+        match rx.get(i) {
+            Some(d) => {
+                member.handle_upstream(now, d);
+                if let Some(nak) = member.take_nak() {
+                    // to the address the commands came from: the sender resends now
+                    let _ = upstream.send_to(&nak, &rx.from(i));
+                }
+            }
+            None => member.note_malformed(),
+        }
+    }
 }
 
 fn report(id: u16, e: &Event) {

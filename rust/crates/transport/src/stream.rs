@@ -52,6 +52,12 @@ pub trait Publisher: Send + Sync {
     fn fds(&self) -> Vec<RawFd> {
         Vec::new()
     }
+
+    /// Returns once every packet handed to [`Publisher::publish`] went out (a publisher that
+    /// sends on a thread of its own waits for it), with the error that stopped it, if any.
+    fn finish(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Where a node or a dispatcher reads the stream.

@@ -1,0 +1,517 @@
+//! The sequencer's pipelined loop (`sequencer.pipeline`): receiving, then sequencing and
+//! journalling, then publishing, each on a thread of its own, as Aeron's receiver, conductor
+//! and sender agents are.
+//!
+//! - [`ReceiveStage`], thread `seqbus-receive`: `recvmmsg` on the upstream socket into one of
+//!   a few [`RecvBatch`]es, handed whole to the loop (no copy).
+//! - The loop (the thread that runs `run_sequencer`) keeps everything that decides: the
+//!   cluster member, sequencing, the journal, replication, NAKs, the TCP and memory
+//!   transports.
+//! - [`PublishStage`], thread `seqbus-publish`: the downstream sends (`sendmmsg`, the MAC of
+//!   a keyed bus, the shared-memory ring) of packets the loop hands over in [`Outbox`]es. A
+//!   packet is handed over only once the member emits it: after it is journalled (and, in a
+//!   cluster, held by a majority), so persist-before-publish and the gating rule hold as they
+//!   do on one thread.
+//!
+//! Each handoff ([`handoff`]) is a pool of a few items moving round between two threads: full
+//! ones one way, emptied ones back. A consumer that has nothing to do idles per the
+//! sequencer's idle strategy; when the strategy sleeps it first says so (`parked`), and a
+//! producer that sees that wakes it through an eventfd. A producer with every item in flight
+//! waits for one to come back: the slower stage paces the faster.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use seqbus_transport::udp::{Outbox, RecvBatch};
+use seqbus_transport::Publisher;
+use socket2::Socket;
+
+use crate::idle::{IdleStrategy, Idler};
+
+/// How long a stage sleeps at most before it looks at its stop flag again.
+const MAX_SLEEP: Duration = Duration::from_millis(50);
+
+/// Items in each handoff's pool: enough that the producer rarely waits while the consumer
+/// works through one, few enough that a slow consumer holds the producer back soon.
+pub(crate) const POOL: usize = 4;
+
+/// A consumer's wake-up: an eventfd it sleeps on, written only while it says it sleeps.
+struct Wake {
+    fd: OwnedFd,
+    parked: AtomicBool,
+    /// Times a producer wrote the eventfd (a consumer woken).
+    wakes: AtomicU64,
+}
+
+impl Wake {
+    fn new() -> io::Result<Wake> {
+        // SAFETY: eventfd takes no pointers; a negative result is an error.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Wake {
+            // SAFETY: fd is a new descriptor owned by nothing else.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            parked: AtomicBool::new(false),
+            wakes: AtomicU64::new(0),
+        })
+    }
+
+    /// After an item was queued: wakes the consumer if it said it sleeps (once).
+    fn notify(&self) {
+        if self.parked.swap(false, Ordering::SeqCst) {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live u64 to an eventfd this struct owns. A full
+            // counter (EAGAIN) still leaves it readable, which is all the wake needs.
+            unsafe { libc::write(self.fd.as_raw_fd(), &one as *const u64 as *const _, 8) };
+            self.wakes.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn drain(&self) {
+        let mut v = 0u64;
+        // SAFETY: reads 8 bytes into a live u64; non-blocking, EAGAIN when nothing was written.
+        unsafe { libc::read(self.fd.as_raw_fd(), &mut v as *mut u64 as *mut _, 8) };
+    }
+}
+
+/// The producing side of a handoff: fills emptied items and hands them over.
+pub(crate) struct Producer<T> {
+    full: mpsc::Sender<T>,
+    empty: mpsc::Receiver<T>,
+    wake: Arc<Wake>,
+}
+
+/// The consuming side: takes full items in order and gives them back emptied.
+pub(crate) struct Consumer<T> {
+    full: mpsc::Receiver<T>,
+    empty: mpsc::Sender<T>,
+    wake: Arc<Wake>,
+    /// An item taken off the queue while looking before a sleep.
+    next: Option<T>,
+}
+
+/// The producer is gone (its thread ended): nothing more will come.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Gone;
+
+/// A handoff whose pool is `items`, all empty and on the producer's side to begin with.
+pub(crate) fn handoff<T>(items: Vec<T>) -> io::Result<(Producer<T>, Consumer<T>)> {
+    let (full_tx, full_rx) = mpsc::channel();
+    let (empty_tx, empty_rx) = mpsc::channel();
+    for item in items {
+        empty_tx.send(item).expect("the receiver is here");
+    }
+    let wake = Arc::new(Wake::new()?);
+    Ok((
+        Producer {
+            full: full_tx,
+            empty: empty_rx,
+            wake: wake.clone(),
+        },
+        Consumer {
+            full: full_rx,
+            empty: empty_tx,
+            wake,
+            next: None,
+        },
+    ))
+}
+
+impl<T> Producer<T> {
+    /// An emptied item to fill, waiting for the consumer to give one back while every item
+    /// is in flight. Err: the consumer is gone.
+    pub fn take(&self) -> Result<T, Gone> {
+        match self.empty.try_recv() {
+            Ok(item) => Ok(item),
+            Err(mpsc::TryRecvError::Empty) => self.empty.recv().map_err(|_| Gone),
+            Err(mpsc::TryRecvError::Disconnected) => Err(Gone),
+        }
+    }
+
+    /// Hands `item` over, waking the consumer if it sleeps. Err: the consumer is gone.
+    pub fn put(&self, item: T) -> Result<(), Gone> {
+        self.full.send(item).map_err(|_| Gone)?;
+        self.wake.notify();
+        Ok(())
+    }
+
+    /// Times this handoff woke its consumer.
+    #[cfg(test)]
+    pub fn wakes(&self) -> u64 {
+        self.wake.wakes.load(Ordering::Relaxed)
+    }
+}
+
+impl<T> Consumer<T> {
+    /// The next full item, if one is waiting. Err: the producer is gone and nothing is left.
+    pub fn try_next(&mut self) -> Result<Option<T>, Gone> {
+        if let Some(item) = self.next.take() {
+            return Ok(Some(item));
+        }
+        match self.full.try_recv() {
+            Ok(item) => Ok(Some(item)),
+            Err(mpsc::TryRecvError::Empty) => Ok(None),
+            Err(mpsc::TryRecvError::Disconnected) => Err(Gone),
+        }
+    }
+
+    /// Gives an emptied item back to the producer (dropped when it is gone).
+    pub fn give_back(&self, item: T) {
+        let _ = self.empty.send(item);
+    }
+
+    /// The eventfd to sleep on.
+    pub fn fd(&self) -> RawFd {
+        self.wake.fd.as_raw_fd()
+    }
+
+    /// Just before sleeping: says so, then looks once more. True: something came (or the
+    /// producer is gone), do not sleep.
+    pub fn park(&mut self) -> bool {
+        self.wake.parked.store(true, Ordering::SeqCst);
+        if self.next.is_none() {
+            match self.full.try_recv() {
+                Ok(item) => self.next = Some(item),
+                Err(mpsc::TryRecvError::Empty) => return false,
+                Err(mpsc::TryRecvError::Disconnected) => {}
+            }
+        }
+        self.wake.parked.store(false, Ordering::SeqCst);
+        true
+    }
+
+    /// After an idle turn: no longer asleep; a wake-up written meanwhile is consumed.
+    pub fn unpark(&self) {
+        self.wake.parked.store(false, Ordering::SeqCst);
+        self.wake.drain();
+    }
+}
+
+/// What a stage's thread ended with: its error, or a panic (as an error).
+fn joined(h: JoinHandle<io::Result<()>>, what: &str) -> io::Result<()> {
+    h.join()
+        .unwrap_or_else(|_| Err(io::Error::other(format!("the {what} thread panicked"))))
+}
+
+/// Publishing on a thread of its own: a [`Publisher`] whose `publish` hands the packets to
+/// the `seqbus-publish` thread, which publishes them with the inner publisher. Only for a
+/// publisher without clients to serve (`poll`): UDP, keyed or not, and the shared-memory
+/// ring; SoupBinTCP and the in-process bus serve their clients from the loop.
+pub(crate) struct PublishStage {
+    /// (in a Mutex only to make the stage `Sync`, as a `Publisher` is: used through
+    /// `&mut self`, never locked)
+    to: std::sync::Mutex<Option<Producer<Outbox>>>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl PublishStage {
+    pub fn start(mut inner: Box<dyn Publisher>, idle: IdleStrategy) -> io::Result<PublishStage> {
+        let (to, mut from) = handoff((0..POOL).map(|_| Outbox::default()).collect())?;
+        let thread = std::thread::Builder::new()
+            .name("seqbus-publish".into())
+            .spawn(move || -> io::Result<()> {
+                let mut idler = Idler::new(idle);
+                loop {
+                    match from.try_next() {
+                        Ok(Some(mut packets)) => {
+                            // a failed send ends the thread; the loop returns the error at
+                            // its next publish (a heartbeat at the latest) or when it stops
+                            inner.publish(crate::now_ns(), &mut packets)?;
+                            packets.clear();
+                            from.give_back(packets);
+                            idler.reset();
+                        }
+                        Ok(None) => {
+                            let fd = from.fd();
+                            idler.idle_unless(&[fd], Instant::now() + MAX_SLEEP, || from.park());
+                            from.unpark();
+                        }
+                        // the loop is done: everything it handed over was published
+                        Err(Gone) => return inner.finish(),
+                    }
+                }
+            })?;
+        Ok(PublishStage {
+            to: std::sync::Mutex::new(Some(to)),
+            thread: Some(thread),
+        })
+    }
+
+    /// The thread's end: its error, when it failed.
+    fn end(&mut self) -> io::Result<()> {
+        *self.to.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+        match self.thread.take() {
+            Some(h) => joined(h, "publish"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Publisher for PublishStage {
+    fn publish(&mut self, _now_ns: u64, packets: &mut Outbox) -> io::Result<()> {
+        if packets.is_empty() {
+            return Ok(());
+        }
+        let Some(to) = self.to.get_mut().unwrap_or_else(|e| e.into_inner()) else {
+            return Err(io::Error::other("the publish thread has ended"));
+        };
+        let mut spare = match to.take() {
+            Ok(spare) => spare,
+            // the thread ended: its error says why
+            Err(Gone) => {
+                return self
+                    .end()
+                    .and(Err(io::Error::other("publish thread ended")))
+            }
+        };
+        std::mem::swap(packets, &mut spare);
+        if to.put(spare).is_err() {
+            return self
+                .end()
+                .and(Err(io::Error::other("publish thread ended")));
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        self.end()
+    }
+}
+
+impl Drop for PublishStage {
+    fn drop(&mut self) {
+        let _ = self.end();
+    }
+}
+
+/// Receiving on a thread of its own: the `seqbus-receive` thread reads the upstream socket
+/// into [`RecvBatch`]es and hands them to the loop, which gives each back once it has handled
+/// its datagrams.
+pub(crate) struct ReceiveStage {
+    pub from: Consumer<RecvBatch>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl ReceiveStage {
+    /// `socket`: a handle of the upstream socket (the loop keeps its own to send NAKs).
+    pub fn start(socket: Socket, slots: usize, idle: IdleStrategy) -> io::Result<ReceiveStage> {
+        let (to, from) = handoff((0..POOL).map(|_| RecvBatch::new(slots, 65_536)).collect())?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("seqbus-receive".into())
+            .spawn(move || -> io::Result<()> {
+                let mut idler = Idler::new(idle);
+                let fd = socket.as_raw_fd();
+                let mut batch: Option<RecvBatch> = None;
+                while !stopped.load(Ordering::Relaxed) {
+                    let mut b = match batch.take() {
+                        Some(b) => b,
+                        None => match to.take() {
+                            Ok(b) => b,
+                            Err(Gone) => return Ok(()),
+                        },
+                    };
+                    if b.recv(&socket)? == 0 {
+                        batch = Some(b);
+                        idler.idle(&[fd], Instant::now() + MAX_SLEEP);
+                        continue;
+                    }
+                    idler.reset();
+                    if to.put(b).is_err() {
+                        return Ok(());
+                    }
+                }
+                Ok(())
+            })?;
+        Ok(ReceiveStage {
+            from,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread (within its longest sleep) and returns its error, when it failed.
+    pub fn end(&mut self) -> io::Result<()> {
+        self.stop.store(true, Ordering::SeqCst);
+        match self.thread.take() {
+            Some(h) => joined(h, "receive"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ReceiveStage {
+    fn drop(&mut self) {
+        let _ = self.end();
+    }
+}
+
+/// Whether `sequencer.pipeline` runs the stages: `auto` does where the process may use at
+/// least [`AUTO_MIN_CPUS`] CPUs (`sched_getaffinity` and cgroup quotas, as
+/// `available_parallelism` reads them).
+pub fn pipelined(setting: seqbus_config::Pipeline) -> bool {
+    match setting {
+        seqbus_config::Pipeline::On => true,
+        seqbus_config::Pipeline::Off => false,
+        seqbus_config::Pipeline::Auto => {
+            std::thread::available_parallelism().map_or(1, |n| n.get()) >= AUTO_MIN_CPUS
+        }
+    }
+}
+
+/// The CPUs `auto` needs to pipeline: the loop, the two stages and one to spare (the
+/// in-process replayer, the journal's sync thread, the nodes of a small host).
+pub const AUTO_MIN_CPUS: usize = 4;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_arrive_in_order_and_come_back_for_reuse() {
+        let (p, mut c) = handoff(vec![Vec::<u32>::new(), Vec::new()]).unwrap();
+        let t = std::thread::spawn(move || {
+            for i in 0..1000u32 {
+                let mut v = p.take().unwrap();
+                assert!(v.is_empty(), "an item comes back emptied");
+                v.push(i);
+                p.put(v).unwrap();
+            }
+        });
+        let mut seen = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while seen.len() < 1000 {
+            assert!(Instant::now() < deadline, "stalled at {}", seen.len());
+            match c.try_next().unwrap() {
+                Some(mut v) => {
+                    seen.append(&mut v);
+                    c.give_back(v);
+                }
+                None => std::thread::yield_now(),
+            }
+        }
+        t.join().unwrap();
+        assert_eq!(seen, (0..1000).collect::<Vec<_>>());
+        // the producer is gone and nothing is left
+        assert_eq!(c.try_next(), Err(Gone));
+    }
+
+    #[test]
+    fn a_parked_consumer_is_woken_through_its_eventfd_and_only_then() {
+        let (p, mut c) = handoff(vec![0u8; 2]).unwrap();
+        // not parked: no wake-up written
+        let item = p.take().unwrap();
+        p.put(item).unwrap();
+        assert_eq!(p.wakes(), 0);
+        assert_eq!(c.try_next().unwrap(), Some(0));
+        c.give_back(0);
+        // parked with nothing waiting: it may sleep, and the next put writes the eventfd
+        assert!(!c.park());
+        let item = p.take().unwrap();
+        p.put(item).unwrap();
+        assert_eq!(p.wakes(), 1);
+        let mut pfd = libc::pollfd {
+            fd: c.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, 5_000) };
+        assert_eq!(n, 1, "the eventfd is readable");
+        c.unpark();
+        // SAFETY: as above, not waiting.
+        let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+        assert_eq!(n, 0, "unpark consumed the wake-up");
+        // parking with an item waiting says so and keeps the item
+        assert!(c.park());
+        assert_eq!(c.try_next().unwrap(), Some(0));
+        c.give_back(0);
+        // a put while not parked does not wake
+        let item = p.take().unwrap();
+        p.put(item).unwrap();
+        assert_eq!(p.wakes(), 1);
+    }
+
+    /// What a [`Counting`] publisher published, in order.
+    type Published = Arc<std::sync::Mutex<Vec<Vec<u8>>>>;
+
+    /// Counts what it is asked to publish; fails once told to.
+    struct Counting {
+        packets: Published,
+        fail: Arc<AtomicBool>,
+    }
+
+    impl Publisher for Counting {
+        fn publish(&mut self, _now_ns: u64, packets: &mut Outbox) -> io::Result<()> {
+            if self.fail.load(Ordering::SeqCst) {
+                return Err(io::Error::other("no route to the group"));
+            }
+            let mut got = self.packets.lock().unwrap();
+            got.extend(packets.datagrams().map(|d| d.to_vec()));
+            packets.clear();
+            Ok(())
+        }
+    }
+
+    fn staged(idle: IdleStrategy) -> (PublishStage, Published, Arc<AtomicBool>) {
+        let packets = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let fail = Arc::new(AtomicBool::new(false));
+        let inner = Counting {
+            packets: packets.clone(),
+            fail: fail.clone(),
+        };
+        (
+            PublishStage::start(Box::new(inner), idle).unwrap(),
+            packets,
+            fail,
+        )
+    }
+
+    #[test]
+    fn the_publish_stage_publishes_everything_in_order_before_finish_returns() {
+        for idle in [
+            IdleStrategy::Block,
+            IdleStrategy::BusySpin,
+            IdleStrategy::Hybrid,
+        ] {
+            let (mut stage, got, _) = staged(idle);
+            let mut ob = Outbox::default();
+            for i in 0..5_000u32 {
+                ob.push(&i.to_le_bytes());
+                if i % 7 == 0 {
+                    stage.publish(0, &mut ob).unwrap();
+                    assert!(ob.is_empty(), "publish empties what it was given");
+                }
+            }
+            stage.publish(0, &mut ob).unwrap();
+            stage.finish().unwrap();
+            let got = got.lock().unwrap();
+            let want: Vec<Vec<u8>> = (0..5_000u32).map(|i| i.to_le_bytes().to_vec()).collect();
+            assert_eq!(*got, want, "{idle:?}");
+        }
+    }
+
+    #[test]
+    fn a_failed_send_on_the_publish_thread_is_returned_to_the_loop() {
+        let (mut stage, _, fail) = staged(IdleStrategy::Block);
+        fail.store(true, Ordering::SeqCst);
+        let mut ob = Outbox::default();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let err = loop {
+            assert!(Instant::now() < deadline, "the failure never came back");
+            ob.push(b"x");
+            if let Err(e) = stage.publish(0, &mut ob) {
+                break e;
+            }
+        };
+        assert!(err.to_string().contains("no route to the group"), "{err}");
+    }
+}
