@@ -37,10 +37,15 @@ NODES = ("LISTEN", "SEND0", "SEND1")
 
 
 def write_config(
-    workdir: Path, transport: str, session: str = "TRANSPORT", clock_tick_ms: int = 50
+    workdir: Path,
+    transport: str,
+    session: str = "TRANSPORT",
+    clock_tick_ms: int = 50,
+    pipeline: str = "auto",
 ) -> Bus:
     """`transport`: udp-multicast, udp-unicast, tcp, shm, memory, or shm-via-tcp /
-    shm-via-multicast (nodes read this host's ring, written by a dispatcher)."""
+    shm-via-multicast (nodes read this host's ring, written by a dispatcher). `pipeline`:
+    `sequencer.pipeline`."""
     upstream, replayer, tcp = free_udp_port(), free_udp_port(), free_tcp_port()
     ring = workdir / "bus.ring"
     node_listen = {n: free_udp_port() for n in NODES}
@@ -65,6 +70,7 @@ session = "{session}"
 upstream = "127.0.0.1:{upstream}"
 journal_dir = "{workdir / "journal"}"
 clock_tick_ms = {clock_tick_ms}
+pipeline = "{pipeline}"
 
 [downstream]
 {down}

@@ -34,6 +34,11 @@ TRANSPORTS = [
     "shm-via-tcp",
     "shm-via-multicast",
     "memory",
+    # the sequencer's receive, loop and publish threads (sequencer.pipeline = "on"; with tcp
+    # publishing stays on the loop, which serves the SoupBinTCP clients)
+    "udp-unicast+pipelined",
+    "shm+pipelined",
+    "tcp+pipelined",
 ]
 
 
@@ -43,7 +48,8 @@ def test_every_node_sees_the_same_stream(
 ) -> None:
     if "multicast" in transport and (reason := multicast_unavailable_reason()) is not None:
         pytest.skip(reason)
-    bus = write_config(tmp_path, transport)
+    transport, _, mode = transport.partition("+")
+    bus = write_config(tmp_path, transport, pipeline="on" if mode == "pipelined" else "auto")
     exe = str(transport_bus)
     if transport == "memory":
         proc = processes.start("inproc", [exe, "inproc", str(bus.path), str(SHARE), str(tmp_path)])
@@ -81,6 +87,8 @@ def test_every_node_sees_the_same_stream(
         for name, proc in procs.items():
             assert proc.wait(timeout=600) == 0, f"{name} failed\n{processes.logs()}"
         assert seq.poll() is None, f"the sequencer died\n{processes.logs()}"
+        if mode == "pipelined":
+            assert "sequencer: pipelined" in processes.log("sequencer"), processes.logs()
     reports = read_reports(tmp_path)
     for name, r in reports.items():
         assert "error" not in r, (name, r)

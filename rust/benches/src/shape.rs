@@ -44,6 +44,9 @@ const REPLAYER: &str = "seqbus-replayer";
 /// The pipelined loop's receive thread (named by the bus; `sequencer.pipeline`).
 const RECEIVE: &str = "seqbus-receive";
 
+/// The pipelined cluster member's replication sender (named by the bus).
+const REPLICATE: &str = "seqbus-peers";
+
 /// The label of the one sequencer's threads and of the cluster leader's: one row each.
 const LEADER: &str = "sequencer or leader";
 
@@ -109,16 +112,19 @@ fn start_attributed(cfg: &Config, members: usize) -> (Threads, Owners) {
                 .into_iter()
                 .filter(|t| !before.contains(&t.tid))
                 .collect();
-            // pipelined, the loop starts its receive thread after the replayer's
-            if new.iter().any(|t| t.comm == REPLAYER)
-                && (!pipelined || new.iter().any(|t| t.comm == RECEIVE))
+            // pipelined, the loop starts its receive (and in a cluster its replicate) thread
+            // after the replayer's
+            let has = |name: &str| new.iter().any(|t| t.comm == name);
+            if has(REPLAYER)
+                && (!pipelined || has(RECEIVE))
+                && (!pipelined || members == 1 || has(REPLICATE))
             {
                 break new;
             }
             if Instant::now() > end {
                 eprintln!(
-                    "shape: sequencer {id}: no `{REPLAYER}` (or, pipelined, `{RECEIVE}`) \
-                     thread within 10 s; the threads it starts after this count as unattributed"
+                    "shape: sequencer {id}: no `{REPLAYER}` (or, pipelined, `{RECEIVE}` or \
+                     `{REPLICATE}`) thread within 10 s; the threads it starts after this count as unattributed"
                 );
                 break new;
             }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use seqbus_transport::udp::{Outbox, RecvBatch};
 use seqbus_transport::Publisher;
-use socket2::Socket;
+use socket2::{SockAddr, Socket};
 
 use crate::idle::{IdleStrategy, Idler};
 
@@ -287,6 +287,100 @@ impl Publisher for PublishStage {
 impl Drop for PublishStage {
     fn drop(&mut self) {
         let _ = self.end();
+    }
+}
+
+/// Datagrams to the other members of a cluster, in order, each with the member it goes to.
+#[derive(Debug, Default)]
+pub(crate) struct PeerBatch {
+    packets: Outbox,
+    to: Vec<u16>,
+}
+
+impl PeerBatch {
+    pub fn push(&mut self, to: u16, datagram: &[u8]) {
+        self.packets.push(datagram);
+        self.to.push(to);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.to.is_empty()
+    }
+
+    /// Sends each datagram to its member's peer address (a lost one is the protocol's to
+    /// make good: retransmission, heartbeats), then clears.
+    pub fn send(&mut self, socket: &Socket, others: &[(u16, SockAddr)]) {
+        for (d, to) in self.packets.datagrams().zip(&self.to) {
+            if let Some((_, addr)) = others.iter().find(|(id, _)| id == to) {
+                let _ = socket.send_to(d, addr);
+            }
+        }
+        self.packets.clear();
+        self.to.clear();
+    }
+}
+
+/// Replication's sends on a thread of their own (`seqbus-peers`): the appends, votes and
+/// heartbeats a cluster member's loop emits, sent in the order emitted. Their receipt (the
+/// standbys' acknowledgements) stays on the loop, which decides the commit.
+pub(crate) struct PeerStage {
+    to: Option<Producer<PeerBatch>>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl PeerStage {
+    /// `socket`: a handle of the peer socket; `others`: each other member's peer address.
+    pub fn start(
+        socket: Socket,
+        others: Vec<(u16, SockAddr)>,
+        idle: IdleStrategy,
+    ) -> io::Result<PeerStage> {
+        let (to, mut from) = handoff((0..POOL).map(|_| PeerBatch::default()).collect())?;
+        let thread = std::thread::Builder::new()
+            .name("seqbus-peers".into())
+            .spawn(move || -> io::Result<()> {
+                let mut idler = Idler::new(idle);
+                loop {
+                    match from.try_next() {
+                        Ok(Some(mut batch)) => {
+                            batch.send(&socket, &others);
+                            from.give_back(batch);
+                            idler.reset();
+                        }
+                        Ok(None) => {
+                            let fd = from.fd();
+                            idler.idle_unless(&[fd], Instant::now() + MAX_SLEEP, || from.park());
+                            from.unpark();
+                        }
+                        Err(Gone) => return Ok(()),
+                    }
+                }
+            })?;
+        Ok(PeerStage {
+            to: Some(to),
+            thread: Some(thread),
+        })
+    }
+
+    /// Hands `batch` to the thread (leaving `batch` empty).
+    pub fn send(&mut self, batch: &mut PeerBatch) -> io::Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let gone = || io::Error::other("the replicate thread has ended");
+        let to = self.to.as_ref().ok_or_else(gone)?;
+        let mut spare = to.take().map_err(|_| gone())?;
+        std::mem::swap(batch, &mut spare);
+        to.put(spare).map_err(|_| gone())
+    }
+}
+
+impl Drop for PeerStage {
+    fn drop(&mut self) {
+        self.to = None;
+        if let Some(h) = self.thread.take() {
+            let _ = joined(h, "replicate");
+        }
     }
 }
 

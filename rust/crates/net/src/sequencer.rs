@@ -308,8 +308,13 @@ pub fn run_sequencer(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
             ),
             (true, true) => format!(
                 "pipelined (sequencer.pipeline = {}): threads seqbus-receive, the loop \
-                 (sequencing, journal, replication) and seqbus-publish",
-                pipeline_name(sc.pipeline)
+                 (sequencing, journal, commit){} and seqbus-publish",
+                pipeline_name(sc.pipeline),
+                if clustered {
+                    ", seqbus-peers (to the other members)"
+                } else {
+                    ""
+                }
             ),
             (true, false) => format!(
                 "pipelined (sequencer.pipeline = {}): thread seqbus-receive, then the loop, \
@@ -529,7 +534,21 @@ fn sequence(
         Intake::Inline(udp::RecvBatch::new(rx_slots, 65_536))
     };
     let mut rx_peer = udp::RecvBatch::new(16, 65_536);
-    let mut peer_out: Vec<(u16, Vec<u8>)> = Vec::new();
+    let mut peer_out = crate::pipeline::PeerBatch::default();
+    // pipelined: what goes to the other members is sent on the seqbus-peers thread
+    let mut replicate = match (&peers.socket, pipelined) {
+        (Some(ps), true) => Some(
+            crate::pipeline::PeerStage::start(
+                ps.try_clone().map_err(io_error(
+                    "cluster peer socket: a handle for the replicate thread",
+                ))?,
+                peers.others.clone(),
+                sc.idle,
+            )
+            .map_err(io_error("sequencer: starting the replicate thread"))?,
+        ),
+        _ => None,
+    };
     let mut fds = vec![match &intake {
         Intake::Inline(_) => upstream.as_raw_fd(),
         Intake::Staged(stage) => stage.from.fd(),
@@ -598,7 +617,7 @@ fn sequence(
                     let Some(d) = rx_peer.get(i) else { continue };
                     if is_cluster_message(d) {
                         member
-                            .handle_peer(now, d, log, &mut |to, m| peer_out.push((to, m.to_vec())))
+                            .handle_peer(now, d, log, &mut |to, m| peer_out.push(to, m))
                             .map_err(Error::Persist)?;
                     } else {
                         // a replayer's answer to this member as a new leader
@@ -656,7 +675,7 @@ fn sequence(
             }
         }
         member
-            .poll(now, log, &mut |to, m| peer_out.push((to, m.to_vec())))
+            .poll(now, log, &mut |to, m| peer_out.push(to, m))
             .map_err(Error::Persist)?;
         member.publish(now, &mut |p| outbox.push(p));
         if !outbox.is_empty() {
@@ -664,11 +683,11 @@ fn sequence(
                 .map_err(io_error("downstream: publish"))?;
         }
         if let Some(ps) = &peers.socket {
-            for (to, m) in peer_out.drain(..) {
-                if let Some((_, addr)) = peers.others.iter().find(|(id, _)| *id == to) {
-                    // a lost datagram is the protocol's to make good
-                    let _ = ps.send_to(&m, addr);
-                }
+            match replicate.as_mut() {
+                Some(stage) => stage
+                    .send(&mut peer_out)
+                    .map_err(io_error("cluster peer socket: send"))?,
+                None => peer_out.send(ps, &peers.others),
             }
             for (r, req) in member.take_replayer_requests() {
                 if let Some(addr) = replayers.get(r) {

@@ -19,8 +19,8 @@ use seqbus_wire::{Envelope, Request, Session};
 const HEX: &str = "00112233445566778899aabbccddeeff0123456789abcdeffedcba9876543210";
 
 /// A udp-unicast bus without clock ticks (the sequence advances only with commands), with
-/// the downstream key when `keyed`.
-fn quiet_bus(keyed: bool) -> (Config, tempfile::TempDir) {
+/// the downstream key when `keyed`; `pipeline`: `sequencer.pipeline`.
+fn quiet_bus(keyed: bool, pipeline: &str) -> (Config, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let (up, rep) = (free_port(), free_port());
     let subs: Vec<String> = (0..3)
@@ -35,7 +35,7 @@ fn quiet_bus(keyed: bool) -> (Config, tempfile::TempDir) {
         dir.path(),
         &format!(
             "[bus]\nsession = \"TEST\"\n[sequencer]\nupstream = \"127.0.0.1:{up}\"\n\
-             clock_tick_ms = 0\nheartbeat_ms = 50\n[downstream]\ntransport = \"udp-unicast\"\n\
+             clock_tick_ms = 0\nheartbeat_ms = 50\npipeline = \"{pipeline}\"\n[downstream]\ntransport = \"udp-unicast\"\n\
              subscribers = [{}]\n{key}[replayer]\nlisten = \"127.0.0.1:{rep}\"\n\
              [node]\nreplayers = [\"127.0.0.1:{rep}\"]\n",
             subs.join(", ")
@@ -100,7 +100,17 @@ fn node(cfg: &Config, account: &str, listen: SocketAddr) -> NodeClient {
 
 #[test]
 fn a_keyed_node_drops_and_counts_forged_and_altered_packets_and_delivers_the_real_one() {
-    let (cfg, _dir) = quiet_bus(true);
+    forged_and_altered("off");
+}
+
+#[test]
+fn a_pipelined_sequencer_seals_on_its_publish_thread() {
+    // the MAC is added by the seqbus-publish thread: the same checks hold
+    forged_and_altered("on");
+}
+
+fn forged_and_altered(pipeline: &str) {
+    let (cfg, _dir) = quiet_bus(true, pipeline);
     let seq = start_sequencer(&cfg);
     let tap = tap(&cfg);
     let subs = cfg.downstream.subscribers.clone();
@@ -185,7 +195,7 @@ fn a_keyed_node_drops_and_counts_forged_and_altered_packets_and_delivers_the_rea
 #[test]
 fn replayer_answers_carry_the_mac_and_without_the_key_the_wire_is_plain_moldudp64() {
     for keyed in [false, true] {
-        let (cfg, _dir) = quiet_bus(keyed);
+        let (cfg, _dir) = quiet_bus(keyed, "auto");
         let seq = start_sequencer(&cfg);
         let tap = tap(&cfg);
         let mut sender = node(&cfg, "SENDER", cfg.downstream.subscribers[1]);
