@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `seqbus-bench --shape` twice in one call: on every core this process may use, then pinned to
-# cores 0 and 1 (`taskset -c 0,1`); each table under its own heading (docs/benchmarks.md,
+# `seqbus-bench --shape` in one call: on every core this process may use, then pinned to
+# cores 0 and 1 (`taskset -c 0,1`), each with the sequencer on one thread and pipelined
+# (BENCH_PIPELINE=off, then on); each table under its own heading (docs/benchmarks.md,
 # "Rust core": the shape of the bus).
 #
 #   scripts/bench-cores.sh [BINARY] [ARGS...]
@@ -27,10 +28,18 @@ for tool in taskset unshare; do
   fi
 done
 allowed="$(taskset -pc $$ | sed 's/.*: //')"
-echo "## all cores: CPUs $allowed allowed, $(getconf _NPROCESSORS_ONLN) online; $(uname -srm)"
-echo
-"$bin" --shape "$@"
-echo
-echo "## pinned: taskset -c 0,1"
-echo
-taskset -c 0,1 "$bin" --shape "$@"
+# the sequencer on one thread, then pipelined (sequencer.pipeline); BENCH_PIPELINE set by the
+# caller runs that one alone
+modes="${BENCH_PIPELINE:-off on}"
+for mode in $modes; do
+  echo "## all cores, sequencer.pipeline = \"$mode\": CPUs $allowed allowed, $(getconf _NPROCESSORS_ONLN) online; $(uname -srm)"
+  echo
+  BENCH_PIPELINE="$mode" "$bin" --shape "$@"
+  echo
+done
+for mode in $modes; do
+  echo "## pinned: taskset -c 0,1, sequencer.pipeline = \"$mode\""
+  echo
+  BENCH_PIPELINE="$mode" taskset -c 0,1 "$bin" --shape "$@"
+  echo
+done

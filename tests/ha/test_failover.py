@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Processes
-from tests.ha.cluster import Stream, pump, write_cluster
+from tests.ha.cluster import Cluster, Stream, pump, write_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("multicast")]
 
@@ -68,10 +68,13 @@ def check_streams(readers: list[Stream], tags: dict[str, int]) -> None:
             assert r.from_tag(tag) == list(range(n)), f"{r.account}: {tag}'s commands"
 
 
-def test_twenty_leader_kills_under_load_with_5pct_loss(
-    tmp_path: Path, processes: Processes, udp_loss_5pct: object
-) -> None:
-    cluster = write_cluster(tmp_path, processes)
+def kill_leaders_under_load(
+    cluster: Cluster, rounds: int, per_round: int
+) -> tuple[list[Stream], Stream, list[float]]:
+    """Two senders and a reader; each round, the leader is killed while commands are in
+    flight, and started again as a standby once another leads. Returns the senders, the
+    reader (every command of every round delivered to all three) and each takeover's time
+    (kill → a status reports the new leader)."""
     for m in cluster.members:
         cluster.start(m)
     cluster.leader()
@@ -79,8 +82,7 @@ def test_twenty_leader_kills_under_load_with_5pct_loss(
     reader = Stream(cluster, "R1")
     nodes = [*senders, reader]
     takeovers = []
-    per_round = 150
-    for k in range(20):
+    for k in range(rounds):
         leader = cluster.leader()
         target = per_round * (k + 1)
         half = target - per_round // 2
@@ -107,9 +109,18 @@ def test_twenty_leader_kills_under_load_with_5pct_loss(
             f"round {k}: everything after the takeover by {new}",
             cluster,
         )
+    return senders, reader, takeovers
+
+
+def test_twenty_leader_kills_under_load_with_5pct_loss(
+    tmp_path: Path, processes: Processes, udp_loss_5pct: object
+) -> None:
+    cluster = write_cluster(tmp_path, processes)
+    per_round = 150
+    senders, reader, takeovers = kill_leaders_under_load(cluster, 20, per_round)
     late = Stream(cluster, "LATE")
     pump(
-        [*nodes, late],
+        [*senders, reader, late],
         lambda: late.caught_up and len(late.messages()) >= len(reader.messages()),
         60,
         "the late joiner rewinds",
@@ -129,49 +140,19 @@ def test_twenty_leader_kills_under_load_with_5pct_loss(
 def test_a_pipelined_cluster_loses_nothing_across_leader_kills(
     tmp_path: Path, processes: Processes
 ) -> None:
-    """``sequencer.pipeline = "on"`` (receive, loop and publish threads) on every member: a
-    leader killed with packets handed to its publish thread and commands still in its
-    receive thread's batches loses nothing that was published, and the stream is one."""
+    """``sequencer.pipeline = "on"`` (receive, loop, peers and publish threads) on every
+    member: a leader killed with packets handed to its publish thread and commands still in
+    its receive thread's batches loses nothing that was published, and the stream is one."""
     cluster = write_cluster(tmp_path, processes, sequencer='pipeline = "on"')
-    for m in cluster.members:
-        cluster.start(m)
-    cluster.leader()
-    senders = [Stream(cluster, "S1"), Stream(cluster, "S2")]
-    reader = Stream(cluster, "R1")
-    nodes = [*senders, reader]
-    per_round = 300
-    rounds = 3
-    for k in range(rounds):
-        leader = cluster.leader()
-        target = per_round * (k + 1)
-        half = target - per_round // 2
-        pump(
-            nodes,
-            lambda: all(s.send_upto(half) or s.sent >= half for s in senders),
-            30,
-            f"round {k}: sending",
-            cluster,
-        )
-        cluster.kill(leader)
-        new = cluster.leader(exclude=leader)
-        cluster.start(leader)
-        pump(
-            nodes,
-            lambda: all(s.send_upto(target) or s.sent >= target for s in senders)
-            and all(
-                len(n.from_tag("S1")) >= target and len(n.from_tag("S2")) >= target for n in nodes
-            ),
-            60,
-            f"round {k}: everything after the takeover by {new}",
-            cluster,
-        )
+    per_round, rounds = 300, 3
+    senders, reader, _ = kill_leaders_under_load(cluster, rounds, per_round)
     total = per_round * rounds
     check_streams([*senders, reader], {"S1": total, "S2": total})
     assert reader.client.stats()["leader_changes"] >= rounds
-    # every member ran the three threads (the first lines of its first start say so)
+    # every member ran the stage threads (the first lines of its first start say so)
     for m in cluster.members:
         first = processes.log(f"seq{m}-1")
-        assert "pipelined (sequencer.pipeline = \"on\")" in first, first
+        assert 'pipelined (sequencer.pipeline = "on")' in first, first
 
 
 def forge_from(address: tuple[str, int], group: tuple[str, int], session: str, seq: int) -> None:

@@ -199,6 +199,98 @@ fn joined(h: JoinHandle<io::Result<()>>, what: &str) -> io::Result<()> {
         .unwrap_or_else(|_| Err(io::Error::other(format!("the {what} thread panicked"))))
 }
 
+/// What a [`Stage`]'s thread does with the items handed to it.
+pub(crate) trait Work<T>: Send + 'static {
+    /// Handles one item, leaving it empty for reuse. An error ends the thread.
+    fn handle(&mut self, item: &mut T) -> io::Result<()>;
+
+    /// Once the producer is gone and every item it handed over was handled.
+    fn done(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A thread that works through what the loop hands it, in order: the producing side of a
+/// handoff and the thread consuming it.
+pub(crate) struct Stage<T> {
+    to: Option<Producer<T>>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+    name: &'static str,
+}
+
+impl<T: Default + Send + 'static> Stage<T> {
+    pub fn start(
+        name: &'static str,
+        idle: IdleStrategy,
+        mut work: impl Work<T>,
+    ) -> io::Result<Self> {
+        let (to, mut from) = handoff((0..POOL).map(|_| T::default()).collect())?;
+        let thread =
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || -> io::Result<()> {
+                    let mut idler = Idler::new(idle);
+                    loop {
+                        match from.try_next() {
+                            Ok(Some(mut item)) => {
+                                work.handle(&mut item)?;
+                                from.give_back(item);
+                                idler.reset();
+                            }
+                            Ok(None) => {
+                                let fd = from.fd();
+                                idler
+                                    .idle_unless(&[fd], Instant::now() + MAX_SLEEP, || from.park());
+                                from.unpark();
+                            }
+                            Err(Gone) => return work.done(),
+                        }
+                    }
+                })?;
+        Ok(Stage {
+            to: Some(to),
+            thread: Some(thread),
+            name,
+        })
+    }
+
+    /// Hands `item` to the thread, leaving an emptied one in its place (waiting for one while
+    /// every item is in flight). Err: the thread ended, with its error.
+    pub fn hand_over(&mut self, item: &mut T) -> io::Result<()> {
+        let name = self.name;
+        let ended = move || io::Error::other(format!("the {name} thread has ended"));
+        let Some(to) = &self.to else {
+            return Err(ended());
+        };
+        let put = to
+            .take()
+            .and_then(|spare| to.put(std::mem::replace(item, spare)));
+        match put {
+            Ok(()) => Ok(()),
+            // its error says why
+            Err(Gone) => self.end().and(Err(ended())),
+        }
+    }
+
+    /// Waits until the thread handled everything handed over; returns its error, if any.
+    pub fn end(&mut self) -> io::Result<()> {
+        self.to = None;
+        match self.thread.take() {
+            Some(h) => joined(h, self.name),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<T> Drop for Stage<T> {
+    fn drop(&mut self) {
+        self.to = None;
+        if let Some(h) = self.thread.take() {
+            let _ = joined(h, self.name);
+        }
+    }
+}
+
 /// Publishing on a thread of its own: a [`Publisher`] whose `publish` hands the packets to
 /// the `seqbus-publish` thread, which publishes them with the inner publisher. Only for a
 /// publisher without clients to serve (`poll`): UDP, keyed or not, and the shared-memory
@@ -206,50 +298,34 @@ fn joined(h: JoinHandle<io::Result<()>>, what: &str) -> io::Result<()> {
 pub(crate) struct PublishStage {
     /// (in a Mutex only to make the stage `Sync`, as a `Publisher` is: used through
     /// `&mut self`, never locked)
-    to: std::sync::Mutex<Option<Producer<Outbox>>>,
-    thread: Option<JoinHandle<io::Result<()>>>,
+    stage: std::sync::Mutex<Stage<Outbox>>,
+}
+
+struct Publishing(Box<dyn Publisher>);
+
+impl Work<Outbox> for Publishing {
+    fn handle(&mut self, packets: &mut Outbox) -> io::Result<()> {
+        // a failed send ends the thread; the loop returns the error at its next publish (a
+        // heartbeat at the latest) or when it stops
+        self.0.publish(crate::now_ns(), packets)?;
+        packets.clear();
+        Ok(())
+    }
+
+    fn done(&mut self) -> io::Result<()> {
+        self.0.finish()
+    }
 }
 
 impl PublishStage {
-    pub fn start(mut inner: Box<dyn Publisher>, idle: IdleStrategy) -> io::Result<PublishStage> {
-        let (to, mut from) = handoff((0..POOL).map(|_| Outbox::default()).collect())?;
-        let thread = std::thread::Builder::new()
-            .name("seqbus-publish".into())
-            .spawn(move || -> io::Result<()> {
-                let mut idler = Idler::new(idle);
-                loop {
-                    match from.try_next() {
-                        Ok(Some(mut packets)) => {
-                            // a failed send ends the thread; the loop returns the error at
-                            // its next publish (a heartbeat at the latest) or when it stops
-                            inner.publish(crate::now_ns(), &mut packets)?;
-                            packets.clear();
-                            from.give_back(packets);
-                            idler.reset();
-                        }
-                        Ok(None) => {
-                            let fd = from.fd();
-                            idler.idle_unless(&[fd], Instant::now() + MAX_SLEEP, || from.park());
-                            from.unpark();
-                        }
-                        // the loop is done: everything it handed over was published
-                        Err(Gone) => return inner.finish(),
-                    }
-                }
-            })?;
+    pub fn start(inner: Box<dyn Publisher>, idle: IdleStrategy) -> io::Result<PublishStage> {
         Ok(PublishStage {
-            to: std::sync::Mutex::new(Some(to)),
-            thread: Some(thread),
+            stage: std::sync::Mutex::new(Stage::start("seqbus-publish", idle, Publishing(inner))?),
         })
     }
 
-    /// The thread's end: its error, when it failed.
-    fn end(&mut self) -> io::Result<()> {
-        *self.to.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
-        match self.thread.take() {
-            Some(h) => joined(h, "publish"),
-            None => Ok(()),
-        }
+    fn stage(&mut self) -> &mut Stage<Outbox> {
+        self.stage.get_mut().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -258,35 +334,11 @@ impl Publisher for PublishStage {
         if packets.is_empty() {
             return Ok(());
         }
-        let Some(to) = self.to.get_mut().unwrap_or_else(|e| e.into_inner()) else {
-            return Err(io::Error::other("the publish thread has ended"));
-        };
-        let mut spare = match to.take() {
-            Ok(spare) => spare,
-            // the thread ended: its error says why
-            Err(Gone) => {
-                return self
-                    .end()
-                    .and(Err(io::Error::other("publish thread ended")))
-            }
-        };
-        std::mem::swap(packets, &mut spare);
-        if to.put(spare).is_err() {
-            return self
-                .end()
-                .and(Err(io::Error::other("publish thread ended")));
-        }
-        Ok(())
+        self.stage().hand_over(packets)
     }
 
     fn finish(&mut self) -> io::Result<()> {
-        self.end()
-    }
-}
-
-impl Drop for PublishStage {
-    fn drop(&mut self) {
-        let _ = self.end();
+        self.stage().end()
     }
 }
 
@@ -323,64 +375,17 @@ impl PeerBatch {
 /// Replication's sends on a thread of their own (`seqbus-peers`): the appends, votes and
 /// heartbeats a cluster member's loop emits, sent in the order emitted. Their receipt (the
 /// standbys' acknowledgements) stays on the loop, which decides the commit.
-pub(crate) struct PeerStage {
-    to: Option<Producer<PeerBatch>>,
-    thread: Option<JoinHandle<io::Result<()>>>,
+pub(crate) struct PeerSending {
+    /// A handle of the peer socket.
+    pub socket: Socket,
+    /// Each other member's peer address.
+    pub others: Vec<(u16, SockAddr)>,
 }
 
-impl PeerStage {
-    /// `socket`: a handle of the peer socket; `others`: each other member's peer address.
-    pub fn start(
-        socket: Socket,
-        others: Vec<(u16, SockAddr)>,
-        idle: IdleStrategy,
-    ) -> io::Result<PeerStage> {
-        let (to, mut from) = handoff((0..POOL).map(|_| PeerBatch::default()).collect())?;
-        let thread = std::thread::Builder::new()
-            .name("seqbus-peers".into())
-            .spawn(move || -> io::Result<()> {
-                let mut idler = Idler::new(idle);
-                loop {
-                    match from.try_next() {
-                        Ok(Some(mut batch)) => {
-                            batch.send(&socket, &others);
-                            from.give_back(batch);
-                            idler.reset();
-                        }
-                        Ok(None) => {
-                            let fd = from.fd();
-                            idler.idle_unless(&[fd], Instant::now() + MAX_SLEEP, || from.park());
-                            from.unpark();
-                        }
-                        Err(Gone) => return Ok(()),
-                    }
-                }
-            })?;
-        Ok(PeerStage {
-            to: Some(to),
-            thread: Some(thread),
-        })
-    }
-
-    /// Hands `batch` to the thread (leaving `batch` empty).
-    pub fn send(&mut self, batch: &mut PeerBatch) -> io::Result<()> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let gone = || io::Error::other("the replicate thread has ended");
-        let to = self.to.as_ref().ok_or_else(gone)?;
-        let mut spare = to.take().map_err(|_| gone())?;
-        std::mem::swap(batch, &mut spare);
-        to.put(spare).map_err(|_| gone())
-    }
-}
-
-impl Drop for PeerStage {
-    fn drop(&mut self) {
-        self.to = None;
-        if let Some(h) = self.thread.take() {
-            let _ = joined(h, "replicate");
-        }
+impl Work<PeerBatch> for PeerSending {
+    fn handle(&mut self, batch: &mut PeerBatch) -> io::Result<()> {
+        batch.send(&self.socket, &self.others);
+        Ok(())
     }
 }
 

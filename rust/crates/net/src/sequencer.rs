@@ -538,14 +538,17 @@ fn sequence(
     // pipelined: what goes to the other members is sent on the seqbus-peers thread
     let mut replicate = match (&peers.socket, pipelined) {
         (Some(ps), true) => Some(
-            crate::pipeline::PeerStage::start(
-                ps.try_clone().map_err(io_error(
-                    "cluster peer socket: a handle for the replicate thread",
-                ))?,
-                peers.others.clone(),
+            crate::pipeline::Stage::start(
+                "seqbus-peers",
                 sc.idle,
+                crate::pipeline::PeerSending {
+                    socket: ps.try_clone().map_err(io_error(
+                        "cluster peer socket: a handle for the seqbus-peers thread",
+                    ))?,
+                    others: peers.others.clone(),
+                },
             )
-            .map_err(io_error("sequencer: starting the replicate thread"))?,
+            .map_err(io_error("sequencer: starting the seqbus-peers thread"))?,
         ),
         _ => None,
     };
@@ -684,9 +687,10 @@ fn sequence(
         }
         if let Some(ps) = &peers.socket {
             match replicate.as_mut() {
-                Some(stage) => stage
-                    .send(&mut peer_out)
+                Some(stage) if !peer_out.is_empty() => stage
+                    .hand_over(&mut peer_out)
                     .map_err(io_error("cluster peer socket: send"))?,
+                Some(_) => {}
                 None => peer_out.send(ps, &peers.others),
             }
             for (r, req) in member.take_replayer_requests() {
