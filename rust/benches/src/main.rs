@@ -79,6 +79,11 @@ fn main() {
         return;
     }
     let rounds = arg("--rounds", 3) as usize;
+    if args.iter().any(|a| a == "--replayer-source") {
+        let idle = std::env::var("BENCH_IDLE").unwrap_or("block".into());
+        shape::replayer_sources(messages, rounds, &idle);
+        return;
+    }
     if args.iter().any(|a| a == "--shape") {
         shape::run(samples, messages, rounds);
         return;

@@ -41,6 +41,9 @@ const LOOP_PREFIX: &str = "sequencer";
 /// The in-process replayer's thread (named by the bus).
 const REPLAYER: &str = "seqbus-replayer";
 
+/// The standalone following replayer [`replayer_sources`] starts.
+const FOLLOWER: &str = "follower";
+
 /// The pipelined loop's receive thread (named by the bus; `sequencer.pipeline`).
 const RECEIVE: &str = "seqbus-receive";
 
@@ -197,6 +200,90 @@ fn bus_run(members: usize, idle: &str, messages: u64) -> Run {
         rate: run.rate,
         cpu,
     }
+}
+
+/// The CPU time per message the threads `pick` chooses spent since `before` (each thread's
+/// clock then; a thread started since counts whole), taken once they have been idle for
+/// 200 ms (they handled everything; at most 60 s).
+fn settled_cpu(before: &[Task], pick: impl Fn(&Task) -> bool, messages: u64) -> f64 {
+    let total = || -> u64 {
+        sys::tasks()
+            .iter()
+            .filter(|t| pick(t))
+            .map(|t| {
+                let then = before
+                    .iter()
+                    .find(|b| b.tid == t.tid)
+                    .map_or(0, |b| b.cpu_ns);
+                t.cpu_ns.saturating_sub(then)
+            })
+            .sum()
+    };
+    let end = Instant::now() + Duration::from_secs(60);
+    let mut last = total();
+    loop {
+        thread::sleep(Duration::from_millis(200));
+        let now = total();
+        if now == last || Instant::now() > end {
+            return now as f64 / messages as f64;
+        }
+        last = now;
+    }
+}
+
+/// What the in-process replayer saves by reading the journal (issue 32, item 3): one
+/// sequencer, whose in-process replayer follows the journal file, and beside it a standalone
+/// replayer following the multicast group into a journal of its own (`replayer.follow`, as a
+/// replayer on another host runs), both serving no one but each other (a follower that lost a
+/// datagram asks the in-process replayer). Each one's CPU per message from just before the
+/// nodes connect until it has handled everything, median (least–greatest) of `rounds`.
+pub fn replayer_sources(messages: u64, rounds: usize, idle: &str) {
+    let (mut journal, mut group) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let dir = tempfile::tempdir().unwrap();
+        let (cfg, _) = ha::load(dir.path(), idle, 1, "clock_tick_ms = 0");
+        let (mut threads, owners) = start_attributed(&cfg, 1);
+        let mut fc = cfg.clone();
+        fc.replayer.follow = true;
+        fc.replayer.journal_dir = Some(dir.path().join("follower"));
+        fc.replayer.listen = std::net::SocketAddr::from((
+            [127, 0, 0, 1],
+            seqbus_net::ports::free_port(seqbus_net::ports::Protocol::Udp),
+        ));
+        let stop = threads.stop.clone();
+        threads.handles.push(
+            thread::Builder::new()
+                .name(FOLLOWER.into())
+                .spawn(move || seqbus_net::run_replayer(&fc, stop).unwrap())
+                .unwrap(),
+        );
+        let before = sys::tasks();
+        throughput_threads(&cfg, messages, false);
+        let in_process =
+            |t: &Task| t.comm == REPLAYER && owners.started.iter().any(|(tid, _)| *tid == t.tid);
+        journal.push(settled_cpu(&before, in_process, messages));
+        group.push(settled_cpu(
+            &before,
+            |t: &Task| t.comm == FOLLOWER,
+            messages,
+        ));
+        drop(threads);
+    }
+    let ratio: Vec<f64> = group.iter().zip(&journal).map(|(g, j)| g / j).collect();
+    println!(
+        "| a replayer's source, CPU ns per message (its threads' clocks, from the nodes' start \
+         until it handled everything; \
+         {messages} messages; idle `{idle}`) | in-process: follows the journal file | \
+         standalone: follows the multicast group into its own journal | ratio |"
+    );
+    println!("|---|---|---|---|");
+    println!(
+        "| one sequencer, 2 receiving nodes | {} | {} | {} |",
+        cell(&journal, 1.0, 0),
+        cell(&group, 1.0, 0),
+        cell_unit(&ratio, 1.0, 2, "×")
+    );
+    println!();
 }
 
 /// The floor: a packed multicast blast of 64-byte blocks (envelope + body) to 2 receivers.
@@ -477,6 +564,7 @@ pub fn run(samples: usize, messages: u64, rounds: usize) {
         );
     }
     println!();
+    replayer_sources(messages, rounds, &idle);
     let (a1, a3) = (median_busiest(&runs, 1), median_busiest(&runs, 2));
     let b = median(&ratio(2, 1));
     println!(
