@@ -134,6 +134,15 @@ impl<T> Producer<T> {
         }
     }
 
+    /// [`Producer::take`], waiting at most `timeout`: None when none came back meanwhile.
+    pub fn take_within(&self, timeout: Duration) -> Result<Option<T>, Gone> {
+        match self.empty.recv_timeout(timeout) {
+            Ok(item) => Ok(Some(item)),
+            Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(Gone),
+        }
+    }
+
     /// Hands `item` over, waking the consumer if it sleeps. Err: the consumer is gone.
     pub fn put(&self, item: T) -> Result<(), Gone> {
         self.full.send(item).map_err(|_| Gone)?;
@@ -411,10 +420,13 @@ impl ReceiveStage {
                 let fd = socket.as_raw_fd();
                 let mut batch: Option<RecvBatch> = None;
                 while !stopped.load(Ordering::Relaxed) {
+                    // (every batch with the loop: wait for one, looking at the stop flag
+                    // now and then, since a stopping loop may not hand any back)
                     let mut b = match batch.take() {
                         Some(b) => b,
-                        None => match to.take() {
-                            Ok(b) => b,
+                        None => match to.take_within(MAX_SLEEP) {
+                            Ok(Some(b)) => b,
+                            Ok(None) => continue,
                             Err(Gone) => return Ok(()),
                         },
                     };
@@ -541,6 +553,43 @@ mod tests {
 
     /// What a [`Counting`] publisher published, in order.
     type Published = Arc<std::sync::Mutex<Vec<Vec<u8>>>>;
+
+    #[test]
+    fn the_receive_stage_stops_while_the_loop_holds_every_batch() {
+        let socket = seqbus_transport::udp::bind("127.0.0.1:0".parse().unwrap(), 1 << 20).unwrap();
+        let to = socket.local_addr().unwrap();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        for i in 0..20u8 {
+            sender.send_to(&[i], to.as_socket().unwrap()).unwrap();
+        }
+        // one datagram a batch: the thread fills every batch of the pool, then waits for one
+        // to come back, and the loop (this test) gives none back
+        let mut stage = ReceiveStage::start(socket, 1, IdleStrategy::Block).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut held = Vec::new();
+        while held.len() < POOL {
+            assert!(
+                Instant::now() < deadline,
+                "only {} batches came",
+                held.len()
+            );
+            match stage.from.try_next().unwrap() {
+                Some(b) => held.push(b),
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        let got: Vec<u8> = held.iter().map(|b| b.get(0).unwrap()[0]).collect();
+        assert_eq!(got, vec![0, 1, 2, 3], "in the order sent");
+        let (done_tx, done_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            done_tx.send(stage.end().is_ok()).unwrap();
+        });
+        assert_eq!(
+            done_rx.recv_timeout(Duration::from_secs(10)),
+            Ok(true),
+            "end() returned, without error, though no batch came back"
+        );
+    }
 
     /// Counts what it is asked to publish; fails once told to.
     struct Counting {
