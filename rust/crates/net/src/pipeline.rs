@@ -12,6 +12,11 @@
 //!   packet is handed over only once the member emits it: after it is journalled (and, in a
 //!   cluster, held by a majority), so persist-before-publish and the gating rule hold as they
 //!   do on one thread.
+//! - In a cluster, thread `seqbus-peers` ([`PeerSending`]): the appends, votes and heartbeats
+//!   the loop emits for the other members, sent in order; their answers come back to the loop.
+//!
+//! The two sending stages are one [`Stage`] each: the producing side of a handoff and the
+//! thread that works through it ([`Work`]).
 //!
 //! Each handoff ([`handoff`]) is a pool of a few items moving round between two threads: full
 //! ones one way, emptied ones back. A consumer that has nothing to do idles per the

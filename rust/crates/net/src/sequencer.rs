@@ -1,7 +1,9 @@
 //! The sequencer process loop: one thread around a `seqbus_core::cluster::Member` — upstream
 //! socket → sequencing → journal (persist) → replication to the other sequencers of
 //! `[cluster]` → downstream packets (publish, once a majority holds them). Without
-//! `[cluster]` the member is alone: persist, then publish.
+//! `[cluster]` the member is alone: persist, then publish. With `sequencer.pipeline` the
+//! upstream reads, the downstream sends and the sends to the other members run on threads of
+//! their own around the same loop ([`crate::pipeline`]).
 
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -536,7 +538,7 @@ fn sequence(
     let mut rx_peer = udp::RecvBatch::new(16, 65_536);
     let mut peer_out = crate::pipeline::PeerBatch::default();
     // pipelined: what goes to the other members is sent on the seqbus-peers thread
-    let mut replicate = match (&peers.socket, pipelined) {
+    let mut peer_sends = match (&peers.socket, pipelined) {
         (Some(ps), true) => Some(
             crate::pipeline::Stage::start(
                 "seqbus-peers",
@@ -686,7 +688,7 @@ fn sequence(
                 .map_err(io_error("downstream: publish"))?;
         }
         if let Some(ps) = &peers.socket {
-            match replicate.as_mut() {
+            match peer_sends.as_mut() {
                 Some(stage) if !peer_out.is_empty() => stage
                     .hand_over(&mut peer_out)
                     .map_err(io_error("cluster peer socket: send"))?,
