@@ -36,7 +36,7 @@ pub mod idle;
 mod node;
 pub mod notify;
 mod pipeline;
-pub use pipeline::{pipelined, AUTO_MIN_CPUS};
+pub use pipeline::pipelined;
 pub mod ports;
 mod replayer;
 mod sequencer;

@@ -132,11 +132,7 @@ impl<T> Producer<T> {
     /// An emptied item to fill, waiting for the consumer to give one back while every item
     /// is in flight. Err: the consumer is gone.
     pub fn take(&self) -> Result<T, Gone> {
-        match self.empty.try_recv() {
-            Ok(item) => Ok(item),
-            Err(mpsc::TryRecvError::Empty) => self.empty.recv().map_err(|_| Gone),
-            Err(mpsc::TryRecvError::Disconnected) => Err(Gone),
-        }
+        self.empty.recv().map_err(|_| Gone)
     }
 
     /// [`Producer::take`], waiting at most `timeout`: None when none came back meanwhile.
@@ -285,7 +281,9 @@ impl<T: Default + Send + 'static> Stage<T> {
             Err(Gone) => self.end().and(Err(ended())),
         }
     }
+}
 
+impl<T> Stage<T> {
     /// Waits until the thread handled everything handed over; returns its error, if any.
     pub fn end(&mut self) -> io::Result<()> {
         self.to = None;
@@ -298,10 +296,7 @@ impl<T: Default + Send + 'static> Stage<T> {
 
 impl<T> Drop for Stage<T> {
     fn drop(&mut self) {
-        self.to = None;
-        if let Some(h) = self.thread.take() {
-            let _ = joined(h, self.name);
-        }
+        let _ = self.end();
     }
 }
 
@@ -485,7 +480,7 @@ pub fn pipelined(setting: seqbus_config::Pipeline) -> bool {
 
 /// The CPUs `auto` needs to pipeline: the loop, the two stages and one to spare (the
 /// in-process replayer, the journal's sync thread, the nodes of a small host).
-pub const AUTO_MIN_CPUS: usize = 4;
+pub(crate) const AUTO_MIN_CPUS: usize = 4;
 
 #[cfg(test)]
 mod tests {
