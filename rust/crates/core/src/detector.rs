@@ -100,6 +100,12 @@ impl Detector {
         self.last_ns = None;
     }
 
+    /// The silence φ and [`Detector::suspects`] judge at `now_ns`: from the last arrival
+    /// counted (the first of a burst closer together than the grain), None before any.
+    pub fn silence(&self, now_ns: u64) -> Option<u64> {
+        self.last_ns.map(|last| now_ns.saturating_sub(last))
+    }
+
     /// Samples learned so far.
     pub fn samples(&self) -> usize {
         self.intervals.len()

@@ -146,6 +146,21 @@ impl Log for JournalLog {
     }
 }
 
+/// Carries out what the member asked of its journal, at once and in order (a sync per the
+/// journal's `fsync` policy), then queues the datagrams it has for the other members: the
+/// rule of `seqbus_core::cluster`'s I/O layer (a vote is saved before it is sent).
+fn carry_out(
+    member: &mut Member,
+    log: &mut JournalLog,
+    peer_out: &mut crate::pipeline::PeerBatch,
+) -> Result<(), Error> {
+    seqbus_core::cluster::carry_out(member, log).map_err(Error::Persist)?;
+    while let Some((to, d)) = member.poll_transmit() {
+        peer_out.push(to, d);
+    }
+    Ok(())
+}
+
 /// The line that says which messages a follower moved aside: `from` up to (not including)
 /// `next`, printed inclusive ("messages 27874 to 27879": 27880 is not among them).
 fn discarded_line(from: u64, next: u64, path: &Path) -> String {
@@ -621,9 +636,8 @@ fn sequence(
                 for i in 0..n {
                     let Some(d) = rx_peer.get(i) else { continue };
                     if is_cluster_message(d) {
-                        member
-                            .handle_peer(now, d, log, &mut |to, m| peer_out.push(to, m))
-                            .map_err(Error::Persist)?;
+                        member.handle_peer(now, d, log).map_err(Error::Persist)?;
+                        carry_out(member, log, &mut peer_out)?;
                     } else {
                         // a replayer's answer to this member as a new leader
                         let from = rx_peer.from(i);
@@ -638,9 +652,8 @@ fn sequence(
                                 None => Some(d),
                             };
                             if let Some(d) = d {
-                                member
-                                    .handle_replayer(now, r, d, log)
-                                    .map_err(Error::Persist)?;
+                                member.handle_replayer(now, r, d);
+                                carry_out(member, log, &mut peer_out)?;
                             }
                         }
                     }
@@ -679,9 +692,8 @@ fn sequence(
                 b.answer_switchover(answer);
             }
         }
-        member
-            .poll(now, log, &mut |to, m| peer_out.push(to, m))
-            .map_err(Error::Persist)?;
+        member.poll(now, log).map_err(Error::Persist)?;
+        carry_out(member, log, &mut peer_out)?;
         member.publish(now, &mut |p| outbox.push(p));
         if !outbox.is_empty() {
             down.publish(now, &mut outbox)

@@ -62,6 +62,8 @@ pub enum Action {
     Turn(u16),
     /// Member `.0`'s process wakes from a blocked fsync.
     Wake(u16),
+    /// A sync off member `.0`'s loop completed, and the member was told.
+    Synced(u16),
     /// Member `.0`'s process stopped (killed, or failed on its disk).
     Crash(u16),
     /// Member `.0`'s process started again from its journal.
@@ -83,6 +85,7 @@ impl fmt::Display for Action {
             Action::Serve(m) => write!(f, "member {m}'s replayer served a request"),
             Action::Turn(m) => write!(f, "member {m} polled and published"),
             Action::Wake(m) => write!(f, "member {m} woke from a blocked fsync"),
+            Action::Synced(m) => write!(f, "a sync off member {m}'s loop completed"),
             Action::Crash(m) => write!(f, "member {m} stopped"),
             Action::Restart(m) => write!(f, "member {m} restarted from its journal"),
             Action::Deliver(n) => write!(f, "node {n} was handed its records"),

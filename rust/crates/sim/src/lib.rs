@@ -30,9 +30,9 @@
 //! ```
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
-use seqbus_core::cluster::{Event, Member, MemberParams};
+use seqbus_core::cluster::{carry_out, Event, Log, Member, MemberParams, Storage};
 use seqbus_core::{
     Dest, MemoryStore, Node, NodeError, NodeParams, Replayer, SequencerParams, Source, Start,
     Store, StoreError,
@@ -102,6 +102,15 @@ pub struct SimParams {
     /// A member whose process stopped on a disk error is started again after a time in this
     /// range (ns), as a supervisor would.
     pub restart_ns: (u64, u64),
+    /// The members' syncs run off their loop, as a sync thread would run them: a
+    /// [`Storage::Sync`] is answered when it completes, one after another, and a slow or
+    /// stalled fsync delays only what waits for it (acknowledgements, the leader's own vote
+    /// toward the commit), not the process. False: the loop carries the sync out and is
+    /// blocked meanwhile.
+    pub sync_off_loop: bool,
+    /// A broken I/O layer, to show what the checkers catch: with `sync_off_loop`, every sync
+    /// is answered as soon as it is asked, before the disk made anything durable.
+    pub answer_syncs_early: bool,
 }
 
 impl SimParams {
@@ -125,6 +134,8 @@ impl SimParams {
             suspicion_phi: 8.0,
             storage: StorageFaults::none(),
             restart_ns: (20_000_000, 100_000_000),
+            sync_off_loop: false,
+            answer_syncs_early: false,
         }
     }
 }
@@ -277,6 +288,8 @@ pub struct SimMember {
     /// what the blocked step sends waits in `outbox`.
     busy_until: u64,
     outbox: Vec<Out>,
+    /// Syncs in progress off the loop ([`SimParams::sync_off_loop`]), oldest first.
+    syncs: VecDeque<PendingSync>,
     /// Counts its processes (the checkers compare a new one's journal again).
     incarnation: u64,
     /// Stopped on a disk error: started again then.
@@ -287,6 +300,69 @@ impl SimMember {
     fn blocked(&self) -> bool {
         self.paused || self.busy_until > 0
     }
+}
+
+/// A sync running off a member's loop.
+#[derive(Debug, Clone, Copy)]
+struct PendingSync {
+    /// When it completes.
+    done_at: u64,
+    /// What the member asked for, answered with [`Member::handle_durable`].
+    upto: u64,
+    /// The journal's records it makes durable (fewer if a discard came after it).
+    records: usize,
+    /// The member was told already (a broken I/O layer, [`SimParams::answer_syncs_early`]).
+    told: bool,
+}
+
+/// How syncs are carried out ([`SimParams::sync_off_loop`], [`SimParams::answer_syncs_early`]).
+#[derive(Debug, Clone, Copy)]
+struct SyncMode {
+    off_loop: bool,
+    early: bool,
+}
+
+/// Carries out `member`'s storage requests on `log`, in order. On the loop, each sync at once
+/// (a slow one blocks the process: [`SimLog::take_stall`]); off it, each sync is queued behind
+/// the ones in progress and answered when it completes ([`Bus::complete_syncs`]).
+fn carry_out_requests(
+    mode: SyncMode,
+    now: u64,
+    member: &mut Member,
+    log: &mut SimLog,
+    syncs: &mut VecDeque<PendingSync>,
+) -> Result<(), StoreError> {
+    if !mode.off_loop {
+        return carry_out(member, log);
+    }
+    while let Some(r) = member.poll_storage() {
+        match r {
+            Storage::Append { seq, msg } => log.append(seq, msg)?,
+            Storage::Discard { from } => {
+                log.discard_from(from)?;
+                let keep = (from - 1) as usize;
+                for s in syncs.iter_mut() {
+                    s.records = s.records.min(keep);
+                }
+            }
+            Storage::SaveVote { term, voted_for } => log.save_vote(term, voted_for)?,
+            Storage::Sync { upto } => {
+                log.flush()?;
+                let took = log.take_stall();
+                let start = syncs.back().map_or(now, |s| s.done_at.max(now));
+                syncs.push_back(PendingSync {
+                    done_at: start + took,
+                    upto,
+                    records: log.flushed(),
+                    told: mode.early,
+                });
+                if mode.early {
+                    member.handle_durable(upto);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 pub struct SimNode {
@@ -331,6 +407,10 @@ pub struct Bus {
     steps: u64,
     /// Every member process that stopped on its disk.
     pub disk_failures: Vec<DiskFailure>,
+    /// Syncs that completed off the members' loops ([`SimParams::sync_off_loop`]).
+    pub syncs_completed: u64,
+    /// The most syncs one member had in progress at once.
+    pub most_syncs_in_progress: usize,
 }
 
 impl Bus {
@@ -352,6 +432,7 @@ impl Bus {
                 p.seed ^ 0x5354_4F52_4147_4500 ^ u64::from(id).wrapping_mul(0x9E37_79B9),
                 stream,
             );
+            log.set_sync_off_loop(p.sync_off_loop);
             let mut member =
                 Member::new(Bus::member_params(&p, id, &ids), &mut log, 0, 0, p.start_ns)
                     .expect("a memory log reads");
@@ -366,6 +447,7 @@ impl Bus {
                 held: Vec::new(),
                 busy_until: 0,
                 outbox: Vec::new(),
+                syncs: VecDeque::new(),
                 incarnation: 0,
                 restart_at: None,
             });
@@ -389,6 +471,8 @@ impl Bus {
             fingerprints: vec![[u64::MAX; 8]; p.members as usize],
             steps: 0,
             disk_failures: Vec::new(),
+            syncs_completed: 0,
+            most_syncs_in_progress: 0,
             p,
         };
         if bus.p.following_replayer {
@@ -723,6 +807,7 @@ impl Bus {
         let m = &mut self.members[k];
         m.member = None;
         m.busy_until = 0;
+        m.syncs.clear();
         m.outbox.clear();
         m.held.clear();
         m.log.crash();
@@ -954,6 +1039,7 @@ impl Bus {
     /// publishing) and the following replayer.
     pub fn process(&mut self) {
         self.wake_and_restart();
+        self.complete_syncs();
         while self.queue.peek().is_some_and(|Reverse(e)| e.0 <= self.now) {
             let Reverse((_, _, to, data)) = self.queue.pop().expect("peeked");
             self.arrive(to, &data);
@@ -964,8 +1050,45 @@ impl Bus {
         self.run_follower();
     }
 
+    fn sync_mode(&self) -> SyncMode {
+        SyncMode {
+            off_loop: self.p.sync_off_loop,
+            early: self.p.answer_syncs_early,
+        }
+    }
+
+    /// Syncs off the members' loops that completed by now: what they synced is durable, and
+    /// each member is told (it acknowledges, or counts it toward the commit).
+    fn complete_syncs(&mut self) {
+        let now = self.now;
+        for k in 0..self.members.len() {
+            let m = &mut self.members[k];
+            self.most_syncs_in_progress = self.most_syncs_in_progress.max(m.syncs.len());
+            if m.paused || m.syncs.front().is_none_or(|s| s.done_at > now) {
+                continue;
+            }
+            let mut outs = Vec::new();
+            while let Some(s) = m.syncs.front().copied().filter(|s| s.done_at <= now) {
+                m.syncs.pop_front();
+                m.log.settle_to(s.records);
+                self.syncs_completed += 1;
+                if let Some(member) = m.member.as_mut().filter(|_| !s.told) {
+                    member.handle_durable(s.upto);
+                }
+            }
+            if let Some(member) = m.member.as_mut() {
+                while let Some((to, d)) = member.poll_transmit() {
+                    outs.push(Out::Send(To::Member(to, None), d.to_vec()));
+                }
+            }
+            let published = self.release(k, outs);
+            self.check(Action::Synced(k as u16 + 1), &published);
+        }
+    }
+
     fn arrive(&mut self, to: To, data: &[u8]) {
         let now = self.now;
+        let mode = self.sync_mode();
         match to {
             To::Member(id, _) if self.members[(id - 1) as usize].blocked() => {
                 self.members[(id - 1) as usize]
@@ -987,14 +1110,17 @@ impl Bus {
                 let mut nak = None;
                 let peer = is_cluster_message(data);
                 let r = if peer {
-                    member.handle_peer(now, data, &mut m.log, &mut |to, d| {
-                        out.push(Out::Send(To::Member(to, None), d.to_vec()))
-                    })
+                    member.handle_peer(now, data, &mut m.log)
                 } else {
                     member.handle_upstream(now, data);
                     nak = member.take_nak();
                     Ok(())
                 };
+                let r = r
+                    .and_then(|()| carry_out_requests(mode, now, member, &mut m.log, &mut m.syncs));
+                while let Some((to, d)) = member.poll_transmit() {
+                    out.push(Out::Send(To::Member(to, None), d.to_vec()));
+                }
                 // a gap in the sender's commands: the NAK goes back to it
                 if let (Some(nak), Some(node)) = (nak, from) {
                     out.push(Out::Send(To::Nak(node), nak));
@@ -1067,8 +1193,13 @@ impl Bus {
                 if m.blocked() {
                     m.held.push((to, data.to_vec()));
                 } else if let Some(member) = m.member.as_mut() {
-                    let r = member.handle_replayer(now, index, data, &mut m.log);
-                    self.end_step(k, Action::ReplayerAnswer(id), Vec::new(), r);
+                    member.handle_replayer(now, index, data);
+                    let r = carry_out_requests(mode, now, member, &mut m.log, &mut m.syncs);
+                    let mut out = Vec::new();
+                    while let Some((to, d)) = member.poll_transmit() {
+                        out.push(Out::Send(To::Member(to, None), d.to_vec()));
+                    }
+                    self.end_step(k, Action::ReplayerAnswer(id), out, r);
                 }
             }
         }
@@ -1076,6 +1207,7 @@ impl Bus {
 
     fn run_member(&mut self, k: usize) {
         let now = self.now;
+        let mode = self.sync_mode();
         let mut outs = Vec::new();
         let m = &mut self.members[k];
         if m.blocked() {
@@ -1084,9 +1216,12 @@ impl Bus {
         let Some(member) = m.member.as_mut() else {
             return;
         };
-        let r = member.poll(now, &mut m.log, &mut |to, d| {
-            outs.push(Out::Send(To::Member(to, None), d.to_vec()))
-        });
+        let r = member
+            .poll(now, &mut m.log)
+            .and_then(|()| carry_out_requests(mode, now, member, &mut m.log, &mut m.syncs));
+        while let Some((to, d)) = member.poll_transmit() {
+            outs.push(Out::Send(To::Member(to, None), d.to_vec()));
+        }
         let id = member.id();
         if r.is_ok() {
             member.publish(now, &mut |p| outs.push(Out::Publish(p.to_vec())));
@@ -1212,6 +1347,9 @@ impl Bus {
             if m.busy_until > 0 {
                 t = t.min(m.busy_until);
             }
+            if let Some(s) = m.syncs.front().filter(|_| !m.paused) {
+                t = t.min(s.done_at);
+            }
             if let Some(r) = m.restart_at.filter(|_| m.member.is_none()) {
                 t = t.min(r);
             }
@@ -1264,6 +1402,9 @@ impl Bus {
         for m in &self.members {
             if m.busy_until > 0 {
                 consider(m.busy_until);
+            }
+            if let Some(s) = m.syncs.front().filter(|_| !m.paused) {
+                consider(s.done_at);
             }
             if let Some(r) = m.restart_at.filter(|_| m.member.is_none()) {
                 consider(r);

@@ -133,6 +133,9 @@ pub struct SimLog {
     /// Reads check each record's checksum (false only to show what the checkers catch
     /// without it).
     verify: bool,
+    /// Syncs run off the member's loop: a flush never makes records durable by itself; the
+    /// bus does when the sync completes ([`SimLog::settle_to`]).
+    off_loop: bool,
     stats: StorageStats,
 }
 
@@ -153,6 +156,7 @@ impl SimLog {
             failed: None,
             torn: None,
             verify: true,
+            off_loop: false,
             stats: StorageStats::default(),
         }
     }
@@ -219,6 +223,22 @@ impl SimLog {
     /// The fsyncs in progress complete: what was flushed is durable.
     pub fn settle(&mut self) {
         self.durable = self.flushed;
+    }
+
+    /// Syncs run off the member's loop ([`crate::SimParams::sync_off_loop`]).
+    pub fn set_sync_off_loop(&mut self, on: bool) {
+        self.off_loop = on;
+    }
+
+    /// How many records (from the first) were flushed: durable once their sync completes.
+    pub fn flushed(&self) -> usize {
+        self.flushed
+    }
+
+    /// A sync off the loop completed: the first `records` are durable (as far as they are
+    /// still flushed: a discard since may have removed some).
+    pub fn settle_to(&mut self, records: usize) {
+        self.durable = self.durable.max(records.min(self.flushed));
     }
 
     /// Loses the durable record `seq` (a lost write: the disk returns other bytes).
@@ -428,7 +448,7 @@ impl Log for SimLog {
             stall += self.rng.range(f.stall_ns.0, f.stall_ns.1);
             self.stats.stalls += 1;
         }
-        if stall == 0 && self.stall_ns == 0 {
+        if stall == 0 && self.stall_ns == 0 && !self.off_loop {
             self.durable = self.flushed;
         }
         self.stall_ns += stall;

@@ -12,17 +12,13 @@ impl Member {
         self.election_deadline = now_ns + t + self.rng.next_u64() % (t / 2).max(1);
     }
 
-    pub(super) fn save_vote(&mut self, log: &mut dyn Log) -> Result<(), StoreError> {
-        log.save_vote(self.term, self.voted_for)
+    /// Asks for the term and vote to be saved (before the datagrams queued after it leave).
+    pub(super) fn save_vote(&mut self) {
+        self.storage
+            .push(Op::SaveVote(self.term, self.voted_for), &[]);
     }
 
-    pub(super) fn become_follower(
-        &mut self,
-        now_ns: u64,
-        term: u64,
-        leader: Option<u16>,
-        log: &mut dyn Log,
-    ) -> Result<(), StoreError> {
+    pub(super) fn become_follower(&mut self, now_ns: u64, term: u64, leader: Option<u16>) {
         if self.role == Role::Leader {
             self.events.push(Event::SteppedDown {
                 term: self.term,
@@ -32,7 +28,7 @@ impl Member {
         if term > self.term {
             self.term = term;
             self.voted_for = 0;
-            self.save_vote(log)?;
+            self.save_vote();
         }
         self.role = Role::Follower;
         self.stop_leading();
@@ -40,6 +36,7 @@ impl Member {
         self.peers.clear();
         self.transfer = None;
         self.votes.clear();
+        self.acked = 0;
         if let Some(new) = leader.filter(|&l| Some(l) != self.leader) {
             self.previous_leader = self.leader.unwrap_or(self.previous_leader);
             self.leader = Some(new);
@@ -53,7 +50,6 @@ impl Member {
             }
         }
         self.reset_election_timer(now_ns);
-        Ok(())
     }
 
     /// Drops the sequencer of a leader that stops leading, keeping its dedupe state as the
@@ -102,11 +98,10 @@ impl Member {
         now_ns: u64,
         pre: bool,
         transfer: bool,
-        log: &mut dyn Log,
-        emit: &mut dyn FnMut(u16, &[u8]),
+        log: &mut dyn Store,
     ) -> Result<(), StoreError> {
-        // what this member claims to hold is durable before it asks
-        self.flush_and_ack(log, emit)?;
+        // what this member claims to hold is synced before it asks
+        self.sync_and_ack();
         self.votes.clear();
         self.votes.insert(self.p.id);
         self.handed_over = transfer;
@@ -114,9 +109,14 @@ impl Member {
         if pre || transfer {
             // what this campaign begins from (the real election after a PreVote keeps it)
             let (timeout, phi) = (self.p.election_timeout_ns, self.p.suspicion_phi);
+            // the silence as the detector judged it (from the first of the leader's last
+            // burst of appends), so that it is compared with what it tolerated on one clock
             self.campaign_from = (
-                self.leader
-                    .map(|_| now_ns.saturating_sub(self.leader_heard_ns)),
+                self.leader.map(|_| {
+                    self.leader_arrivals
+                        .silence(now_ns)
+                        .unwrap_or_else(|| now_ns.saturating_sub(self.leader_heard_ns))
+                }),
                 self.leader_arrivals.tolerated(timeout, phi),
             );
         }
@@ -130,7 +130,7 @@ impl Member {
             self.role = Role::Candidate;
             self.term += 1;
             self.voted_for = self.p.id;
-            self.save_vote(log)?;
+            self.save_vote();
             self.stats.elections += 1;
             let (silent_ns, tolerated_ns) = self.campaign_from;
             self.events.push(Event::Election {
@@ -143,7 +143,7 @@ impl Member {
         };
         if self.votes.len() >= self.majority() {
             return if pre {
-                self.campaign(now_ns, false, transfer, log, emit)
+                self.campaign(now_ns, false, transfer, log)
             } else {
                 self.become_leader(now_ns, log)
             };
@@ -157,7 +157,7 @@ impl Member {
         for to in self.p.members.clone() {
             if to != self.p.id {
                 cluster::encode(&mut self.buf, self.session, self.p.id, proposed, &body);
-                emit(to, &self.buf);
+                self.out.push(to, &self.buf);
             }
         }
         Ok(())
@@ -166,7 +166,7 @@ impl Member {
     pub(super) fn become_leader(
         &mut self,
         now_ns: u64,
-        log: &mut dyn Log,
+        log: &mut dyn Store,
     ) -> Result<(), StoreError> {
         self.role = Role::Leader;
         self.leader = Some(self.p.id);
@@ -222,9 +222,7 @@ impl Member {
         last_term: u64,
         pre_vote: bool,
         transfer: bool,
-        log: &mut dyn Log,
-        emit: &mut dyn FnMut(u16, &[u8]),
-    ) -> Result<(), StoreError> {
+    ) {
         let lease = self.in_lease(now_ns) && !transfer;
         if pre_vote {
             // granted without changing this member's term or vote
@@ -240,8 +238,8 @@ impl Member {
                     pre_vote: true,
                 },
             );
-            emit(from, &self.buf);
-            return Ok(());
+            self.out.push(from, &self.buf);
+            return;
         }
         if term > self.term {
             if lease {
@@ -253,18 +251,17 @@ impl Member {
                         granted: false,
                         pre_vote: false,
                     },
-                    emit,
                 );
-                return Ok(());
+                return;
             }
-            self.become_follower(now_ns, term, None, log)?;
+            self.become_follower(now_ns, term, None);
         }
         let granted = term == self.term
             && (self.voted_for == 0 || self.voted_for == from)
             && self.up_to_date(last_index, last_term);
         if granted {
             self.voted_for = from;
-            self.save_vote(log)?;
+            self.save_vote();
             self.reset_election_timer(now_ns);
         }
         self.send(
@@ -273,9 +270,7 @@ impl Member {
                 granted,
                 pre_vote: false,
             },
-            emit,
         );
-        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -286,22 +281,22 @@ impl Member {
         term: u64,
         granted: bool,
         pre_vote: bool,
-        log: &mut dyn Log,
-        emit: &mut dyn FnMut(u16, &[u8]),
+        log: &mut dyn Store,
     ) -> Result<(), StoreError> {
         if pre_vote {
             if self.role == Role::PreCandidate && granted && term == self.term + 1 {
                 self.votes.insert(from);
                 if self.votes.len() >= self.majority() {
-                    return self.campaign(now_ns, false, false, log, emit);
+                    return self.campaign(now_ns, false, false, log);
                 }
             } else if !granted && term > self.term {
-                self.become_follower(now_ns, term, None, log)?;
+                self.become_follower(now_ns, term, None);
             }
             return Ok(());
         }
         if term > self.term {
-            return self.become_follower(now_ns, term, None, log);
+            self.become_follower(now_ns, term, None);
+            return Ok(());
         }
         if self.role == Role::Candidate && term == self.term && granted {
             self.votes.insert(from);

@@ -12,27 +12,32 @@
 //! `i` (0 before the first). Two logs that hold the same entries therefore give them the same
 //! terms, which is all Raft's log-matching argument needs.
 //!
-//! Sans-IO like the rest of the core: datagrams and the time in, datagrams out. The member
-//! reads and writes its replica through [`Log`] (the journal, or a simulated disk); a
-//! write returns once the entries are persisted per the journal's policy, and a member answers
-//! an append only after that.
+//! Sans-IO like the rest of the core: datagrams and the time in; datagrams and storage
+//! requests out ([`io`]). The member reads its replica through [`Store`] (the journal, or a
+//! simulated disk) but never writes it: it asks ([`Storage`]: append, discard, save the vote,
+//! sync) and is told what became durable ([`Member::handle_durable`]). A member answers an
+//! append, and a leader counts its own replica toward a majority, only as far as it is
+//! durable.
 //!
-//! The member is one type over five files, each beside its part of the paper: `election.rs`
+//! The member is one type over six files, each beside its part of the paper: `election.rs`
 //! (§5.2, PreVote, CheckQuorum's stickiness), `replication.rs` (§5.3, §5.4, the leader's
 //! turn), `recovery.rs` (a new leader's questions to the replayers), `transfer.rs` (§3.10),
-//! and `log.rs` (the replica it writes); this file holds its state, its settings, its
-//! events, and the calls that drive it.
+//! `log.rs` (the replica it asks to write) and `io.rs` (its requests and datagrams, and the
+//! rule for carrying them out); this file holds its state, its settings, its events, and the
+//! calls that drive it.
 //!
 //! A cluster of one member is a plain sequencer: leader from the start, term 0, no `Epoch`,
-//! every written message committed at once.
+//! every message committed once durable.
 //!
 //! The I/O layer drives a member like this:
 //!
 //! ```text
-//! for each upstream datagram: m.handle_upstream(now, d)        // the leader sequences
-//! for each peer datagram: m.handle_peer(now, d, log, emit)     // votes, appends, answers
-//! m.poll(now, log, emit)                                        // timers; write + replicate
-//! m.publish(now, |packet| send downstream)                      // committed → MoldUDP64
+//! for each upstream datagram: m.handle_upstream(now, d)  // the leader sequences
+//! for each peer datagram: m.handle_peer(now, d, store)   // votes, appends, answers
+//! m.poll(now, store)                                      // timers; write + replicate
+//! after each call: every m.poll_storage() carried out, in order (a Sync answered with
+//!     m.handle_durable(upto), at once or later); then every m.poll_transmit() sent
+//! m.publish(now, |packet| send downstream)                // committed → MoldUDP64
 //! ```
 
 use std::collections::{HashSet, VecDeque};
@@ -44,17 +49,20 @@ use seqbus_wire::mold::{MoldPacket, PacketKind, Request, REQUEST_LEN};
 use seqbus_wire::{Session, ENVELOPE_LEN};
 
 use crate::detector::Detector;
-use crate::replayer::StoreError;
+use crate::replayer::{Store, StoreError};
 use crate::rng::Rng;
 use crate::rto::Rto;
 use crate::sequencer::{Recovered, Sequencer, SequencerParams};
 
 mod election;
+mod io;
 mod log;
 mod recovery;
 mod replication;
 mod transfer;
 
+pub use io::{carry_out, Storage};
+use io::{Op, Queue};
 pub use log::Log;
 
 /// Settings of a cluster member.
@@ -267,11 +275,23 @@ pub struct Member {
     /// followers' silence).
     polled_ns: u64,
     /// A follower's acknowledgement, waiting for the turn's last append: (leader, index)
-    /// answered once the log is flushed ([`Member::poll`]), one for every append that came
-    /// in the same turn.
+    /// answered once the entries are durable ([`Member::handle_durable`]), one for every
+    /// append that came in the same turn.
     ack: Option<(u16, u64)>,
-    /// Entries appended to the log and not yet flushed.
-    unflushed: bool,
+    /// The index this member last acknowledged (to the leader it follows).
+    acked: u64,
+    /// Highest index the I/O layer said is durable (entries past a discard no longer
+    /// count).
+    durable: u64,
+    /// Highest index a sync was asked for (lowered by a discard).
+    sync_asked: u64,
+    /// Syncs asked and not yet answered: (asked up to, durable up to once answered: lower
+    /// when a discard came after the request).
+    syncing: VecDeque<(u64, u64)>,
+    /// Requests to the replica, waiting for [`Member::poll_storage`].
+    storage: Queue<Op>,
+    /// Datagrams to the other members, waiting for [`Member::poll_transmit`].
+    out: Queue<u16>,
     votes: HashSet<u16>,
     peers: Vec<Peer>,
     seq: Option<Sequencer>,
@@ -306,10 +326,10 @@ pub struct Member {
 
 impl Member {
     /// A member over `log`, whose term and vote were persisted as `term`/`voted_for`.
-    /// Reads the whole log once (terms, dedupe state).
+    /// Reads the whole log once (terms, dedupe state); what it holds is durable.
     pub fn new(
         p: MemberParams,
-        log: &mut dyn Log,
+        log: &mut dyn Store,
         term: u64,
         voted_for: u16,
         now_ns: u64,
@@ -336,7 +356,12 @@ impl Member {
             leader_arrivals: Detector::new(p.heartbeat_ns / 2, p.heartbeat_ns / 2),
             polled_ns: 0,
             ack: None,
-            unflushed: false,
+            acked: 0,
+            durable: 0,
+            sync_asked: 0,
+            syncing: VecDeque::new(),
+            storage: Queue::new(),
+            out: Queue::new(),
             holding: false,
             campaign_from: (None, 0),
             votes: HashSet::new(),
@@ -357,7 +382,9 @@ impl Member {
             stats: ClusterStats::default(),
             p,
         };
-        m.rescan(log)?;
+        m.rescan(log, u64::MAX)?;
+        m.durable = m.last;
+        m.sync_asked = m.last;
         if m.p.members.len() == 1 {
             // a cluster of one: a plain sequencer, whose own journal is the majority
             m.commit = m.last;
@@ -402,12 +429,13 @@ impl Member {
         self.seq.as_mut().and_then(Sequencer::take_nak)
     }
 
-    /// Rebuilds terms and dedupe state from the log.
-    fn rescan(&mut self, log: &mut dyn Log) -> Result<(), StoreError> {
+    /// Rebuilds terms and dedupe state from the log's entries up to `upto`.
+    fn rescan(&mut self, log: &mut dyn Store, upto: u64) -> Result<(), StoreError> {
         let mut recovered = Recovered::new_session();
         let mut epochs = Vec::new();
         let mut last = 0;
-        log.read(1, usize::MAX, &mut |q, msg| {
+        let max = usize::try_from(upto).unwrap_or(usize::MAX);
+        log.read(1, max, &mut |q, msg| {
             recovered.replay(q, msg);
             if let Some((term, _)) = epoch_of(msg) {
                 epochs.push((q, term));
@@ -501,9 +529,77 @@ impl Member {
         self.transfer.is_some()
     }
 
-    fn send(&mut self, to: u16, body: &Body<'_>, emit: &mut dyn FnMut(u16, &[u8])) {
+    fn send(&mut self, to: u16, body: &Body<'_>) {
         cluster::encode(&mut self.buf, self.session, self.p.id, self.term, body);
-        emit(to, &self.buf);
+        self.out.push(to, &self.buf);
+    }
+
+    /// Asks for `msg` to be appended under `index`.
+    fn write(&mut self, index: u64, msg: &[u8]) {
+        self.storage.push(Op::Append(index), msg);
+    }
+
+    /// Asks for what was appended to be synced (if anything was since the last sync).
+    fn sync(&mut self) {
+        if self.last > self.sync_asked {
+            self.storage.push(Op::Sync(self.last), &[]);
+            self.syncing.push_back((self.last, self.last));
+            self.sync_asked = self.last;
+        }
+    }
+
+    /// Asks for the entries from `from` on to be moved aside: they are not durable any more,
+    /// whatever a sync asked before says.
+    fn discard(&mut self, from: u64) {
+        self.storage.push(Op::Discard(from), &[]);
+        let keep = from - 1;
+        self.durable = self.durable.min(keep);
+        self.sync_asked = self.sync_asked.min(keep);
+        for s in &mut self.syncing {
+            s.1 = s.1.min(keep);
+        }
+    }
+
+    /// The next request to the replica, to carry out in order before the datagrams queued
+    /// with it are sent ([`io`]). None when all were taken.
+    pub fn poll_storage(&mut self) -> Option<Storage<'_>> {
+        self.storage.pop().map(|(op, msg)| op.request(msg))
+    }
+
+    /// The next datagram for another member: (member, datagram). None when all were taken.
+    pub fn poll_transmit(&mut self) -> Option<(u16, &[u8])> {
+        self.out.pop()
+    }
+
+    /// The I/O layer's answer to [`Storage::Sync`]`{ upto }`: the syncs asked up to that one
+    /// are done. A follower acknowledges what became durable; a leader counts it toward the
+    /// commit (and a cluster of one commits it).
+    pub fn handle_durable(&mut self, upto: u64) {
+        while let Some((asked, reach)) = self.syncing.pop_front() {
+            self.durable = self.durable.max(reach);
+            if asked == upto {
+                break;
+            }
+        }
+        self.durable = self.durable.min(self.last);
+        self.ack_durable();
+        if self.role == Role::Leader {
+            if self.single() {
+                self.commit = self.durable;
+            } else {
+                self.advance_commit();
+            }
+        }
+    }
+
+    /// Highest index of this member's replica known durable.
+    pub fn durable(&self) -> u64 {
+        self.durable
+    }
+
+    /// Whether requests or datagrams are waiting to be taken.
+    pub fn has_output(&self) -> bool {
+        !self.storage.is_empty() || !self.out.is_empty()
     }
 
     /// Handles one upstream datagram (a node's commands or hello); only a leader sequences.
@@ -525,13 +621,13 @@ impl Member {
         }
     }
 
-    /// Handles one datagram from another member.
+    /// Handles one datagram from another member. `log` is read (never written); an error is
+    /// a read that failed, or a leader that disagrees with a committed entry.
     pub fn handle_peer(
         &mut self,
         now_ns: u64,
         datagram: &[u8],
-        log: &mut dyn Log,
-        emit: &mut dyn FnMut(u16, &[u8]),
+        log: &mut dyn Store,
     ) -> Result<(), StoreError> {
         let m = match Message::parse(datagram) {
             Ok(m) if m.session == self.session && self.p.members.contains(&m.from) => m,
@@ -550,23 +646,27 @@ impl Member {
                 last_term,
                 pre_vote,
                 transfer,
-            } => self.on_request_vote(
-                now_ns, m.from, m.term, last_index, last_term, pre_vote, transfer, log, emit,
-            ),
-            Body::Vote { granted, pre_vote } => {
-                self.on_vote(now_ns, m.from, m.term, granted, pre_vote, log, emit)
+            } => {
+                self.on_request_vote(
+                    now_ns, m.from, m.term, last_index, last_term, pre_vote, transfer,
+                );
+                Ok(())
             }
-            Body::Append(a) => self.on_append(now_ns, m.from, m.term, a, log, emit),
+            Body::Vote { granted, pre_vote } => {
+                self.on_vote(now_ns, m.from, m.term, granted, pre_vote, log)
+            }
+            Body::Append(a) => self.on_append(now_ns, m.from, m.term, a, log),
             Body::AppendReply { success, index } => {
-                self.on_append_reply(now_ns, m.from, m.term, success, index, log)
+                self.on_append_reply(now_ns, m.from, m.term, success, index);
+                Ok(())
             }
             Body::TimeoutNow => {
                 if m.term > self.term || (m.term == self.term && self.leader == Some(m.from)) {
                     if m.term > self.term {
-                        self.become_follower(now_ns, m.term, Some(m.from), log)?;
+                        self.become_follower(now_ns, m.term, Some(m.from));
                     }
                     // the leader hands over: an election at once, past the voters' lease
-                    self.campaign(now_ns, false, true, log, emit)
+                    self.campaign(now_ns, false, true, log)
                 } else {
                     self.stats.stale += 1;
                     Ok(())
@@ -577,13 +677,8 @@ impl Member {
 
     /// Timers (elections, heartbeats, retransmissions), then, while leading: clock ticks, the
     /// new entries written to the log and sent to the followers, and the commit point moved.
-    pub fn poll(
-        &mut self,
-        now_ns: u64,
-        log: &mut dyn Log,
-        emit: &mut dyn FnMut(u16, &[u8]),
-    ) -> Result<(), StoreError> {
-        self.flush_and_ack(log, emit)?;
+    pub fn poll(&mut self, now_ns: u64, log: &mut dyn Store) -> Result<(), StoreError> {
+        self.sync_and_ack();
         match self.role {
             Role::Follower | Role::PreCandidate | Role::Candidate => {
                 if now_ns >= self.election_deadline
@@ -603,11 +698,11 @@ impl Member {
                 if now_ns >= self.election_deadline {
                     // PreVote first: a member cut off from the others cannot raise the term
                     // and disturb the cluster when it comes back
-                    self.campaign(now_ns, true, false, log, emit)?;
+                    self.campaign(now_ns, true, false, log)?;
                 }
                 Ok(())
             }
-            Role::Leader => self.lead(now_ns, log, emit),
+            Role::Leader => self.lead(now_ns, log),
         }
     }
 

@@ -31,26 +31,20 @@ impl Member {
     }
 
     /// Handles an answer of replayer `i` (a MoldUDP64 packet) to a new leader's question.
-    pub fn handle_replayer(
-        &mut self,
-        _now_ns: u64,
-        i: usize,
-        datagram: &[u8],
-        log: &mut dyn Log,
-    ) -> Result<(), StoreError> {
+    pub fn handle_replayer(&mut self, _now_ns: u64, i: usize, datagram: &[u8]) {
         let Some((_, waiting)) = self.recovering.as_mut() else {
-            return Ok(());
+            return;
         };
         if i >= waiting.len() {
-            return Ok(());
+            return;
         }
         let Ok(p) = MoldPacket::parse(datagram) else {
             self.stats.malformed += 1;
-            return Ok(());
+            return;
         };
         if p.session() != self.session {
             self.stats.malformed += 1;
-            return Ok(());
+            return;
         }
         match p.kind() {
             PacketKind::Heartbeat | PacketKind::EndOfSession => {
@@ -64,7 +58,7 @@ impl Member {
                     if q != self.last + 1 {
                         continue;
                     }
-                    log.append(q, m)?;
+                    self.write(q, m);
                     self.recovered.replay(q, m);
                     if let Some((t, _)) = epoch_of(m) {
                         self.epochs.push((q, t));
@@ -74,17 +68,20 @@ impl Member {
                     appended = true;
                 }
                 if appended {
-                    log.flush()?;
+                    self.sync();
                     self.ask_replayer(i);
                 }
             }
         }
-        Ok(())
     }
 
     /// The new leader's term begins: it sequences its `Epoch` (after the previous leaders'
     /// entries it holds, which it publishes again from its known commit point on).
-    pub(super) fn start_term(&mut self, now_ns: u64, log: &mut dyn Log) -> Result<(), StoreError> {
+    pub(super) fn start_term(
+        &mut self,
+        now_ns: u64,
+        log: &mut dyn Store,
+    ) -> Result<(), StoreError> {
         self.recovering = None;
         // Entries after the known commit point may not have been published by the previous
         // leader: they are published again (nodes drop what they already have).

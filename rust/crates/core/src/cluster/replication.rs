@@ -11,8 +11,7 @@ impl Member {
         from: u16,
         term: u64,
         a: cluster::Append<'_>,
-        log: &mut dyn Log,
-        emit: &mut dyn FnMut(u16, &[u8]),
+        log: &mut dyn Store,
     ) -> Result<(), StoreError> {
         self.stats.appends_received += 1;
         if term < self.term {
@@ -24,25 +23,23 @@ impl Member {
                     success: false,
                     index: self.last + 1,
                 },
-                emit,
             );
             return Ok(());
         }
         if term > self.term || self.role != Role::Follower || self.leader != Some(from) {
-            self.become_follower(now_ns, term, Some(from), log)?;
+            self.become_follower(now_ns, term, Some(from));
             self.leader_arrivals.restart();
         }
         self.leader_heard_ns = now_ns;
         self.leader_arrivals.heard(now_ns);
         self.holding = false;
         self.reset_election_timer(now_ns);
-        let reply =
-            |m: &mut Member, success: bool, index: u64, emit: &mut dyn FnMut(u16, &[u8])| {
-                m.send(from, &Body::AppendReply { success, index }, emit);
-            };
+        let reply = |m: &mut Member, success: bool, index: u64| {
+            m.send(from, &Body::AppendReply { success, index });
+        };
         if a.prev_index > self.last {
             self.stats.rejected_appends += 1;
-            reply(self, false, self.last + 1, emit);
+            reply(self, false, self.last + 1);
             return Ok(());
         }
         let prev_term = self.term_at(a.prev_index);
@@ -58,12 +55,11 @@ impl Member {
                 None => 1,
             };
             self.stats.rejected_appends += 1;
-            reply(self, false, first_of_term.max(self.commit + 1), emit);
+            reply(self, false, first_of_term.max(self.commit + 1));
             return Ok(());
         }
         let mut index = a.prev_index;
         let mut term_here = a.prev_term;
-        let mut appended = false;
         for e in a.entries() {
             index += 1;
             if let Some((t, _)) = epoch_of(e) {
@@ -81,54 +77,61 @@ impl Member {
                     )));
                 }
                 let count = self.last - index + 1;
-                log.discard_from(index)?;
+                self.discard(index);
                 self.stats.discarded += count;
                 self.events.push(Event::Discarded { from: index, count });
-                self.rescan(log)?;
+                // (the discard is carried out after this call: what is read is below it)
+                self.rescan(log, index - 1)?;
             }
-            log.append(index, e)?;
+            self.write(index, e);
             self.recovered.replay(index, e);
             if let Some((t, _)) = epoch_of(e) {
                 self.epochs.push((index, t));
             }
             self.last = index;
             self.stats.entries_received += 1;
-            appended = true;
         }
-        self.unflushed |= appended;
         self.commit = self.commit.max(a.commit.min(index));
-        // answered in this turn's poll, after the flush: the appends that came together are
-        // persisted with one flush and acknowledged with one reply (the last one's index
-        // covers the others')
+        // answered once this turn's poll asked for the sync and the entries are durable: the
+        // appends that came together are persisted with one sync and acknowledged with one
+        // reply (the last one's index covers the others')
         self.ack = Some((from, index));
         Ok(())
     }
 
-    /// Flushes what was appended and sends the acknowledgement waiting for it (to a leader
-    /// this member still follows).
-    pub(super) fn flush_and_ack(
-        &mut self,
-        log: &mut dyn Log,
-        emit: &mut dyn FnMut(u16, &[u8]),
-    ) -> Result<(), StoreError> {
-        if self.unflushed {
-            log.flush()?;
-            self.unflushed = false;
+    /// Asks for what was appended to be synced, and sends the acknowledgement waiting for
+    /// it if what it covers is durable already (else [`Member::handle_durable`] sends it).
+    pub(super) fn sync_and_ack(&mut self) {
+        self.sync();
+        self.ack_durable();
+    }
+
+    /// Sends the acknowledgement waiting for the entries it covers to be durable, once they
+    /// are (to a leader this member still follows). While syncs lag behind the appends (off
+    /// the loop, on a slow disk), what is durable of it is acknowledged as it becomes so: the
+    /// log matches the leader's up to the acknowledgement's index, so it matches up to any
+    /// index below it, and the leader's commit does not wait for the newest append's sync.
+    pub(super) fn ack_durable(&mut self) {
+        let Some((to, index)) = self.ack else {
+            return;
+        };
+        let upto = index.min(self.durable);
+        if upto == index {
+            self.ack = None;
+        } else if upto <= self.acked {
+            return; // nothing durable beyond what was acknowledged
         }
-        if let Some((to, index)) = self.ack.take() {
-            if self.role == Role::Follower && self.leader == Some(to) {
-                self.stats.acks_sent += 1;
-                self.send(
-                    to,
-                    &Body::AppendReply {
-                        success: true,
-                        index,
-                    },
-                    emit,
-                );
-            }
+        if self.role == Role::Follower && self.leader == Some(to) {
+            self.acked = upto;
+            self.stats.acks_sent += 1;
+            self.send(
+                to,
+                &Body::AppendReply {
+                    success: true,
+                    index: upto,
+                },
+            );
         }
-        Ok(())
     }
 
     pub(super) fn on_append_reply(
@@ -138,17 +141,17 @@ impl Member {
         term: u64,
         success: bool,
         index: u64,
-        log: &mut dyn Log,
-    ) -> Result<(), StoreError> {
+    ) {
         if term > self.term {
-            return self.become_follower(now_ns, term, None, log);
+            self.become_follower(now_ns, term, None);
+            return;
         }
         if term < self.term || self.role != Role::Leader {
             self.stats.stale += 1;
-            return Ok(());
+            return;
         }
         let Some(peer) = self.peers.iter_mut().find(|p| p.p.id == from) else {
-            return Ok(());
+            return;
         };
         peer.p.heard_ns = now_ns;
         peer.arrivals.heard(now_ns);
@@ -181,15 +184,15 @@ impl Member {
             peer.resent_ns = now_ns;
         }
         self.advance_commit();
-        Ok(())
     }
 
     pub(super) fn advance_commit(&mut self) {
         if self.role != Role::Leader {
             return;
         }
+        // the leader's own replica counts as far as it is durable
         let mut matched: Vec<u64> = self.peers.iter().map(|p| p.p.matched).collect();
-        matched.push(self.last);
+        matched.push(self.durable);
         matched.sort_unstable_by(|a, b| b.cmp(a));
         let n = matched[self.majority() - 1];
         // only an entry of the leader's own term commits by counting (Raft §5.4.2)
@@ -198,12 +201,7 @@ impl Member {
         }
     }
 
-    pub(super) fn lead(
-        &mut self,
-        now_ns: u64,
-        log: &mut dyn Log,
-        emit: &mut dyn FnMut(u16, &[u8]),
-    ) -> Result<(), StoreError> {
+    pub(super) fn lead(&mut self, now_ns: u64, log: &mut dyn Store) -> Result<(), StoreError> {
         if !self.single() && now_ns > self.polled_ns + 2 * self.p.heartbeat_ns {
             // this process has not run for two heartbeats (descheduled, stopped): it sent
             // nothing meanwhile, so its followers had nothing to answer. Their silence counts
@@ -266,7 +264,7 @@ impl Member {
                 for id in ids {
                     let peer = self.peers.iter().find(|p| p.p.id == id).expect("peer");
                     if peer.last_sent_ns == 0 || now_ns >= peer.last_sent_ns + self.p.heartbeat_ns {
-                        self.replicate(now_ns, id, log, emit)?;
+                        self.replicate(now_ns, id, log)?;
                     }
                 }
                 return Ok(());
@@ -286,23 +284,23 @@ impl Member {
                 .map(|p| p.p.id)
                 .collect();
             for id in ids {
-                self.replicate(now_ns, id, log, emit)?;
+                self.replicate(now_ns, id, log)?;
             }
             // (the leader's sequencer keeps the dedupe state while it leads: `recovered` is
             // taken from it when it stops, see `stop_leading`)
             let seq = self.seq.as_mut().expect("leading");
             for (q, m) in seq.unwritten() {
-                log.append(q, m)?;
+                self.storage.push(Op::Append(q), m);
                 if let Some((t, _)) = epoch_of(m) {
                     self.epochs.push((q, t));
                 }
                 self.last = q;
             }
-            log.flush()?;
             seq.mark_written();
+            self.sync();
         }
         if self.single() {
-            self.commit = self.last;
+            // (its own replica is the majority: committed as it becomes durable)
             return Ok(());
         }
         let ids: Vec<u16> = self.peers.iter().map(|p| p.p.id).collect();
@@ -332,7 +330,7 @@ impl Member {
                 peer.p.next <= self.last || now_ns >= peer.last_sent_ns + self.p.heartbeat_ns
             };
             if due {
-                self.replicate(now_ns, id, log, emit)?;
+                self.replicate(now_ns, id, log)?;
             }
         }
         self.advance_commit();
@@ -343,7 +341,7 @@ impl Member {
                 .any(|p| p.p.id == target && p.p.matched == self.last);
             if ready && !self.seq.as_ref().expect("leading").has_unwritten() {
                 self.transfer = Some((target, until, true));
-                self.send(target, &Body::TimeoutNow, emit);
+                self.send(target, &Body::TimeoutNow);
             }
         }
         Ok(())
@@ -356,8 +354,7 @@ impl Member {
         &mut self,
         now_ns: u64,
         id: u16,
-        log: &mut dyn Log,
-        emit: &mut dyn FnMut(u16, &[u8]),
+        log: &mut dyn Store,
     ) -> Result<(), StoreError> {
         // one past the last entry, written or not
         let end = self.seq.as_ref().map_or(self.last + 1, Sequencer::next_seq);
@@ -417,7 +414,7 @@ impl Member {
                 }
             }
             let n = q - next;
-            emit(id, self.writer.bytes());
+            self.out.push(id, self.writer.bytes());
             self.stats.appends_sent += 1;
             self.stats.entries_sent += n;
             if n > 0 {

@@ -28,6 +28,16 @@ pub struct Load {
 
 impl Load {
     pub fn new(seed: u64, storage: StorageFaults, loss_pct: f64) -> Load {
+        Load::with(seed, storage, loss_pct, |_| {})
+    }
+
+    /// As [`Load::new`], with other settings of the bus changed by `edit`.
+    pub fn with(
+        seed: u64,
+        storage: StorageFaults,
+        loss_pct: f64,
+        edit: impl FnOnce(&mut SimParams),
+    ) -> Load {
         let faults = Faults {
             loss_pct,
             dup_pct: loss_pct / 4.0,
@@ -35,6 +45,7 @@ impl Load {
         };
         let mut p = SimParams::new(seed, 3, faults);
         p.storage = storage;
+        edit(&mut p);
         let mut bus = Bus::new(p);
         for i in 0..SENDERS {
             bus.add_node(&NodeOptions::new(&format!("N{i}"), Start::From(1)));
