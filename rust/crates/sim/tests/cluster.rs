@@ -7,7 +7,8 @@
 //!
 //! The bus's invariant checkers (`seqbus_sim::checkers`: one leader per term, committed
 //! entries never lost or changed, nothing uncommitted published or handed to a node) run after
-//! every step of every run besides these end-state checks.
+//! every step of every run besides these end-state checks. Half the seeds answer the members'
+//! syncs off their loops, as a sync thread would.
 //!
 //! `SEQBUS_SIM_SEEDS` (default 100 per loss rate) and `SEQBUS_SIM_MESSAGES` (default 2000)
 //! make the runs larger; a long run (docs/testing.md):
@@ -62,9 +63,12 @@ pub struct Outcome {
 }
 
 /// One run: `members` sequencers, 3 senders and 2 readers from the start, a late joiner at
-/// half way; the leader killed (and restarted) per the seed.
+/// half way; the leader killed (and restarted) per the seed. Odd seeds run the members' syncs
+/// off their loops (`SimParams::sync_off_loop`: each answered a step later at the soonest).
 pub fn run(seed: u64, faults: Faults, members: u16, total: u64, double_kill: bool) -> Outcome {
-    let mut bus = Bus::new(SimParams::new(seed, members, faults));
+    let mut p = SimParams::new(seed, members, faults);
+    p.sync_off_loop = seed % 2 == 1;
+    let mut bus = Bus::new(p);
     let mut rng = Rng(seed ^ 0xA5A5_5A5A);
     let mut watches: Vec<Watch> = Vec::new();
     let mk = |quota: u64| Watch {

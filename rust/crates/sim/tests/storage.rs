@@ -299,8 +299,8 @@ fn a_lost_write_at_the_tail_is_cut_as_torn_and_the_checkers_catch_it() {
 
 /// One run of [`syncs_off_the_loop_delay_acknowledgements_not_the_process`]: slow and
 /// stalled fsyncs and torn writes, with members killed now and then (`kills`). Returns
-/// (elections, stalls, syncs completed off the loop, the most in progress at once, torn
-/// records).
+/// (elections after the first, stalls, syncs completed off the loop, the most in progress at
+/// once, torn records).
 fn slow_disks(seed: u64, off_loop: bool, kills: bool) -> (u64, u64, u64, usize, u64) {
     let f = StorageFaults {
         slow_fsync_pct: 30.0,
@@ -339,7 +339,7 @@ fn slow_disks(seed: u64, off_loop: bool, kills: bool) -> (u64, u64, u64, usize, 
         .filter(|(_, _, e)| matches!(e, seqbus_core::cluster::Event::Election { .. }))
         .count();
     (
-        elections as u64,
+        elections.saturating_sub(1) as u64,
         l.stats().stalls,
         l.bus.syncs_completed,
         l.bus.most_syncs_in_progress,
@@ -354,9 +354,10 @@ fn slow_disks(seed: u64, off_loop: bool, kills: bool) -> (u64, u64, u64, usize, 
 /// replica, only as far as the disk made the entries durable, so the checkers' rule (a
 /// published entry is durable on a majority) holds after every step, and every node is handed
 /// every command once and in order. The same seeds without kills, in the loop and off it, in
-/// the same run: a stalled fsync in the loop blocks the member's process and costs an
-/// election; off the loop it delays acknowledgements only, and costs an election only now and
-/// then (when both followers' syncs are stalled at once, the leader hears no majority).
+/// the same run, counting the elections after the first: a stalled fsync in the loop blocks
+/// the member's process and often costs an election; off the loop it delays acknowledgements
+/// only (a standby whose sync lags still answers each append, with what is durable, so the
+/// leader hears it), and costs almost none.
 #[test]
 fn syncs_off_the_loop_delay_acknowledgements_not_the_process() {
     let (mut on, mut off) = ((0, 0), (0, 0));
@@ -372,23 +373,18 @@ fn syncs_off_the_loop_delay_acknowledgements_not_the_process() {
         torn += t;
     }
     eprintln!(
-        "elections (stalled fsyncs): syncs in the loop {} ({}), off it {} ({}); with kills, \
-         {completed} syncs completed off the loop, at most {most} in progress at once, {torn} \
-         torn records",
+        "elections after the first (stalled fsyncs): syncs in the loop {} ({}), off it {} \
+         ({}); with kills, {completed} syncs completed off the loop, at most {most} in \
+         progress at once, {torn} torn records",
         on.0, on.1, off.0, off.1
     );
     assert!(completed > 0 && most >= 2, "no sync ran behind another");
     assert!(torn > 0, "no record was torn");
     assert!(on.1 > 0 && off.1 > 0, "no fsync stalled");
-    // per stalled fsync: in the loop about one election each; off it a small part of that
-    // (two followers stalled at once leave the leader without a majority's answers)
+    assert!(on.0 > 0, "no stall in the loop cost an election: {on:?}");
     assert!(
-        on.0 >= on.1 / 2,
-        "stalls in the loop cost too few elections: {on:?}"
-    );
-    assert!(
-        off.0 * on.1 * 4 <= on.0 * off.1,
-        "elections per stall: in the loop {on:?}, off it {off:?}"
+        off.0 * 10 <= on.0,
+        "elections (stalls): in the loop {on:?}, off it {off:?}"
     );
 }
 

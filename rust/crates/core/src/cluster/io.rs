@@ -90,10 +90,6 @@ impl<H: Copy> Queue<H> {
         self.next += 1;
         Some((head, &self.bytes[a..b]))
     }
-
-    pub(super) fn is_empty(&self) -> bool {
-        self.next == self.items.len()
-    }
 }
 
 /// Carries out `m`'s storage requests on `log` at once and in order, answering each sync as

@@ -280,6 +280,8 @@ pub struct Member {
     ack: Option<(u16, u64)>,
     /// The index this member last acknowledged (to the leader it follows).
     acked: u64,
+    /// An append came since the last turn: the turn answers it.
+    ack_due: bool,
     /// Highest index the I/O layer said is durable (entries past a discard no longer
     /// count).
     durable: u64,
@@ -357,6 +359,7 @@ impl Member {
             polled_ns: 0,
             ack: None,
             acked: 0,
+            ack_due: false,
             durable: 0,
             sync_asked: 0,
             syncing: VecDeque::new(),
@@ -573,13 +576,14 @@ impl Member {
 
     /// The I/O layer's answer to [`Storage::Sync`]`{ upto }`: the syncs asked up to that one
     /// are done. A follower acknowledges what became durable; a leader counts it toward the
-    /// commit (and a cluster of one commits it).
+    /// commit (and a cluster of one commits it). An answer to no sync asked is ignored.
     pub fn handle_durable(&mut self, upto: u64) {
-        while let Some((asked, reach)) = self.syncing.pop_front() {
+        let Some(n) = self.syncing.iter().position(|s| s.0 == upto) else {
+            debug_assert!(false, "an answer to no sync asked: {upto}");
+            return;
+        };
+        for (_, reach) in self.syncing.drain(..=n) {
             self.durable = self.durable.max(reach);
-            if asked == upto {
-                break;
-            }
         }
         self.durable = self.durable.min(self.last);
         self.ack_durable();
@@ -595,11 +599,6 @@ impl Member {
     /// Highest index of this member's replica known durable.
     pub fn durable(&self) -> u64 {
         self.durable
-    }
-
-    /// Whether requests or datagrams are waiting to be taken.
-    pub fn has_output(&self) -> bool {
-        !self.storage.is_empty() || !self.out.is_empty()
     }
 
     /// Handles one upstream datagram (a node's commands or hello); only a leader sequences.

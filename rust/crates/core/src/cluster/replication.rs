@@ -96,14 +96,20 @@ impl Member {
         // appends that came together are persisted with one sync and acknowledged with one
         // reply (the last one's index covers the others')
         self.ack = Some((from, index));
+        self.ack_due = true;
         Ok(())
     }
 
     /// Asks for what was appended to be synced, and sends the acknowledgement waiting for
     /// it if what it covers is durable already (else [`Member::handle_durable`] sends it).
     pub(super) fn sync_and_ack(&mut self) {
+        // a sync asked in an earlier turn still running: the disk lags, and this turn's
+        // appends are answered now with what is durable (else the sync asked here answers)
+        let lagging = !self.syncing.is_empty();
         self.sync();
+        self.ack_due &= lagging;
         self.ack_durable();
+        self.ack_due = false;
     }
 
     /// Sends the acknowledgement waiting for the entries it covers to be durable, once they
@@ -111,6 +117,9 @@ impl Member {
     /// the loop, on a slow disk), what is durable of it is acknowledged as it becomes so: the
     /// log matches the leader's up to the acknowledgement's index, so it matches up to any
     /// index below it, and the leader's commit does not wait for the newest append's sync.
+    /// While a sync asked in an earlier turn is still running, a turn that took appends answers
+    /// even when nothing more became durable, so that a leader hears a standby whose disk is
+    /// slow (CheckQuorum) and does not step down for it.
     pub(super) fn ack_durable(&mut self) {
         let Some((to, index)) = self.ack else {
             return;
@@ -118,8 +127,8 @@ impl Member {
         let upto = index.min(self.durable);
         if upto == index {
             self.ack = None;
-        } else if upto <= self.acked {
-            return; // nothing durable beyond what was acknowledged
+        } else if upto <= self.acked && !self.ack_due {
+            return; // nothing durable beyond what was acknowledged, and no append to answer
         }
         if self.role == Role::Follower && self.leader == Some(to) {
             self.acked = upto;
