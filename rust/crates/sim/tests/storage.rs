@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::Load;
+use common::{Kills, Load};
 use seqbus_core::node::RECORD_MESSAGE;
 use seqbus_core::Start;
 use seqbus_sim::{NodeOptions, Rng, StorageFaults};
@@ -105,26 +105,8 @@ fn torn_writes_at_a_crash_are_cut_at_open() {
             ..StorageFaults::none()
         };
         let mut l = Load::new(400 + seed, f, 0.0);
-        let mut rng = Rng(seed);
-        let mut next_kill = l.bus.now() + 50_000_000;
-        let mut down: Option<(u16, u64)> = None;
-        l.settle_with(400, |l| {
-            let now = l.bus.now();
-            if let Some((id, back)) = down {
-                if now >= back {
-                    assert!(l.bus.restart_member(id));
-                    down = None;
-                }
-            } else if now >= next_kill {
-                // any member, leader or not, while it is running
-                let id = 1 + (rng.next_u64() % 3) as u16;
-                if l.bus.member(id).is_some() {
-                    l.bus.kill_member(id);
-                    down = Some((id, now + 10_000_000 + rng.next_u64() % 50_000_000));
-                }
-                next_kill = now + 30_000_000 + rng.next_u64() % 60_000_000;
-            }
-        });
+        let mut kills = Kills::new(Rng(seed), &l, 50_000_000, usize::MAX);
+        l.settle_with(400, |l| kills.step(l));
         torn += l.stats().torn;
         assert!(l.stats().cut_at_open >= l.stats().torn.saturating_sub(1));
     }
@@ -311,27 +293,8 @@ fn slow_disks(seed: u64, off_loop: bool, kills: bool) -> (u64, u64, u64, usize, 
         ..StorageFaults::none()
     };
     let mut l = Load::with(800 + seed, f, 1.0, |p| p.sync_off_loop = off_loop);
-    let mut rng = Rng(seed ^ 0x5c);
-    let mut next_kill = l.bus.now() + 80_000_000;
-    let mut down: Option<(u16, u64)> = None;
-    let mut killed = 0;
-    l.settle_with(500, |l| {
-        let now = l.bus.now();
-        if let Some((id, back)) = down {
-            if now >= back {
-                assert!(l.bus.restart_member(id));
-                down = None;
-            }
-        } else if kills && now >= next_kill && killed < 4 {
-            let id = 1 + (rng.next_u64() % 3) as u16;
-            if l.bus.member(id).is_some() {
-                l.bus.kill_member(id);
-                killed += 1;
-                down = Some((id, now + 10_000_000 + rng.next_u64() % 40_000_000));
-            }
-            next_kill = now + 60_000_000 + rng.next_u64() % 80_000_000;
-        }
-    });
+    let mut killer = Kills::new(Rng(seed ^ 0x5c), &l, 80_000_000, if kills { 4 } else { 0 });
+    l.settle_with(500, |l| killer.step(l));
     let elections = l
         .bus
         .take_events()

@@ -5,7 +5,7 @@
 
 use seqbus_core::node::{RECORD_HEADER_LEN, RECORD_MESSAGE};
 use seqbus_core::Start;
-use seqbus_sim::{Bus, Faults, NodeOptions, SimParams, StorageFaults, StorageStats};
+use seqbus_sim::{Bus, Faults, NodeOptions, Rng, SimParams, StorageFaults, StorageStats};
 
 pub const SENDERS: usize = 3;
 
@@ -128,5 +128,46 @@ impl Load {
             t.cut_at_open += s.cut_at_open;
         }
         t
+    }
+}
+
+/// Kills a running member now and then (any member, leader or not) and starts it again a
+/// while later, on a seeded schedule: the first kill `first_ns` from now, the next 30–90 ms
+/// after each, each member down for 10–60 ms; at most `max` kills.
+pub struct Kills {
+    rng: Rng,
+    next_ns: u64,
+    down: Option<(u16, u64)>,
+    left: usize,
+}
+
+impl Kills {
+    pub fn new(rng: Rng, l: &Load, first_ns: u64, max: usize) -> Kills {
+        Kills {
+            rng,
+            next_ns: l.bus.now() + first_ns,
+            down: None,
+            left: max,
+        }
+    }
+
+    /// After each step of `l`: restarts the member that is down once its time came, or kills
+    /// one when the next kill is due.
+    pub fn step(&mut self, l: &mut Load) {
+        let now = l.bus.now();
+        if let Some((id, back)) = self.down {
+            if now >= back {
+                assert!(l.bus.restart_member(id));
+                self.down = None;
+            }
+        } else if now >= self.next_ns && self.left > 0 {
+            let id = 1 + (self.rng.next_u64() % 3) as u16;
+            if l.bus.member(id).is_some() {
+                l.bus.kill_member(id);
+                self.left -= 1;
+                self.down = Some((id, now + 10_000_000 + self.rng.next_u64() % 50_000_000));
+            }
+            self.next_ns = now + 30_000_000 + self.rng.next_u64() % 60_000_000;
+        }
     }
 }
