@@ -63,6 +63,10 @@ def test_python_cpp_and_java_market_data_instances_agree(
         "EXCHANGE_ORDERS": str(ORDERS),
         "EXCHANGE_SEED": "7",
         "PYTHONPATH": str(ROOT),
+        # at a third of the orders the gateway slows to two in flight until ``release``: the
+        # points below are reached however fast the run (unheld, 1,500 orders can all be
+        # answered between two looks at the progress file)
+        "EXCHANGE_HOLD_AT": str(ORDERS // 3),
     }
     cli = seqbus_cli()
     sequencer = processes.start("sequencer", [*cli, "sequencer", "-c", str(bus.path)], env=env)
@@ -141,6 +145,7 @@ def test_python_cpp_and_java_market_data_instances_agree(
         python_node("MD-4", "tests.languages.market_data:MarketDataWithState")
         caught_up(["MD-4"])
     assert not (reports / "MD-1.json").exists(), "the primary finished before it was killed"
+    (reports / "release").write_text("go on")
 
     names = ["GW-1", "MD-4", *foreign]
     wait_for("reports", lambda: all((reports / f"{n}.json").exists() for n in names))
