@@ -315,6 +315,13 @@ struct PendingSync {
     told: bool,
 }
 
+/// The datagrams `member` has for the other members, taken after its storage requests.
+fn transmits(member: &mut Member, outs: &mut Vec<Out>) {
+    while let Some((to, d)) = member.poll_transmit() {
+        outs.push(Out::Send(To::Member(to, None), d.to_vec()));
+    }
+}
+
 /// How syncs are carried out ([`SimParams::sync_off_loop`], [`SimParams::answer_syncs_early`]).
 #[derive(Debug, Clone, Copy)]
 struct SyncMode {
@@ -1077,9 +1084,7 @@ impl Bus {
                 }
             }
             if let Some(member) = m.member.as_mut() {
-                while let Some((to, d)) = member.poll_transmit() {
-                    outs.push(Out::Send(To::Member(to, None), d.to_vec()));
-                }
+                transmits(member, &mut outs);
             }
             let published = self.release(k, outs);
             self.check(Action::Synced(k as u16 + 1), &published);
@@ -1118,9 +1123,7 @@ impl Bus {
                 };
                 let r = r
                     .and_then(|()| carry_out_requests(mode, now, member, &mut m.log, &mut m.syncs));
-                while let Some((to, d)) = member.poll_transmit() {
-                    out.push(Out::Send(To::Member(to, None), d.to_vec()));
-                }
+                transmits(member, &mut out);
                 // a gap in the sender's commands: the NAK goes back to it
                 if let (Some(nak), Some(node)) = (nak, from) {
                     out.push(Out::Send(To::Nak(node), nak));
@@ -1196,9 +1199,7 @@ impl Bus {
                     member.handle_replayer(now, index, data);
                     let r = carry_out_requests(mode, now, member, &mut m.log, &mut m.syncs);
                     let mut out = Vec::new();
-                    while let Some((to, d)) = member.poll_transmit() {
-                        out.push(Out::Send(To::Member(to, None), d.to_vec()));
-                    }
+                    transmits(member, &mut out);
                     self.end_step(k, Action::ReplayerAnswer(id), out, r);
                 }
             }
@@ -1219,9 +1220,7 @@ impl Bus {
         let r = member
             .poll(now, &mut m.log)
             .and_then(|()| carry_out_requests(mode, now, member, &mut m.log, &mut m.syncs));
-        while let Some((to, d)) = member.poll_transmit() {
-            outs.push(Out::Send(To::Member(to, None), d.to_vec()));
-        }
+        transmits(member, &mut outs);
         let id = member.id();
         if r.is_ok() {
             member.publish(now, &mut |p| outs.push(Out::Publish(p.to_vec())));

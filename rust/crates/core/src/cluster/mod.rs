@@ -285,8 +285,6 @@ pub struct Member {
     /// Highest index the I/O layer said is durable (entries past a discard no longer
     /// count).
     durable: u64,
-    /// Highest index a sync was asked for (lowered by a discard).
-    sync_asked: u64,
     /// Syncs asked and not yet answered: (asked up to, durable up to once answered: lower
     /// when a discard came after the request).
     syncing: VecDeque<(u64, u64)>,
@@ -361,7 +359,6 @@ impl Member {
             acked: 0,
             ack_due: false,
             durable: 0,
-            sync_asked: 0,
             syncing: VecDeque::new(),
             storage: Queue::new(),
             out: Queue::new(),
@@ -387,7 +384,6 @@ impl Member {
         };
         m.rescan(log, u64::MAX)?;
         m.durable = m.last;
-        m.sync_asked = m.last;
         if m.p.members.len() == 1 {
             // a cluster of one: a plain sequencer, whose own journal is the majority
             m.commit = m.last;
@@ -542,12 +538,17 @@ impl Member {
         self.storage.push(Op::Append(index), msg);
     }
 
+    /// How far the syncs asked reach (as lowered by a discard since): the newest one still
+    /// running, else what is durable.
+    fn sync_asked(&self) -> u64 {
+        self.syncing.back().map_or(self.durable, |s| s.1)
+    }
+
     /// Asks for what was appended to be synced (if anything was since the last sync).
     fn sync(&mut self) {
-        if self.last > self.sync_asked {
+        if self.last > self.sync_asked() {
             self.storage.push(Op::Sync(self.last), &[]);
             self.syncing.push_back((self.last, self.last));
-            self.sync_asked = self.last;
         }
     }
 
@@ -557,7 +558,6 @@ impl Member {
         self.storage.push(Op::Discard(from), &[]);
         let keep = from - 1;
         self.durable = self.durable.min(keep);
-        self.sync_asked = self.sync_asked.min(keep);
         for s in &mut self.syncing {
             s.1 = s.1.min(keep);
         }
@@ -594,11 +594,6 @@ impl Member {
                 self.advance_commit();
             }
         }
-    }
-
-    /// Highest index of this member's replica known durable.
-    pub fn durable(&self) -> u64 {
-        self.durable
     }
 
     /// Handles one upstream datagram (a node's commands or hello); only a leader sequences.
