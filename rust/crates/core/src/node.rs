@@ -34,6 +34,7 @@ use seqbus_wire::upstream::{
     Command, Nak, UpstreamWriter, COMMAND_HEADER_LEN, TYPE_COMMANDS, TYPE_HELLO,
 };
 
+use crate::queue::Queue;
 use crate::rto::Rto;
 use seqbus_wire::{Account, Session, ENVELOPE_LEN};
 
@@ -267,6 +268,10 @@ pub struct Node {
     pool: Vec<Vec<u8>>,
     hello_due: u64,
     upw: UpstreamWriter,
+    /// Datagrams due, for [`Node::poll_transmit`] to hand out.
+    out: Queue<Dest>,
+    /// A round of [`Node::poll_transmit`] is under way: what was due is queued in `out`.
+    transmitting: bool,
     /// The account's key, when upstream is authenticated: NAKs must carry its MAC.
     key: Option<Key>,
     // clusters
@@ -370,6 +375,8 @@ impl Node {
             pool: Vec::new(),
             hello_due: now_ns,
             upw: UpstreamWriter::new(p.max_packet),
+            out: Queue::new(),
+            transmitting: false,
             key: None,
             epoch: 0,
             leader: None,
@@ -1168,20 +1175,33 @@ impl Node {
             .min(self.p.max_packet - MOLD_HEADER_LEN - 2 - ENVELOPE_LEN)
     }
 
-    /// Hands every datagram due now to `emit`: hellos, commands (new and retried) and gap
-    /// requests.
-    pub fn poll_transmit(&mut self, now_ns: u64, emit: &mut dyn FnMut(Dest, &[u8])) {
+    /// The next datagram due now, and where it goes: hellos, commands (new and retried) and
+    /// gap requests. Call until None: the first call of a round decides everything due at
+    /// `now_ns`, the next ones hand it out.
+    pub fn poll_transmit(&mut self, now_ns: u64) -> Option<(Dest, &[u8])> {
+        if !self.transmitting {
+            self.transmitting = true;
+            self.transmit(now_ns);
+        }
+        if self.out.drained() {
+            self.transmitting = false;
+        }
+        self.out.pop()
+    }
+
+    /// Queues every datagram due now.
+    fn transmit(&mut self, now_ns: u64) {
         if !self.ready && now_ns >= self.hello_due {
             self.upw
                 .begin(TYPE_HELLO, self.p.session, self.p.account, self.p.instance);
-            emit(Dest::AllSequencers, self.upw.finish());
+            self.out.push(Dest::AllSequencers, self.upw.finish());
             self.hello_due = now_ns + self.p.retry_ns;
         }
-        self.transmit_commands(now_ns, emit);
-        self.transmit_requests(now_ns, emit);
+        self.transmit_commands(now_ns);
+        self.transmit_requests(now_ns);
     }
 
-    fn transmit_commands(&mut self, now_ns: u64, emit: &mut dyn FnMut(Dest, &[u8])) {
+    fn transmit_commands(&mut self, now_ns: u64) {
         let sent = self.in_flight.len() - self.unsent;
         self.sample_rtt(now_ns);
         if self.progressed {
@@ -1293,18 +1313,18 @@ impl Node {
                 fragment: &c.fragment,
             };
             if !self.upw.push(&cmd) {
-                emit(dest, self.upw.finish());
+                self.out.push(dest, self.upw.finish());
                 self.upw.begin(TYPE_COMMANDS, s, a, i);
                 self.upw.push(&cmd);
             }
         }
         if self.upw.count() > 0 {
-            emit(dest, self.upw.finish());
+            self.out.push(dest, self.upw.finish());
         }
         self.unsent = 0;
     }
 
-    fn transmit_requests(&mut self, now_ns: u64, emit: &mut dyn FnMut(Dest, &[u8])) {
+    fn transmit_requests(&mut self, now_ns: u64) {
         if self.p.replayers == 0 {
             return;
         }
@@ -1332,7 +1352,7 @@ impl Node {
                     sequence: start,
                     count,
                 };
-                emit(Dest::Replayer(self.replayer), &r.encode());
+                self.out.push(Dest::Replayer(self.replayer), &r.encode());
                 self.stats.requests += 1;
                 self.requested_upto = start + count as u64;
                 self.request_deadline = now_ns + self.timeout_ns;
@@ -1381,7 +1401,7 @@ impl Node {
             sequence: from,
             count,
         };
-        emit(Dest::Replayer(self.replayer), &r.encode());
+        self.out.push(Dest::Replayer(self.replayer), &r.encode());
         self.stats.requests += 1;
         // after a timeout, requests pipelined beyond this one stay outstanding: a late
         // answer (a busy replayer) then costs one chunk twice, not every chunk in flight;

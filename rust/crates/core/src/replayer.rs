@@ -4,6 +4,8 @@
 use seqbus_wire::mold::{self, MoldWriter, Request};
 use seqbus_wire::Session;
 
+use crate::queue::Queue;
+
 /// Where a replayer reads sequenced messages from (the journal, or memory in tests).
 pub trait Store {
     /// One past the last stored message (1 when empty).
@@ -40,6 +42,8 @@ pub struct Replayer {
     max_per_request: u16,
     writer: MoldWriter,
     stats: ReplayerStats,
+    /// Answer packets, for [`Replayer::poll_transmit`] to hand out.
+    out: Queue<()>,
 }
 
 impl Replayer {
@@ -51,6 +55,7 @@ impl Replayer {
             max_per_request,
             writer: MoldWriter::new(max_packet),
             stats: ReplayerStats::default(),
+            out: Queue::new(),
         }
     }
 
@@ -58,15 +63,18 @@ impl Replayer {
         self.stats
     }
 
-    /// Handles one request datagram, handing each answer packet to `emit`. A request for
-    /// messages the store does not hold yet is answered with a heartbeat carrying the
-    /// store's next sequence number. Malformed requests are counted and dropped.
+    /// Handles one request datagram: its answer packets are then handed out by
+    /// [`Replayer::poll_transmit`], to send to the requester. A request for messages the
+    /// store does not hold yet is answered with a heartbeat carrying the store's next
+    /// sequence number. Malformed requests are counted and dropped. On a store error the
+    /// packets already queued stand (a prefix of the answer); answers to an earlier request
+    /// not taken are dropped.
     pub fn handle_request(
         &mut self,
         datagram: &[u8],
         store: &mut dyn Store,
-        emit: &mut dyn FnMut(&[u8]),
     ) -> Result<(), StoreError> {
+        self.out.clear();
         let r = match Request::parse(datagram) {
             Ok(r) => r,
             Err(_) => {
@@ -81,7 +89,7 @@ impl Replayer {
         self.stats.requests += 1;
         let next = store.next_seq();
         if r.sequence >= next {
-            emit(&mold::heartbeat(self.session, next));
+            self.out.push((), &mold::heartbeat(self.session, next));
             self.stats.packets_sent += 1;
             return Ok(());
         }
@@ -90,13 +98,14 @@ impl Replayer {
         let session = self.session;
         let w = &mut self.writer;
         let stats = &mut self.stats;
+        let out = &mut self.out;
         w.begin(session, r.sequence);
         let mut expect = r.sequence;
         store.read(r.sequence, max, &mut |seq, msg| {
             debug_assert_eq!(seq, expect);
             expect = seq + 1;
             if !w.push(msg) {
-                emit(w.bytes());
+                out.push((), w.bytes());
                 stats.packets_sent += 1;
                 w.begin(session, seq);
                 if !w.push(msg) {
@@ -107,15 +116,20 @@ impl Replayer {
             true
         })?;
         if w.count() > 0 {
-            emit(w.bytes());
+            out.push((), w.bytes());
             self.stats.packets_sent += 1;
         }
         if reaches_end {
             // tells the requester where the stored stream ends (a rewinding node's target)
-            emit(&mold::heartbeat(self.session, next));
+            out.push((), &mold::heartbeat(self.session, next));
             self.stats.packets_sent += 1;
         }
         Ok(())
+    }
+
+    /// The next answer packet to send to the requester; call until None after each request.
+    pub fn poll_transmit(&mut self) -> Option<&[u8]> {
+        self.out.pop().map(|(_, p)| p)
     }
 }
 
@@ -182,6 +196,12 @@ mod tests {
     use super::*;
     use seqbus_wire::mold::MoldPacket;
 
+    /// The packets answering `request`.
+    fn answer(r: &mut Replayer, request: &[u8], store: &mut MemoryStore) -> Vec<Vec<u8>> {
+        r.handle_request(request, store).unwrap();
+        std::iter::from_fn(|| r.poll_transmit().map(<[u8]>::to_vec)).collect()
+    }
+
     #[test]
     fn answers_from_store_in_packets() {
         let s = Session::new("R").unwrap();
@@ -190,14 +210,12 @@ mod tests {
             store.push(&i.to_le_bytes());
         }
         let mut r = Replayer::new(s, 100, 50);
-        let mut out = Vec::new();
         let req = Request {
             session: s,
             sequence: 11,
             count: 200,
         };
-        r.handle_request(&req.encode(), &mut store, &mut |p| out.push(p.to_vec()))
-            .unwrap();
+        let out = answer(&mut r, &req.encode(), &mut store);
         let msgs: Vec<(u64, Vec<u8>)> = out
             .iter()
             .flat_map(|p| {
@@ -211,17 +229,14 @@ mod tests {
         assert_eq!(msgs.len(), 50);
         assert_eq!(msgs[0], (11, 10u32.to_le_bytes().to_vec()));
         assert_eq!(msgs[49].0, 60);
-        out.clear();
         let beyond = Request {
             sequence: 101,
             ..req
         };
-        r.handle_request(&beyond.encode(), &mut store, &mut |p| out.push(p.to_vec()))
-            .unwrap();
+        let out = answer(&mut r, &beyond.encode(), &mut store);
         let hb = MoldPacket::parse(&out[0]).unwrap();
         assert_eq!((hb.message_count(), hb.sequence()), (0, 101));
-        r.handle_request(b"bad", &mut store, &mut |_| panic!("no answer"))
-            .unwrap();
+        assert!(answer(&mut r, b"bad", &mut store).is_empty(), "no answer");
         assert_eq!(r.stats().malformed, 1);
     }
 }

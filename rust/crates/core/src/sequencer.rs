@@ -6,16 +6,14 @@
 //! ```text
 //! for each upstream datagram: seq.handle_upstream(now, datagram)
 //! seq.handle_timeout(now)                     // clock ticks when idle
-//! if seq.has_pending() {
-//!     journal.append(seq.unwritten()); seq.mark_written()   // then flush / fsync per policy
-//!     seq.packets(|p| send(p))                 // MoldUDP64, many messages per packet
-//!     seq.published(now)
-//! } else if let Some(hb) = seq.poll_heartbeat(now) { send(hb) }
+//! journal.append(seq.unwritten()); seq.mark_written()       // then flush / fsync per policy
+//! while let Some(p) = seq.poll_publish(now, seq.next_seq()) { send(p) }
+//!                    // MoldUDP64, many messages per packet; a heartbeat when idle
 //! ```
 //!
 //! In a cluster (`crate::cluster`) a message is published only once a majority of the
 //! cluster holds it: the leader writes and replicates every message as it is numbered and
-//! publishes a prefix at a time ([`Sequencer::packets_upto`], [`Sequencer::published_upto`]).
+//! publishes a prefix at a time (`end` of [`Sequencer::poll_publish`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -124,6 +122,10 @@ pub struct Sequencer {
     pending: Vec<u8>,
     pending_ends: Vec<usize>,
     pending_first: u64,
+    /// The first pending message not yet packed into a packet ([`Sequencer::poll_publish`]).
+    packed: u64,
+    /// The heartbeat [`Sequencer::poll_publish`] hands out.
+    heartbeat: [u8; mold::MOLD_HEADER_LEN],
     /// The first pending message not yet handed to the journal.
     written: u64,
     /// The latest timestamp of a message handed to the journal.
@@ -246,6 +248,8 @@ impl Sequencer {
             pending: Vec::new(),
             pending_ends: Vec::new(),
             pending_first: publish_from,
+            packed: publish_from,
+            heartbeat: [0; mold::MOLD_HEADER_LEN],
             written: next,
             written_ts: recovered.last_timestamp_ns,
             last_message_ns: now_ns,
@@ -676,44 +680,51 @@ impl Sequencer {
         }
     }
 
-    /// Packs the waiting messages into as few MoldUDP64 packets as fit and hands each to
-    /// `emit`. Call only after they are persisted (it marks them written).
-    pub fn packets(&mut self, emit: impl FnMut(&[u8])) {
-        self.mark_written();
-        self.packets_upto(self.next_seq, emit);
-    }
-
-    /// [`Sequencer::packets`] for the waiting messages before `end` only (a cluster leader
-    /// publishes what a majority holds).
-    pub fn packets_upto(&mut self, end: u64, mut emit: impl FnMut(&[u8])) {
+    /// The next MoldUDP64 packet of the waiting messages before `end`, as many messages as
+    /// fit; call until None. Once every message before `end` was handed out they are marked
+    /// published, and when nothing was sent for a while the packet is a heartbeat. Call only
+    /// for messages persisted ([`Sequencer::mark_written`]); a cluster leader publishes what
+    /// a majority holds, a prefix at a time.
+    pub fn poll_publish(&mut self, now_ns: u64, end: u64) -> Option<&[u8]> {
         debug_assert!(end <= self.written, "published before written");
-        let n = end.saturating_sub(self.pending_first) as usize;
-        let mut start = 0;
-        self.writer.begin(self.params.session, self.pending_first);
-        for (seq, &end) in (self.pending_first..).zip(&self.pending_ends[..n]) {
-            let m = &self.pending[start..end];
-            if !self.writer.push(m) {
-                emit(self.writer.bytes());
-                self.stats.packets += 1;
-                self.writer.begin(self.params.session, seq);
-                let fitted = self.writer.push(m);
-                debug_assert!(fitted, "fragments always fit one packet");
-            }
-            start = end;
+        let end = end.min(self.written);
+        if self.packed < end {
+            return Some(self.pack(end));
         }
-        if self.writer.count() > 0 {
-            emit(self.writer.bytes());
-            self.stats.packets += 1;
+        if self.packed > self.pending_first {
+            self.published_upto(self.packed, now_ns);
+            return None;
         }
+        self.heartbeat = self.poll_heartbeat(now_ns)?;
+        Some(&self.heartbeat)
     }
 
-    /// Marks the waiting messages as published.
-    pub fn published(&mut self, now_ns: u64) {
-        self.published_upto(self.next_seq, now_ns);
+    /// Packs the messages from `packed` on, before `end`, into the next packet.
+    fn pack(&mut self, end: u64) -> &[u8] {
+        let first = (self.packed - self.pending_first) as usize;
+        let n = (end - self.pending_first) as usize;
+        let mut start = match first {
+            0 => 0,
+            i => self.pending_ends[i - 1],
+        };
+        self.writer.begin(self.params.session, self.packed);
+        let mut i = first;
+        while i < n {
+            let e = self.pending_ends[i];
+            if !self.writer.push(&self.pending[start..e]) {
+                break;
+            }
+            start = e;
+            i += 1;
+        }
+        debug_assert!(i > first, "fragments always fit one packet");
+        self.packed = self.pending_first + i.max(first + 1) as u64;
+        self.stats.packets += 1;
+        self.writer.bytes()
     }
 
     /// Marks the waiting messages before `end` as published.
-    pub fn published_upto(&mut self, end: u64, now_ns: u64) {
+    fn published_upto(&mut self, end: u64, now_ns: u64) {
         let n = end.saturating_sub(self.pending_first) as usize;
         if n == 0 {
             return;
@@ -730,6 +741,7 @@ impl Sequencer {
             }
         }
         self.pending_first += n as u64;
+        self.packed = self.packed.max(self.pending_first);
         self.last_packet_ns = now_ns;
         self.hb_interval = self.tail_heartbeat_ns;
     }
@@ -810,7 +822,10 @@ mod tests {
             .map(|(q, m)| (q, Envelope::parse(m).unwrap()))
             .collect();
         let mut pkts = Vec::new();
-        s.packets(|p| pkts.push(p.to_vec()));
+        let end = s.next_seq();
+        while let Some(p) = s.poll_publish(now, end) {
+            pkts.push(p.to_vec());
+        }
         let mut from_packets = Vec::new();
         for p in &pkts {
             for (q, m) in MoldPacket::parse(p).unwrap().messages() {
@@ -818,7 +833,7 @@ mod tests {
             }
         }
         assert_eq!(out, from_packets);
-        s.published(now);
+        assert!(!s.has_pending(), "published");
         out
     }
 
@@ -852,7 +867,10 @@ mod tests {
         s.handle_upstream(1, &cmds("A", 1, &seqs));
         s.mark_written();
         let mut pkts = Vec::new();
-        s.packets(|p| pkts.push(p.to_vec()));
+        let end = s.next_seq();
+        while let Some(p) = s.poll_publish(2, end) {
+            pkts.push(p.to_vec());
+        }
         // 11 messages of 34/42 bytes in 200-byte packets
         assert!(pkts.len() > 1 && pkts.len() < 11, "{}", pkts.len());
         let total: usize = pkts
@@ -860,6 +878,44 @@ mod tests {
             .map(|p| MoldPacket::parse(p).unwrap().message_count())
             .sum();
         assert_eq!(total, 11);
+    }
+
+    #[test]
+    fn publishes_a_prefix_at_a_time_then_heartbeats() {
+        let mut s = Sequencer::new(params(), Recovered::new_session(), 0);
+        let seqs: Vec<u64> = (1..=10).collect();
+        s.handle_upstream(1, &cmds("A", 1, &seqs));
+        s.mark_written();
+        let mut got = Vec::new();
+        let mut publish = |s: &mut Sequencer, now: u64, end: u64| {
+            let mut packets = 0;
+            while let Some(p) = s.poll_publish(now, end) {
+                let p = MoldPacket::parse(p).unwrap();
+                got.extend(p.messages().map(|(q, _)| q));
+                packets += 1;
+                assert!(packets < 20, "poll_publish ends");
+            }
+            packets
+        };
+        assert!(publish(&mut s, 2, 5) > 0);
+        assert_eq!(s.first_pending(), 5, "a prefix is published");
+        assert_eq!(
+            publish(&mut s, 2, 5),
+            0,
+            "nothing more before 5, no heartbeat yet"
+        );
+        assert!(publish(&mut s, 3, 12) > 0);
+        assert_eq!(
+            got,
+            (1..12).collect::<Vec<u64>>(),
+            "each message once, in order"
+        );
+        assert!(!s.has_pending());
+        // idle: a heartbeat naming the next sequence, then none until it is due again
+        let p = s.poll_publish(3 + 10_000_000_000, 12).map(|p| p.to_vec());
+        let hb = MoldPacket::parse(p.as_deref().expect("heartbeat")).unwrap();
+        assert_eq!((hb.sequence(), hb.message_count()), (12, 0));
+        assert!(s.poll_publish(3 + 10_000_000_000, 12).is_none());
     }
 
     #[test]

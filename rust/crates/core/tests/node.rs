@@ -11,6 +11,17 @@ use seqbus_wire::Session;
 
 const SESSION: &str = "SIM";
 
+/// Every datagram `node` has to send at `now`, with where it goes.
+fn transmits(node: &mut Node, now: u64) -> Vec<(Dest, Vec<u8>)> {
+    std::iter::from_fn(|| node.poll_transmit(now).map(|(d, p)| (d, p.to_vec()))).collect()
+}
+
+/// The packets `replayer` answers `request` with.
+fn answers(replayer: &mut Replayer, request: &[u8], store: &mut MemoryStore) -> Vec<Vec<u8>> {
+    replayer.handle_request(request, store).unwrap();
+    std::iter::from_fn(|| replayer.poll_transmit().map(<[u8]>::to_vec)).collect()
+}
+
 fn params(account: &str, start: Start) -> NodeParams {
     NodeParams {
         session: Session::new(SESSION).unwrap(),
@@ -50,7 +61,8 @@ fn started_session(session: Session, now: u64) -> (MemoryStore, Replayer) {
     for (_, m) in seq.pending() {
         store.push(m);
     }
-    seq.published(now);
+    seq.mark_written();
+    while seq.poll_publish(now, seq.next_seq()).is_some() {}
     (store, Replayer::new(session, 60_000, 2000))
 }
 
@@ -63,12 +75,12 @@ fn a_rewind_keeps_replay_depth_requests_outstanding() {
         n.set_replay_depth(depth);
         let mut asked = Vec::new();
         for t in 0..3 {
-            n.poll_transmit(now + t, &mut |d, data| {
+            for (d, data) in transmits(&mut n, now + t) {
                 if let Dest::Replayer(_) = d {
-                    let r = Request::parse(data).unwrap();
+                    let r = Request::parse(&data).unwrap();
                     asked.push((r.sequence, r.count));
                 }
-            });
+            }
         }
         asked
     };
@@ -93,19 +105,11 @@ fn a_finished_rewind_awaits_no_more_answers() {
     n.set_replay_depth(4);
     let mut out = Vec::new();
     for t in 0..10 {
-        let mut asked = Vec::new();
-        n.poll_transmit(now + t, &mut |d, data| {
+        for (d, r) in transmits(&mut n, now + t) {
             if let Dest::Replayer(_) = d {
-                asked.push(data.to_vec());
-            }
-        });
-        for r in asked {
-            let mut answers = Vec::new();
-            replayer
-                .handle_request(&r, &mut store, &mut |p| answers.push(p.to_vec()))
-                .unwrap();
-            for a in answers {
-                n.handle_datagram(now + t, Source::Replayer(0), &a);
+                for a in answers(&mut replayer, &r, &mut store) {
+                    n.handle_datagram(now + t, Source::Replayer(0), &a);
+                }
             }
         }
         out.clear();
@@ -142,19 +146,11 @@ fn a_replayed_signed_nak_is_refused_as_stale() {
             break;
         }
         now += 1_000;
-        let mut asked = Vec::new();
-        node.poll_transmit(now, &mut |d, data| {
+        for (d, r) in transmits(&mut node, now) {
             if let Dest::Replayer(_) = d {
-                asked.push(data.to_vec());
-            }
-        });
-        for r in asked {
-            let mut answers = Vec::new();
-            replayer
-                .handle_request(&r, &mut store, &mut |p| answers.push(p.to_vec()))
-                .unwrap();
-            for a in answers {
-                node.handle_datagram(now, Source::Replayer(0), &a);
+                for a in answers(&mut replayer, &r, &mut store) {
+                    node.handle_datagram(now, Source::Replayer(0), &a);
+                }
             }
         }
         out.clear();
@@ -164,7 +160,7 @@ fn a_replayed_signed_nak_is_refused_as_stale() {
     let mut sent = Vec::new();
     for i in 0..3u8 {
         node.send(&[i; 8]).unwrap();
-        node.poll_transmit(now, &mut |_, d| sent.push(d.to_vec()));
+        sent.extend(transmits(&mut node, now).into_iter().map(|(_, d)| d));
         now += 1_000;
     }
     // what went upstream (a rewinding node also asks its replayer for the stream)
@@ -186,11 +182,10 @@ fn a_replayed_signed_nak_is_refused_as_stale() {
         .encode_signed(&key)
     };
     let resends = |node: &mut Node, now: u64| {
-        let mut n = 0;
-        node.poll_transmit(now, &mut |_, d| {
-            n += usize::from(UpstreamPacket::parse(d).is_ok())
-        });
-        n
+        transmits(node, now)
+            .iter()
+            .filter(|(_, d)| UpstreamPacket::parse(d).is_ok())
+            .count()
     };
     // the sequencer's NAK of the third packet (command 3 came, 2 was missing): taken
     let genuine = nak(Some(nonces[2]));

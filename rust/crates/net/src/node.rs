@@ -277,27 +277,28 @@ impl NodeClient {
             self.node.resend_in_flight();
         }
         let mut err = None;
-        let (req, reps) = (&self.req, &self.replayers);
-        let feed = &mut self.feed;
-        let upbox = &mut self.upbox;
         // in a cluster: the leader the stream names, every member when none is known or the
         // protocol asks for all
         let leader = self.node.leader();
         let members = &self.members;
-        let all = &mut self.to_all;
-        self.node.poll_transmit(now, &mut |dest, d| match dest {
-            // Over TCP or in-process, commands travel with the stream.
-            Dest::Sequencer | Dest::AllSequencers if feed.send_upstream(now, d) => {}
-            Dest::Sequencer if members.is_empty() || leader.is_some() => upbox.push(d),
-            Dest::Sequencer | Dest::AllSequencers if members.is_empty() => upbox.push(d),
-            Dest::Sequencer | Dest::AllSequencers => all.push(d),
-            Dest::Replayer(i) => {
-                // a send buffer full for longer, or an unreachable peer: the protocol retries
-                if let Err(e) = udp::send_patiently(req, d, &reps[i], Duration::from_millis(20)) {
-                    err = Some(e);
+        while let Some((dest, d)) = self.node.poll_transmit(now) {
+            match dest {
+                // Over TCP or in-process, commands travel with the stream.
+                Dest::Sequencer | Dest::AllSequencers if self.feed.send_upstream(now, d) => {}
+                Dest::Sequencer if members.is_empty() || leader.is_some() => self.upbox.push(d),
+                Dest::Sequencer | Dest::AllSequencers if members.is_empty() => self.upbox.push(d),
+                Dest::Sequencer | Dest::AllSequencers => self.to_all.push(d),
+                Dest::Replayer(i) => {
+                    // a send buffer full for longer, or an unreachable peer: the protocol
+                    // retries
+                    let patience = Duration::from_millis(20);
+                    if let Err(e) = udp::send_patiently(&self.req, d, &self.replayers[i], patience)
+                    {
+                        err = Some(e);
+                    }
                 }
             }
-        });
+        }
         if !self.upbox.is_empty() {
             let to = match self.node.leader() {
                 Some(l) => self

@@ -351,17 +351,34 @@ impl Publisher for PublishStage {
     }
 }
 
-/// Datagrams to the other members of a cluster, in order, each with the member it goes to.
+/// Datagrams to the other members of a cluster, in order, each with the member it goes to;
+/// and a new leader's questions to replayers, kept apart (they leave from the loop, which
+/// knows the replayers found so far).
 #[derive(Debug, Default)]
 pub(crate) struct PeerBatch {
     packets: Outbox,
     to: Vec<u16>,
+    questions: Vec<(usize, Vec<u8>)>,
 }
 
 impl PeerBatch {
-    pub fn push(&mut self, to: u16, datagram: &[u8]) {
-        self.packets.push(datagram);
-        self.to.push(to);
+    pub fn push(&mut self, to: seqbus_core::To, datagram: &[u8]) {
+        match to {
+            seqbus_core::To::Member(id) => {
+                self.packets.push(datagram);
+                self.to.push(id);
+            }
+            seqbus_core::To::Replayer(i) => self.questions.push((i, datagram.to_vec())),
+        }
+    }
+
+    /// Sends the questions to replayers (`replayers[i]` is replayer `i`), then forgets them.
+    pub fn ask_replayers(&mut self, socket: &Socket, replayers: &[SockAddr]) {
+        for (i, q) in self.questions.drain(..) {
+            if let Some(addr) = replayers.get(i) {
+                let _ = socket.send_to(&q, addr);
+            }
+        }
     }
 
     pub fn is_empty(&self) -> bool {

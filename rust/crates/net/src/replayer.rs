@@ -96,6 +96,21 @@ impl Pacer {
     }
 }
 
+/// Answers one request datagram from `store`: the answer packets into `outbox` (none for a
+/// malformed request or another session's).
+pub(crate) fn serve_request(
+    replayer: &mut Replayer,
+    request: &[u8],
+    store: &mut dyn Store,
+    outbox: &mut Outbox,
+) -> Result<(), StoreError> {
+    replayer.handle_request(request, store)?;
+    while let Some(p) = replayer.poll_transmit() {
+        outbox.push(p);
+    }
+    Ok(())
+}
+
 /// Sends the answers in `outbox` to `to`, paced, each with its MAC when the bus has a
 /// downstream key (`sealer`); a requester that is gone is its own problem.
 pub(crate) fn answer(
@@ -223,8 +238,7 @@ impl Serving {
             }
             for i in 0..n {
                 let Some(d) = rx.get(i) else { continue };
-                self.replayer
-                    .handle_request(d, &mut self.journal, &mut |p| outbox.push(p))?;
+                serve_request(&mut self.replayer, d, &mut self.journal, &mut outbox)?;
                 if !outbox.is_empty() {
                     answer(
                         &self.socket,
@@ -384,7 +398,7 @@ pub(crate) fn run_follower(cfg: &Config, stop: &AtomicBool) -> Result<(), Error>
         while let Some((n, from)) =
             udp::try_recv(&listen, &mut buf).map_err(io_error("replayer: recv"))?
         {
-            replayer.handle_request(&buf[..n], &mut journal, &mut |p| outbox.push(p))?;
+            serve_request(&mut replayer, &buf[..n], &mut journal, &mut outbox)?;
             if !outbox.is_empty() {
                 answer(&listen, &mut outbox, &from, &mut pacer, &mut sealer);
             }

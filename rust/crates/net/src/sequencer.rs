@@ -148,7 +148,8 @@ impl Log for JournalLog {
 
 /// Carries out what the member asked of its journal, at once and in order (a sync per the
 /// journal's `fsync` policy), then queues the datagrams it has for the other members: the
-/// rule of `seqbus_core::cluster`'s I/O layer (a vote is saved before it is sent).
+/// rule of `seqbus_core::cluster`'s I/O layer (a vote is saved before it is sent). A new
+/// leader's questions to replayers are queued with them.
 fn carry_out(
     member: &mut Member,
     log: &mut JournalLog,
@@ -694,12 +695,15 @@ fn sequence(
         }
         member.poll(now, log).map_err(Error::Persist)?;
         carry_out(member, log, &mut peer_out)?;
-        member.publish(now, &mut |p| outbox.push(p));
+        while let Some(p) = member.poll_publish(now) {
+            outbox.push(p);
+        }
         if !outbox.is_empty() {
             down.publish(now, &mut outbox)
                 .map_err(io_error("downstream: publish"))?;
         }
         if let Some(ps) = &peers.socket {
+            peer_out.ask_replayers(ps, &replayers);
             match peer_sends.as_mut() {
                 Some(stage) if !peer_out.is_empty() => stage
                     .hand_over(&mut peer_out)
@@ -707,14 +711,9 @@ fn sequence(
                 Some(_) => {}
                 None => peer_out.send(ps, &peers.others),
             }
-            for (r, req) in member.take_replayer_requests() {
-                if let Some(addr) = replayers.get(r) {
-                    let _ = ps.send_to(&req, addr);
-                }
-            }
         }
         servable.store(member.commit(), Ordering::Release);
-        for e in member.take_events() {
+        while let Some(e) = member.poll_event() {
             report(member.id(), &e);
             if let Event::BecameLeader { .. } = e {
                 takeover.became_leader_ns = now;

@@ -512,7 +512,7 @@ pub fn run_bridge(cfg: &Config, stop: Arc<AtomicBool>) -> Result<(), Error> {
         while let Some((n, from)) =
             udp::try_recv(&requests, &mut buf).map_err(io_error("bridge replayer: recv"))?
         {
-            replayer.handle_request(&buf[..n], &mut journal, &mut |p| answers.push(p))?;
+            crate::replayer::serve_request(&mut replayer, &buf[..n], &mut journal, &mut answers)?;
             if !answers.is_empty() {
                 crate::replayer::answer(&requests, &mut answers, &from, &mut pacer, &mut sealer);
             }

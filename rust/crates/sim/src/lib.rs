@@ -315,11 +315,37 @@ struct PendingSync {
     told: bool,
 }
 
-/// The datagrams `member` has for the other members, taken after its storage requests.
+/// The datagrams `member` has for the other members and the replayers, taken after its
+/// storage requests.
 fn transmits(member: &mut Member, outs: &mut Vec<Out>) {
+    let id = member.id();
     while let Some((to, d)) = member.poll_transmit() {
-        outs.push(Out::Send(To::Member(to, None), d.to_vec()));
+        let to = match to {
+            seqbus_core::To::Member(to) => To::Member(to, None),
+            seqbus_core::To::Replayer(index) => To::Replayer {
+                index,
+                requester: Requester::Member(id),
+            },
+        };
+        outs.push(Out::Send(to, d.to_vec()));
     }
+}
+
+/// Every datagram `node` has to send at `now`.
+fn node_transmits(node: &mut Node, now: u64) -> Vec<(Dest, Vec<u8>)> {
+    std::iter::from_fn(|| node.poll_transmit(now).map(|(d, p)| (d, p.to_vec()))).collect()
+}
+
+/// The packets `replayer` answers `request` with from `store` (a prefix of them when `store`
+/// fails part way).
+fn replayer_answers(
+    replayer: &mut Replayer,
+    request: &[u8],
+    store: &mut dyn Store,
+) -> (Vec<Vec<u8>>, Result<(), StoreError>) {
+    let r = replayer.handle_request(request, store);
+    let answers = std::iter::from_fn(|| replayer.poll_transmit().map(<[u8]>::to_vec)).collect();
+    (answers, r)
 }
 
 /// How syncs are carried out ([`SimParams::sync_off_loop`], [`SimParams::answer_syncs_early`]).
@@ -1151,9 +1177,7 @@ impl Bus {
                         upto: member.commit(),
                         log: &mut m.log,
                     };
-                    let r = m
-                        .replayer
-                        .handle_request(data, &mut store, &mut |p| answers.push(p.to_vec()));
+                    let (answers, r) = replayer_answers(&mut m.replayer, data, &mut store);
                     // a replayer that cannot read its member's journal stops the member's
                     // whole process (docs/ha.md, "A running member stops on damage")
                     let to = match requester {
@@ -1167,9 +1191,9 @@ impl Bus {
                     self.end_step(index, Action::Serve(index as u16 + 1), outs, r.map(|_| ()));
                     return;
                 } else if let Some(f) = self.follower.as_mut() {
-                    f.replayer
-                        .handle_request(data, &mut f.store, &mut |p| answers.push(p.to_vec()))
-                        .expect("memory reads");
+                    let r;
+                    (answers, r) = replayer_answers(&mut f.replayer, data, &mut f.store);
+                    r.expect("memory reads");
                 }
                 let to = match requester {
                     Requester::Node(i) => To::Node(i, Src::Replayer(self.replayer_for_node(index))),
@@ -1223,18 +1247,11 @@ impl Bus {
         transmits(member, &mut outs);
         let id = member.id();
         if r.is_ok() {
-            member.publish(now, &mut |p| outs.push(Out::Publish(p.to_vec())));
-            for (index, req) in member.take_replayer_requests() {
-                outs.push(Out::Send(
-                    To::Replayer {
-                        index,
-                        requester: Requester::Member(id),
-                    },
-                    req.to_vec(),
-                ));
+            while let Some(p) = member.poll_publish(now) {
+                outs.push(Out::Publish(p.to_vec()));
             }
         }
-        for e in member.take_events() {
+        while let Some(e) = member.poll_event() {
             self.events.push((now, id, e));
         }
         self.end_step(k, Action::Turn(id), outs, r);
@@ -1269,10 +1286,7 @@ impl Bus {
             }
             at += len;
         }
-        let mut out = Vec::new();
-        f.node
-            .poll_transmit(now, &mut |d, data| out.push((d, data.to_vec())));
-        for (d, data) in out {
+        for (d, data) in node_transmits(&mut f.node, now) {
             if let Dest::Replayer(i) = d {
                 self.send(
                     To::Replayer {
@@ -1312,11 +1326,8 @@ impl Bus {
             return;
         };
         let leader = n.node.leader();
-        let mut out = Vec::new();
-        n.node
-            .poll_transmit(now, &mut |d, data| out.push((d, data.to_vec())));
         let loss = self.upstream_loss_pct;
-        for (d, data) in out {
+        for (d, data) in node_transmits(&mut n.node, now) {
             match (d, leader) {
                 (Dest::Sequencer, Some(l)) => self.send(To::Member(l, Some(i)), &data, loss),
                 (Dest::Sequencer | Dest::AllSequencers, _) => {

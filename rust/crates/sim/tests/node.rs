@@ -361,12 +361,12 @@ fn a_twin_catches_up_only_once_the_application_handled_every_record() {
         sequence: 1,
         count: 1000,
     };
-    let mut answers = Vec::new();
-    Replayer::new(session, 60_000, 1000)
-        .handle_request(&request.encode(), &mut store, &mut |p| {
-            answers.push(p.to_vec())
-        })
+    let mut replayer = Replayer::new(session, 60_000, 1000);
+    replayer
+        .handle_request(&request.encode(), &mut store)
         .unwrap();
+    let answers: Vec<Vec<u8>> =
+        std::iter::from_fn(|| replayer.poll_transmit().map(<[u8]>::to_vec)).collect();
     for a in &answers {
         backup.handle_datagram(net.bus.now(), Source::Replayer(0), a);
     }

@@ -20,7 +20,7 @@ impl Member {
 
     pub(super) fn become_follower(&mut self, now_ns: u64, term: u64, leader: Option<u16>) {
         if self.role == Role::Leader {
-            self.events.push(Event::SteppedDown {
+            self.events.push_back(Event::SteppedDown {
                 term: self.term,
                 why: "a higher term",
             });
@@ -40,7 +40,7 @@ impl Member {
         if let Some(new) = leader.filter(|&l| Some(l) != self.leader) {
             self.previous_leader = self.leader.unwrap_or(self.previous_leader);
             self.leader = Some(new);
-            self.events.push(Event::Following {
+            self.events.push_back(Event::Following {
                 term: self.term,
                 leader: new,
             });
@@ -133,7 +133,7 @@ impl Member {
             self.save_vote();
             self.stats.elections += 1;
             let (silent_ns, tolerated_ns) = self.campaign_from;
-            self.events.push(Event::Election {
+            self.events.push_back(Event::Election {
                 term: self.term,
                 silent_ns,
                 tolerated_ns,
@@ -157,7 +157,7 @@ impl Member {
         for to in self.p.members.clone() {
             if to != self.p.id {
                 cluster::encode(&mut self.buf, self.session, self.p.id, proposed, &body);
-                self.out.push(to, &self.buf);
+                self.out.push(To::Member(to), &self.buf);
             }
         }
         Ok(())
@@ -238,7 +238,7 @@ impl Member {
                     pre_vote: true,
                 },
             );
-            self.out.push(from, &self.buf);
+            self.out.push(To::Member(from), &self.buf);
             return;
         }
         if term > self.term {

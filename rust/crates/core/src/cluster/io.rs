@@ -52,46 +52,6 @@ impl Op {
     }
 }
 
-/// Items with bytes each, in one flat buffer, handed out in the order queued. The buffer is
-/// reused once everything was taken: no allocation per item.
-#[derive(Debug)]
-pub(super) struct Queue<H> {
-    bytes: Vec<u8>,
-    items: Vec<(H, usize, usize)>,
-    next: usize,
-}
-
-impl<H: Copy> Queue<H> {
-    pub(super) fn new() -> Queue<H> {
-        Queue {
-            bytes: Vec::new(),
-            items: Vec::new(),
-            next: 0,
-        }
-    }
-
-    pub(super) fn push(&mut self, head: H, bytes: &[u8]) {
-        let at = self.bytes.len();
-        self.bytes.extend_from_slice(bytes);
-        self.items.push((head, at, self.bytes.len()));
-    }
-
-    /// The next item, or None (and the queue emptied for reuse) when all were taken.
-    pub(super) fn pop(&mut self) -> Option<(H, &[u8])> {
-        if self.next == self.items.len() {
-            if self.next > 0 {
-                self.items.clear();
-                self.bytes.clear();
-                self.next = 0;
-            }
-            return None;
-        }
-        let (head, a, b) = self.items[self.next];
-        self.next += 1;
-        Some((head, &self.bytes[a..b]))
-    }
-}
-
 /// Carries out `m`'s storage requests on `log` at once and in order, answering each sync as
 /// it returns: the synchronous I/O layer (the sequencer process, the simulator). The caller
 /// then sends `m`'s datagrams ([`Member::poll_transmit`]). On an error the rest is not carried

@@ -13,7 +13,7 @@
 //! terms, which is all Raft's log-matching argument needs.
 //!
 //! Sans-IO like the rest of the core: datagrams and the time in; datagrams and storage
-//! requests out ([`io`]). The member reads its replica through [`Store`] (the journal, or a
+//! requests out (`io.rs`). The member reads its replica through [`Store`] (the journal, or a
 //! simulated disk) but never writes it: it asks ([`Storage`]: append, discard, save the vote,
 //! sync) and is told what became durable ([`Member::handle_durable`]). A member answers an
 //! append, and a leader counts its own replica toward a majority, only as far as it is
@@ -37,7 +37,8 @@
 //! m.poll(now, store)                                      // timers; write + replicate
 //! after each call: every m.poll_storage() carried out, in order (a Sync answered with
 //!     m.handle_durable(upto), at once or later); then every m.poll_transmit() sent
-//! m.publish(now, |packet| send downstream)                // committed → MoldUDP64
+//!     (to a member, or a new leader's question to a replayer)
+//! while let Some(p) = m.poll_publish(now) { send downstream }  // committed → MoldUDP64
 //! ```
 
 use std::collections::{HashSet, VecDeque};
@@ -45,7 +46,7 @@ use std::collections::{HashSet, VecDeque};
 use seqbus_wire::cluster::{self, AppendWriter, Body, Message};
 use seqbus_wire::control::Control;
 use seqbus_wire::envelope::{Envelope, KIND_CONTROL};
-use seqbus_wire::mold::{MoldPacket, PacketKind, Request, REQUEST_LEN};
+use seqbus_wire::mold::{MoldPacket, PacketKind, Request};
 use seqbus_wire::{Session, ENVELOPE_LEN};
 
 use crate::detector::Detector;
@@ -61,8 +62,9 @@ mod recovery;
 mod replication;
 mod transfer;
 
+use crate::queue::Queue;
+use io::Op;
 pub use io::{carry_out, Storage};
-use io::{Op, Queue};
 pub use log::Log;
 
 /// Settings of a cluster member.
@@ -97,6 +99,15 @@ pub struct MemberParams {
 }
 
 /// What a member currently is.
+/// Where a datagram of [`Member::poll_transmit`] goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum To {
+    /// The member with this id, at its peer address.
+    Member(u16),
+    /// Replayer `i` of those the member may ask ([`Member::set_replayers`]).
+    Replayer(usize),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     Follower,
@@ -291,7 +302,7 @@ pub struct Member {
     /// Requests to the replica, waiting for [`Member::poll_storage`].
     storage: Queue<Op>,
     /// Datagrams to the other members, waiting for [`Member::poll_transmit`].
-    out: Queue<u16>,
+    out: Queue<To>,
     votes: HashSet<u16>,
     peers: Vec<Peer>,
     seq: Option<Sequencer>,
@@ -303,7 +314,6 @@ pub struct Member {
     /// replayers not yet done).
     recovering: Option<(u64, Vec<bool>)>,
     /// Requests to replayers, waiting to be sent: (replayer, request).
-    requests: Vec<(usize, [u8; REQUEST_LEN])>,
     /// Messages a new leader took from replayers.
     recovered_from_replayers: u64,
     /// This election was started by the leader handing over (TimeoutNow): the old leader
@@ -320,7 +330,7 @@ pub struct Member {
     rng: Rng,
     writer: AppendWriter,
     buf: Vec<u8>,
-    events: Vec<Event>,
+    events: VecDeque<Event>,
     stats: ClusterStats,
 }
 
@@ -370,7 +380,6 @@ impl Member {
             transfer: None,
             replayers: 0,
             recovering: None,
-            requests: Vec::new(),
             recovered_from_replayers: 0,
             handed_over: false,
             tail_heartbeat_ns: None,
@@ -378,7 +387,7 @@ impl Member {
             keys: None,
             quorum_checked_ns: now_ns,
             buf: Vec::new(),
-            events: Vec::new(),
+            events: VecDeque::new(),
             stats: ClusterStats::default(),
             p,
         };
@@ -518,9 +527,10 @@ impl Member {
         self.seq.as_ref().map_or(self.last + 1, Sequencer::next_seq)
     }
 
-    /// Events since the last call, for the log.
-    pub fn take_events(&mut self) -> Vec<Event> {
-        std::mem::take(&mut self.events)
+    /// The next event (for the log, the status endpoint), in the order they happened; call
+    /// until None.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
     }
 
     /// True while a switchover is in progress (upstream is refused meanwhile).
@@ -530,7 +540,7 @@ impl Member {
 
     fn send(&mut self, to: u16, body: &Body<'_>) {
         cluster::encode(&mut self.buf, self.session, self.p.id, self.term, body);
-        self.out.push(to, &self.buf);
+        self.out.push(To::Member(to), &self.buf);
     }
 
     /// Asks for `msg` to be appended under `index`.
@@ -564,13 +574,14 @@ impl Member {
     }
 
     /// The next request to the replica, to carry out in order before the datagrams queued
-    /// with it are sent ([`io`]). None when all were taken.
+    /// with it are sent (`io.rs`). None when all were taken.
     pub fn poll_storage(&mut self) -> Option<Storage<'_>> {
         self.storage.pop().map(|(op, msg)| op.request(msg))
     }
 
-    /// The next datagram for another member: (member, datagram). None when all were taken.
-    pub fn poll_transmit(&mut self) -> Option<(u16, &[u8])> {
+    /// The next datagram to send: to another member (votes, appends, answers), or to a
+    /// replayer (a new leader's question). None when all were taken.
+    pub fn poll_transmit(&mut self) -> Option<(To, &[u8])> {
         self.out.pop()
     }
 
@@ -700,23 +711,16 @@ impl Member {
         }
     }
 
-    /// While leading: hands the MoldUDP64 packets of the newly committed messages (or a
-    /// heartbeat when nothing was sent for a while) to `emit`.
-    pub fn publish(&mut self, now_ns: u64, emit: &mut dyn FnMut(&[u8])) {
+    /// While leading: the next MoldUDP64 packet of the newly committed messages, or a
+    /// heartbeat when nothing was sent for a while; call until None.
+    pub fn poll_publish(&mut self, now_ns: u64) -> Option<&[u8]> {
         let commit = self.commit;
-        let Some(seq) = self.seq.as_mut() else {
-            return;
-        };
+        let seq = self.seq.as_mut()?;
         let end = (commit + 1).min(seq.next_seq());
-        if end > seq.first_pending() {
-            seq.packets_upto(end, &mut *emit);
-            seq.published_upto(end, now_ns);
-        } else if let Some(hb) = seq.poll_heartbeat(now_ns) {
-            emit(&hb);
-        }
+        seq.poll_publish(now_ns, end)
     }
 
-    /// When [`Member::poll`] or [`Member::publish`] next has something to do.
+    /// When [`Member::poll`] or [`Member::poll_publish`] next has something to do.
     pub fn next_timeout(&self) -> u64 {
         match self.role {
             Role::Leader => {

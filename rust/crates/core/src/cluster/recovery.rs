@@ -11,12 +11,7 @@ impl Member {
             sequence: self.last + 1,
             count: 8192,
         };
-        self.requests.push((i, r.encode()));
-    }
-
-    /// Requests to replayers waiting to be sent (a new leader's), drained.
-    pub fn take_replayer_requests(&mut self) -> Vec<(usize, [u8; REQUEST_LEN])> {
-        std::mem::take(&mut self.requests)
+        self.out.push(To::Replayer(i), &r.encode());
     }
 
     /// How many replayers the member can ask (their indices are `0..n`).
@@ -109,7 +104,7 @@ impl Member {
             seq.sequence_session_start(now_ns);
         }
         self.seq = Some(seq);
-        self.events.push(Event::BecameLeader {
+        self.events.push_back(Event::BecameLeader {
             term: self.term,
             epoch_seq,
         });

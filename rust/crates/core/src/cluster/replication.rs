@@ -79,7 +79,7 @@ impl Member {
                 let count = self.last - index + 1;
                 self.discard(index);
                 self.stats.discarded += count;
-                self.events.push(Event::Discarded { from: index, count });
+                self.events.push_back(Event::Discarded { from: index, count });
                 // (the discard is carried out after this call: what is read is below it)
                 self.rescan(log, index - 1)?;
             }
@@ -239,7 +239,7 @@ impl Member {
             self.quorum_checked_ns = now_ns;
             if heard < self.majority() {
                 self.stats.quorum_stepdowns += 1;
-                self.events.push(Event::SteppedDown {
+                self.events.push_back(Event::SteppedDown {
                     term: self.term,
                     why: "no majority heard for an election timeout",
                 });
@@ -258,7 +258,7 @@ impl Member {
         if let Some((target, until, _)) = self.transfer {
             if now_ns >= until {
                 self.transfer = None;
-                self.events.push(Event::Transfer {
+                self.events.push_back(Event::Transfer {
                     target,
                     started: false,
                 });
@@ -423,7 +423,7 @@ impl Member {
                 }
             }
             let n = q - next;
-            self.out.push(id, self.writer.bytes());
+            self.out.push(To::Member(id), self.writer.bytes());
             self.stats.appends_sent += 1;
             self.stats.entries_sent += n;
             if n > 0 {

@@ -31,7 +31,7 @@ impl Member {
             }
         };
         self.transfer = Some((target, now_ns + self.p.election_timeout_ns, false));
-        self.events.push(Event::Transfer {
+        self.events.push_back(Event::Transfer {
             target,
             started: true,
         });
