@@ -9,12 +9,18 @@
 //! the sync here, the loop only asks for one ([`Syncer::request`]), and a sync still running
 //! absorbs the requests that come meanwhile (the next one covers them all).
 //!
-//! A sync that fails is reported by the next request (the writer then stops, as it does when
-//! a sync of its own fails), and one that takes longer than [`SLOW_SYNC`] is reported to the
-//! writer's `on_slow` as it ends.
+//! With `sequencer.fsync = "batch"` nothing is published before its sync, and the loop must
+//! still not wait: each request is numbered ([`Syncer::request`] returns its ticket), the
+//! thread tells the writer when a sync completed (`on_done`, e.g. an eventfd the loop sleeps
+//! on), and [`Syncer::done`] says up to which ticket everything is synced.
+//!
+//! A sync that fails is reported by the next request and by [`Syncer::done`] (the writer then
+//! stops, as it does when a sync of its own fails), and one that takes longer than
+//! [`SLOW_SYNC`] is reported to the writer's `on_slow` as it ends.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -27,14 +33,17 @@ pub const SLOW_SYNC: Duration = Duration::from_secs(1);
 /// Called with the segment and how long its sync took, for each sync of [`SLOW_SYNC`] or more.
 pub type OnSlow = Box<dyn Fn(&Path, Duration) + Send>;
 
+/// Called after each sync, done or failed (from the sync thread).
+pub type OnDone = Box<dyn Fn() + Send>;
+
 #[derive(Default)]
 struct State {
     /// The segment to sync next (a handle of its own: the writer may leave the segment).
     pending: Option<(PathBuf, File)>,
-    /// The first failure, until a request reports it.
+    /// The first failure, until a request (or [`Syncer::done`]) reports it.
     failed: Option<JournalError>,
-    /// Syncs done.
-    synced: u64,
+    /// Requests made (the last ticket handed out).
+    requested: u64,
     /// The inode of the file synced last (for the tests).
     #[cfg(test)]
     last_inode: u64,
@@ -44,6 +53,12 @@ struct State {
 struct Shared {
     state: Mutex<State>,
     wake: Condvar,
+    /// Every request up to this ticket is synced (read without the lock).
+    done: AtomicU64,
+    /// Syncs done (read without the lock).
+    synced: AtomicU64,
+    /// A sync failed (read without the lock; the error is in `state`).
+    failed: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -61,14 +76,22 @@ pub struct Syncer {
 impl Syncer {
     /// Starts the thread (named `journal-sync`).
     pub fn start(on_slow: OnSlow) -> std::io::Result<Syncer> {
+        Syncer::with_on_done(on_slow, Box::new(|| {}))
+    }
+
+    /// Starts the thread, which calls `on_done` after each sync it completes or fails.
+    pub fn with_on_done(on_slow: OnSlow, on_done: OnDone) -> std::io::Result<Syncer> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
+            done: AtomicU64::new(0),
+            synced: AtomicU64::new(0),
+            failed: std::sync::atomic::AtomicBool::new(false),
         });
         let s = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("journal-sync".into())
-            .spawn(move || run(&s, &on_slow))?;
+            .spawn(move || run(&s, &on_slow, &on_done))?;
         Ok(Syncer {
             shared,
             thread: Some(thread),
@@ -76,13 +99,15 @@ impl Syncer {
     }
 
     /// Asks for the journal's current segment to be synced (what [`Journal::flush`] wrote
-    /// before this call is covered). Returns at once: an error is an earlier sync's.
+    /// before this call is covered; earlier segments were synced as the journal left them).
+    /// Returns at once, with the request's ticket ([`Syncer::done`]): an error is an earlier
+    /// sync's.
     ///
     /// The thread gets a handle of its own each time (one `dup`, at most once an interval),
     /// never one kept from an earlier request: a suffix moved aside removes the segments it
     /// began, and the next segment may start under a removed one's name, a new file that a
     /// kept handle (of the removed one, by name) would never sync.
-    pub fn request(&mut self, journal: &Journal) -> Result<(), JournalError> {
+    pub fn request(&mut self, journal: &Journal) -> Result<u64, JournalError> {
         let (path, file) = journal.current_segment();
         let dup = file.try_clone().map_err(|source| JournalError::Io {
             path: path.to_path_buf(),
@@ -93,14 +118,28 @@ impl Syncer {
             return Err(e);
         }
         st.pending = Some((path.to_path_buf(), dup));
+        st.requested += 1;
+        let ticket = st.requested;
         drop(st);
         self.shared.wake.notify_one();
-        Ok(())
+        Ok(ticket)
     }
 
-    /// Syncs done so far.
+    /// Every request up to the ticket returned is synced; or the failure of a sync (which
+    /// requests after it cannot make good: the writer stops). Takes no lock unless a sync
+    /// failed.
+    pub fn done(&self) -> Result<u64, JournalError> {
+        if self.shared.failed.load(Ordering::Acquire) {
+            if let Some(e) = self.shared.lock().failed.take() {
+                return Err(e);
+            }
+        }
+        Ok(self.shared.done.load(Ordering::Acquire))
+    }
+
+    /// Syncs done so far (takes no lock).
     pub fn synced(&self) -> u64 {
-        self.shared.lock().synced
+        self.shared.synced.load(Ordering::Acquire)
     }
 
     /// Waits for the requested sync, stops the thread, and returns any failure not yet
@@ -128,10 +167,12 @@ impl Drop for Syncer {
     }
 }
 
-fn run(shared: &Shared, on_slow: &OnSlow) {
+fn run(shared: &Shared, on_slow: &OnSlow, on_done: &OnDone) {
     let mut st = shared.lock();
     loop {
         if let Some((path, file)) = st.pending.take() {
+            // the requests made so far: their writes came before this sync starts
+            let covers = st.requested;
             drop(st);
             let began = Instant::now();
             let result = file.sync_data();
@@ -142,14 +183,21 @@ fn run(shared: &Shared, on_slow: &OnSlow) {
             #[cfg(test)]
             let inode = std::os::unix::fs::MetadataExt::ino(&file.metadata().expect("fstat"));
             st = shared.lock();
-            st.synced += 1;
+            shared.synced.fetch_add(1, Ordering::AcqRel);
             #[cfg(test)]
             {
                 st.last_inode = inode;
             }
-            if let Err(source) = result {
-                st.failed.get_or_insert(JournalError::Io { path, source });
+            match result {
+                Ok(()) => shared.done.store(covers, Ordering::Release),
+                Err(source) => {
+                    st.failed.get_or_insert(JournalError::Io { path, source });
+                    shared.failed.store(true, Ordering::Release);
+                }
             }
+            drop(st);
+            on_done();
+            st = shared.lock();
             continue;
         }
         if st.stop {
@@ -192,7 +240,7 @@ mod tests {
             st.pending.is_none(),
             "the last request was synced before finish returned"
         );
-        assert!(st.synced >= 1);
+        assert!(shared.synced.load(Ordering::Acquire) >= 1);
     }
 
     #[test]
@@ -239,12 +287,9 @@ mod tests {
         syncer.finish().unwrap();
     }
 
-    #[test]
-    fn a_failed_sync_is_reported_by_the_next_request_naming_the_segment() {
-        let dir = tempfile::tempdir().unwrap();
-        let j = journal(dir.path());
-        let mut syncer = Syncer::start(Box::new(|_, _| {})).unwrap();
-        // a handle that cannot be synced: fdatasync of a socket fails (EINVAL)
+    /// Hands the thread a handle that cannot be synced (fdatasync of a socket fails: EINVAL)
+    /// and waits until it tried.
+    fn fail_a_sync(syncer: &Syncer) -> PathBuf {
         let (_r, w) = std::os::unix::net::UnixStream::pair().unwrap();
         let bad: File = std::os::fd::OwnedFd::from(w).into();
         let path = PathBuf::from("/bad/segment.seg");
@@ -255,8 +300,69 @@ mod tests {
             assert!(Instant::now() < deadline, "the sync never ran");
             std::thread::sleep(Duration::from_millis(1));
         }
+        path
+    }
+
+    #[test]
+    fn a_failed_sync_is_reported_by_the_next_request_naming_the_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = journal(dir.path());
+        let mut syncer = Syncer::start(Box::new(|_, _| {})).unwrap();
+        fail_a_sync(&syncer);
         let e = syncer.request(&j).expect_err("the failure is reported");
         assert!(e.to_string().contains("/bad/segment.seg"), "{e}");
+        syncer.finish().unwrap();
+    }
+
+    #[test]
+    fn tickets_are_done_once_a_sync_begun_after_them_completed_and_each_completion_is_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = journal(dir.path());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let syncer = Syncer::with_on_done(
+            Box::new(|_, _| {}),
+            Box::new(move || {
+                let _ = tx.send(());
+            }),
+        );
+        let mut syncer = syncer.unwrap();
+        assert_eq!(syncer.done().unwrap(), 0, "nothing asked, nothing done");
+        for seq in 1..=50u64 {
+            j.append(seq, &seq.to_le_bytes()).unwrap();
+            j.flush().unwrap();
+            assert_eq!(
+                syncer.request(&j).unwrap(),
+                seq,
+                "tickets count the requests"
+            );
+            assert!(syncer.done().unwrap() <= seq);
+        }
+        // each completion is told; requests made while a sync ran are covered by the next one
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut told = 0;
+        while syncer.done().unwrap() < 50 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            rx.recv_timeout(left).expect("on_done after each sync");
+            told += 1;
+        }
+        assert!(told >= 1 && told as u64 <= syncer.synced(), "{told}");
+        assert!(syncer.synced() <= 50, "coalesced: {}", syncer.synced());
+        syncer.finish().unwrap();
+    }
+
+    #[test]
+    fn a_failed_sync_is_reported_by_done_and_told() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let on_done = Box::new(move || {
+            let _ = tx.send(());
+        });
+        let syncer = Syncer::with_on_done(Box::new(|_, _| {}), on_done).unwrap();
+        fail_a_sync(&syncer);
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("a failed sync is told too");
+        let e = syncer.done().expect_err("the failure is reported");
+        assert!(e.to_string().contains("/bad/segment.seg"), "{e}");
+        assert_eq!(syncer.shared.done.load(Ordering::Acquire), 0);
         syncer.finish().unwrap();
     }
 }

@@ -56,6 +56,8 @@ pub struct Board {
     became_leader_ns: AtomicU64,
     not_leader: AtomicU64,
     discarded: AtomicU64,
+    /// `fdatasync`s completed on the journal's sync thread.
+    journal_syncs: AtomicU64,
     // a switchover asked for over HTTP: 0 none, 1 any target, 2 + id a given one
     switchover: AtomicU64,
     switchover_answer: Mutex<Option<Result<u16, String>>>,
@@ -108,6 +110,11 @@ impl Board {
         self.heartbeats.store(s.heartbeats, r);
         self.next_sequence.store(next_sequence, r);
         self.last_publish_ns.store(now_ns, r);
+    }
+
+    /// Publishes the journal's counters.
+    pub fn update_journal(&self, syncs: u64) {
+        self.journal_syncs.store(syncs, Ordering::Relaxed);
     }
 
     /// Publishes a cluster member's state and, while it leads, its sequencer's counters.
@@ -326,7 +333,7 @@ impl Board {
     }
 
     /// (name, help, kind, value) of every counter and gauge.
-    fn metrics(&self) -> [(&'static str, &'static str, &'static str, u64); 14] {
+    fn metrics(&self) -> [(&'static str, &'static str, &'static str, u64); 15] {
         let r = Ordering::Relaxed;
         [
             (
@@ -412,6 +419,12 @@ impl Board {
                 "Clock (ns since the epoch) of the loop's last publication.",
                 "gauge",
                 self.last_publish_ns.load(r),
+            ),
+            (
+                "journal_syncs",
+                "fdatasyncs of the journal completed on its sync thread (sequencer.fsync \"batch\" or \"interval\").",
+                "counter",
+                self.journal_syncs.load(r),
             ),
         ]
     }

@@ -11,8 +11,8 @@
 //! majority, only up to what it was told is durable. A request that fails stops the process
 //! (fail-stop): the member is not driven again, and starts from its durable replica.
 //!
-//! [`carry_out`] is the synchronous I/O layer: each request at once, each sync answered as it
-//! returns.
+//! [`carry_out`] carries each request out at once, and answers each sync that [`Log::sync`]
+//! made durable before it returned.
 
 use super::{Log, Member};
 use crate::replayer::StoreError;
@@ -52,10 +52,11 @@ impl Op {
     }
 }
 
-/// Carries out `m`'s storage requests on `log` at once and in order, answering each sync as
-/// it returns: the synchronous I/O layer (the sequencer process, the simulator). The caller
-/// then sends `m`'s datagrams ([`Member::poll_transmit`]). On an error the rest is not carried
-/// out: the process stops.
+/// Carries out `m`'s storage requests on `log` at once and in order, answering each sync
+/// that is durable when [`Log::sync`] returns (the simulator; the sequencer process, whose
+/// journal answers a `batch` sync later, when its sync thread completed it). The caller then
+/// sends `m`'s datagrams ([`Member::poll_transmit`]). On an error the rest is not carried out:
+/// the process stops.
 pub fn carry_out(m: &mut Member, log: &mut dyn Log) -> Result<(), StoreError> {
     while let Some(r) = m.poll_storage() {
         match r {
@@ -63,8 +64,9 @@ pub fn carry_out(m: &mut Member, log: &mut dyn Log) -> Result<(), StoreError> {
             Storage::Discard { from } => log.discard_from(from)?,
             Storage::SaveVote { term, voted_for } => log.save_vote(term, voted_for)?,
             Storage::Sync { upto } => {
-                log.flush()?;
-                m.handle_durable(upto);
+                if log.sync(upto)? {
+                    m.handle_durable(upto);
+                }
             }
         }
     }

@@ -10,6 +10,17 @@ pub trait Log: Store {
     /// Persists what was appended (per the journal's durability policy); an append is
     /// answered only after this.
     fn flush(&mut self) -> Result<(), StoreError>;
+    /// Carries out [`Storage::Sync`](super::Storage)`{ upto }`: true when what was appended
+    /// is durable on return ([`Log::flush`], the default); false when the sync goes on
+    /// without the caller, whose I/O layer answers [`Member::handle_durable`]`(upto)` once
+    /// it completed (the sequencer process with `sequencer.fsync = "batch"`).
+    ///
+    /// [`Member::handle_durable`]: super::Member::handle_durable
+    fn sync(&mut self, upto: u64) -> Result<bool, StoreError> {
+        let _ = upto;
+        self.flush()?;
+        Ok(true)
+    }
     /// Removes the entries from `seq` on, keeping them aside (never destroyed): a replica's
     /// suffix the leader does not hold. Only entries never published are ever removed.
     fn discard_from(&mut self, seq: u64) -> Result<(), StoreError>;

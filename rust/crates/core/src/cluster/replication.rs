@@ -79,7 +79,8 @@ impl Member {
                 let count = self.last - index + 1;
                 self.discard(index);
                 self.stats.discarded += count;
-                self.events.push_back(Event::Discarded { from: index, count });
+                self.events
+                    .push_back(Event::Discarded { from: index, count });
                 // (the discard is carried out after this call: what is read is below it)
                 self.rescan(log, index - 1)?;
             }
