@@ -5,7 +5,8 @@
 //! in-process with a simulated network and a virtual clock (the `seqbus-sim` crate). All four
 //! are driven the same way: inputs through `handle_*(now, ..)`, outputs taken with `poll_*`
 //! until None (`poll_transmit`: datagrams with where they go; `poll_publish`: downstream
-//! packets; [`Member::poll_storage`]: requests to the journal, answered by
+//! packets; `poll_nak`: the answer to the upstream datagram just handled, for its sender;
+//! [`Member::poll_storage`]: requests to the journal, answered by
 //! [`Member::handle_durable`]; [`Member::poll_event`]), and `next_timeout` for when to call
 //! again. Nothing calls back into the I/O layer. What a
 //! node is handed of the stream — topics, admin routing, fragment reassembly, time records,

@@ -140,8 +140,10 @@ pub struct Sequencer {
     tail_heartbeat_ns: u64,
     /// At most one NAK per account per holdoff.
     nak_pacing: NakHoldoff,
-    /// The NAK of the last upstream datagram, for its sender ([`Sequencer::take_nak`]).
-    nak: Option<Vec<u8>>,
+    /// The NAK of the last upstream datagram, for its sender ([`Sequencer::poll_nak`]), and
+    /// whether it is still to be taken.
+    nak: Vec<u8>,
+    nak_due: bool,
     /// With keys: every datagram must be authenticated by its account's key.
     keys: Option<Arc<AccountKeys>>,
     /// The anti-replay window of each sender.
@@ -258,7 +260,8 @@ impl Sequencer {
             hb_interval: params.heartbeat_ns,
             tail_heartbeat_ns: DEFAULT_TAIL_HEARTBEAT_NS.min(params.heartbeat_ns),
             nak_pacing: NakHoldoff::new(DEFAULT_NAK_HOLDOFF_NS),
-            nak: None,
+            nak: Vec::new(),
+            nak_due: false,
             keys: None,
             windows: HashMap::new(),
             held: HashMap::new(),
@@ -328,9 +331,10 @@ impl Sequencer {
     }
 
     /// The NAK the last [`Sequencer::handle_upstream`] produced, to be sent to the address that
-    /// datagram came from.
-    pub fn take_nak(&mut self) -> Option<Vec<u8>> {
-        self.nak.take()
+    /// datagram came from (once: the next call gives None). One not taken before the next
+    /// upstream datagram is dropped: it is never sent to another sender.
+    pub fn poll_nak(&mut self) -> Option<&[u8]> {
+        std::mem::take(&mut self.nak_due).then_some(&self.nak[..])
     }
 
     /// Adds an already journaled message to the messages waiting to be published (see
@@ -440,6 +444,7 @@ impl Sequencer {
     /// wrong-session, duplicate and out-of-order input is counted and dropped.
     pub fn handle_upstream(&mut self, now_ns: u64, datagram: &[u8]) -> usize {
         self.stats.datagrams += 1;
+        self.nak_due = false;
         let p = match UpstreamPacket::parse(datagram) {
             Ok(p) => p,
             Err(_) => {
@@ -569,7 +574,12 @@ impl Sequencer {
                         };
                         // with keys, authentic() found the account's key
                         let key = self.keys.as_ref().and_then(|k| k.get(&account));
-                        self.nak = Some(nak.datagram(key));
+                        self.nak.clear();
+                        match key {
+                            Some(k) => self.nak.extend_from_slice(&nak.encode_signed(k)),
+                            None => self.nak.extend_from_slice(&nak.encode()),
+                        }
+                        self.nak_due = true;
                     }
                 }
                 n
@@ -941,7 +951,7 @@ mod tests {
         assert_eq!(s.handle_upstream(1, &cmds("A", 1, &[1])), 1);
         // 2 is lost: 3 and 4 wait (and a NAK asks for 2); B is not held up
         assert_eq!(s.handle_upstream(2, &cmds("A", 1, &[3, 4])), 0);
-        let nak = Nak::parse(&s.take_nak().expect("a NAK")).unwrap();
+        let nak = Nak::parse(&s.poll_nak().map(<[u8]>::to_vec).expect("a NAK")).unwrap();
         assert_eq!(
             (nak.expected, nak.missing),
             (2, 1),
@@ -979,15 +989,15 @@ mod tests {
             .collect();
         assert_eq!(got, vec![5]);
         // two gaps (7 and 9 lost, 8 and 10 held): filling the first NAKs the second at once
-        let _ = s.take_nak();
+        let _ = s.poll_nak();
         assert_eq!(s.handle_upstream(11, &cmds("A", 1, &[8])), 0);
         assert_eq!(s.handle_upstream(12, &cmds("A", 1, &[10])), 0);
-        let _ = s.take_nak();
+        let _ = s.poll_nak();
         assert_eq!(s.handle_upstream(13, &cmds("A", 1, &[6, 7])), 3);
-        let nak = Nak::parse(&s.take_nak().expect("the second gap")).unwrap();
+        let nak = Nak::parse(&s.poll_nak().map(<[u8]>::to_vec).expect("the second gap")).unwrap();
         assert_eq!((nak.expected, nak.missing), (9, 1));
         assert_eq!(s.handle_upstream(14, &cmds("A", 1, &[9])), 2);
-        assert!(s.take_nak().is_none(), "no gap left");
+        assert!(s.poll_nak().is_none(), "no gap left");
         drain(&mut s, 15);
         // at most MAX_HELD per account
         let far: Vec<u64> = (12..12 + MAX_HELD as u64 + 10).collect();
@@ -1020,10 +1030,29 @@ mod tests {
         let mut s = Sequencer::new(params(), Recovered::new_session(), 0);
         s.set_nak_holdoff(1_000_000);
         s.handle_upstream(10, &cmds("A", 1, &[1]));
-        assert!(s.take_nak().is_none());
+        assert!(s.poll_nak().is_none());
         s.handle_upstream(20, &cmds("A", 1, &[3]));
-        let nak = Nak::parse(&s.take_nak().expect("a NAK for command 2")).unwrap();
+        let nak = Nak::parse(
+            &s.poll_nak()
+                .map(<[u8]>::to_vec)
+                .expect("a NAK for command 2"),
+        )
+        .unwrap();
         assert_eq!((nak.expected, nak.missing), (2, 1));
+    }
+
+    #[test]
+    fn a_nak_is_taken_once_and_never_for_the_next_sender() {
+        let mut s = Sequencer::new(params(), Recovered::new_session(), 0);
+        s.set_nak_holdoff(1);
+        s.handle_upstream(10, &cmds("A", 1, &[1]));
+        s.handle_upstream(20, &cmds("A", 1, &[3]));
+        assert!(s.poll_nak().is_some(), "A's gap");
+        assert!(s.poll_nak().is_none(), "taken once");
+        s.handle_upstream(30, &cmds("A", 1, &[4]));
+        // not taken: B's datagram next, which leaves nothing to answer
+        s.handle_upstream(40, &cmds("B", 1, &[1]));
+        assert!(s.poll_nak().is_none(), "A's NAK is not B's");
     }
 
     #[test]
@@ -1115,7 +1144,7 @@ mod tests {
         s.set_keys(Arc::new(keys));
         s.set_nak_holdoff(1);
         assert_eq!(s.handle_upstream(1, &signed("A", 1, 100, 1, &[2])), 0);
-        let nak = s.take_nak().expect("a gap: NAK");
+        let nak = s.poll_nak().map(<[u8]>::to_vec).expect("a gap: NAK");
         assert!(Nak::verify(&nak, &key));
         let nak = Nak::parse(&nak).unwrap();
         assert_eq!(nak.expected, 1);

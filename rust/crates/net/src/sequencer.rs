@@ -681,7 +681,7 @@ fn sequence(
         let served = down.poll(now, log, &mut |d| {
             member.handle_upstream(now_ns(), d);
             // a reliable transport loses no command: no NAK to send
-            let _ = member.take_nak();
+            let _ = member.poll_nak();
         });
         if served > 0 {
             now = now_ns();
@@ -790,9 +790,9 @@ fn handle_upstream(member: &mut Member, upstream: &Socket, rx: &udp::RecvBatch) 
         match rx.get(i) {
             Some(d) => {
                 member.handle_upstream(now, d);
-                if let Some(nak) = member.take_nak() {
+                if let Some(nak) = member.poll_nak() {
                     // to the address the commands came from: the sender resends now
-                    let _ = upstream.send_to(&nak, &rx.from(i));
+                    let _ = upstream.send_to(nak, &rx.from(i));
                 }
             }
             None => member.note_malformed(),

@@ -1144,7 +1144,7 @@ impl Bus {
                     member.handle_peer(now, data, &mut m.log)
                 } else {
                     member.handle_upstream(now, data);
-                    nak = member.take_nak();
+                    nak = member.poll_nak().map(<[u8]>::to_vec);
                     Ok(())
                 };
                 let r = r

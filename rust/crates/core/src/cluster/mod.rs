@@ -433,8 +433,8 @@ impl Member {
     }
 
     /// The NAK the last [`Member::handle_upstream`] produced, for the datagram's sender.
-    pub fn take_nak(&mut self) -> Option<Vec<u8>> {
-        self.seq.as_mut().and_then(Sequencer::take_nak)
+    pub fn poll_nak(&mut self) -> Option<&[u8]> {
+        self.seq.as_mut().and_then(Sequencer::poll_nak)
     }
 
     /// Rebuilds terms and dedupe state from the log's entries up to `upto`.
