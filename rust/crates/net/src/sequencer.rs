@@ -42,45 +42,108 @@ fn warn(text: String) {
 const MAX_DATAGRAMS_PER_BATCH: usize = 256;
 
 /// The journal as a cluster member's replica: writes per `sequencer.fsync`, the vote in
-/// `cluster-state` beside the segments. With `interval` the `fdatasync`s run on a thread of
-/// their own ([`Syncer`]): publishing does not wait for them by that policy, and the loop
-/// that sends the cluster's heartbeats must not either (a slow disk would make its leader
-/// look dead).
+/// `cluster-state` beside the segments. The `fdatasync`s run on a thread of their own
+/// ([`Syncer`]), so the loop that sends the cluster's heartbeats never waits on the disk (a
+/// slow one would make its leader look dead). With `interval` publishing does not wait for
+/// them, by that policy. With `batch` a sync is asked for each batch, and what it covers
+/// counts as durable — is acknowledged, committed, published — only once it completed: the
+/// thread signals an eventfd the loop sleeps on ([`JournalLog::wake_fd`]), and the loop takes
+/// the answer from [`JournalLog::durable`].
 pub(crate) struct JournalLog {
     pub journal: Journal,
     fsync: FsyncPolicy,
     interval: Duration,
     last_sync: Instant,
     syncer: Option<Syncer>,
+    /// `batch`: signalled by the sync thread after each sync.
+    synced: Option<Arc<crate::notify::EventFd>>,
+    /// `batch`: (ticket, upto) of each sync asked and not yet answered, oldest first.
+    waiting: std::collections::VecDeque<(u64, u64)>,
 }
 
 impl JournalLog {
     fn new(journal: Journal, fsync: FsyncPolicy, interval: Duration) -> Result<JournalLog, Error> {
-        let syncer = match fsync {
-            FsyncPolicy::Interval => Some(
-                Syncer::start(Box::new(|path, took| {
-                    warn(format!(
-                        "journal: fdatasync of {} took {} ms (sequencer.fsync = \"interval\"): \
-                         the disk is slow; what was written meanwhile survives a crash of this \
-                         process, not yet one of the machine",
-                        path.display(),
-                        took.as_millis()
-                    ))
-                }))
-                .map_err(io_error("journal: starting the sync thread"))?,
-            ),
+        let on_slow = move |path: &Path, took: Duration| {
+            let survives = match fsync {
+                FsyncPolicy::Batch => {
+                    "nothing it covers is published before it completes (sequencer.fsync = \
+                     \"batch\")"
+                }
+                _ => {
+                    "what was written meanwhile survives a crash of this process, not yet one \
+                     of the machine (sequencer.fsync = \"interval\")"
+                }
+            };
+            warn(format!(
+                "journal: fdatasync of {} took {} ms: the disk is slow; {survives}",
+                path.display(),
+                took.as_millis()
+            ))
+        };
+        let synced = match fsync {
+            FsyncPolicy::Batch => Some(Arc::new(
+                crate::notify::EventFd::new().map_err(io_error("journal: an eventfd for syncs"))?,
+            )),
             _ => None,
         };
+        let syncer = match (fsync, &synced) {
+            (FsyncPolicy::None, _) => None,
+            (_, Some(fd)) => {
+                let fd = Arc::clone(fd);
+                let on_done = Box::new(move || fd.signal());
+                Some(Syncer::with_on_done(Box::new(on_slow), on_done))
+            }
+            (_, None) => Some(Syncer::start(Box::new(on_slow))),
+        };
+        let syncer = syncer
+            .transpose()
+            .map_err(io_error("journal: starting the sync thread"))?;
         Ok(JournalLog {
             journal,
             fsync,
             interval,
             last_sync: Instant::now(),
             syncer,
+            synced,
+            waiting: std::collections::VecDeque::new(),
         })
     }
 
-    /// Writes what is buffered and syncs it, waiting for the sync thread first.
+    /// The fd the sync thread signals after each `batch` sync (the loop sleeps on it too).
+    pub(crate) fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.synced.as_ref().map(|e| e.fd())
+    }
+
+    /// `batch`: how far the syncs completed since the last call reach (the `upto` of the
+    /// newest one, for [`Member::handle_durable`]), or None when none completed. A failed sync
+    /// is an error: the process stops.
+    pub(crate) fn durable(&mut self) -> Result<Option<u64>, StoreError> {
+        if self.waiting.is_empty() {
+            return Ok(None);
+        }
+        if let Some(e) = &self.synced {
+            e.drain();
+        }
+        let Some(syncer) = &self.syncer else {
+            return Ok(None);
+        };
+        let done = syncer.done().map_err(store_error)?;
+        let mut upto = None;
+        while let Some(&(ticket, u)) = self.waiting.front() {
+            if ticket > done {
+                break;
+            }
+            upto = Some(u);
+            self.waiting.pop_front();
+        }
+        Ok(upto)
+    }
+
+    /// Syncs completed on the sync thread so far.
+    pub(crate) fn syncs(&self) -> u64 {
+        self.syncer.as_ref().map_or(0, Syncer::synced)
+    }
+
     fn close(&mut self) -> Result<(), Error> {
         self.journal.flush()?;
         if let Some(s) = self.syncer.take() {
@@ -129,6 +192,21 @@ impl Log for JournalLog {
             _ => {}
         }
         Ok(())
+    }
+
+    fn sync(&mut self, upto: u64) -> Result<bool, StoreError> {
+        match (self.fsync, self.syncer.as_mut()) {
+            (FsyncPolicy::Batch, Some(syncer)) => {
+                self.journal.flush().map_err(store_error)?;
+                let ticket = syncer.request(&self.journal).map_err(store_error)?;
+                self.waiting.push_back((ticket, upto));
+                Ok(false)
+            }
+            _ => {
+                self.flush()?;
+                Ok(true)
+            }
+        }
     }
 
     fn discard_from(&mut self, seq: u64) -> Result<(), StoreError> {
@@ -580,6 +658,10 @@ fn sequence(
     if let Some(d) = &discovery {
         fds.push(d.fd());
     }
+    // `fsync = "batch"`: woken when a sync completes
+    if let Some(fd) = log.wake_fd() {
+        fds.push(fd);
+    }
     let mut takeover = crate::status::Takeover::default();
     while !stop.load(Ordering::Relaxed) {
         let mut got = 0;
@@ -693,6 +775,10 @@ fn sequence(
                 b.answer_switchover(answer);
             }
         }
+        // what the sync thread made durable: acknowledged (a standby), committed (the leader)
+        if let Some(upto) = log.durable().map_err(Error::Persist)? {
+            member.handle_durable(upto);
+        }
         member.poll(now, log).map_err(Error::Persist)?;
         carry_out(member, log, &mut peer_out)?;
         while let Some(p) = member.poll_publish(now) {
@@ -722,6 +808,7 @@ fn sequence(
         }
         if let Some(board) = board {
             board.update_member(member, now, &takeover);
+            board.update_journal(log.syncs());
         }
         if got == 0 {
             // (`now` is this turn's: an idle turn did next to nothing since)
@@ -900,16 +987,70 @@ mod sync_tests {
     }
 
     #[test]
-    fn interval_syncs_on_the_sync_thread_and_batch_in_the_loop() {
+    fn interval_and_batch_sync_on_the_sync_thread_and_batch_wakes_the_loop() {
         let (_d, l) = log(FsyncPolicy::Interval);
         assert!(l.syncer.is_some(), "interval runs a sync thread");
+        assert!(l.wake_fd().is_none(), "publishing does not wait for it");
         let (_d, l) = log(FsyncPolicy::Batch);
+        assert!(l.syncer.is_some(), "batch runs a sync thread too");
         assert!(
-            l.syncer.is_none(),
-            "batch syncs before publishing, in the loop"
+            l.wake_fd().is_some(),
+            "and wakes the loop when a sync completes"
         );
         let (_d, l) = log(FsyncPolicy::None);
         assert!(l.syncer.is_none());
+    }
+
+    /// Waits until `fd` is readable (at most 10 s).
+    fn readable(fd: std::os::fd::RawFd) -> bool {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        unsafe { libc::poll(&mut p, 1, 10_000) == 1 }
+    }
+
+    /// `fsync = "batch"`: the sync of a batch is asked, not waited for; nothing it covers is
+    /// committed or published until the sync thread completed it and the loop, woken by it,
+    /// handed the answer to the member.
+    #[test]
+    fn with_batch_nothing_is_published_before_the_sync_thread_made_it_durable() {
+        let (_d, mut l) = log(FsyncPolicy::Batch);
+        let text = "[bus]\nsession = \"S\"\n[downstream]\ntransport = \"udp-unicast\"\n\
+                    subscribers = [\"127.0.0.1:9\"]\n";
+        let cfg = Config::from_str(text).expect("a valid configuration");
+        let members = cfg.members();
+        let now = 1_000_000_000;
+        let mut m = Member::new(member_params(&cfg, 1, &members), &mut l, 0, 0, now).unwrap();
+        let mut peer_out = crate::pipeline::PeerBatch::default();
+        m.poll(now, &mut l).unwrap();
+        carry_out(&mut m, &mut l, &mut peer_out).unwrap();
+        assert!(m.last_index() >= 1, "the session's start is written");
+        assert!(!l.waiting.is_empty(), "its sync asked and not answered");
+        assert_eq!(m.commit(), 0, "nothing is committed before it is durable");
+        assert!(
+            m.poll_publish(now).is_none(),
+            "nothing is published before it is durable"
+        );
+        let fd = l.wake_fd().expect("batch");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let upto = loop {
+            assert!(readable(fd), "the sync thread signals the loop");
+            if let Some(upto) = l.durable().unwrap() {
+                break upto;
+            }
+            assert!(Instant::now() < deadline, "no sync completed");
+        };
+        assert!(l.waiting.is_empty());
+        assert!(l.syncs() >= 1);
+        m.handle_durable(upto);
+        assert_eq!(m.commit(), m.last_index(), "committed once durable");
+        let p = m.poll_publish(now).expect("then published").to_vec();
+        let p = seqbus_wire::mold::MoldPacket::parse(&p).unwrap();
+        assert_eq!((p.sequence(), p.message_count()), (1, 1));
+        l.close().unwrap();
     }
 
     #[test]
