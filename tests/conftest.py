@@ -10,7 +10,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -135,6 +135,21 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
 def seqbus_cli() -> list[str]:
     exe = VENV_BIN / "seqbus"
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "seqbus.cli"]
+
+
+def capture_written(capture: Path, knock: Callable[[], None], timeout: float = 30.0) -> bool:
+    """Knocks (a packet the capture filter takes) until the capture file grows past what it
+    held: before a run, the capture is live; after it, every packet sent before the knock is
+    in the file (the capture writes in order, and a SIGINT does not wait for packets it has
+    not read yet). Bounded by ``timeout``."""
+    size = capture.stat().st_size if capture.exists() else 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        knock()
+        time.sleep(0.1)
+        if capture.exists() and capture.stat().st_size > size:
+            return True
+    return False
 
 
 def tshark_path() -> str | None:

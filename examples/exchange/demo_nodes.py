@@ -8,10 +8,11 @@ files named by the environment.
   same point of the stream. The demo kills the primary once its checkpoint is written.
 * The gateway also writes ``progress`` (answers so far) every 100 answers, and its report
   (with order → answer latencies from its own clock) at the end of the run (below).
-* ``EXCHANGE_HOLD_AT``: once that many orders are answered the gateway writes ``hold`` and keeps
-  only two orders in flight until a file ``release`` appears (looked for every 5 ms on its
-  local clock): the demo kills the leading sequencer meanwhile, so the takeover happens with
-  orders in flight, however fast the run.
+* ``EXCHANGE_HOLD_AT``: answer counts, comma-separated. At the k-th, once that many orders are
+  answered, the gateway writes ``hold-k`` and keeps only ``EXCHANGE_HOLD_IN_FLIGHT`` orders in
+  flight (2 by default; 0 stops it) until a file ``release-k`` appears (looked for every 5 ms on
+  its local clock): the demo kills the leading sequencer meanwhile, so the takeover happens with
+  orders in flight, however fast the run; a test stops the gateway at each point it acts at.
 * When every order is answered the gateway sends an end-of-run marker (a cancel of order 0).
   Engines write their report when they handle it, answer it (it cancels no order) and stop
   once their answer is in the stream. The gateway writes its report when that answer is in
@@ -191,15 +192,21 @@ class DemoGateway(OrderGateway):
         self.started = 0.0
         self.elapsed_s = 0.0
         self.checkpoint_at = int(os.environ.get("EXCHANGE_CHECKPOINT_AT", "0"))
-        self.hold_at = int(os.environ.get("EXCHANGE_HOLD_AT", "0"))
-        self.held = False
+        self.hold_at = sorted(
+            int(n) for n in os.environ.get("EXCHANGE_HOLD_AT", "").split(",") if n.strip()
+        )
+        self.hold_in_flight = int(os.environ.get("EXCHANGE_HOLD_IN_FLIGHT", "2"))
+        #: holds reached so far, and whether the last one is still waiting for its release
+        self.holds = 0
+        self.holding = False
 
     def on_opened(self) -> None:
         self.started = time.perf_counter()
         super().on_opened()
 
     def _release(self) -> None:
-        if (Path(os.environ["EXCHANGE_REPORT_DIR"]) / "release").exists():
+        if (Path(os.environ["EXCHANGE_REPORT_DIR"]) / f"release-{self.holds}").exists():
+            self.holding = False
             self.in_flight_limit = IN_FLIGHT
             self.pump()
         else:
@@ -221,10 +228,15 @@ class DemoGateway(OrderGateway):
         super()._answer(order_id)
         if len(self.answers) % 100 == 0:
             _write("progress", {"answered": len(self.answers)})
-        if self.hold_at and not self.held and len(self.answers) >= self.hold_at:
-            self.held = True
-            self.in_flight_limit = 2
-            _write("hold", {"answered": len(self.answers)})
+        if (
+            not self.holding
+            and self.holds < len(self.hold_at)
+            and len(self.answers) >= self.hold_at[self.holds]
+        ):
+            self.holds += 1
+            self.holding = True
+            self.in_flight_limit = self.hold_in_flight
+            _write(f"hold-{self.holds}", {"answered": len(self.answers)})
             self.set_local_timer(0.005, self._release)
         if self.done and not self.elapsed_s:
             # every order answered: the end marker goes out; the report is written when the

@@ -37,10 +37,14 @@ class _Service(Protocol):
     def join(self, timeout: float) -> bool: ...
 
 
-def _serve(service: _Service, role: str) -> None:
-    """Wait for a Rust service thread, stopping it on SIGINT/SIGTERM."""
+def _serve(start: Callable[[], _Service], role: str) -> None:
+    """Start a Rust service thread and wait for it, stopping it on SIGINT/SIGTERM. The
+    handlers are in place before the service starts: a signal that comes while it binds its
+    sockets stops it as one that comes later does (the default action would end the process
+    without its goodbye)."""
     stop = threading.Event()
     with stop_on_signals(stop):
+        service = start()
         while not service.join(POLL_TIMEOUT_S):
             if stop.is_set():
                 logging.getLogger(f"seqbus.{role}").info(
@@ -63,7 +67,8 @@ def _cmd_service(args: argparse.Namespace) -> int:
         "bridge": _core.Bridge,
     }
     with configured(args.log_level):
-        _serve(services[args.command](args.config, getattr(args, "id", None)), args.command)
+        service = services[args.command]
+        _serve(lambda: service(args.config, getattr(args, "id", None)), args.command)
     return 0
 
 

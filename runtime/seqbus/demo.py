@@ -467,7 +467,7 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
             # the gateway holds at three quarters (two orders in flight) until released
             kill_sequencer = getattr(args, "sequencer_kill", True)
             if kill_sequencer:
-                wait_for(reports / "hold", "three quarters of the orders answered")
+                wait_for(reports / "hold-1", "three quarters of the orders answered")
             # the leading sequencer dies; a standby takes over
             old = _leader(status, procs) if kill_sequencer else None
             if old is not None:
@@ -501,7 +501,7 @@ def exchange(args: argparse.Namespace, multicast: bool, notes: list[str]) -> int
                     f"leading sequencer {old} killed (kill -9) after "
                     f"{answers_before:,} answers; sequencer {new} took over"
                 )
-            (reports / "release").write_text("")
+            (reports / "release-1").write_text("")
             wait_for(reports / "GW-1.json", "end of the order flow")
             procs["GW-1"].wait(10)
             del procs["GW-1"]

@@ -3,8 +3,9 @@
 Every node handles ``Ping`` and folds (sequence, sequencer time, id, sent_at) of each one into a
 BLAKE2b hash; when it has seen ``SEQBUS_E2E_TOTAL`` Pings (and the file ``SEQBUS_E2E_RELEASE`` exists,
 when that is set) it writes a JSON report to ``SEQBUS_E2E_OUT`` and stops. Senders send ``SEQBUS_E2E_SHARE`` Pings each, ids
-``index * 10**9 + n``, keeping the in-flight window full: they send on opening and again each
-time one of their own Pings comes back, and a full window (``BackPressureError``) just waits.
+``index * 10**9 + n``, keeping the in-flight window full: they send on opening (once the file
+``SEQBUS_E2E_GO`` exists, when that is set) and again each time one of their own Pings comes
+back, and a full window (``BackPressureError``) just waits.
 """
 
 from __future__ import annotations
@@ -99,10 +100,17 @@ class Sender(Listener):
         self.index = int(os.environ["SEQBUS_E2E_INDEX"])
         self.share = int(os.environ["SEQBUS_E2E_SHARE"])
         self.sent = 0
+        self.go = os.environ.get("SEQBUS_E2E_GO", "")
 
     def on_opened(self) -> None:
         super().on_opened()
-        self.pump()
+        if not self.go:
+            self.pump()
+
+    def tick(self) -> None:
+        if self.go and self.sent == 0 and os.path.exists(self.go):
+            self.pump()
+        super().tick()
 
     def after_ping(self, mine: bool) -> None:
         if mine:

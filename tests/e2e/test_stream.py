@@ -43,11 +43,12 @@ def test_three_nodes_deliver_the_same_stream(tmp_path: Path, processes: Processe
     config = bus.path
     cli = seqbus_cli()
     sequencer = processes.start("sequencer", [*cli, "sequencer", "-c", str(config)])
-    if not wait_udp_bound(bus.upstream, 10.0) or sequencer.poll() is not None:
+    if not wait_udp_bound(bus.upstream, 30.0) or sequencer.poll() is not None:
         pytest.fail(f"the sequencer did not start\n{processes.logs()}")
 
     share = TOTAL // 2
     release = tmp_path / "release"
+    go = tmp_path / "go"
     nodes = {
         "LISTEN": ("tests.e2e.stream_nodes:Listener", None),
         "SEND0": ("tests.e2e.stream_nodes:Sender", 0),
@@ -61,6 +62,8 @@ def test_three_nodes_deliver_the_same_stream(tmp_path: Path, processes: Processe
             "SEQBUS_E2E_OUT": str(tmp_path / f"{account}.json"),
             "SEQBUS_E2E_INDEX": str(index if index is not None else -1),
             "SEQBUS_E2E_RELEASE": str(release),
+            # the senders wait for the junk below: it is in every socket before the stream
+            "SEQBUS_E2E_GO": str(go),
         }
         procs[account] = processes.start(
             account, [*cli, "node", target, "-c", str(config), "--account", account, "--path", str(ROOT), "--rewind"], env=env
@@ -81,7 +84,7 @@ def test_three_nodes_deliver_the_same_stream(tmp_path: Path, processes: Processe
         for datagram in junk:
             s.sendto(datagram, ("127.0.0.1", bus.upstream))
             s.sendto(datagram, (bus.group, bus.downstream))
-    time.sleep(0.2)
+    go.touch()
     release.touch()
 
     for account, proc in procs.items():

@@ -6,13 +6,14 @@ Zero malformed packets, and the captured packets' sequence ranges are contiguous
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, Processes, seqbus_cli, tshark_path
+from tests.conftest import ROOT, Processes, capture_written, free_udp_port, seqbus_cli, tshark_path
 from tests.e2e.busconfig import wait_udp_bound, write_bus_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.tshark, pytest.mark.usefixtures("multicast")]
@@ -26,19 +27,30 @@ def test_tshark_decodes_the_downstream_as_moldudp64(tmp_path: Path, processes: P
         pytest.skip("tshark is not installed (make system-deps installs it as root on Debian)")
     bus = write_bus_config(tmp_path)
     capture = tmp_path / "downstream.pcapng"
+    # a port the capture also takes, for knocks that show how far it has written
+    knock_port = free_udp_port()
     cap = processes.start(
         "tshark",
-        [tshark, "-i", "lo", "-f", f"udp dst port {bus.downstream}", "-w", str(capture), "-q"],
+        [tshark, "-i", "lo", "-f", f"udp dst port {bus.downstream} or udp dst port {knock_port}",
+         "-w", str(capture), "-q"],
     )
-    deadline = time.monotonic() + 15
+
+    def knock() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(b"knock", ("127.0.0.1", knock_port))
+
+    deadline = time.monotonic() + 60
     while "Capturing on" not in processes.log("tshark"):
         assert cap.poll() is None, f"tshark exited:\n{processes.log('tshark')}"
         assert time.monotonic() < deadline, f"tshark did not start:\n{processes.log('tshark')}"
         time.sleep(0.05)
+    # "Capturing on" can come before packets are written: the sequencer's first packet
+    # (sequence 1) must be in the capture
+    assert capture_written(capture, knock), processes.log("tshark")
 
     cli = seqbus_cli()
     sequencer = processes.start("sequencer", [*cli, "sequencer", "-c", str(bus.path)])
-    assert wait_udp_bound(bus.upstream, 10.0) and sequencer.poll() is None, processes.logs()
+    assert wait_udp_bound(bus.upstream, 30.0) and sequencer.poll() is None, processes.logs()
     env = {
         "SEQBUS_E2E_TOTAL": str(MESSAGES),
         "SEQBUS_E2E_SHARE": str(MESSAGES),
@@ -52,12 +64,14 @@ def test_tshark_decodes_the_downstream_as_moldudp64(tmp_path: Path, processes: P
         env=env,
     )
     assert node.wait(timeout=120) == 0, processes.logs()
-    time.sleep(0.3)  # let the last packets and a heartbeat reach the capture
+    # every packet the node saw is in the file once a knock after them is
+    assert capture_written(capture, knock), processes.log("tshark")
     processes.kill(cap, 2)  # SIGINT: tshark flushes and closes the file
     cap.wait(timeout=10)
 
     fields = subprocess.run(
-        [tshark, "-r", str(capture), "-d", f"udp.port=={bus.downstream},moldudp64",
+        [tshark, "-r", str(capture), "-Y", f"udp.dstport=={bus.downstream}",
+         "-d", f"udp.port=={bus.downstream},moldudp64",
          "-T", "fields", "-E", "separator=,", "-e", "moldudp64.session",
          "-e", "moldudp64.sequence", "-e", "moldudp64.count", "-e", "_ws.malformed",
          "-e", "_ws.expert.severity"],

@@ -78,6 +78,17 @@ class Cluster:
         except OSError:
             return None
 
+    def status_of(self, member: int, timeout: float = 20.0) -> dict[str, Any]:
+        """The member's status document, asked again until one comes (one slow answer on a
+        loaded host is not a state)."""
+        deadline = time.monotonic() + timeout
+        while (s := self.status(member)) is None:
+            assert time.monotonic() < deadline, (
+                f"member {member} gave no status within {timeout} s\n{self.processes.logs()}"
+            )
+            time.sleep(0.02)
+        return s
+
     def leader(self, timeout: float = 20.0, exclude: int | None = None) -> int:
         """The member whose status says it leads (waits for one)."""
         deadline = time.monotonic() + timeout

@@ -94,7 +94,7 @@ def test_python_java_and_cpp_instances_answer_admin_commands_as_one(
     env = {"PYTHONPATH": str(ROOT)}
     cli = seqbus_cli()
     sequencer = processes.start("sequencer", [*cli, "sequencer", "-c", str(bus.path)], env=env)
-    if not wait_udp_bound(bus.upstream, 10.0) or sequencer.poll() is not None:
+    if not wait_udp_bound(bus.upstream, 30.0) or sequencer.poll() is not None:
         pytest.fail(f"the sequencer did not start\n{processes.logs()}")
     classes = test_classes.parent / "classes"  # before the installed seqbus-node jar
     classpath = f"{test_classes}:{classes}:{(BUILD / 'java.classpath').read_text().strip()}"

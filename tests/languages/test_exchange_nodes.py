@@ -47,11 +47,6 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def answered(reports: Path) -> int:
-    """Orders the gateway has had answered (its progress file, written every 100)."""
-    return int((read_json(reports / "progress") or {}).get("answered", 0))
-
-
 def test_python_cpp_and_java_market_data_instances_agree(
     tmp_path: Path, processes: Processes, programs: Programs
 ) -> None:
@@ -63,14 +58,15 @@ def test_python_cpp_and_java_market_data_instances_agree(
         "EXCHANGE_ORDERS": str(ORDERS),
         "EXCHANGE_SEED": "7",
         "PYTHONPATH": str(ROOT),
-        # at a third of the orders the gateway slows to two in flight until ``release``: the
-        # points below are reached however fast the run (unheld, 1,500 orders can all be
-        # answered between two looks at the progress file)
-        "EXCHANGE_HOLD_AT": str(ORDERS // 3),
+        # at a third and at two thirds of the orders the gateway stops (no order in flight)
+        # until the test releases it: the points below are reached however fast the run
+        # (unheld, 1,500 orders can all be answered between two looks at a progress file)
+        "EXCHANGE_HOLD_AT": f"{ORDERS // 3},{2 * ORDERS // 3}",
+        "EXCHANGE_HOLD_IN_FLIGHT": "0",
     }
     cli = seqbus_cli()
     sequencer = processes.start("sequencer", [*cli, "sequencer", "-c", str(bus.path)], env=env)
-    if not wait_udp_bound(bus.upstream, 10.0) or sequencer.poll() is not None:
+    if not wait_udp_bound(bus.upstream, 30.0) or sequencer.poll() is not None:
         pytest.fail(f"the sequencer did not start\n{processes.logs()}")
 
     def python_node(name: str, target: str) -> None:
@@ -120,7 +116,7 @@ def test_python_cpp_and_java_market_data_instances_agree(
     # The foreign instances join late: at a third of the orders, with the gateway paused, they
     # rewind the session's history and catch up with the live stream; then they are live
     # hot-hot instances.
-    wait_for("answers", lambda: answered(reports) >= ORDERS // 3)
+    wait_for("a third of the answers", lambda: (reports / "hold-1").exists())
     foreign = []
     with paused_gateway():
         for language, instance in FOREIGN:
@@ -132,11 +128,12 @@ def test_python_cpp_and_java_market_data_instances_agree(
             processes.start(f"MD-{instance}", command, env=env)
             foreign.append(f"MD-{instance}")
         caught_up(foreign)
+    (reports / "release-1").write_text("go on")
 
     # At two thirds the Python primary dies (kill -9): the BookUpdates of the rest of the run
     # are the C++ and Java instances'. A Python instance joins late in its place, for the
     # Python side of the comparison.
-    wait_for("answers", lambda: answered(reports) >= 2 * ORDERS // 3)
+    wait_for("two thirds of the answers", lambda: (reports / "hold-2").exists())
     with paused_gateway():
         primary = next(proc for name, proc in processes.procs if name == "MD-1")
         killed.add("MD-1")
@@ -145,7 +142,7 @@ def test_python_cpp_and_java_market_data_instances_agree(
         python_node("MD-4", "tests.languages.market_data:MarketDataWithState")
         caught_up(["MD-4"])
     assert not (reports / "MD-1.json").exists(), "the primary finished before it was killed"
-    (reports / "release").write_text("go on")
+    (reports / "release-2").write_text("go on")
 
     names = ["GW-1", "MD-4", *foreign]
     wait_for("reports", lambda: all((reports / f"{n}.json").exists() for n in names))

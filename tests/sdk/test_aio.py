@@ -139,9 +139,12 @@ async def _drive(config: str, blocking: Probe) -> tuple[Probe, list[int], int, f
         await _until(lambda: len(blocking.fired) == PINGS, "every timer of the blocking node")
         before_cpu = _thread_cpu_s("seqbus-AIO-1")
         before = conn.stats()["loop_signals"]
+        began = time.monotonic()
         await asyncio.sleep(1.0)
-        idle_cpu = _thread_cpu_s("seqbus-AIO-1") - before_cpu
-        idle_signals = conn.stats()["loop_signals"] - before
+        # per second of the idle time as it passed (a loaded host oversleeps)
+        elapsed = time.monotonic() - began
+        idle_cpu = (_thread_cpu_s("seqbus-AIO-1") - before_cpu) / elapsed
+        idle_signals = round((conn.stats()["loop_signals"] - before) / elapsed)
         waits = conn.send_waits
     assert conn.closed
     return node, seqs, waits, idle_cpu, idle_signals

@@ -74,14 +74,18 @@ def test_a_node_with_no_sequencer_says_within_5_s_what_it_waits_for_and_why(
                   "WATCH"], tmp_path)
     try:
         lines = Lines(node)
-        began, waiting = lines.wait_for(
+        _, waiting = lines.wait_for(
             r"INFO node WATCH/1: joining session LOGS01 \(live\): waiting for the sequencer at "
             rf"127\.0\.0\.1:{upstream} and its stream on udp-unicast at (\S+)",
             timeout=30,  # the interpreter's start, under load
         )
         assert waiting.group(1) == listens[0]
-        at, why = lines.wait_for(r"WARNING node WATCH/1: no heartbeat for .*", timeout=5.0)
-        assert at - began < 5.0
+        # said within 5 s of joining, by the node's own clock (the test's reading of the
+        # lines only bounds the wait)
+        _, why = lines.wait_for(
+            r"WARNING node WATCH/1: no heartbeat for ([0-9.]+) s .*", timeout=30
+        )
+        assert float(why.group(1)) < 5.0, why.group(0)
         text = why.group(0)
         assert f"from the sequencer at 127.0.0.1:{upstream}" in text, text
         assert "since it started" in text, text

@@ -119,10 +119,10 @@ def test_the_exchange_across_two_sites_with_loss_failover_and_a_lost_link(
             lambda: (reports / "ME-2.checkpoint.json").exists(), 60, "the backup's checkpoint", logs
         )
         killed_at = answered()
-        wait_until(lambda: (reports / "hold").exists(), 120, "answers from site B", logs)
+        wait_until(lambda: (reports / "hold-1").exists(), 120, "answers from site B", logs)
         processes.kill(links["t1a"], signal.SIGKILL)  # one of the bridge's two links
         link_killed_at = answered()
-        (reports / "release").write_text("go on")
+        (reports / "release-1").write_text("go on")
         # a late joiner at site B rewinds from site B's bridge (nothing else is in its reach)
         node("ME-3", "DemoEngine", bus_b, site_b=True)
         wait_until(lambda: (reports / "GW-1.json").exists(), 180, "every order answered", logs)

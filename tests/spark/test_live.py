@@ -53,10 +53,10 @@ def test_live_bus_archive_and_restarted_stream(spark: Any, tmp_path: Path, proce
     bus = write_bus_config(tmp_path)
     cli = seqbus_cli()
     seq = processes.start("sequencer", [*cli, "sequencer", "-c", str(bus.path)])
-    if not wait_udp_bound(bus.upstream, 10.0) or seq.poll() is not None:
+    if not wait_udp_bound(bus.upstream, 30.0) or seq.poll() is not None:
         pytest.fail(f"the sequencer did not start\n{processes.logs()}")
     journal = tmp_path / "journal"
-    _wait(lambda: any(journal.glob("*.seg")), 10, "the journal", processes.logs)
+    _wait(lambda: any(journal.glob("*.seg")), 30, "the journal", processes.logs)
 
     schemas = [(json.loads(t)["schema_id"], n, t) for n, t in
                ((n, sess.ir_json(n)) for n in ("bus", "pingpong"))]

@@ -10,11 +10,12 @@ import socket
 import struct
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Processes, tshark_path
+from tests.conftest import Processes, capture_written, tshark_path
 from tests.transports.harness import (
     PASSWORD,
     USER,
@@ -106,12 +107,12 @@ def test_tshark_decodes_the_tcp_stream_as_soupbintcp(
     cap = processes.start(
         "tshark", [tshark, "-i", "lo", "-f", f"tcp port {bus.tcp}", "-w", str(capture), "-q"]
     )
-    assert wait_for(lambda: "Capturing on" in processes.log("tshark") or cap.poll() is not None, 15)
+    assert wait_for(lambda: "Capturing on" in processes.log("tshark") or cap.poll() is not None, 60)
     assert cap.poll() is None, processes.log("tshark")
     # "Capturing on" can come before packets are written (seen under load: the sending node's
     # session was missing from the capture): knock on the port, nothing listens yet, until the
     # capture file grows, so the session below is captured from its first packet.
-    assert _capture_is_live(capture, bus.tcp), processes.log("tshark")
+    assert capture_written(capture, _knock(bus.tcp)), processes.log("tshark")
     processes.start("sequencer", [str(transport_bus), "sequencer", str(bus.path)])
     assert wait_for(lambda: tcp_listening(bus.tcp) and udp_bound(bus.upstream), 20), (
         processes.logs()
@@ -125,7 +126,8 @@ def test_tshark_decodes_the_tcp_stream_as_soupbintcp(
         s.sendall(b"\x00\x01R")
         assert b"\x00\x01H" in s.recv(100)
         s.sendall(b"\x00\x01O")
-    time.sleep(0.3)
+    # the session's last packets (R, H, O) are in the file once a knock after them is
+    assert capture_written(capture, _knock(bus.tcp)), processes.log("tshark")
     processes.kill(cap, 2)
     cap.wait(timeout=10)
 
@@ -170,17 +172,15 @@ def test_tshark_decodes_the_tcp_stream_as_soupbintcp(
     assert read_reports_ok(tmp_path)
 
 
-def _capture_is_live(capture: Path, port: int) -> bool:
-    """Connects to ``port`` (refused: a SYN and a RST the capture filter takes) until the
-    capture file grows past what it held; bounded to about 20 s."""
-    size = capture.stat().st_size if capture.exists() else 0
-    for _ in range(200):
+def _knock(port: int) -> Callable[[], None]:
+    """A connection to ``port`` (refused while nothing listens: a SYN and a RST), which the
+    capture filter takes."""
+
+    def knock() -> None:
         with contextlib.suppress(OSError):
             socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-        time.sleep(0.1)
-        if capture.exists() and capture.stat().st_size > size:
-            return True
-    return False
+
+    return knock
 
 
 def login(sequence: int) -> bytes:
