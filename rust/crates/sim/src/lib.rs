@@ -1167,7 +1167,6 @@ impl Bus {
                 }
             }
             To::Replayer { index, requester } => {
-                let mut answers = Vec::new();
                 if index < self.members.len() {
                     let m = &mut self.members[index];
                     let Some(member) = m.member.as_ref() else {
@@ -1190,11 +1189,15 @@ impl Bus {
                     let outs = answers.into_iter().map(|a| Out::Send(to, a)).collect();
                     self.end_step(index, Action::Serve(index as u16 + 1), outs, r.map(|_| ()));
                     return;
-                } else if let Some(f) = self.follower.as_mut() {
-                    let r;
-                    (answers, r) = replayer_answers(&mut f.replayer, data, &mut f.store);
-                    r.expect("memory reads");
                 }
+                let answers = match self.follower.as_mut() {
+                    Some(f) => {
+                        let (answers, r) = replayer_answers(&mut f.replayer, data, &mut f.store);
+                        r.expect("memory reads");
+                        answers
+                    }
+                    None => Vec::new(),
+                };
                 let to = match requester {
                     Requester::Node(i) => To::Node(i, Src::Replayer(self.replayer_for_node(index))),
                     Requester::Follower => To::Follower(Src::Replayer(index)),
