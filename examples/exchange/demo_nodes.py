@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import struct
 import time
@@ -51,6 +52,8 @@ from .gateway import IN_FLIGHT, OrderGateway
 from .market_data import MarketDataPublisher
 
 __all__ = ["DemoEngine", "DemoGateway", "DemoMarketData"]
+
+log = logging.getLogger("seqbus.examples.exchange")
 
 
 def _bus_stats(node: Any) -> dict[str, int]:
@@ -208,6 +211,7 @@ class DemoGateway(OrderGateway):
         if (Path(os.environ["EXCHANGE_REPORT_DIR"]) / f"release-{self.holds}").exists():
             self.holding = False
             self.in_flight_limit = IN_FLIGHT
+            log.info("gateway: release-%d found, sending again", self.holds)
             self.pump()
         else:
             self.set_local_timer(0.005, self._release)
@@ -237,6 +241,14 @@ class DemoGateway(OrderGateway):
             self.holding = True
             self.in_flight_limit = self.hold_in_flight
             _write(f"hold-{self.holds}", {"answered": len(self.answers)})
+            log.info(
+                "gateway: holding at %d answers with at most %d orders in flight until "
+                "release-%d appears in %s",
+                len(self.answers),
+                self.hold_in_flight,
+                self.holds,
+                os.environ["EXCHANGE_REPORT_DIR"],
+            )
             self.set_local_timer(0.005, self._release)
         if self.done and not self.elapsed_s:
             # every order answered: the end marker goes out; the report is written when the

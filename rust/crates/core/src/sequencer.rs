@@ -574,11 +574,7 @@ impl Sequencer {
                         };
                         // with keys, authentic() found the account's key
                         let key = self.keys.as_ref().and_then(|k| k.get(&account));
-                        self.nak.clear();
-                        match key {
-                            Some(k) => self.nak.extend_from_slice(&nak.encode_signed(k)),
-                            None => self.nak.extend_from_slice(&nak.encode()),
-                        }
+                        nak.write_datagram(key, &mut self.nak);
                         self.nak_due = true;
                     }
                 }
@@ -751,7 +747,6 @@ impl Sequencer {
             }
         }
         self.pending_first += n as u64;
-        self.packed = self.packed.max(self.pending_first);
         self.last_packet_ns = now_ns;
         self.hb_interval = self.tail_heartbeat_ns;
     }

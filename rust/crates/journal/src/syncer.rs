@@ -20,7 +20,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -58,7 +58,7 @@ struct Shared {
     /// Syncs done (read without the lock).
     synced: AtomicU64,
     /// A sync failed (read without the lock; the error is in `state`).
-    failed: std::sync::atomic::AtomicBool,
+    failed: AtomicBool,
 }
 
 impl Shared {
@@ -86,7 +86,7 @@ impl Syncer {
             wake: Condvar::new(),
             done: AtomicU64::new(0),
             synced: AtomicU64::new(0),
-            failed: std::sync::atomic::AtomicBool::new(false),
+            failed: AtomicBool::new(false),
         });
         let s = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -289,18 +289,17 @@ mod tests {
 
     /// Hands the thread a handle that cannot be synced (fdatasync of a socket fails: EINVAL)
     /// and waits until it tried.
-    fn fail_a_sync(syncer: &Syncer) -> PathBuf {
+    fn fail_a_sync(syncer: &Syncer) {
         let (_r, w) = std::os::unix::net::UnixStream::pair().unwrap();
         let bad: File = std::os::fd::OwnedFd::from(w).into();
         let path = PathBuf::from("/bad/segment.seg");
-        syncer.shared.lock().pending = Some((path.clone(), bad));
+        syncer.shared.lock().pending = Some((path, bad));
         syncer.shared.wake.notify_one();
         let deadline = Instant::now() + Duration::from_secs(10);
         while syncer.synced() == 0 {
             assert!(Instant::now() < deadline, "the sync never ran");
             std::thread::sleep(Duration::from_millis(1));
         }
-        path
     }
 
     #[test]

@@ -80,24 +80,24 @@ impl JournalLog {
                 took.as_millis()
             ))
         };
-        let synced = match fsync {
-            FsyncPolicy::Batch => Some(Arc::new(
-                crate::notify::EventFd::new().map_err(io_error("journal: an eventfd for syncs"))?,
-            )),
-            _ => None,
-        };
-        let syncer = match (fsync, &synced) {
-            (FsyncPolicy::None, _) => None,
-            (_, Some(fd)) => {
-                let fd = Arc::clone(fd);
-                let on_done = Box::new(move || fd.signal());
-                Some(Syncer::with_on_done(Box::new(on_slow), on_done))
+        let starting = io_error("journal: starting the sync thread");
+        let (syncer, synced) = match fsync {
+            FsyncPolicy::None => (None, None),
+            FsyncPolicy::Interval => (
+                Some(Syncer::start(Box::new(on_slow)).map_err(starting)?),
+                None,
+            ),
+            FsyncPolicy::Batch => {
+                let fd = Arc::new(
+                    crate::notify::EventFd::new()
+                        .map_err(io_error("journal: an eventfd for syncs"))?,
+                );
+                let signal = Arc::clone(&fd);
+                let on_done = Box::new(move || signal.signal());
+                let syncer = Syncer::with_on_done(Box::new(on_slow), on_done).map_err(starting)?;
+                (Some(syncer), Some(fd))
             }
-            (_, None) => Some(Syncer::start(Box::new(on_slow))),
         };
-        let syncer = syncer
-            .transpose()
-            .map_err(io_error("journal: starting the sync thread"))?;
         Ok(JournalLog {
             journal,
             fsync,

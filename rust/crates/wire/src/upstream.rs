@@ -266,9 +266,17 @@ impl Nak {
 
     /// The datagram to send: signed with the account's `key` when upstream is authenticated.
     pub fn datagram(&self, key: Option<&Key>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(NAK_SIGNED_LEN);
+        self.write_datagram(key, &mut out);
+        out
+    }
+
+    /// [`Nak::datagram`] into `out` (cleared first), a buffer kept from one NAK to the next.
+    pub fn write_datagram(&self, key: Option<&Key>, out: &mut Vec<u8>) {
+        out.clear();
         match key {
-            Some(k) => self.encode_signed(k).to_vec(),
-            None => self.encode().to_vec(),
+            Some(k) => out.extend_from_slice(&self.encode_signed(k)),
+            None => out.extend_from_slice(&self.encode()),
         }
     }
 
