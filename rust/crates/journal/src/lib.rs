@@ -801,15 +801,23 @@ impl Journal {
 
     fn new_segment(&mut self, first_seq: u64) -> Result<(), JournalError> {
         let path = segment_path(&self.index.dir, first_seq);
+        // the segment appears with its header, never without: written under a name no reader
+        // lists, then linked under its own (which fails if a segment already has it, so none
+        // is ever replaced). A following reader that found the file before its header was
+        // written took it for damage, and stopped its process.
+        let new = self.index.dir.join(format!(".{first_seq:020}.seg.new"));
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
+            .create(true)
+            .truncate(true)
+            .open(&new)
+            .map_err(io_err(&new))?;
         file.write_all(&segment_header(&self.index.session, first_seq))
-            .map_err(io_err(&path))?;
-        file.sync_all().map_err(io_err(&path))?;
+            .map_err(io_err(&new))?;
+        file.sync_all().map_err(io_err(&new))?;
+        fs::hard_link(&new, &path).map_err(io_err(&path))?;
+        fs::remove_file(&new).map_err(io_err(&new))?;
         File::open(&self.index.dir)
             .and_then(|d| d.sync_all())
             .map_err(io_err(&self.index.dir))?;
